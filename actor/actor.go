@@ -1,0 +1,364 @@
+// Package actor runs a bucket store on one goroutine of its own: callers send
+// messages over a channel and wait for the reply, so the store needs no locks
+// (Erlang's gen_server). A supervisor restarts the goroutine after a panic,
+// keeping the store, so no counter is lost.
+package actor
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	rl "github.com/raterlimiter/raterlimiter"
+	"github.com/raterlimiter/raterlimiter/buckets"
+)
+
+// Config configures an Actor. The zero value is usable: every zero field
+// means the default its comment names.
+type Config struct {
+	// Clock returns the time in Unix milliseconds. Default: the system clock.
+	// The actor never lets time go backwards: a reading earlier than one it
+	// already used is taken as that one.
+	Clock func() int64
+	// Mailbox is how many messages may wait for the actor. Default 1024.
+	Mailbox int
+	// SweepBudget is how many records one step of a sweep examines before the
+	// actor answers waiting checks again. Default 1024.
+	SweepBudget int
+	// Store configures the actor's store.
+	Store buckets.Options
+	// Logger receives the supervisor's reports. Default: slog.Default().
+	Logger *slog.Logger
+}
+
+// Defaults for Config's zero fields.
+const (
+	DefaultMailbox     = 1024
+	DefaultSweepBudget = 1024
+)
+
+// ErrPanicked is returned to the caller whose message was being handled when
+// the actor's goroutine panicked. The actor restarts with its store intact.
+var ErrPanicked = fmt.Errorf("actor: check aborted by a panic in the actor, which restarted: %w", rl.ErrUnavailable)
+
+// SystemClock returns the system time in Unix milliseconds.
+func SystemClock() int64 { return time.Now().UnixMilli() }
+
+// SweepStats reports a finished sweep.
+type SweepStats struct {
+	Examined, Deleted int
+}
+
+// Actor owns one store and the goroutine that serves it. It is safe for
+// concurrent use. Make one with New; stop it with Close.
+type Actor struct {
+	cfg      Config
+	store    *buckets.Store
+	mailbox  chan *msg
+	done     chan struct{} // closed by Close
+	stopped  chan struct{} // closed when the goroutine has exited
+	once     sync.Once
+	restarts atomic.Uint64
+	live     atomic.Int64 // records in the store, as of the last message
+
+	// Owned by the actor's goroutine.
+	now      int64
+	current  *msg
+	sweeping []*msg // sweep requests waiting for the pass to end
+	swept    SweepStats
+	hook     func(*msg) // test hook, run before each message
+}
+
+type kind uint8
+
+const (
+	kindCheck kind = iota
+	kindBatch
+	kindSweep
+	kindFunc
+)
+
+// msg is one request to the actor. Check messages are pooled with their
+// reply channel.
+type msg struct {
+	kind  kind
+	req   rl.Request
+	reqs  []rl.Request
+	out   []rl.Decision
+	fn    func(s *buckets.Store, now int64)
+	reply chan result
+}
+
+type result struct {
+	d     rl.Decision
+	sweep SweepStats
+	err   error
+}
+
+var msgPool = sync.Pool{New: func() any { return &msg{reply: make(chan result, 1)} }}
+
+// New starts an actor with an empty store.
+func New(cfg Config) *Actor {
+	if cfg.Clock == nil {
+		cfg.Clock = SystemClock
+	}
+	if cfg.Mailbox <= 0 {
+		cfg.Mailbox = DefaultMailbox
+	}
+	if cfg.SweepBudget <= 0 {
+		cfg.SweepBudget = DefaultSweepBudget
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	a := &Actor{
+		cfg:     cfg,
+		store:   buckets.New(cfg.Store),
+		mailbox: make(chan *msg, cfg.Mailbox),
+		done:    make(chan struct{}),
+		stopped: make(chan struct{}),
+	}
+	go a.supervise()
+	return a
+}
+
+// CheckRate decides r. It fails with ctx's error if ctx ends first, with
+// raterlimiter.ErrClosed after Close, and with ErrPanicked if the actor
+// panicked on it.
+func (a *Actor) CheckRate(ctx context.Context, r rl.Request) (rl.Decision, error) {
+	m := msgPool.Get().(*msg)
+	m.kind, m.req = kindCheck, r
+	res, err := a.call(ctx, m)
+	if err != nil {
+		return rl.Decision{}, err
+	}
+	m.req = rl.Request{}
+	msgPool.Put(m)
+	return res.d, res.err
+}
+
+// CheckRates decides rs in order into out (len(out) == len(rs)), in one
+// message. Invalid requests are refused before anything is counted.
+func (a *Actor) CheckRates(ctx context.Context, rs []rl.Request, out []rl.Decision) error {
+	m := &msg{kind: kindBatch, reqs: rs, out: out, reply: make(chan result, 1)}
+	res, err := a.call(ctx, m)
+	if err != nil {
+		return err
+	}
+	return res.err
+}
+
+// Do runs fn on the actor's goroutine with its store and the time, and
+// returns when fn has. fn must not keep the store.
+func (a *Actor) Do(ctx context.Context, fn func(s *buckets.Store, now int64)) error {
+	m := &msg{kind: kindFunc, fn: fn, reply: make(chan result, 1)}
+	res, err := a.call(ctx, m)
+	if err != nil {
+		return err
+	}
+	return res.err
+}
+
+// Sweep deletes every record no decision can read again, in steps of
+// Config.SweepBudget records between which the actor answers checks, and
+// returns when the pass is done. Sweeps asked for during a pass join it.
+func (a *Actor) Sweep(ctx context.Context) (SweepStats, error) {
+	m := &msg{kind: kindSweep, reply: make(chan result, 1)}
+	res, err := a.call(ctx, m)
+	if err != nil {
+		return SweepStats{}, err
+	}
+	return res.sweep, res.err
+}
+
+// Len returns the number of live records as of the last message handled.
+func (a *Actor) Len() int { return int(a.live.Load()) }
+
+// Restarts returns how many times the supervisor restarted the goroutine.
+func (a *Actor) Restarts() uint64 { return a.restarts.Load() }
+
+// Pending returns how many messages wait in the mailbox.
+func (a *Actor) Pending() int { return len(a.mailbox) }
+
+// Close stops the actor: messages still waiting are answered with
+// raterlimiter.ErrClosed, and so is every later call. It waits for the
+// goroutine to exit. Close is idempotent and safe for concurrent use.
+func (a *Actor) Close() error {
+	a.once.Do(func() { close(a.done) })
+	<-a.stopped
+	return nil
+}
+
+// call sends m and waits for its reply. A non-nil error means m may still be
+// in the actor's hands and must not be reused.
+func (a *Actor) call(ctx context.Context, m *msg) (result, error) {
+	select {
+	case a.mailbox <- m:
+	case <-a.done:
+		return result{}, rl.ErrClosed
+	case <-ctx.Done():
+		return result{}, ctx.Err()
+	}
+	select {
+	case res := <-m.reply:
+		return res, nil
+	case <-ctx.Done():
+		return result{}, ctx.Err()
+	case <-a.stopped:
+		select {
+		case res := <-m.reply:
+			return res, nil
+		default:
+			return result{}, rl.ErrClosed
+		}
+	}
+}
+
+// supervise runs the loop, restarting it after a panic with the same store.
+func (a *Actor) supervise() {
+	defer close(a.stopped)
+	for !a.loop() {
+	}
+}
+
+// loop serves messages until Close. It returns false after recovering from
+// a panic, true on a clean stop.
+func (a *Actor) loop() (clean bool) {
+	defer func() {
+		v := recover()
+		if v == nil {
+			return
+		}
+		a.restarts.Add(1)
+		a.cfg.Logger.Error("actor: panic recovered; restarting with the store intact",
+			"panic", fmt.Sprint(v), "restarts", a.restarts.Load(), "stack", string(debug.Stack()))
+		if m := a.current; m != nil {
+			a.current = nil
+			m.reply <- result{err: ErrPanicked}
+		}
+		clean = false
+	}()
+	for {
+		if len(a.sweeping) > 0 {
+			a.sweepStep()
+			// Answer what waits before the next step.
+			for range a.cfg.Mailbox {
+				select {
+				case m := <-a.mailbox:
+					a.handle(m)
+					continue
+				case <-a.done:
+					a.drain()
+					return true
+				default:
+				}
+				break
+			}
+			continue
+		}
+		select {
+		case m := <-a.mailbox:
+			a.tick()
+			a.handle(m)
+			// Serve what queued meanwhile at the same reading of the clock.
+			for n := 1; n < 64; n++ {
+				select {
+				case m = <-a.mailbox:
+					a.handle(m)
+					continue
+				default:
+				}
+				break
+			}
+			a.live.Store(int64(a.store.Len()))
+		case <-a.done:
+			a.drain()
+			return true
+		}
+	}
+}
+
+// tick reads the clock, never going backwards.
+func (a *Actor) tick() {
+	if t := a.cfg.Clock(); t > a.now {
+		a.now = t
+	}
+}
+
+func (a *Actor) handle(m *msg) {
+	a.current = m
+	if a.hook != nil {
+		a.hook(m)
+	}
+	var res result
+	switch m.kind {
+	case kindCheck:
+		res.d, res.err = a.store.Check(a.now, m.req)
+	case kindBatch:
+		res.err = a.batch(m)
+	case kindFunc:
+		m.fn(a.store, a.now)
+	case kindSweep:
+		a.current = nil
+		if len(a.sweeping) == 0 {
+			a.swept = SweepStats{}
+		}
+		a.sweeping = append(a.sweeping, m)
+		return
+	}
+	a.current = nil
+	m.reply <- res
+}
+
+func (a *Actor) batch(m *msg) error {
+	if err := rl.ValidateBatch(m.reqs, a.cfg.Store.MaxIDBytes); err != nil {
+		return err
+	}
+	for i, r := range m.reqs {
+		d, err := a.store.Check(a.now, r)
+		if err != nil {
+			return &rl.ItemError{Index: i, Err: err}
+		}
+		m.out[i] = d
+	}
+	return nil
+}
+
+func (a *Actor) sweepStep() {
+	a.tick()
+	ex, del, done := a.store.Sweep(a.now, a.cfg.SweepBudget)
+	a.swept.Examined += ex
+	a.swept.Deleted += del
+	a.live.Store(int64(a.store.Len()))
+	if !done {
+		return
+	}
+	for _, m := range a.sweeping {
+		m.reply <- result{sweep: a.swept}
+	}
+	a.sweeping = a.sweeping[:0]
+}
+
+// drain answers everything still waiting with ErrClosed.
+func (a *Actor) drain() {
+	for _, m := range a.sweeping {
+		m.reply <- result{err: rl.ErrClosed}
+	}
+	a.sweeping = nil
+	for {
+		select {
+		case m := <-a.mailbox:
+			m.reply <- result{err: rl.ErrClosed}
+		default:
+			return
+		}
+	}
+}
+
+var _ interface {
+	CheckRate(context.Context, rl.Request) (rl.Decision, error)
+} = (*Actor)(nil)

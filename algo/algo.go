@@ -1,0 +1,82 @@
+// Package algo holds the rate-limiting algorithms as pure functions of a
+// stored record, the request and the time: no state, no clock, no goroutines.
+// The store (package buckets) keeps the records; these functions decide. Being
+// pure, they are also the reference that other backends are tested against.
+//
+// Times are Unix milliseconds. Requests must be valid (raterlimiter.Request.Validate).
+package algo
+
+import (
+	rl "github.com/raterlimiter/raterlimiter"
+)
+
+// Record is what one bucket holds. Its meaning depends on the algorithm:
+//
+//   - Fixed and Sliding: Count is the bucket's counter; Created and Modified
+//     are the times of its first and last change. Created lies in the bucket's
+//     window, so the bucket number is Created/scale (see BucketOf).
+//   - Token: Modified is the integer part of the theoretical arrival time
+//     (TAT, Unix ms), and Count holds its fraction: the numerator in the low
+//     32 bits over the limit it was computed with in the high 32 bits.
+//     Created is the record's creation time.
+type Record struct {
+	Count    int64
+	Created  int64
+	Modified int64
+}
+
+// Bucket returns the window number floor(now/scale).
+func Bucket(now, scale int64) int64 {
+	b := now / scale
+	if now%scale < 0 {
+		b--
+	}
+	return b
+}
+
+// BucketOf returns the bucket number of a stored record: the window its
+// Created falls in for Fixed and Sliding, 0 for Token (one record per id and
+// scale).
+func BucketOf(a rl.Algo, scale int64, rec Record) int64 {
+	if a == rl.Token {
+		return 0
+	}
+	return Bucket(rec.Created, scale)
+}
+
+// Expired reports whether no decision at now or later can read rec again, so
+// a sweep may delete it: Fixed once its window has ended, Sliding one window
+// later (the next window still weighs it), Token once its state equals a
+// fresh one (the theoretical arrival time has passed).
+func Expired(a rl.Algo, scale int64, rec Record, now int64) bool {
+	switch a {
+	case rl.Fixed:
+		return now >= (Bucket(rec.Created, scale)+1)*scale
+	case rl.Sliding:
+		return now >= (Bucket(rec.Created, scale)+2)*scale
+	case rl.Token:
+		return tokenExpired(rec, now)
+	}
+	return false
+}
+
+// Check dispatches r to its algorithm. cur is the record of the current window
+// (for Token the id's single record), ok whether it exists; prev and prevOK
+// the previous window's record, read by Sliding only. It returns the decision,
+// and the record to store when write is true.
+func Check(cur Record, ok bool, prev Record, prevOK bool, now int64, r rl.Request) (d rl.Decision, next Record, write bool) {
+	switch r.Algo {
+	case rl.Sliding:
+		return Sliding(cur, ok, prev, prevOK, now, r)
+	case rl.Token:
+		return Token(cur, ok, now, r)
+	}
+	return Fixed(cur, ok, now, r)
+}
+
+func satAdd(a, b int64) int64 {
+	if s := a + b; s >= a {
+		return s
+	}
+	return 1<<63 - 1
+}

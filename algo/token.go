@@ -1,0 +1,11 @@
+package algo
+
+import rl "github.com/raterlimiter/raterlimiter"
+
+// Token is GCRA.
+// TODO(algorithms issue): the real algorithm; until then it decides as Fixed.
+func Token(st Record, ok bool, now int64, r rl.Request) (rl.Decision, Record, bool) {
+	return Fixed(st, ok, now, r)
+}
+
+func tokenExpired(rec Record, now int64) bool { return rec.Modified <= now }

@@ -1,0 +1,98 @@
+package buckets
+
+import (
+	"unsafe"
+
+	rl "github.com/raterlimiter/raterlimiter"
+	"github.com/raterlimiter/raterlimiter/algo"
+)
+
+// rec is the header of a record. The record is a []uint64 allocation: these
+// four words, then the id's bytes. The id is never changed after creation, nor
+// is meta or, for windowed algorithms, created (which fixes the bucket).
+type rec struct {
+	meta     uint64 // scale<<metaScaleShift | algo<<metaAlgoShift | len(id)
+	count    int64
+	created  int64
+	modified int64
+}
+
+const (
+	headerWords    = 4
+	metaAlgoShift  = 22
+	metaScaleShift = 24
+	// MaxIDBytes is the longest id a record can hold.
+	MaxIDBytes = 1<<metaAlgoShift - 1
+)
+
+func newRec(id string, scale int64, a rl.Algo, r algo.Record) *rec {
+	w := make([]uint64, headerWords+(len(id)+7)/8)
+	p := (*rec)(unsafe.Pointer(unsafe.SliceData(w)))
+	p.meta = makeMeta(len(id), scale, a)
+	p.set(r)
+	copy(unsafe.Slice(p.idData(), len(id)), id)
+	return p
+}
+
+func makeMeta(idLen int, scale int64, a rl.Algo) uint64 {
+	return uint64(scale)<<metaScaleShift | uint64(a)<<metaAlgoShift | uint64(idLen)
+}
+
+func (p *rec) idData() *byte {
+	return (*byte)(unsafe.Add(unsafe.Pointer(p), headerWords*8))
+}
+
+// id returns the record's id without copying it. The string must not outlive
+// the record's reachability from the caller (it shares its memory).
+func (p *rec) id() string {
+	return unsafe.String(p.idData(), int(p.meta&MaxIDBytes))
+}
+
+func (p *rec) scale() int64  { return int64(p.meta >> metaScaleShift) }
+func (p *rec) algo() rl.Algo { return rl.Algo(p.meta >> metaAlgoShift & 3) }
+func (p *rec) key() uint64   { return p.meta >> metaAlgoShift } // scale and algo
+func (p *rec) record() algo.Record {
+	return algo.Record{Count: p.count, Created: p.created, Modified: p.modified}
+}
+
+func (p *rec) set(r algo.Record) {
+	p.count, p.created, p.modified = r.Count, r.Created, r.Modified
+}
+
+func (p *rec) bucket() int64 {
+	if p.algo() == rl.Token {
+		return 0
+	}
+	return algo.Bucket(p.created, p.scale())
+}
+
+// less orders records by id, then scale, then algo, then bucket.
+func less(a, b *rec) bool {
+	ia, ib := a.id(), b.id()
+	if ia != ib {
+		return ia < ib
+	}
+	if ka, kb := a.key(), b.key(); ka != kb {
+		return ka < kb
+	}
+	return a.bucket() < b.bucket()
+}
+
+// pivot is a reusable search key: a record header and room for an id.
+type pivot struct {
+	w []uint64
+}
+
+// set makes the pivot the key (id, scale, a, bucket) and returns it. A scale
+// of 0 sorts before every record of id.
+func (pv *pivot) set(id string, scale int64, a rl.Algo, bucket int64) *rec {
+	n := headerWords + (len(id)+7)/8
+	if cap(pv.w) < n {
+		pv.w = make([]uint64, n, n+8)
+	}
+	p := (*rec)(unsafe.Pointer(unsafe.SliceData(pv.w)))
+	p.meta = makeMeta(len(id), scale, a)
+	p.created = bucket * scale
+	copy(unsafe.Slice(p.idData(), len(id)), id)
+	return p
+}

@@ -1,0 +1,125 @@
+package buckets
+
+import (
+	"github.com/tidwall/btree"
+
+	rl "github.com/raterlimiter/raterlimiter"
+	"github.com/raterlimiter/raterlimiter/algo"
+)
+
+// Options configures a Store. The zero value is ready to use.
+type Options struct {
+	// MaxIDBytes is the longest id accepted; 0 means
+	// raterlimiter.DefaultMaxIDBytes. It cannot exceed MaxIDBytes.
+	MaxIDBytes int
+	// Degree is the B-tree's degree; 0 means the library's default.
+	Degree int
+}
+
+// Store is an ordered set of bucket records. The zero Store is not usable;
+// make one with New. A Store is not safe for concurrent use.
+type Store struct {
+	tree  *btree.BTreeG[*rec]
+	maxID int
+	pv    pivot
+	sweep sweepState
+}
+
+// New returns an empty store.
+func New(opts Options) *Store {
+	maxID := opts.MaxIDBytes
+	if maxID <= 0 {
+		maxID = rl.DefaultMaxIDBytes
+	}
+	maxID = min(maxID, MaxIDBytes)
+	return &Store{
+		tree:  btree.NewBTreeGOptions(less, btree.Options{NoLocks: true, Degree: opts.Degree}),
+		maxID: maxID,
+	}
+}
+
+// Len returns the number of live records.
+func (s *Store) Len() int { return s.tree.Len() }
+
+// Check decides r at now and stores what the algorithm counts. An invalid
+// request is refused with an error matching raterlimiter.ErrInvalid and
+// changes nothing.
+func (s *Store) Check(now int64, r rl.Request) (rl.Decision, error) {
+	if err := r.Validate(s.maxID); err != nil {
+		return rl.Decision{}, err
+	}
+	var b int64
+	if r.Algo != rl.Token {
+		b = algo.Bucket(now, r.Scale)
+	}
+	cur, ok := s.tree.Get(s.pv.set(r.ID, r.Scale, r.Algo, b))
+	var curRec, prevRec algo.Record
+	var prevOK bool
+	if ok {
+		curRec = cur.record()
+	}
+	if r.Algo == rl.Sliding {
+		if prev, found := s.tree.Get(s.pv.set(r.ID, r.Scale, r.Algo, b-1)); found {
+			prevRec, prevOK = prev.record(), true
+		}
+	}
+	d, next, write := algo.Check(curRec, ok, prevRec, prevOK, now, r)
+	if write {
+		if ok {
+			cur.set(next)
+		} else {
+			s.tree.Set(newRec(r.ID, r.Scale, r.Algo, next))
+		}
+	}
+	return d, nil
+}
+
+// Put stores rec under (id, scale, a), replacing the record with the same key
+// (the bucket comes from rec, see algo.BucketOf). It is for restoring a
+// snapshot; Check is the way to count.
+func (s *Store) Put(id string, scale int64, a rl.Algo, r algo.Record) error {
+	req := rl.Request{ID: id, Scale: scale, Algo: a}
+	if err := req.Validate(s.maxID); err != nil {
+		return err
+	}
+	s.tree.Set(newRec(id, scale, a, r))
+	return nil
+}
+
+// Buckets returns the records of id in key order.
+func (s *Store) Buckets(id string) []rl.Bucket {
+	var out []rl.Bucket
+	s.tree.Ascend(s.pv.set(id, 0, 0, 0), func(p *rec) bool {
+		if p.id() != id {
+			return false
+		}
+		out = append(out, rl.Bucket{
+			Scale: p.scale(), Algo: p.algo(), Bucket: p.bucket(),
+			Count: p.count, Created: p.created, Modified: p.modified,
+		})
+		return true
+	})
+	return out
+}
+
+// Delete removes the records of id, of every scale when scale is 0 and of
+// that scale only otherwise, and returns how many it removed.
+func (s *Store) Delete(id string, scale int64) int {
+	n := 0
+	s.tree.DeleteAscend(s.pv.set(id, scale, 0, 0), func(p *rec) btree.Action {
+		if p.id() != id || (scale != 0 && p.scale() != scale) {
+			return btree.Stop
+		}
+		n++
+		return btree.Delete
+	})
+	return n
+}
+
+// Scan calls fn for every record in key order until fn returns false. fn
+// must not change the store.
+func (s *Store) Scan(fn func(id string, scale int64, a rl.Algo, r algo.Record) bool) {
+	s.tree.Scan(func(p *rec) bool {
+		return fn(p.id(), p.scale(), p.algo(), p.record())
+	})
+}

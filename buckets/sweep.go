@@ -1,0 +1,53 @@
+package buckets
+
+import (
+	"github.com/tidwall/btree"
+
+	"github.com/raterlimiter/raterlimiter/algo"
+)
+
+// sweepState is where an incremental sweep stands between calls.
+type sweepState struct {
+	next   *rec // the first record not yet examined; nil: start over
+	active bool
+}
+
+// Sweep examines at most budget records, starting where the previous call
+// stopped, and deletes those no decision at now or later can read (see
+// algo.Expired). It returns how many it examined and deleted, and done when
+// it has reached the end of the tree; the next call then starts a new pass.
+// A budget of 0 or less sweeps the whole tree at once.
+//
+// Checks may run between calls: a record created behind the cursor waits for
+// the next pass, which is harmless since a new record is not expired.
+func (s *Store) Sweep(now int64, budget int) (examined, deleted int, done bool) {
+	var from *rec
+	if s.sweep.active {
+		from = s.sweep.next
+	}
+	s.sweep.active, s.sweep.next = true, nil
+	iter := func(p *rec) btree.Action {
+		if budget > 0 && examined == budget {
+			s.sweep.next = p
+			return btree.Stop
+		}
+		examined++
+		if algo.Expired(p.algo(), p.scale(), p.record(), now) {
+			deleted++
+			return btree.Delete
+		}
+		return btree.Keep
+	}
+	if from == nil {
+		if first, ok := s.tree.Min(); ok {
+			s.tree.DeleteAscend(first, iter)
+		}
+	} else {
+		s.tree.DeleteAscend(from, iter)
+	}
+	if s.sweep.next == nil {
+		s.sweep.active = false
+		return examined, deleted, true
+	}
+	return examined, deleted, false
+}

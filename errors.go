@@ -1,0 +1,52 @@
+package raterlimiter
+
+import (
+	"errors"
+	"strconv"
+)
+
+var (
+	// ErrInvalid matches every error about a request outside the bounds.
+	ErrInvalid = errors.New("raterlimiter: invalid request")
+	// ErrClosed is returned by a limiter after Close.
+	ErrClosed = errors.New("raterlimiter: limiter closed")
+	// ErrUnavailable matches every error that means the limiter could not
+	// answer in time: overload, shutting down, a backend down. The HTTP API
+	// answers it with 503.
+	ErrUnavailable = errors.New("raterlimiter: limiter unavailable")
+)
+
+// FieldError says which field of a request broke which rule. It matches
+// ErrInvalid.
+type FieldError struct {
+	Field string
+	Rule  string
+}
+
+func (e *FieldError) Error() string {
+	return "raterlimiter: invalid " + e.Field + ": " + e.Rule
+}
+
+// Is reports whether target is ErrInvalid.
+func (e *FieldError) Is(target error) bool { return target == ErrInvalid }
+
+// ItemError says which request of a batch was refused, and why.
+type ItemError struct {
+	Index int
+	Err   error
+}
+
+func (e *ItemError) Error() string {
+	return "raterlimiter: item " + strconv.Itoa(e.Index) + ": " + trimPrefix(e.Err.Error())
+}
+
+// Unwrap returns the item's own error.
+func (e *ItemError) Unwrap() error { return e.Err }
+
+func trimPrefix(s string) string {
+	const p = "raterlimiter: "
+	if len(s) >= len(p) && s[:len(p)] == p {
+		return s[len(p):]
+	}
+	return s
+}

@@ -1,0 +1,228 @@
+// Package memory is the embedded limiter: raterlimiter in the application's
+// own process. It shards ids over actors (package actor), each the only owner
+// of its B-tree of buckets, and sweeps them periodically (package sweeper).
+package memory
+
+import (
+	"context"
+	"hash/maphash"
+	"log/slog"
+	"runtime"
+	"sync"
+	"time"
+
+	rl "github.com/raterlimiter/raterlimiter"
+	"github.com/raterlimiter/raterlimiter/actor"
+	"github.com/raterlimiter/raterlimiter/buckets"
+	"github.com/raterlimiter/raterlimiter/sweeper"
+)
+
+// Config configures a Limiter. The zero value is ready to use: every zero
+// field means the default its comment names.
+type Config struct {
+	// Shards is the number of actors ids are spread over. Default: GOMAXPROCS
+	// (see BENCHMARKS.md for why).
+	Shards int
+	// Clock returns the time in Unix milliseconds. Default: the system clock.
+	Clock func() int64
+	// SweepInterval is the time between sweeps of stale buckets. Default
+	// sweeper.DefaultInterval (10s); negative disables the sweeper.
+	SweepInterval time.Duration
+	// MaxIDBytes is the longest id accepted. Default
+	// raterlimiter.DefaultMaxIDBytes.
+	MaxIDBytes int
+	// Mailbox is each actor's mailbox size. Default actor.DefaultMailbox.
+	Mailbox int
+	// SweepBudget is how many records a sweep step examines before the actor
+	// answers checks again. Default actor.DefaultSweepBudget.
+	SweepBudget int
+	// OnSweep, if set, is called after each shard's periodic sweep.
+	OnSweep func(shard int, s actor.SweepStats, err error)
+	// Logger receives the actors' and the sweeper's reports. Default
+	// slog.Default().
+	Logger *slog.Logger
+}
+
+// Limiter is the embedded rate limiter. It is safe for concurrent use.
+type Limiter struct {
+	actors  []*actor.Actor
+	sweeper *sweeper.Sweeper
+	seed    maphash.Seed
+	maxID   int
+	once    sync.Once
+}
+
+var _ rl.Limiter = (*Limiter)(nil)
+
+// New starts a limiter. Close stops it.
+func New(cfg Config) *Limiter {
+	if cfg.Shards <= 0 {
+		cfg.Shards = runtime.GOMAXPROCS(0)
+	}
+	if cfg.MaxIDBytes <= 0 {
+		cfg.MaxIDBytes = rl.DefaultMaxIDBytes
+	}
+	cfg.MaxIDBytes = min(cfg.MaxIDBytes, buckets.MaxIDBytes)
+	l := &Limiter{seed: maphash.MakeSeed(), maxID: cfg.MaxIDBytes}
+	for range cfg.Shards {
+		l.actors = append(l.actors, actor.New(actor.Config{
+			Clock:       cfg.Clock,
+			Mailbox:     cfg.Mailbox,
+			SweepBudget: cfg.SweepBudget,
+			Store:       buckets.Options{MaxIDBytes: cfg.MaxIDBytes},
+			Logger:      cfg.Logger,
+		}))
+	}
+	if cfg.SweepInterval >= 0 {
+		targets := make([]sweeper.Target, len(l.actors))
+		for i, a := range l.actors {
+			targets[i] = a
+		}
+		l.sweeper = sweeper.Start(sweeper.Config{
+			Interval: cfg.SweepInterval,
+			OnSweep:  cfg.OnSweep,
+			Logger:   cfg.Logger,
+		}, targets...)
+	}
+	return l
+}
+
+func (l *Limiter) shard(id string) *actor.Actor {
+	if len(l.actors) == 1 {
+		return l.actors[0]
+	}
+	return l.actors[maphash.String(l.seed, id)%uint64(len(l.actors))]
+}
+
+// CheckRate decides r. Invalid requests fail with an error matching
+// raterlimiter.ErrInvalid and cost the actors nothing.
+func (l *Limiter) CheckRate(ctx context.Context, r rl.Request) (rl.Decision, error) {
+	if err := r.Validate(l.maxID); err != nil {
+		return rl.Decision{}, err
+	}
+	return l.shard(r.ID).CheckRate(ctx, r)
+}
+
+// CheckRates decides a batch, one message per shard, the shards in parallel.
+// If any request is invalid nothing is counted.
+func (l *Limiter) CheckRates(ctx context.Context, rs []rl.Request) ([]rl.Decision, error) {
+	if err := rl.ValidateBatch(rs, l.maxID); err != nil {
+		return nil, err
+	}
+	out := make([]rl.Decision, len(rs))
+	if len(rs) == 0 {
+		return out, nil
+	}
+	if len(l.actors) == 1 {
+		return out, l.actors[0].CheckRates(ctx, rs, out)
+	}
+	// Group the requests by shard, keeping their order within a shard.
+	n := len(l.actors)
+	idx := make([][]int, n)
+	for i := range rs {
+		s := int(maphash.String(l.seed, rs[i].ID) % uint64(n))
+		idx[s] = append(idx[s], i)
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	for s := range n {
+		if len(idx[s]) == 0 {
+			continue
+		}
+		wg.Go(func() {
+			sub := make([]rl.Request, len(idx[s]))
+			for j, i := range idx[s] {
+				sub[j] = rs[i]
+			}
+			dec := make([]rl.Decision, len(sub))
+			if errs[s] = l.actors[s].CheckRates(ctx, sub, dec); errs[s] == nil {
+				for j, i := range idx[s] {
+					out[i] = dec[j]
+				}
+			}
+		})
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// Buckets lists the live records of id.
+func (l *Limiter) Buckets(ctx context.Context, id string) ([]rl.Bucket, error) {
+	if err := (rl.Request{ID: id, Scale: 1}).Validate(l.maxID); err != nil {
+		return nil, err
+	}
+	var out []rl.Bucket
+	err := l.shard(id).Do(ctx, func(s *buckets.Store, _ int64) { out = s.Buckets(id) })
+	return out, err
+}
+
+// Reset deletes the records of id (of every scale when scale is 0) and
+// returns how many it deleted.
+func (l *Limiter) Reset(ctx context.Context, id string, scale int64) (int, error) {
+	if err := (rl.Request{ID: id, Scale: max(scale, 1)}).Validate(l.maxID); err != nil {
+		return 0, err
+	}
+	var n int
+	err := l.shard(id).Do(ctx, func(s *buckets.Store, _ int64) { n = s.Delete(id, scale) })
+	return n, err
+}
+
+// Sweep runs a sweep of every shard now and returns the totals.
+func (l *Limiter) Sweep(ctx context.Context) (actor.SweepStats, error) {
+	var total actor.SweepStats
+	for _, a := range l.actors {
+		st, err := a.Sweep(ctx)
+		if err != nil {
+			return total, err
+		}
+		total.Examined += st.Examined
+		total.Deleted += st.Deleted
+	}
+	return total, nil
+}
+
+// Stats is a snapshot of the limiter's gauges and counters.
+type Stats struct {
+	// Live is the number of live bucket records.
+	Live int
+	// Restarts counts actor restarts after a panic.
+	Restarts uint64
+	// Pending is the number of messages waiting in the mailboxes.
+	Pending int
+	// Shards is the number of actors.
+	Shards int
+}
+
+// Stats returns the limiter's gauges and counters.
+func (l *Limiter) Stats() Stats {
+	st := Stats{Shards: len(l.actors)}
+	for _, a := range l.actors {
+		st.Live += a.Len()
+		st.Restarts += a.Restarts()
+		st.Pending += a.Pending()
+	}
+	return st
+}
+
+// Actors returns the shards, for tools that drive them directly (snapshots,
+// tests). The caller must not Close them.
+func (l *Limiter) Actors() []*actor.Actor { return l.actors }
+
+// Close stops the sweeper and the actors; later calls fail with
+// raterlimiter.ErrClosed. It is idempotent.
+func (l *Limiter) Close() error {
+	l.once.Do(func() {
+		if l.sweeper != nil {
+			l.sweeper.Close()
+		}
+		for _, a := range l.actors {
+			a.Close()
+		}
+	})
+	return nil
+}

@@ -1,0 +1,166 @@
+// Package raterlimiter is the shared vocabulary of the raterlimiter rate limiter:
+// the request a caller makes, the decision it gets back, the bounds a request
+// must keep, the errors every backend returns, and the Limiter interface that the
+// embedded limiter (package memory), the sidecar client (package client) and the
+// Redis backend all implement, so an application can switch between them by
+// changing one line.
+//
+// The package holds no state and starts no goroutines.
+package raterlimiter
+
+import (
+	"context"
+	"fmt"
+)
+
+// Algo names the algorithm that decides a check.
+// The zero value is Fixed, the raterlimiter-compatible fixed window.
+type Algo uint8
+
+const (
+	// Fixed counts every hit (denied ones too, as the Erlang original) in windows
+	// of scale milliseconds aligned to the Unix epoch; a hit is allowed while the
+	// window's count stays within the limit.
+	Fixed Algo = iota
+	// Sliding estimates the hits of the last scale milliseconds from the current
+	// and the previous window (Cloudflare's weighted two-window estimate) and
+	// counts allowed hits only.
+	Sliding
+	// Token is GCRA: limit hits per scale with a burst of limit; it counts
+	// allowed hits only.
+	Token
+
+	numAlgos
+)
+
+var algoNames = [numAlgos]string{Fixed: "fixed", Sliding: "sliding", Token: "token"}
+
+// Algos lists every algorithm, in the order of their values.
+var Algos = []Algo{Fixed, Sliding, Token}
+
+// String returns the algorithm's name as the HTTP API spells it.
+func (a Algo) String() string {
+	if a < numAlgos {
+		return algoNames[a]
+	}
+	return fmt.Sprintf("algo(%d)", uint8(a))
+}
+
+// Valid reports whether a names a known algorithm.
+func (a Algo) Valid() bool { return a < numAlgos }
+
+// ParseAlgo returns the algorithm named s ("fixed", "sliding" or "token"). The
+// empty string means Fixed, the default.
+func ParseAlgo(s string) (Algo, error) {
+	switch s {
+	case "", "fixed":
+		return Fixed, nil
+	case "sliding":
+		return Sliding, nil
+	case "token":
+		return Token, nil
+	}
+	return 0, &FieldError{Field: "algo", Rule: "must be one of fixed, sliding, token"}
+}
+
+// MarshalText implements encoding.TextMarshaler.
+func (a Algo) MarshalText() ([]byte, error) {
+	if !a.Valid() {
+		return nil, &FieldError{Field: "algo", Rule: "must be one of fixed, sliding, token"}
+	}
+	return []byte(a.String()), nil
+}
+
+// UnmarshalText implements encoding.TextUnmarshaler.
+func (a *Algo) UnmarshalText(b []byte) error {
+	v, err := ParseAlgo(string(b))
+	if err != nil {
+		return err
+	}
+	*a = v
+	return nil
+}
+
+// Request is one check_rate call: may ID make Hits more requests against Limit
+// per Scale milliseconds?
+//
+// The zero Hits is a peek: it reports the state and changes nothing, as in the
+// HTTP API with hits=0 (the HTTP API defaults hits to 1; a Go caller says so).
+type Request struct {
+	// ID identifies who is limited: a peer IP, a user, an API key. Any bytes,
+	// 1 to MaxIDBytes of them (DefaultMaxIDBytes unless configured).
+	ID string `json:"id"`
+	// Scale is the window's length in milliseconds, 1 to MaxScale.
+	Scale int64 `json:"scale"`
+	// Limit is the most hits allowed per window, 0 to MaxLimit. 0 denies all.
+	Limit int64 `json:"limit"`
+	// Hits is how many requests this check counts, 0 to MaxHits. 0 peeks.
+	Hits int64 `json:"hits"`
+	// Algo is the algorithm; the zero value is Fixed.
+	Algo Algo `json:"algo"`
+}
+
+// Decision is the answer to a Request. Times are in milliseconds.
+type Decision struct {
+	// Allowed reports whether the hits may go ahead.
+	Allowed bool `json:"allowed"`
+	// Count is what the algorithm counts in the current window: for Fixed the
+	// bucket's counter (denied hits included), for Sliding the weighted
+	// estimate rounded down, for Token limit minus the tokens left.
+	Count int64 `json:"count"`
+	// Limit echoes the request's limit.
+	Limit int64 `json:"limit"`
+	// Remaining is max(0, Limit-Count).
+	Remaining int64 `json:"remaining"`
+	// ResetMS is the time until the current window ends (Token: until the
+	// bucket is full again).
+	ResetMS int64 `json:"reset_ms"`
+	// RetryAfterMS is 0 when allowed; otherwise the time after which the same
+	// request, with no other traffic, is allowed. A request with Hits greater
+	// than Limit is never allowed; its RetryAfterMS is then ResetMS.
+	RetryAfterMS int64 `json:"retry_after_ms"`
+	// Now is the instant of the decision, in Unix milliseconds, by the clock of
+	// whoever decided (the limiter's clock, or Redis's). It is not part of the
+	// HTTP body; the client fills it from its own clock.
+	Now int64 `json:"-"`
+}
+
+// ResetAt returns the Unix millisecond at which the current window ends.
+func (d Decision) ResetAt() int64 { return d.Now + d.ResetMS }
+
+// Bucket is one stored record of an id, as the admin API shows it.
+type Bucket struct {
+	// Scale and Algo are those of the checks that made the record.
+	Scale int64 `json:"scale"`
+	Algo  Algo  `json:"algo"`
+	// Bucket is floor(time/scale) of the window the record counts (Fixed and
+	// Sliding); 0 for Token, whose single record is its state.
+	Bucket int64 `json:"bucket"`
+	// Count is the record's counter (Token: the theoretical arrival time,
+	// Unix ms, rounded up).
+	Count int64 `json:"count"`
+	// Created and Modified are Unix milliseconds.
+	Created  int64 `json:"created"`
+	Modified int64 `json:"modified"`
+}
+
+// Checker is the one call a middleware needs.
+type Checker interface {
+	// CheckRate decides one request. A request outside the bounds fails with
+	// an error that matches ErrInvalid and changes nothing.
+	CheckRate(ctx context.Context, r Request) (Decision, error)
+}
+
+// Limiter is what every backend implements: the embedded limiter, the client
+// of the sidecar and the Redis backend.
+type Limiter interface {
+	Checker
+	// CheckRates decides a batch in order. If any request is invalid nothing is
+	// counted and the error (an *ItemError) names the first bad index.
+	CheckRates(ctx context.Context, rs []Request) ([]Decision, error)
+	// Buckets lists the live records of id, ordered by scale, algo and bucket.
+	Buckets(ctx context.Context, id string) ([]Bucket, error)
+	// Reset deletes the records of id, of every scale when scale is 0, and
+	// returns how many it deleted.
+	Reset(ctx context.Context, id string, scale int64) (int, error)
+}

@@ -1,0 +1,50 @@
+package raterlimiter
+
+import "strconv"
+
+// Bounds on a request, from the contract.
+const (
+	// DefaultMaxIDBytes is the longest id accepted unless configured.
+	DefaultMaxIDBytes = 1024
+	// MaxScale is ten years in milliseconds.
+	MaxScale int64 = 315360000000
+	// MaxLimit is the largest limit.
+	MaxLimit int64 = 4294967295
+	// MaxHits is the largest number of hits one check may count.
+	MaxHits int64 = 4294967295
+)
+
+// Validate checks r against the bounds, with ids up to maxIDBytes long
+// (DefaultMaxIDBytes when maxIDBytes <= 0). The error is a *FieldError naming
+// the first field out of bounds.
+func (r Request) Validate(maxIDBytes int) error {
+	if maxIDBytes <= 0 {
+		maxIDBytes = DefaultMaxIDBytes
+	}
+	switch {
+	case len(r.ID) == 0:
+		return &FieldError{"id", "must not be empty"}
+	case len(r.ID) > maxIDBytes:
+		return &FieldError{"id", "must be at most " + strconv.Itoa(maxIDBytes) + " bytes"}
+	case r.Scale < 1 || r.Scale > MaxScale:
+		return &FieldError{"scale", "must be an integer from 1 to " + strconv.FormatInt(MaxScale, 10) + " (milliseconds)"}
+	case r.Limit < 0 || r.Limit > MaxLimit:
+		return &FieldError{"limit", "must be an integer from 0 to " + strconv.FormatInt(MaxLimit, 10)}
+	case r.Hits < 0 || r.Hits > MaxHits:
+		return &FieldError{"hits", "must be an integer from 0 to " + strconv.FormatInt(MaxHits, 10)}
+	case !r.Algo.Valid():
+		return &FieldError{"algo", "must be one of fixed, sliding, token"}
+	}
+	return nil
+}
+
+// ValidateBatch validates every request of rs and returns an *ItemError for
+// the first one out of bounds.
+func ValidateBatch(rs []Request, maxIDBytes int) error {
+	for i := range rs {
+		if err := rs[i].Validate(maxIDBytes); err != nil {
+			return &ItemError{Index: i, Err: err}
+		}
+	}
+	return nil
+}
