@@ -1,0 +1,291 @@
+package limitertest
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	rl "github.com/raterlimiter/raterlimiter"
+)
+
+// Case is one scenario: steps run in order against a fresh limiter whose
+// clock starts at Start.
+type Case struct {
+	Name  string
+	Start int64
+	Steps []Step
+}
+
+// Step moves the clock by Advance milliseconds, then either runs Do or checks
+// Req and compares the decision with Want (every field but Now), or the error
+// with WantErr (errors.Is).
+type Step struct {
+	Advance int64
+	Req     rl.Request
+	Want    rl.Decision
+	WantErr error
+	Do      func(t *testing.T, l rl.Limiter)
+}
+
+func (c Case) run(t *testing.T, l rl.Limiter, clock *Clock) {
+	ctx := context.Background()
+	for i, s := range c.Steps {
+		clock.Advance(s.Advance)
+		if s.Do != nil {
+			s.Do(t, l)
+			continue
+		}
+		d, err := l.CheckRate(ctx, s.Req)
+		if s.WantErr != nil {
+			require.ErrorIsf(t, err, s.WantErr, "step %d: %+v", i, s.Req)
+			continue
+		}
+		require.NoErrorf(t, err, "step %d: %+v", i, s.Req)
+		d.Now = 0
+		assert.Equalf(t, s.Want, d, "step %d at %d ms: %+v", i, clock.Now(), s.Req)
+	}
+}
+
+// T0 is the start of most cases: a whole number of seconds and minutes, so
+// windows of 1000 and 60000 ms begin there.
+const T0 = 1_700_000_040_000
+
+func req(id string, scale, limit, hits int64) rl.Request {
+	return rl.Request{ID: id, Scale: scale, Limit: limit, Hits: hits}
+}
+
+// allow and deny build expected fixed-window decisions.
+func allow(count, limit, reset int64) rl.Decision {
+	return rl.Decision{Allowed: true, Count: count, Limit: limit, Remaining: max(0, limit-count), ResetMS: reset}
+}
+
+func deny(count, limit, reset, retry int64) rl.Decision {
+	return rl.Decision{Count: count, Limit: limit, Remaining: max(0, limit-count), ResetMS: reset, RetryAfterMS: retry}
+}
+
+func fixedCases() []Case {
+	return []Case{
+		{Name: "fixed/limit is reached then denied", Start: T0, Steps: []Step{
+			{Req: req("u", 1000, 3, 1), Want: allow(1, 3, 1000)},
+			{Advance: 100, Req: req("u", 1000, 3, 1), Want: allow(2, 3, 900)},
+			{Advance: 100, Req: req("u", 1000, 3, 1), Want: allow(3, 3, 800)},
+			{Advance: 100, Req: req("u", 1000, 3, 1), Want: deny(4, 3, 700, 700)},
+		}},
+		{Name: "fixed/limit 0 denies every hit", Start: T0, Steps: []Step{
+			{Req: req("u", 1000, 0, 1), Want: deny(1, 0, 1000, 1000)},
+			{Advance: 1000, Req: req("u", 1000, 0, 1), Want: deny(1, 0, 1000, 1000)},
+			{Req: req("u", 1000, 0, 0), Want: rl.Decision{Allowed: false, Count: 1, ResetMS: 1000, RetryAfterMS: 1000}},
+		}},
+		{Name: "fixed/peek on a fresh id", Start: T0, Steps: []Step{
+			{Req: req("u", 1000, 0, 0), Want: allow(0, 0, 1000)},
+			{Req: req("u", 1000, 5, 0), Want: allow(0, 5, 1000)},
+			{Req: req("u", 1000, 5, 1), Want: allow(1, 5, 1000)},
+		}},
+		{Name: "fixed/window changes exactly at a multiple of scale", Start: T0 + 998, Steps: []Step{
+			{Req: req("u", 1000, 1, 1), Want: allow(1, 1, 2)},
+			{Advance: 1, Req: req("u", 1000, 1, 1), Want: deny(2, 1, 1, 1)},
+			{Advance: 1, Req: req("u", 1000, 1, 1), Want: allow(1, 1, 1000)},
+			{Advance: 999, Req: req("u", 1000, 1, 1), Want: deny(2, 1, 1, 1)},
+			{Advance: 1, Req: req("u", 1000, 1, 1), Want: allow(1, 1, 1000)},
+		}},
+		{Name: "fixed/windows align to the epoch", Start: T0 + 59_999, Steps: []Step{
+			{Req: req("u", 60_000, 1, 1), Want: allow(1, 1, 1)},
+			{Advance: 1, Req: req("u", 60_000, 1, 1), Want: allow(1, 1, 60_000)},
+			{Req: req("v", 7, 1, 1), Want: allow(1, 1, 7-(T0+60_000)%7)},
+		}},
+		{Name: "fixed/denied hits count too", Start: T0, Steps: []Step{
+			{Req: req("u", 1000, 1, 1), Want: allow(1, 1, 1000)},
+			{Req: req("u", 1000, 1, 1), Want: deny(2, 1, 1000, 1000)},
+			{Req: req("u", 1000, 1, 1), Want: deny(3, 1, 1000, 1000)},
+			{Req: req("u", 1000, 1, 0), Want: deny(3, 1, 1000, 1000)},
+		}},
+		{Name: "fixed/hits=N counts N", Start: T0, Steps: []Step{
+			{Req: req("u", 1000, 10, 4), Want: allow(4, 10, 1000)},
+			{Req: req("u", 1000, 10, 6), Want: allow(10, 10, 1000)},
+			{Req: req("u", 1000, 10, 1), Want: deny(11, 10, 1000, 1000)},
+		}},
+		{Name: "fixed/hits above the limit never pass", Start: T0, Steps: []Step{
+			{Req: req("u", 1000, 3, 4), Want: deny(4, 3, 1000, 1000)},
+			{Advance: 1000, Req: req("u", 1000, 3, 4), Want: deny(4, 3, 1000, 1000)},
+			{Req: req("u", 1000, 3, 0), Want: deny(4, 3, 1000, 1000)},
+		}},
+		{Name: "fixed/peek changes nothing", Start: T0, Steps: []Step{
+			{Req: req("u", 1000, 3, 1), Want: allow(1, 3, 1000)},
+			{Req: req("u", 1000, 3, 0), Want: allow(1, 3, 1000)},
+			{Req: req("u", 1000, 3, 0), Want: allow(1, 3, 1000)},
+			{Req: req("u", 1000, 3, 1), Want: allow(2, 3, 1000)},
+		}},
+		{Name: "fixed/scales never collide", Start: T0, Steps: []Step{
+			{Req: req("u", 1000, 1, 1), Want: allow(1, 1, 1000)},
+			{Req: req("u", 60_000, 2, 1), Want: allow(1, 2, 60_000)},
+			{Req: req("u", 1000, 1, 1), Want: deny(2, 1, 1000, 1000)},
+			{Req: req("u", 60_000, 2, 1), Want: allow(2, 2, 60_000)},
+			{Req: req("u", 1001, 1, 1), Want: allow(1, 1, 1001-T0%1001)},
+		}},
+		{Name: "fixed/ids never collide", Start: T0, Steps: []Step{
+			{Req: req("a", 1000, 1, 1), Want: allow(1, 1, 1000)},
+			{Req: req("ab", 1000, 1, 1), Want: allow(1, 1, 1000)},
+			{Req: req("a\x00", 1000, 1, 1), Want: allow(1, 1, 1000)},
+			{Req: req("A", 1000, 1, 1), Want: allow(1, 1, 1000)},
+			{Req: req("a", 1000, 1, 1), Want: deny(2, 1, 1000, 1000)},
+		}},
+		{Name: "fixed/ids of any bytes", Start: T0, Steps: []Step{
+			{Req: req("a b/c?d=e&f%20#ü\x00\xff\"'{}[]", 1000, 1, 1), Want: allow(1, 1, 1000)},
+			{Req: req("a b/c?d=e&f%20#ü\x00\xff\"'{}[]", 1000, 1, 1), Want: deny(2, 1, 1000, 1000)},
+			{Req: req(strings.Repeat("x", rl.DefaultMaxIDBytes), 1000, 1, 1), Want: allow(1, 1, 1000)},
+		}},
+		{Name: "fixed/bounds at their edges", Start: T0, Steps: []Step{
+			{Req: req("u", rl.MaxScale, 1, 1), Want: allow(1, 1, rl.MaxScale-T0%rl.MaxScale)},
+			{Req: req("u", 1, rl.MaxLimit, rl.MaxHits), Want: allow(rl.MaxHits, rl.MaxLimit, 1)},
+			{Req: req("u", 1, rl.MaxLimit, 1), Want: deny(rl.MaxHits+1, rl.MaxLimit, 1, 1)},
+			{Req: req("v", 1, 0, rl.MaxHits), Want: deny(rl.MaxHits, 0, 1, 1)},
+		}},
+	}
+}
+
+// invalid lists requests one past each bound, each with the field it breaks.
+func invalid() []struct {
+	field string
+	r     rl.Request
+} {
+	ok := req("u", 1000, 5, 1)
+	with := func(f func(*rl.Request)) rl.Request { r := ok; f(&r); return r }
+	return []struct {
+		field string
+		r     rl.Request
+	}{
+		{"id", with(func(r *rl.Request) { r.ID = "" })},
+		{"id", with(func(r *rl.Request) { r.ID = strings.Repeat("x", rl.DefaultMaxIDBytes+1) })},
+		{"scale", with(func(r *rl.Request) { r.Scale = 0 })},
+		{"scale", with(func(r *rl.Request) { r.Scale = -1 })},
+		{"scale", with(func(r *rl.Request) { r.Scale = rl.MaxScale + 1 })},
+		{"limit", with(func(r *rl.Request) { r.Limit = -1 })},
+		{"limit", with(func(r *rl.Request) { r.Limit = rl.MaxLimit + 1 })},
+		{"hits", with(func(r *rl.Request) { r.Hits = -1 })},
+		{"hits", with(func(r *rl.Request) { r.Hits = rl.MaxHits + 1 })},
+		{"algo", with(func(r *rl.Request) { r.Algo = rl.Algo(7) })},
+	}
+}
+
+func commonCases() []Case {
+	var cs []Case
+	for _, a := range rl.Algos {
+		r := req("u", 1000, 5, 1)
+		r.Algo = a
+		peek := r
+		peek.Hits = 0
+		cs = append(cs, Case{Name: a.String() + "/invalid input is refused and counts nothing", Start: T0, Steps: []Step{
+			{Req: r, Want: allowAny(a, r)},
+			{Do: func(t *testing.T, l rl.Limiter) {
+				for _, bad := range invalid() {
+					bad.r.Algo = max(bad.r.Algo, a)
+					_, err := l.CheckRate(context.Background(), bad.r)
+					require.ErrorIs(t, err, rl.ErrInvalid, "%+v", bad.r)
+					var fe *rl.FieldError
+					require.ErrorAs(t, err, &fe)
+					assert.Equal(t, bad.field, fe.Field)
+				}
+			}},
+			{Do: func(t *testing.T, l rl.Limiter) {
+				d, err := l.CheckRate(context.Background(), peek)
+				require.NoError(t, err)
+				assert.Equal(t, int64(1), d.Count, "counts survive bad input")
+			}},
+		}})
+		cs = append(cs, Case{Name: a.String() + "/batch decides in order, refuses a bad item whole", Start: T0, Steps: []Step{
+			{Do: func(t *testing.T, l rl.Limiter) {
+				ctx := context.Background()
+				rs := []rl.Request{r, r, peek, {ID: "other", Scale: 1000, Limit: 5, Hits: 1, Algo: a}, r}
+				ds, err := l.CheckRates(ctx, rs)
+				require.NoError(t, err)
+				require.Len(t, ds, len(rs))
+				assert.Equal(t, []int64{1, 2, 2, 1, 3}, counts(ds))
+				bad := []rl.Request{r, r, {ID: "u", Scale: 0, Limit: 5, Hits: 1, Algo: a}}
+				_, err = l.CheckRates(ctx, bad)
+				var ie *rl.ItemError
+				require.ErrorAs(t, err, &ie)
+				assert.Equal(t, 2, ie.Index)
+				require.ErrorIs(t, err, rl.ErrInvalid)
+				d, err := l.CheckRate(ctx, peek)
+				require.NoError(t, err)
+				assert.Equal(t, int64(3), d.Count, "a refused batch counts nothing")
+				ds, err = l.CheckRates(ctx, nil)
+				require.NoError(t, err)
+				assert.Empty(t, ds)
+			}},
+		}})
+		cs = append(cs, Case{Name: a.String() + "/inspect and reset", Start: T0, Steps: []Step{
+			{Do: func(t *testing.T, l rl.Limiter) {
+				ctx := context.Background()
+				other := r
+				other.Scale = 60_000
+				for _, x := range []rl.Request{r, r, other} {
+					_, err := l.CheckRate(ctx, x)
+					require.NoError(t, err)
+				}
+				bs, err := l.Buckets(ctx, "u")
+				require.NoError(t, err)
+				require.Len(t, bs, 2)
+				assert.Equal(t, int64(1000), bs[0].Scale)
+				assert.Equal(t, int64(60_000), bs[1].Scale)
+				assert.Equal(t, a, bs[0].Algo)
+				if a != rl.Token {
+					assert.Equal(t, int64(2), bs[0].Count)
+					assert.Equal(t, int64(T0/1000), bs[0].Bucket)
+					assert.Equal(t, int64(T0), bs[0].Created)
+				}
+				none, err := l.Buckets(ctx, "nobody")
+				require.NoError(t, err)
+				assert.Empty(t, none)
+				n, err := l.Reset(ctx, "u", 1000)
+				require.NoError(t, err)
+				assert.Equal(t, 1, n)
+				d, err := l.CheckRate(ctx, peek)
+				require.NoError(t, err)
+				assert.Equal(t, int64(0), d.Count, "reset of one scale")
+				d, err = l.CheckRate(ctx, rl.Request{ID: "u", Scale: 60_000, Limit: 5, Algo: a})
+				require.NoError(t, err)
+				assert.Equal(t, int64(1), d.Count, "other scales untouched")
+				n, err = l.Reset(ctx, "u", 0)
+				require.NoError(t, err)
+				assert.Equal(t, 1, n)
+				bs, err = l.Buckets(ctx, "u")
+				require.NoError(t, err)
+				assert.Empty(t, bs)
+				_, err = l.Buckets(ctx, "")
+				require.ErrorIs(t, err, rl.ErrInvalid)
+			}},
+		}})
+	}
+	cs = append(cs, Case{Name: "algorithms never share counters", Start: T0, Steps: []Step{
+		{Do: func(t *testing.T, l rl.Limiter) {
+			for _, a := range rl.Algos {
+				d, err := l.CheckRate(context.Background(), rl.Request{ID: "u", Scale: 1000, Limit: 5, Hits: 2, Algo: a})
+				require.NoError(t, err)
+				assert.Equal(t, int64(2), d.Count, "%v", a)
+			}
+		}},
+	}})
+	return cs
+}
+
+// allowAny is the decision of a first hit on a fresh id, any algorithm.
+func allowAny(a rl.Algo, r rl.Request) rl.Decision {
+	d := rl.Decision{Allowed: true, Count: r.Hits, Limit: r.Limit, Remaining: r.Limit - r.Hits, ResetMS: r.Scale - T0%r.Scale}
+	if a == rl.Token {
+		// The bucket refills r.Hits tokens, each scale/limit ms.
+		d.ResetMS = (r.Hits*r.Scale + r.Limit - 1) / r.Limit
+	}
+	return d
+}
+
+func counts(ds []rl.Decision) []int64 {
+	out := make([]int64, len(ds))
+	for i, d := range ds {
+		out[i] = d.Count
+	}
+	return out
+}
