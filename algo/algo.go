@@ -80,3 +80,14 @@ func satAdd(a, b int64) int64 {
 	}
 	return 1<<63 - 1
 }
+
+// View presents a stored record as the admin API shows it.
+func View(a rl.Algo, scale int64, rec Record) rl.Bucket {
+	if a == rl.Token {
+		return tokenView(scale, rec)
+	}
+	return rl.Bucket{
+		Scale: scale, Algo: a, Bucket: Bucket(rec.Created, scale),
+		Count: rec.Count, Created: rec.Created, Modified: rec.Modified,
+	}
+}

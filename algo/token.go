@@ -9,3 +9,7 @@ func Token(st Record, ok bool, now int64, r rl.Request) (rl.Decision, Record, bo
 }
 
 func tokenExpired(rec Record, now int64) bool { return rec.Modified <= now }
+
+func tokenView(scale int64, rec Record) rl.Bucket {
+	return rl.Bucket{Scale: scale, Algo: rl.Token, Count: rec.Count, Created: rec.Created, Modified: rec.Modified}
+}

@@ -93,10 +93,7 @@ func (s *Store) Buckets(id string) []rl.Bucket {
 		if p.id() != id {
 			return false
 		}
-		out = append(out, rl.Bucket{
-			Scale: p.scale(), Algo: p.algo(), Bucket: p.bucket(),
-			Count: p.count, Created: p.created, Modified: p.modified,
-		})
+		out = append(out, algo.View(p.algo(), p.scale(), p.record()))
 		return true
 	})
 	return out
