@@ -1,0 +1,102 @@
+// Package headers formats the rate-limit response headers of the contract
+// (RateLimit-Policy and RateLimit in the form of IETF
+// draft-ietf-httpapi-ratelimit-headers-11, X-RateLimit-Limit, -Remaining and
+// -Reset as GitHub's API, and Retry-After on denials) from a Request and its
+// Decision, for any HTTP stack: the caller passes a function that sets one
+// header, so net/http and fasthttp both use the same formatting.
+//
+// The package holds no state and is safe for concurrent use.
+package headers
+
+import (
+	"strconv"
+
+	rl "github.com/raterlimiter/raterlimiter"
+)
+
+// The header names, spelled as the contract spells them.
+const (
+	Policy     = "RateLimit-Policy"
+	RateLimit  = "RateLimit"
+	Limit      = "X-RateLimit-Limit"
+	Remaining  = "X-RateLimit-Remaining"
+	Reset      = "X-RateLimit-Reset"
+	RetryAfter = "Retry-After"
+)
+
+// PolicyName is the name of the one policy the RateLimit-Policy and RateLimit
+// headers describe.
+const PolicyName = "default"
+
+// Set calls set once for each header that the contract puts on the answer to
+// r: RateLimit-Policy, RateLimit, X-RateLimit-Limit, X-RateLimit-Remaining,
+// X-RateLimit-Reset and, when d denies, Retry-After. For example:
+//
+//	RateLimit-Policy: "default";q=10;w=60
+//	RateLimit: "default";r=7;t=42
+//	X-RateLimit-Limit: 10
+//	X-RateLimit-Remaining: 7
+//	X-RateLimit-Reset: 1700000042
+//	Retry-After: 42
+func Set(set func(key, value string), r rl.Request, d rl.Decision) {
+	var buf [64]byte
+	SetBytes(func(key string, value []byte) { set(key, string(value)) }, buf[:0], r, d)
+}
+
+// SetBytes is Set for stacks that copy a header value from a byte slice, such
+// as fasthttp's ResponseHeader.SetBytesV: it formats each value into buf
+// (reusing its capacity; 64 bytes are always enough) and calls set with it.
+// The value is valid only during the call. SetBytes returns buf, possibly
+// grown, so a caller can keep it for the next response.
+func SetBytes(set func(key string, value []byte), buf []byte, r rl.Request, d rl.Decision) []byte {
+	buf = AppendPolicy(buf[:0], r)
+	set(Policy, buf)
+	buf = AppendRateLimit(buf[:0], d)
+	set(RateLimit, buf)
+	buf = strconv.AppendInt(buf[:0], d.Limit, 10)
+	set(Limit, buf)
+	buf = strconv.AppendInt(buf[:0], d.Remaining, 10)
+	set(Remaining, buf)
+	buf = strconv.AppendInt(buf[:0], ResetUnix(d), 10)
+	set(Reset, buf)
+	if !d.Allowed {
+		buf = strconv.AppendInt(buf[:0], RetryAfterSeconds(d), 10)
+		set(RetryAfter, buf)
+	}
+	return buf
+}
+
+// AppendPolicy appends the value of RateLimit-Policy for r:
+// "default";q=LIMIT;w=WINDOW, the window in seconds rounded up, at least 1.
+func AppendPolicy(dst []byte, r rl.Request) []byte {
+	dst = append(dst, `"`+PolicyName+`";q=`...)
+	dst = strconv.AppendInt(dst, r.Limit, 10)
+	dst = append(dst, ";w="...)
+	return strconv.AppendInt(dst, max(1, ceilSeconds(r.Scale)), 10)
+}
+
+// AppendRateLimit appends the value of RateLimit for d:
+// "default";r=REMAINING;t=RESET, the reset in seconds rounded up.
+func AppendRateLimit(dst []byte, d rl.Decision) []byte {
+	dst = append(dst, `"`+PolicyName+`";r=`...)
+	dst = strconv.AppendInt(dst, d.Remaining, 10)
+	dst = append(dst, ";t="...)
+	return strconv.AppendInt(dst, ceilSeconds(d.ResetMS), 10)
+}
+
+// ResetUnix returns the value of X-RateLimit-Reset: the Unix time in seconds,
+// rounded up, at which d's window ends (d.Now + d.ResetMS).
+func ResetUnix(d rl.Decision) int64 { return ceilSeconds(d.Now + d.ResetMS) }
+
+// RetryAfterSeconds returns the value of Retry-After for a denial: d's
+// RetryAfterMS in seconds, rounded up, at least 1.
+func RetryAfterSeconds(d rl.Decision) int64 { return max(1, ceilSeconds(d.RetryAfterMS)) }
+
+// ceilSeconds converts milliseconds to seconds, rounding up; negative
+// durations count as 0.
+func ceilSeconds(ms int64) int64 {
+	if ms <= 0 {
+		return 0
+	}
+	return ms/1000 + min(1, ms%1000)
+}

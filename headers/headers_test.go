@@ -1,0 +1,151 @@
+package headers_test
+
+import (
+	"fmt"
+	"net/http"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	rl "github.com/raterlimiter/raterlimiter"
+	"github.com/raterlimiter/raterlimiter/headers"
+)
+
+func collect(r rl.Request, d rl.Decision) map[string]string {
+	got := map[string]string{}
+	headers.Set(func(k, v string) { got[k] = v }, r, d)
+	return got
+}
+
+func TestSet(t *testing.T) {
+	tests := []struct {
+		name string
+		r    rl.Request
+		d    rl.Decision
+		want map[string]string
+	}{
+		{
+			name: "allowed, whole seconds",
+			r:    rl.Request{ID: "u1", Scale: 60000, Limit: 10, Hits: 1},
+			d:    rl.Decision{Allowed: true, Count: 3, Limit: 10, Remaining: 7, ResetMS: 42000, Now: 1_700_000_000_000},
+			want: map[string]string{
+				"RateLimit-Policy":      `"default";q=10;w=60`,
+				"RateLimit":             `"default";r=7;t=42`,
+				"X-RateLimit-Limit":     "10",
+				"X-RateLimit-Remaining": "7",
+				"X-RateLimit-Reset":     "1700000042",
+			},
+		},
+		{
+			name: "allowed, fractions round up",
+			r:    rl.Request{ID: "u1", Scale: 1500, Limit: 3, Hits: 1},
+			d:    rl.Decision{Allowed: true, Count: 1, Limit: 3, Remaining: 2, ResetMS: 1, Now: 1_700_000_000_999},
+			want: map[string]string{
+				"RateLimit-Policy":      `"default";q=3;w=2`,
+				"RateLimit":             `"default";r=2;t=1`,
+				"X-RateLimit-Limit":     "3",
+				"X-RateLimit-Remaining": "2",
+				"X-RateLimit-Reset":     "1700000001",
+			},
+		},
+		{
+			name: "window shorter than a second is at least 1",
+			r:    rl.Request{ID: "u1", Scale: 1, Limit: 0, Hits: 1},
+			d:    rl.Decision{Allowed: false, Count: 1, Limit: 0, Remaining: 0, ResetMS: 1, RetryAfterMS: 1, Now: 5},
+			want: map[string]string{
+				"RateLimit-Policy":      `"default";q=0;w=1`,
+				"RateLimit":             `"default";r=0;t=1`,
+				"X-RateLimit-Limit":     "0",
+				"X-RateLimit-Remaining": "0",
+				"X-RateLimit-Reset":     "1",
+				"Retry-After":           "1",
+			},
+		},
+		{
+			name: "denied: Retry-After rounds up",
+			r:    rl.Request{ID: "u1", Scale: 30000, Limit: 500, Hits: 1},
+			d:    rl.Decision{Allowed: false, Count: 501, Limit: 500, Remaining: 0, ResetMS: 12001, RetryAfterMS: 12001, Now: 1_700_000_018_000},
+			want: map[string]string{
+				"RateLimit-Policy":      `"default";q=500;w=30`,
+				"RateLimit":             `"default";r=0;t=13`,
+				"X-RateLimit-Limit":     "500",
+				"X-RateLimit-Remaining": "0",
+				"X-RateLimit-Reset":     "1700000031",
+				"Retry-After":           "13",
+			},
+		},
+		{
+			name: "denied with zero retry still says at least 1",
+			r:    rl.Request{ID: "u1", Scale: 1000, Limit: 1, Hits: 1},
+			d:    rl.Decision{Allowed: false, Count: 2, Limit: 1, ResetMS: 0, RetryAfterMS: 0, Now: 1000},
+			want: map[string]string{
+				"RateLimit-Policy":      `"default";q=1;w=1`,
+				"RateLimit":             `"default";r=0;t=0`,
+				"X-RateLimit-Limit":     "1",
+				"X-RateLimit-Remaining": "0",
+				"X-RateLimit-Reset":     "1",
+				"Retry-After":           "1",
+			},
+		},
+		{
+			name: "largest bounds",
+			r:    rl.Request{ID: "u1", Scale: rl.MaxScale, Limit: rl.MaxLimit, Hits: 1},
+			d:    rl.Decision{Allowed: true, Count: 1, Limit: rl.MaxLimit, Remaining: rl.MaxLimit - 1, ResetMS: rl.MaxScale, Now: 1_700_000_000_000},
+			want: map[string]string{
+				"RateLimit-Policy":      `"default";q=4294967295;w=315360000`,
+				"RateLimit":             `"default";r=4294967294;t=315360000`,
+				"X-RateLimit-Limit":     "4294967295",
+				"X-RateLimit-Remaining": "4294967294",
+				"X-RateLimit-Reset":     "2015360000",
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			assert.Equal(t, tt.want, collect(tt.r, tt.d))
+		})
+	}
+}
+
+func TestSetBytesMatchesSet(t *testing.T) {
+	r := rl.Request{ID: "x", Scale: 2500, Limit: 7, Hits: 2}
+	d := rl.Decision{Allowed: false, Count: 8, Limit: 7, ResetMS: 1200, RetryAfterMS: 2400, Now: 1_700_000_000_100}
+	viaBytes := map[string]string{}
+	buf := headers.SetBytes(func(k string, v []byte) { viaBytes[k] = string(v) }, nil, r, d)
+	assert.Equal(t, collect(r, d), viaBytes)
+	assert.NotNil(t, buf, "SetBytes returns its buffer for reuse")
+}
+
+func TestSetBytesDoesNotAllocate(t *testing.T) {
+	r := rl.Request{ID: "x", Scale: 60000, Limit: 100, Hits: 1}
+	d := rl.Decision{Allowed: false, Count: 101, Limit: 100, ResetMS: 1200, RetryAfterMS: 1200, Now: 1_700_000_000_100}
+	buf := make([]byte, 0, 64)
+	n := 0
+	set := func(string, []byte) { n++ }
+	allocs := testing.AllocsPerRun(100, func() { buf = headers.SetBytes(set, buf, r, d) })
+	assert.Zero(t, allocs)
+	require.Positive(t, n)
+}
+
+func TestSetOnNetHTTPKeepsNames(t *testing.T) {
+	h := http.Header{}
+	headers.Set(h.Set, rl.Request{Scale: 1000, Limit: 1}, rl.Decision{Limit: 1, ResetMS: 500, RetryAfterMS: 500, Now: 1000})
+	// net/http canonicalises names; lookups are case-insensitive either way.
+	assert.Equal(t, `"default";q=1;w=1`, h.Get("RateLimit-Policy"))
+	assert.Equal(t, "1", h.Get("Retry-After"))
+	assert.Len(t, h, 6)
+}
+
+func ExampleSet() {
+	r := rl.Request{ID: "u1", Scale: 60000, Limit: 10, Hits: 1}
+	d := rl.Decision{Allowed: false, Count: 11, Limit: 10, Remaining: 0, ResetMS: 41500, RetryAfterMS: 41500, Now: 1_700_000_000_000}
+	headers.Set(func(k, v string) { fmt.Printf("%s: %s\n", k, v) }, r, d)
+	// Output:
+	// RateLimit-Policy: "default";q=10;w=60
+	// RateLimit: "default";r=0;t=42
+	// X-RateLimit-Limit: 10
+	// X-RateLimit-Remaining: 0
+	// X-RateLimit-Reset: 1700000042
+	// Retry-After: 42
+}
