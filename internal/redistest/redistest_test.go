@@ -1,0 +1,34 @@
+package redistest
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestServerStartKillRestart(t *testing.T) {
+	s := Start(t)
+	reply, err := s.Do("SET", "k", "v")
+	require.NoError(t, err)
+	assert.Equal(t, "+OK", reply)
+	s.Kill()
+	_, err = s.Do("PING")
+	require.Error(t, err, "a killed server must not answer")
+	s.Restart(t)
+	reply, err = s.Do("EXISTS", "k")
+	require.NoError(t, err)
+	assert.Equal(t, ":0", reply, "a restarted server starts empty")
+}
+
+func TestCluster(t *testing.T) {
+	c := StartCluster(t)
+	require.Len(t, c.Nodes, 3)
+	for _, n := range c.Nodes {
+		out, err := n.CLI("cluster", "info")
+		require.NoError(t, err)
+		assert.Contains(t, out, "cluster_state:ok")
+		assert.Contains(t, out, "cluster_known_nodes:3")
+	}
+	assert.Contains(t, c.URL(), "?addr=")
+}
