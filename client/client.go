@@ -1,0 +1,487 @@
+// Package client is the Go client of the raterlimiter sidecar. A *Client
+// implements raterlimiter.Limiter over the sidecar's HTTP API, so an
+// application switches between the embedded limiter (package memory) and a
+// sidecar by changing the line that builds its Limiter.
+//
+// Requests travel over net/http with a Transport tuned for one host: many
+// keep-alive connections, no compression, no HTTP/2. Every call honours its
+// context and is bounded by Config.Timeout. Requests are validated locally
+// before they are sent, so an invalid one costs no round trip.
+//
+// Errors: an invalid request fails with an error matching
+// raterlimiter.ErrInvalid that errors.As finds as a *raterlimiter.FieldError
+// (and, for CheckRates, a *raterlimiter.ItemError naming the index); a
+// transport error, a deadline and a 5xx answer match raterlimiter.ErrUnavailable.
+// Every error that came from the sidecar or the transport is a *Error.
+package client
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	rl "github.com/raterlimiter/raterlimiter"
+)
+
+// Defaults of Config's zero fields.
+const (
+	// DefaultTimeout bounds every call that has no earlier deadline.
+	DefaultTimeout = time.Second
+	// DefaultMaxConnsPerHost is how many connections the client keeps open to
+	// the sidecar (idle ones included).
+	DefaultMaxConnsPerHost = 256
+	// maxBody bounds what the client reads of one answer.
+	maxBody = 64 << 20
+)
+
+// FailMode says what CheckRate and CheckRates answer when the sidecar cannot.
+type FailMode uint8
+
+const (
+	// FailClosed, the default, returns the error (it matches
+	// raterlimiter.ErrUnavailable). What to do then is the caller's choice.
+	FailClosed FailMode = iota
+	// FailOpen answers as if the id had no recorded hits and allows the
+	// request: Decision{Allowed: true, Limit: r.Limit, Remaining: r.Limit,
+	// Now: the client's clock}, Count, ResetMS and RetryAfterMS 0, and a nil
+	// error. Config.OnError still sees the error. It applies to the
+	// sidecar's failures only (transport errors, 5xx answers and deadlines),
+	// never to an invalid request, a 4xx answer or a cancelled context.
+	FailOpen
+)
+
+// String returns "closed" or "open".
+func (m FailMode) String() string {
+	if m == FailOpen {
+		return "open"
+	}
+	return "closed"
+}
+
+// Config configures a Client. Only URL is required; every other zero field
+// means the default its comment names.
+type Config struct {
+	// URL is the sidecar's base URL, for example "http://127.0.0.1:8080".
+	URL string
+	// Timeout bounds each call (the caller's context may end it sooner).
+	// Default DefaultTimeout; negative means no bound but the context's.
+	Timeout time.Duration
+	// FailMode says what checks answer when the sidecar cannot. Default
+	// FailClosed.
+	FailMode FailMode
+	// OnError, if set, is called with every error a check swallowed under
+	// FailOpen, so it can be logged or counted. It must be safe for concurrent
+	// use.
+	OnError func(error)
+	// AdminToken, if set, is sent as "Authorization: Bearer TOKEN" to the
+	// admin endpoints (Buckets and Reset); checks never send it.
+	AdminToken string
+	// Clock returns the time in Unix milliseconds; it fills Decision.Now.
+	// Default: the system clock.
+	Clock func() int64
+	// MaxIDBytes is the longest id the local validation accepts; keep it equal
+	// to the sidecar's -max-id-bytes. Default raterlimiter.DefaultMaxIDBytes.
+	MaxIDBytes int
+	// MaxConnsPerHost caps the connections to the sidecar, all of which are
+	// kept alive when idle. Default DefaultMaxConnsPerHost.
+	MaxConnsPerHost int
+	// Transport, if set, replaces the client's own tuned transport (then
+	// MaxConnsPerHost is ignored and Close leaves it alone).
+	Transport http.RoundTripper
+}
+
+// Client calls a raterlimiter sidecar. It is safe for concurrent use. Close
+// releases its idle connections.
+type Client struct {
+	hc       http.Client
+	own      *http.Transport
+	base     string // URL without a trailing slash
+	timeout  time.Duration
+	failMode FailMode
+	onError  func(error)
+	token    string
+	clock    func() int64
+	maxID    int
+}
+
+var _ rl.Limiter = (*Client)(nil)
+
+// New returns a client of the sidecar at cfg.URL. It fails only on a URL that
+// is not an absolute http or https URL.
+func New(cfg Config) (*Client, error) {
+	u, err := url.Parse(cfg.URL)
+	if err != nil {
+		return nil, fmt.Errorf("client: bad URL: %w", err)
+	}
+	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
+		return nil, fmt.Errorf("client: bad URL %q: want http(s)://host[:port][/path]", cfg.URL)
+	}
+	c := &Client{
+		base:     strings.TrimRight(u.String(), "/"),
+		timeout:  cfg.Timeout,
+		failMode: cfg.FailMode,
+		onError:  cfg.OnError,
+		token:    cfg.AdminToken,
+		clock:    cfg.Clock,
+		maxID:    cfg.MaxIDBytes,
+	}
+	if c.timeout == 0 {
+		c.timeout = DefaultTimeout
+	}
+	if c.clock == nil {
+		c.clock = func() int64 { return time.Now().UnixMilli() }
+	}
+	if c.maxID <= 0 {
+		c.maxID = rl.DefaultMaxIDBytes
+	}
+	c.hc.Transport = cfg.Transport
+	if cfg.Transport == nil {
+		conns := cfg.MaxConnsPerHost
+		if conns <= 0 {
+			conns = DefaultMaxConnsPerHost
+		}
+		c.own = &http.Transport{
+			DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+			MaxIdleConns:        conns,
+			MaxIdleConnsPerHost: conns,
+			MaxConnsPerHost:     conns,
+			IdleConnTimeout:     90 * time.Second,
+			DisableCompression:  true,
+			ForceAttemptHTTP2:   false,
+		}
+		c.hc.Transport = c.own
+	}
+	// Redirects are never part of the API; answer them as they are.
+	c.hc.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	return c, nil
+}
+
+// Close closes the idle connections of the client's own transport. The
+// client stays usable; it just opens new connections.
+func (c *Client) Close() error {
+	if c.own != nil {
+		c.own.CloseIdleConnections()
+	}
+	return nil
+}
+
+// CheckRate asks the sidecar to decide r (GET /check_rate).
+func (c *Client) CheckRate(ctx context.Context, r rl.Request) (rl.Decision, error) {
+	if err := r.Validate(c.maxID); err != nil {
+		return rl.Decision{}, err
+	}
+	d, err := c.checkRate(ctx, r)
+	if err != nil {
+		if c.failOpen(ctx, err) {
+			return c.openDecision(r), nil
+		}
+		return rl.Decision{}, err
+	}
+	return d, nil
+}
+
+func (c *Client) checkRate(ctx context.Context, r rl.Request) (rl.Decision, error) {
+	u := make([]byte, 0, len(c.base)+len("/check_rate?id=&scale=&limit=&hits=&algo=sliding")+3*len(r.ID)+40)
+	u = append(u, c.base...)
+	u = append(u, "/check_rate?id="...)
+	u = append(u, url.QueryEscape(r.ID)...)
+	u = append(u, "&scale="...)
+	u = strconv.AppendInt(u, r.Scale, 10)
+	u = append(u, "&limit="...)
+	u = strconv.AppendInt(u, r.Limit, 10)
+	u = append(u, "&hits="...)
+	u = strconv.AppendInt(u, r.Hits, 10)
+	if r.Algo != rl.Fixed {
+		u = append(u, "&algo="...)
+		u = append(u, r.Algo.String()...)
+	}
+	var d rl.Decision
+	err := c.do(ctx, http.MethodGet, string(u), nil, false, func(status int, body []byte) error {
+		if status != http.StatusOK && status != http.StatusTooManyRequests {
+			return errUnexpected
+		}
+		return json.Unmarshal(body, &d)
+	})
+	d.Now = c.clock()
+	return d, err
+}
+
+// CheckRates asks the sidecar to decide rs in order (POST /check_rates). If a
+// request is invalid nothing is sent and the error is a
+// *raterlimiter.ItemError naming the first bad index. The batch travels as
+// JSON, whose strings are text: an id that is not valid UTF-8 is refused
+// with an ItemError on field "id" (CheckRate carries such ids).
+func (c *Client) CheckRates(ctx context.Context, rs []rl.Request) ([]rl.Decision, error) {
+	if err := rl.ValidateBatch(rs, c.maxID); err != nil {
+		return nil, err
+	}
+	for i := range rs {
+		if !utf8.ValidString(rs[i].ID) {
+			return nil, &rl.ItemError{Index: i, Err: &rl.FieldError{Field: "id", Rule: "must be valid UTF-8 in a batch (JSON carries text)"}}
+		}
+	}
+	if len(rs) == 0 {
+		return []rl.Decision{}, nil
+	}
+	ds, err := c.checkRates(ctx, rs)
+	if err != nil {
+		if c.failOpen(ctx, err) {
+			ds = make([]rl.Decision, len(rs))
+			for i := range rs {
+				ds[i] = c.openDecision(rs[i])
+			}
+			return ds, nil
+		}
+		return nil, err
+	}
+	return ds, nil
+}
+
+// checkRates sends one valid, non-empty batch; a batching mode reuses it.
+func (c *Client) checkRates(ctx context.Context, rs []rl.Request) ([]rl.Decision, error) {
+	body := appendBatch(make([]byte, 0, 80*len(rs)), rs)
+	ds := make([]rl.Decision, 0, len(rs))
+	err := c.do(ctx, http.MethodPost, c.base+"/check_rates", body, false, func(status int, b []byte) error {
+		if status != http.StatusOK {
+			return errUnexpected
+		}
+		if err := json.Unmarshal(b, &ds); err != nil {
+			return err
+		}
+		if len(ds) != len(rs) {
+			return fmt.Errorf("client: %d decisions for %d requests", len(ds), len(rs))
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	now := c.clock()
+	for i := range ds {
+		ds[i].Now = now
+	}
+	return ds, nil
+}
+
+// appendBatch appends rs as the JSON array /check_rates takes.
+func appendBatch(b []byte, rs []rl.Request) []byte {
+	b = append(b, '[')
+	for i, r := range rs {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, `{"id":`...)
+		b = appendJSONString(b, r.ID)
+		b = append(b, `,"scale":`...)
+		b = strconv.AppendInt(b, r.Scale, 10)
+		b = append(b, `,"limit":`...)
+		b = strconv.AppendInt(b, r.Limit, 10)
+		b = append(b, `,"hits":`...)
+		b = strconv.AppendInt(b, r.Hits, 10)
+		b = append(b, `,"algo":"`...)
+		b = append(b, r.Algo.String()...)
+		b = append(b, `"}`...)
+	}
+	return append(b, ']')
+}
+
+func appendJSONString(b []byte, s string) []byte {
+	q, _ := json.Marshal(s) // a string always marshals
+	return append(b, q...)
+}
+
+// Buckets lists the live records of id (GET /buckets), sending the admin
+// token if configured.
+func (c *Client) Buckets(ctx context.Context, id string) ([]rl.Bucket, error) {
+	if err := (rl.Request{ID: id, Scale: 1}).Validate(c.maxID); err != nil {
+		return nil, err
+	}
+	var bs []rl.Bucket
+	err := c.do(ctx, http.MethodGet, c.base+"/buckets?id="+url.QueryEscape(id), nil, true, func(status int, b []byte) error {
+		if status != http.StatusOK {
+			return errUnexpected
+		}
+		return decodeBuckets(b, &bs)
+	})
+	if err != nil {
+		return nil, err
+	}
+	if bs == nil {
+		bs = []rl.Bucket{}
+	}
+	return bs, nil
+}
+
+// decodeBuckets accepts a JSON array of records or an object holding one
+// under "buckets".
+func decodeBuckets(b []byte, bs *[]rl.Bucket) error {
+	b = bytes.TrimSpace(b)
+	if len(b) > 0 && b[0] == '{' {
+		var w struct {
+			Buckets []rl.Bucket `json:"buckets"`
+		}
+		err := json.Unmarshal(b, &w)
+		*bs = w.Buckets
+		return err
+	}
+	return json.Unmarshal(b, bs)
+}
+
+// Reset deletes the records of id, of every scale when scale is 0 (DELETE
+// /buckets), sending the admin token if configured, and returns how many
+// the sidecar deleted.
+func (c *Client) Reset(ctx context.Context, id string, scale int64) (int, error) {
+	if scale < 0 {
+		return 0, &rl.FieldError{Field: "scale", Rule: "must be 0 (every scale) or from 1 to " + strconv.FormatInt(rl.MaxScale, 10)}
+	}
+	if err := (rl.Request{ID: id, Scale: max(scale, 1)}).Validate(c.maxID); err != nil {
+		return 0, err
+	}
+	u := c.base + "/buckets?id=" + url.QueryEscape(id)
+	if scale != 0 {
+		u += "&scale=" + strconv.FormatInt(scale, 10)
+	}
+	var out struct {
+		Deleted *int `json:"deleted"`
+	}
+	err := c.do(ctx, http.MethodDelete, u, nil, true, func(status int, b []byte) error {
+		if status != http.StatusOK {
+			return errUnexpected
+		}
+		if err := json.Unmarshal(b, &out); err != nil {
+			return err
+		}
+		if out.Deleted == nil {
+			return errors.New(`client: answer lacks "deleted"`)
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	return *out.Deleted, nil
+}
+
+// errUnexpected tells do that a status was not one the call expected.
+var errUnexpected = errors.New("client: unexpected status")
+
+// do sends one request bounded by the client's timeout, reads the answer
+// whole (so the connection is reused) and hands 2xx/429 answers to decode.
+// Every error it returns is a *Error, or an error from the API's 400 body.
+func (c *Client) do(ctx context.Context, method, u string, body []byte, admin bool, decode func(status int, body []byte) error) error {
+	if c.timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, c.timeout)
+		defer cancel()
+	}
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u, rd)
+	if err != nil {
+		return &Error{Err: err}
+	}
+	if body != nil {
+		req.Header["Content-Type"] = []string{"application/json"}
+	}
+	if admin && c.token != "" {
+		req.Header["Authorization"] = []string{"Bearer " + c.token}
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return &Error{Err: transportErr(ctx, err)}
+	}
+	b, err := io.ReadAll(io.LimitReader(resp.Body, maxBody))
+	resp.Body.Close()
+	if err != nil {
+		return &Error{Status: resp.StatusCode, Err: transportErr(ctx, err)}
+	}
+	switch {
+	case resp.StatusCode == http.StatusOK || resp.StatusCode == http.StatusTooManyRequests:
+		err := decode(resp.StatusCode, b)
+		if err == nil {
+			return nil
+		}
+		if err != errUnexpected {
+			return &Error{Status: resp.StatusCode, Message: "bad answer: " + err.Error(), Err: err}
+		}
+	case resp.StatusCode == http.StatusBadRequest:
+		if err := apiInvalid(b); err != nil {
+			return err
+		}
+	}
+	return &Error{Status: resp.StatusCode, Message: errorMessage(b)}
+}
+
+// transportErr returns ctx's error when the context ended the exchange (so
+// errors.Is finds context.Canceled or context.DeadlineExceeded), else err.
+func transportErr(ctx context.Context, err error) error {
+	if cerr := ctx.Err(); cerr != nil {
+		return fmt.Errorf("%w (%v)", cerr, err)
+	}
+	return err
+}
+
+// apiError is the body of the API's error answers.
+type apiError struct {
+	Error string `json:"error"`
+	Field string `json:"field"`
+	Rule  string `json:"rule"`
+	Index *int   `json:"index"`
+}
+
+// apiInvalid rebuilds the FieldError (within an ItemError when the body
+// names an index) that a 400 body describes, or returns nil if it names no
+// field.
+func apiInvalid(b []byte) error {
+	var e apiError
+	if json.Unmarshal(b, &e) != nil || e.Field == "" {
+		return nil
+	}
+	var err error = &rl.FieldError{Field: e.Field, Rule: e.Rule}
+	if e.Index != nil {
+		err = &rl.ItemError{Index: *e.Index, Err: err}
+	}
+	return err
+}
+
+// errorMessage returns the "error" of a JSON error body, else the body's
+// start.
+func errorMessage(b []byte) string {
+	var e apiError
+	if json.Unmarshal(b, &e) == nil && e.Error != "" {
+		return e.Error
+	}
+	s := strings.TrimSpace(string(b))
+	if len(s) > 200 {
+		s = s[:200] + "…"
+	}
+	return s
+}
+
+// failOpen reports whether err should be answered with an open decision,
+// telling OnError about it if so.
+func (c *Client) failOpen(ctx context.Context, err error) bool {
+	if c.failMode != FailOpen || !errors.Is(err, rl.ErrUnavailable) || errors.Is(ctx.Err(), context.Canceled) {
+		return false
+	}
+	if c.onError != nil {
+		c.onError(err)
+	}
+	return true
+}
+
+func (c *Client) openDecision(r rl.Request) rl.Decision {
+	return rl.Decision{Allowed: true, Limit: r.Limit, Remaining: r.Limit, Now: c.clock()}
+}
