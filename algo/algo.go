@@ -16,9 +16,11 @@ import (
 //     are the times of its first and last change. Created lies in the bucket's
 //     window, so the bucket number is Created/scale (see BucketOf).
 //   - Token: Modified is the integer part of the theoretical arrival time
-//     (TAT, Unix ms), and Count holds its fraction: the numerator in the low
-//     32 bits over the limit it was computed with in the high 32 bits.
-//     Created is the record's creation time.
+//     (TAT, Unix ms), and Count holds its fraction exactly: the numerator in
+//     the low 32 bits over the limit it was computed with in the high 32 bits
+//     (so Count may read as negative), TAT = Modified + num/den. A check with
+//     another limit converts the fraction, rounding up. A TAT at or before now
+//     reads as a fresh (full) bucket. Created is the record's creation time.
 type Record struct {
 	Count    int64
 	Created  int64

@@ -2,14 +2,121 @@ package algo
 
 import rl "github.com/raterlimiter/raterlimiter"
 
-// Token is GCRA.
-// TODO(algorithms issue): the real algorithm; until then it decides as Fixed.
+// Token is GCRA (the generic cell rate algorithm): limit hits per scale with
+// a burst of limit. Its state is the theoretical arrival time TAT: the
+// instant at which the bucket would be full again. A hit costs the emission
+// interval T = S/limit ms (S the scale), which is fractional, so the TAT is
+// kept exactly as m + n/limit (see Record), and every comparison below is
+// multiplied by limit to stay in integers.
+//
+// With D = max(TAT, now) - now (how far the bucket is from full) and
+// k = D*limit (an integer), hits are allowed iff
+//
+//	D + hits*T <= S,  i.e.  k + hits*S <= limit*S    (128-bit products)
+//
+// and then TAT' = max(TAT, now) + hits*T. A full bucket takes limit hits at
+// once; it refills one hit every T. Only allowed hits are counted; a denied
+// check or a peek (hits = 0) writes nothing. A limit of 0 denies every hit.
+//
+// The decision reports:
+//
+//   - Count: limit minus the whole tokens left, ceil(k'/S) with k' = D'*limit
+//     after the decision, and Remaining = max(0, limit-Count): exactly the
+//     hits a check could be allowed right now.
+//   - ResetMS: the whole ms until the bucket is full again, ceil(D').
+//   - RetryAfterMS (when denied): with x = limit-hits, the earliest instant t
+//     with (TAT-t)*limit <= x*S, i.e. t = m - floor((x*S-n)/limit) when
+//     x*S >= n, else t = m+1; rounded up to whole ms, so waiting exactly
+//     RetryAfterMS passes and 1 ms less fails. Hits above the limit never
+//     pass: RetryAfterMS is then ResetMS.
+//
+// When the limit of a request differs from the one the stored fraction was
+// computed with, the fraction is converted to the new denominator rounding
+// the TAT up (never lenient): n' = ceil(n*limit'/limit). The state is thus
+// "how far from full", which each limit reads as its own share of S.
 func Token(st Record, ok bool, now int64, r rl.Request) (rl.Decision, Record, bool) {
-	return Fixed(st, ok, now, r)
+	lim, s, h := uint64(r.Limit), uint64(r.Scale), uint64(r.Hits)
+	m, n := now, uint64(0) // the TAT, m + n/lim; a fresh bucket's is now
+	if !ok {
+		st = Record{Created: now}
+	} else if tokenExpired(st, now) {
+		// The TAT has passed: the bucket is full, as a fresh one.
+	} else {
+		m, n = st.Modified, tokenFrac(st.Count, lim)
+		if n == lim && uint32(st.Count) != 0 {
+			// The fraction rounded up to a whole ms (always so for limit 0).
+			m, n = m+1, 0
+		}
+	}
+	k := mul(uint64(m-now), lim).add(u128{0, n}) // D*lim
+	full := mul(lim, s)
+	allowed := k.add(mul(h, s)).cmp(full) <= 0
+	write := allowed && h > 0
+	if write {
+		// TAT' = m + (n + h*S)/lim, carried into whole ms. The quotient is at
+		// most S+1 as the check passed.
+		q, rem := mul(h, s).add(u128{0, n}).divMod(lim)
+		m, n = m+int64(q), rem
+		k = k.add(mul(h, s))
+		st.Count = int64(lim<<32 | n)
+		st.Modified = m
+	}
+	count := k.divCeil(s)
+	d := rl.Decision{
+		Allowed: allowed,
+		Count:   int64(min(count, 1<<62)),
+		Limit:   r.Limit,
+		ResetMS: m - now,
+		Now:     now,
+	}
+	if n > 0 {
+		d.ResetMS++
+	}
+	if count < lim {
+		d.Remaining = int64(lim - count)
+	}
+	if !allowed {
+		d.RetryAfterMS = d.ResetMS
+		if h <= lim {
+			x := mul(lim-h, s) // the room, times lim, the TAT may stand ahead of t
+			at := m + 1
+			if x.cmp(u128{0, n}) >= 0 {
+				q, _ := x.sub(u128{0, n}).divMod(lim)
+				at = m - int64(q)
+			}
+			d.RetryAfterMS = at - now
+		}
+	}
+	return d, st, write
 }
 
-func tokenExpired(rec Record, now int64) bool { return rec.Modified <= now }
+// tokenFrac returns the stored TAT's fraction as a numerator over lim,
+// converting it from the limit it was stored with and rounding up. A fraction
+// stored over 0, or not below its denominator, cannot come from Token; it is
+// read as a whole ms (lim/lim), which rounds the TAT up.
+func tokenFrac(count int64, lim uint64) uint64 {
+	den, num := uint64(count)>>32, uint64(count)&(1<<32-1)
+	if num == 0 {
+		return 0
+	}
+	if den == 0 || num >= den || lim == 0 {
+		return lim
+	}
+	return mul(num, lim).divCeil(den)
+}
 
+// tokenExpired reports whether the TAT has passed, so the state reads as a
+// fresh one: Modified < now, or Modified == now with no fraction.
+func tokenExpired(rec Record, now int64) bool {
+	return rec.Modified < now || rec.Modified == now && uint32(rec.Count) == 0
+}
+
+// tokenView shows a token record: Count is the TAT rounded up to whole ms,
+// Modified its integer part, as stored.
 func tokenView(scale int64, rec Record) rl.Bucket {
-	return rl.Bucket{Scale: scale, Algo: rl.Token, Count: rec.Count, Created: rec.Created, Modified: rec.Modified}
+	tat := rec.Modified
+	if uint32(rec.Count) != 0 {
+		tat++
+	}
+	return rl.Bucket{Scale: scale, Algo: rl.Token, Count: tat, Created: rec.Created, Modified: rec.Modified}
 }
