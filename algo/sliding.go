@@ -77,7 +77,7 @@ func Sliding(cur Record, ok bool, prev Record, prevOK bool, now int64, r rl.Requ
 	if !allowed {
 		d.RetryAfterMS = d.ResetMS
 		if h <= lim {
-			x := lim - h // room left for what is already counted
+			x := lim - h  // room left for what is already counted
 			var at uint64 // the instant, as ms from start
 			if c <= x {
 				// Denied although c fits: p*(S-e') <= (x-c)*S, i.e.
