@@ -1,6 +1,7 @@
 package buckets
 
 import (
+	"strings"
 	"unsafe"
 
 	rl "github.com/raterlimiter/raterlimiter"
@@ -68,9 +69,8 @@ func (p *rec) bucket() int64 {
 
 // less orders records by id, then scale, then algo, then bucket.
 func less(a, b *rec) bool {
-	ia, ib := a.id(), b.id()
-	if ia != ib {
-		return ia < ib
+	if c := strings.Compare(a.id(), b.id()); c != 0 {
+		return c < 0
 	}
 	if ka, kb := a.key(), b.key(); ka != kb {
 		return ka < kb

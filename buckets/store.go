@@ -14,7 +14,17 @@ type Options struct {
 	MaxIDBytes int
 	// Degree is the B-tree's degree; 0 means the library's default.
 	Degree int
+	// CacheSlots is the most slots of the direct-mapped cache of recently
+	// used records that spares hot ids a tree search. The cache starts small
+	// and doubles while it has fewer than four slots a record, up to this
+	// size (rounded up to a power of two). 0 means DefaultCacheSlots;
+	// negative disables the cache. A slot costs 8 bytes.
+	CacheSlots int
 }
+
+// DefaultCacheSlots is the cache's largest size when Options.CacheSlots is
+// 0: 512 KiB.
+const DefaultCacheSlots = 1 << 16
 
 // Store is an ordered set of bucket records. The zero Store is not usable;
 // make one with New. A Store is not safe for concurrent use.
@@ -23,6 +33,7 @@ type Store struct {
 	maxID int
 	pv    pivot
 	sweep sweepState
+	cache cache
 }
 
 // New returns an empty store.
@@ -35,7 +46,29 @@ func New(opts Options) *Store {
 	return &Store{
 		tree:  btree.NewBTreeGOptions(less, btree.Options{NoLocks: true, Degree: opts.Degree}),
 		maxID: maxID,
+		cache: newCache(opts.CacheSlots),
 	}
+}
+
+// get returns the record of (id, scale, a, bucket), from the cache when it
+// holds it.
+func (s *Store) get(id string, scale int64, a rl.Algo, bucket int64) (*rec, bool) {
+	meta := makeMeta(len(id), scale, a)
+	slot := s.cache.slot(id, meta)
+	if p := s.cache.at(slot); p != nil && p.meta == meta && p.bucket() == bucket && p.id() == id {
+		return p, true
+	}
+	p, ok := s.tree.Get(s.pv.set(id, scale, a, bucket))
+	if ok {
+		s.cache.put(slot, p)
+	}
+	return p, ok
+}
+
+// remove is the hook every deletion passes through: it keeps the cache from
+// pointing at a record no longer in the tree.
+func (s *Store) remove(p *rec) {
+	s.cache.forget(p)
 }
 
 // Len returns the number of live records.
@@ -52,7 +85,7 @@ func (s *Store) Check(now int64, r rl.Request) (rl.Decision, error) {
 	if r.Algo != rl.Token {
 		b = algo.Bucket(now, r.Scale)
 	}
-	cur, ok := s.tree.Get(s.pv.set(r.ID, r.Scale, r.Algo, b))
+	cur, ok := s.get(r.ID, r.Scale, r.Algo, b)
 	var curRec, prevRec algo.Record
 	var prevOK bool
 	if ok {
@@ -68,7 +101,10 @@ func (s *Store) Check(now int64, r rl.Request) (rl.Decision, error) {
 		if ok {
 			cur.set(next)
 		} else {
-			s.tree.Set(newRec(r.ID, r.Scale, r.Algo, next))
+			p := newRec(r.ID, r.Scale, r.Algo, next)
+			s.tree.Set(p)
+			s.cache.grow(s.tree.Len())
+			s.cache.put(s.cache.slot(r.ID, p.meta), p)
 		}
 	}
 	return d, nil
@@ -82,7 +118,9 @@ func (s *Store) Put(id string, scale int64, a rl.Algo, r algo.Record) error {
 	if err := req.Validate(s.maxID); err != nil {
 		return err
 	}
-	s.tree.Set(newRec(id, scale, a, r))
+	if prev, replaced := s.tree.Set(newRec(id, scale, a, r)); replaced {
+		s.remove(prev)
+	}
 	return nil
 }
 
@@ -108,6 +146,7 @@ func (s *Store) Delete(id string, scale int64) int {
 			return btree.Stop
 		}
 		n++
+		s.remove(p)
 		return btree.Delete
 	})
 	return n

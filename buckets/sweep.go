@@ -34,6 +34,7 @@ func (s *Store) Sweep(now int64, budget int) (examined, deleted int, done bool) 
 		examined++
 		if algo.Expired(p.algo(), p.scale(), p.record(), now) {
 			deleted++
+			s.remove(p)
 			return btree.Delete
 		}
 		return btree.Keep

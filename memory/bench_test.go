@@ -1,0 +1,116 @@
+package memory_test
+
+import (
+	"context"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	rl "github.com/raterlimiter/raterlimiter"
+	"github.com/raterlimiter/raterlimiter/algo"
+	"github.com/raterlimiter/raterlimiter/memory"
+)
+
+const benchIDs = 10_000
+
+func benchRequests() []rl.Request {
+	rs := make([]rl.Request, benchIDs)
+	for i := range rs {
+		rs[i] = rl.Request{ID: "user-" + strconv.Itoa(i), Scale: 60_000, Limit: 1 << 30, Hits: 1}
+	}
+	return rs
+}
+
+// mutexMap is the baseline: a fixed window in a map behind one mutex.
+type mutexMap struct {
+	mu sync.Mutex
+	m  map[mapKey]*algo.Record
+}
+
+type mapKey struct {
+	id     string
+	scale  int64
+	bucket int64
+}
+
+func (m *mutexMap) CheckRate(_ context.Context, r rl.Request, now int64) rl.Decision {
+	if err := r.Validate(0); err != nil {
+		return rl.Decision{}
+	}
+	k := mapKey{r.ID, r.Scale, algo.Bucket(now, r.Scale)}
+	m.mu.Lock()
+	rec, ok := m.m[k]
+	var cur algo.Record
+	if ok {
+		cur = *rec
+	}
+	d, next, write := algo.Fixed(cur, ok, now, r)
+	if write {
+		if ok {
+			*rec = next
+		} else {
+			m.m[k] = &next
+		}
+	}
+	m.mu.Unlock()
+	return d
+}
+
+func BenchmarkCheckRate(b *testing.B) {
+	rs := benchRequests()
+	now := int64(1_700_000_000_000)
+	b.Run("embedded/serial", func(b *testing.B) {
+		l := memory.New(memory.Config{Clock: func() int64 { return now }})
+		defer l.Close()
+		ctx := context.Background()
+		b.ReportAllocs()
+		for i := 0; b.Loop(); i++ {
+			if _, err := l.CheckRate(ctx, rs[i%benchIDs]); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("mutexmap/serial", func(b *testing.B) {
+		m := &mutexMap{m: map[mapKey]*algo.Record{}}
+		b.ReportAllocs()
+		for i := 0; b.Loop(); i++ {
+			m.CheckRate(context.Background(), rs[i%benchIDs], now)
+		}
+	})
+}
+
+// BenchmarkCheckRateParallel runs 128 goroutines per GOMAXPROCS... no: it
+// runs SetParallelism(128/GOMAXPROCS) so that 128 goroutines check at once.
+func BenchmarkCheckRateParallel(b *testing.B) {
+	rs := benchRequests()
+	now := int64(1_700_000_000_000)
+	par := func(b *testing.B, check func(r rl.Request)) {
+		var seq atomic.Uint64
+		b.SetParallelism(128 / max(1, runtimeProcs()))
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			i := int(seq.Add(7919))
+			for pb.Next() {
+				check(rs[i%benchIDs])
+				i++
+			}
+		})
+	}
+	for _, shards := range []int{1, 2, 4} {
+		b.Run("embedded/shards="+strconv.Itoa(shards), func(b *testing.B) {
+			l := memory.New(memory.Config{Shards: shards, Clock: func() int64 { return now }})
+			defer l.Close()
+			ctx := context.Background()
+			par(b, func(r rl.Request) {
+				if _, err := l.CheckRate(ctx, r); err != nil {
+					b.Error(err)
+				}
+			})
+		})
+	}
+	b.Run("mutexmap", func(b *testing.B) {
+		m := &mutexMap{m: map[mapKey]*algo.Record{}}
+		par(b, func(r rl.Request) { m.CheckRate(context.Background(), r, now) })
+	})
+}
