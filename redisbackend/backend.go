@@ -1,0 +1,594 @@
+package redisbackend
+
+import (
+	"context"
+	"crypto/sha1"
+	_ "embed"
+	"encoding/hex"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	rl "github.com/raterlimiter/raterlimiter"
+	"github.com/raterlimiter/raterlimiter/algo"
+)
+
+//go:embed check.lua
+var checkLua string
+
+//go:embed records.lua
+var recordsLua string
+
+// Backend is a raterlimiter.Limiter on Redis. It is safe for concurrent use.
+type Backend struct {
+	cfg     Config
+	client  rueidis.Client
+	check   script
+	records script
+	br      breaker
+	log     *slog.Logger
+}
+
+var _ rl.Limiter = (*Backend)(nil)
+
+// script is a Lua script and its SHA1, for EVALSHA.
+type script struct{ body, sha string }
+
+func newScript(body string) script {
+	sum := sha1.Sum([]byte(body))
+	return script{body: body, sha: hex.EncodeToString(sum[:])}
+}
+
+// New connects to the Redis of cfg.URL (a Cluster is discovered by itself) and
+// returns a Backend. Redis must answer at the start; later outages are
+// handled by the circuit and cfg.Fail.
+func New(cfg Config) (*Backend, error) {
+	if cfg.URL == "" {
+		cfg.URL = DefaultURL
+	}
+	if cfg.Prefix == "" {
+		cfg.Prefix = DefaultPrefix
+	}
+	if strings.ContainsAny(cfg.Prefix, "{}") {
+		return nil, errors.New("redisbackend: prefix must not contain { or }")
+	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = DefaultTimeout
+	}
+	if cfg.ProbeInterval <= 0 {
+		cfg.ProbeInterval = DefaultProbeInterval
+	}
+	if cfg.MaxIDBytes <= 0 {
+		cfg.MaxIDBytes = rl.DefaultMaxIDBytes
+	}
+	if cfg.Fail > FailLocal {
+		return nil, fmt.Errorf("redisbackend: unknown fail mode %d", cfg.Fail)
+	}
+	if cfg.Fail == FailLocal && cfg.Fallback == nil {
+		return nil, ErrNoFallback
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	opt, err := rueidis.ParseURL(cfg.URL)
+	if err != nil {
+		return nil, fmt.Errorf("redisbackend: url: %w", err)
+	}
+	if cfg.TLS != nil {
+		opt.TLSConfig = cfg.TLS
+	}
+	opt.DisableCache = true
+	opt.Dialer = net.Dialer{Timeout: max(cfg.Timeout, time.Second), KeepAlive: time.Second}
+	opt.ConnWriteTimeout = max(10*cfg.Timeout, time.Second)
+	opt.DisableRetry = true
+	opt.ClientName = "raterlimiter"
+	client, err := rueidis.NewClient(opt)
+	if err != nil {
+		return nil, fmt.Errorf("redisbackend: connect: %w", err)
+	}
+	b := &Backend{
+		cfg:     cfg,
+		client:  client,
+		check:   newScript(checkLua),
+		records: newScript(recordsLua),
+		log:     cfg.Logger,
+		br:      breaker{interval: cfg.ProbeInterval, now: time.Now},
+	}
+	return b, nil
+}
+
+// Close closes the connections. Calls after Close fail.
+func (b *Backend) Close() error {
+	b.client.Close()
+	return nil
+}
+
+// Up reports whether the circuit is closed: Redis answered the last call
+// that asked it.
+func (b *Backend) Up() bool { return b.br.up() }
+
+// Ping asks Redis for PING within the timeout, whatever the circuit's state;
+// a success closes the circuit. For health checks.
+func (b *Backend) Ping(ctx context.Context) error {
+	cctx, cancel := context.WithTimeout(ctx, b.cfg.Timeout)
+	defer cancel()
+	start := time.Now()
+	err := b.client.Do(cctx, b.client.B().Ping().Build()).Error()
+	b.observe("ping", start, err)
+	if err != nil {
+		if b.unavailable(ctx, err) {
+			b.fail(err)
+			return &unavailableError{cause: err}
+		}
+		return fmt.Errorf("redisbackend: ping: %w", err)
+	}
+	b.succeed()
+	return nil
+}
+
+// CheckRate decides r with one atomic script on Redis. An invalid r fails
+// with an error matching raterlimiter.ErrInvalid and reaches no Redis.
+func (b *Backend) CheckRate(ctx context.Context, r rl.Request) (rl.Decision, error) {
+	if err := r.Validate(b.cfg.MaxIDBytes); err != nil {
+		return rl.Decision{}, err
+	}
+	ds, err := b.decide(ctx, "check", []rl.Request{r})
+	if ds == nil {
+		return rl.Decision{}, err
+	}
+	return ds[0], err
+}
+
+// CheckRates decides a batch, pipelined: one script per request, sent
+// together (to each Cluster node its own). Requests of one id are decided in
+// their order. If any request is invalid nothing is counted.
+func (b *Backend) CheckRates(ctx context.Context, rs []rl.Request) ([]rl.Decision, error) {
+	if err := rl.ValidateBatch(rs, b.cfg.MaxIDBytes); err != nil {
+		return nil, err
+	}
+	if len(rs) == 0 {
+		return []rl.Decision{}, nil
+	}
+	return b.decide(ctx, "check_batch", rs)
+}
+
+func algoCode(a rl.Algo) string {
+	switch a {
+	case rl.Sliding:
+		return "s"
+	case rl.Token:
+		return "t"
+	}
+	return "f"
+}
+
+func parseAlgoCode(s string) (rl.Algo, bool) {
+	switch s {
+	case "f":
+		return rl.Fixed, true
+	case "s":
+		return rl.Sliding, true
+	case "t":
+		return rl.Token, true
+	}
+	return 0, false
+}
+
+// tag returns the prefix of every key of id: PREFIX:{base64url(id)}: — the
+// hash tag keeps an id's keys in one Cluster slot, and base64url has no
+// braces, so any bytes of id are safe.
+func (b *Backend) tag(id string) string {
+	return b.cfg.Prefix + ":{" + base64.RawURLEncoding.EncodeToString([]byte(id)) + "}:"
+}
+
+// field names the record hash of (algo, scale) in an id's index; the hash's
+// key is the id's tag followed by it.
+func field(a rl.Algo, scale int64) string { return algoCode(a) + ":" + strconv.FormatInt(scale, 10) }
+
+func (b *Backend) now() string {
+	if b.cfg.Clock == nil {
+		return ""
+	}
+	return strconv.FormatInt(b.cfg.Clock(), 10)
+}
+
+func (b *Backend) checkArgs(r rl.Request, now string) (keys, args []string) {
+	tag, f := b.tag(r.ID), field(r.Algo, r.Scale)
+	keys = []string{tag + f, tag + "i"}
+	args = []string{algoCode(r.Algo), strconv.FormatInt(r.Scale, 10), strconv.FormatInt(r.Limit, 10),
+		strconv.FormatInt(r.Hits, 10), now, f}
+	return keys, args
+}
+
+func (b *Backend) evalsha(s script, keys, args []string) rueidis.Completed {
+	return b.client.B().Evalsha().Sha1(s.sha).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build()
+}
+
+func (b *Backend) eval(s script, keys, args []string) rueidis.Completed {
+	return b.client.B().Eval().Script(s.body).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build()
+}
+
+func isNoScript(err error) bool {
+	re, ok := rueidis.IsRedisErr(err)
+	return ok && re.IsNoScript()
+}
+
+// run sends one script per item (keys and args of item i from kv), pipelined,
+// and sends again with EVAL, in order, those that found no script loaded.
+func (b *Backend) run(ctx context.Context, s script, n int, kv func(i int) (keys, args []string)) []rueidis.RedisResult {
+	cmds := make(rueidis.Commands, n)
+	for i := range n {
+		k, a := kv(i)
+		cmds[i] = b.evalsha(s, k, a)
+	}
+	var res []rueidis.RedisResult
+	if n == 1 {
+		res = []rueidis.RedisResult{b.client.Do(ctx, cmds[0])}
+	} else {
+		res = b.client.DoMulti(ctx, cmds...)
+	}
+	var again []int
+	for i := range res {
+		if isNoScript(res[i].Error()) {
+			again = append(again, i)
+		}
+	}
+	if len(again) > 0 {
+		retry := make(rueidis.Commands, len(again))
+		for j, i := range again {
+			k, a := kv(i)
+			retry[j] = b.eval(s, k, a)
+		}
+		for j, r := range b.client.DoMulti(ctx, retry...) {
+			res[again[j]] = r
+		}
+	}
+	return res
+}
+
+// decide runs the check script for rs (valid, non-empty) and applies the
+// fail mode to the requests Redis did not answer.
+func (b *Backend) decide(ctx context.Context, op string, rs []rl.Request) ([]rl.Decision, error) {
+	if !b.br.allow() {
+		return b.degrade(ctx, rs, make([]rl.Decision, len(rs)), allIndexes(len(rs)), ErrCircuitOpen)
+	}
+	cctx, cancel := context.WithTimeout(ctx, b.cfg.Timeout)
+	defer cancel()
+	now := b.now()
+	start := time.Now()
+	res := b.run(cctx, b.check, len(rs), func(i int) ([]string, []string) { return b.checkArgs(rs[i], now) })
+	ds := make([]rl.Decision, len(rs))
+	var failed []int
+	var cause, firstErr error
+	for i, r := range res {
+		var err error
+		if err = r.Error(); err == nil {
+			ds[i], err = decision(r, rs[i])
+		}
+		if err == nil {
+			continue
+		}
+		if firstErr == nil {
+			firstErr = err
+		}
+		if !b.unavailable(ctx, err) {
+			b.observe(op, start, err)
+			if ctx.Err() != nil {
+				return nil, fmt.Errorf("redisbackend: %w", ctx.Err())
+			}
+			return nil, fmt.Errorf("redisbackend: %s: %w", op, err)
+		}
+		if cause == nil {
+			cause = err
+		}
+		failed = append(failed, i)
+	}
+	b.observe(op, start, firstErr)
+	if failed == nil {
+		b.succeed()
+		return ds, nil
+	}
+	b.fail(cause)
+	return b.degrade(ctx, rs, ds, failed, cause)
+}
+
+func allIndexes(n int) []int {
+	idx := make([]int, n)
+	for i := range idx {
+		idx[i] = i
+	}
+	return idx
+}
+
+// degrade answers rs[failed] by the fail mode; ds holds Redis's answers to the
+// others.
+func (b *Backend) degrade(ctx context.Context, rs []rl.Request, ds []rl.Decision, failed []int, cause error) ([]rl.Decision, error) {
+	if b.cfg.OnDegraded != nil {
+		b.cfg.OnDegraded(b.cfg.Fail, len(failed))
+	}
+	switch b.cfg.Fail {
+	case FailOpen:
+		now := time.Now().UnixMilli()
+		if b.cfg.Clock != nil {
+			now = b.cfg.Clock()
+		}
+		for _, i := range failed {
+			ds[i] = rl.Decision{Allowed: true, Limit: rs[i].Limit, Remaining: rs[i].Limit, Now: now}
+		}
+	case FailLocal:
+		sub := make([]rl.Request, len(failed))
+		for j, i := range failed {
+			sub[j] = rs[i]
+		}
+		local, err := b.cfg.Fallback.CheckRates(ctx, sub)
+		if err != nil {
+			return nil, &unavailableError{cause: errors.Join(cause, fmt.Errorf("fallback: %w", err))}
+		}
+		for j, i := range failed {
+			ds[i] = local[j]
+		}
+	default:
+		return nil, &unavailableError{cause: cause}
+	}
+	return ds, &DegradedError{Mode: b.cfg.Fail, Decisions: ds, Err: cause}
+}
+
+// unavailable reports whether err means Redis could not answer (so the
+// circuit and the fail mode apply), rather than a bug or the caller giving
+// up (ctx is the caller's context).
+func (b *Backend) unavailable(ctx context.Context, err error) bool {
+	if err == nil || rueidis.IsRedisNil(err) {
+		return false
+	}
+	if re, ok := rueidis.IsRedisErr(err); ok {
+		msg := re.Error()
+		for _, p := range []string{"LOADING", "BUSY", "CLUSTERDOWN", "MASTERDOWN", "TRYAGAIN", "READONLY", "NOREPLICAS"} {
+			if strings.HasPrefix(msg, p) {
+				return true
+			}
+		}
+		return false
+	}
+	if errors.Is(err, errParse) {
+		return false
+	}
+	return ctx.Err() == nil
+}
+
+func (b *Backend) observe(op string, start time.Time, err error) {
+	if b.cfg.OnCall != nil {
+		b.cfg.OnCall(op, time.Since(start), err)
+	}
+}
+
+func (b *Backend) fail(err error) {
+	if b.br.failure() {
+		b.log.Warn("redisbackend: redis unavailable, circuit open", "err", err, "fail", b.cfg.Fail.String(),
+			"probe_interval", b.cfg.ProbeInterval)
+		if b.cfg.OnState != nil {
+			b.cfg.OnState(false, err)
+		}
+	}
+}
+
+func (b *Backend) succeed() {
+	if b.br.success() {
+		b.log.Info("redisbackend: redis answers again, circuit closed")
+		if b.cfg.OnState != nil {
+			b.cfg.OnState(true, nil)
+		}
+	}
+}
+
+var errParse = errors.New("redisbackend: unexpected reply")
+
+// raw is one record as the scripts return it; ok is false when absent.
+type raw struct {
+	rec algo.Record
+	ok  bool
+}
+
+func parseInt(m rueidis.RedisMessage) (int64, bool, error) {
+	if m.IsNil() {
+		return 0, false, nil
+	}
+	s, err := m.ToString()
+	if err != nil {
+		return 0, false, fmt.Errorf("%w: %v", errParse, err)
+	}
+	v, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		return 0, false, fmt.Errorf("%w: %q", errParse, s)
+	}
+	return v, true, nil
+}
+
+// parseRecords reads the groups of three fields (count, created, modified)
+// at ms[0:3] and ms[3:6].
+func parseRecords(ms []rueidis.RedisMessage) (cur, prev raw, err error) {
+	var v [6]int64
+	var ok [6]bool
+	for i := range 6 {
+		if v[i], ok[i], err = parseInt(ms[i]); err != nil {
+			return cur, prev, err
+		}
+	}
+	cur = raw{algo.Record{Count: v[0], Created: v[1], Modified: v[2]}, ok[0] && ok[1]}
+	prev = raw{algo.Record{Count: v[3], Created: v[4], Modified: v[5]}, ok[3] && ok[4]}
+	return cur, prev, nil
+}
+
+// decision computes the decision from the state the check script read, with
+// the same function as the embedded limiter.
+func decision(r rueidis.RedisResult, req rl.Request) (rl.Decision, error) {
+	ms, err := r.ToArray()
+	if err != nil || len(ms) != 7 {
+		return rl.Decision{}, fmt.Errorf("%w: %v (%d elements)", errParse, err, len(ms))
+	}
+	now, _, err := parseInt(ms[0])
+	if err != nil {
+		return rl.Decision{}, err
+	}
+	c, p, err := parseRecords(ms[1:])
+	if err != nil {
+		return rl.Decision{}, err
+	}
+	cur, ok, prev, prevOK := current(req.Algo, req.Scale, now, c, p)
+	d, _, _ := algo.Check(cur, ok, prev, prevOK, now, req)
+	return d, nil
+}
+
+// current picks, from a record hash read at now, the records the algorithm
+// reads, exactly as check.lua does: the current window's and (sliding) the
+// previous one's.
+func current(a rl.Algo, scale, now int64, c, p raw) (cur algo.Record, ok bool, prev algo.Record, prevOK bool) {
+	bk := algo.Bucket(now, scale)
+	if c.ok && algo.Bucket(c.rec.Created, scale) == bk {
+		cur, ok = c.rec, true
+		if p.ok && algo.Bucket(p.rec.Created, scale) == bk-1 {
+			prev, prevOK = p.rec, true
+		}
+	} else if c.ok && algo.Bucket(c.rec.Created, scale) == bk-1 {
+		prev, prevOK = c.rec, true
+	}
+	if a != rl.Sliding {
+		prev, prevOK = algo.Record{}, false
+	}
+	return cur, ok, prev, prevOK
+}
+
+// listed is a record hash as records.lua returns it.
+type listed struct {
+	algo  rl.Algo
+	scale int64
+	cur   raw
+	prev  raw
+}
+
+// recordsCall runs records.lua for id.
+func (b *Backend) recordsCall(ctx context.Context, op, id string, scale int64) (int64, []listed, error) {
+	if !b.br.allow() {
+		return 0, nil, &unavailableError{cause: ErrCircuitOpen}
+	}
+	cctx, cancel := context.WithTimeout(ctx, b.cfg.Timeout)
+	defer cancel()
+	mode := "list"
+	if op == "reset" {
+		mode = "reset"
+	}
+	tag := b.tag(id)
+	start := time.Now()
+	res := b.run(cctx, b.records, 1, func(int) ([]string, []string) {
+		return []string{tag + "i"}, []string{mode, tag, strconv.FormatInt(scale, 10), b.now()}
+	})[0]
+	err := res.Error()
+	var ms []rueidis.RedisMessage
+	if err == nil {
+		if ms, err = res.ToArray(); err != nil || len(ms) == 0 || (len(ms)-1)%7 != 0 {
+			err = fmt.Errorf("%w: %v (%d elements)", errParse, err, len(ms))
+		}
+	}
+	b.observe(op, start, err)
+	if err != nil {
+		if b.unavailable(ctx, err) {
+			b.fail(err)
+			return 0, nil, &unavailableError{cause: err}
+		}
+		if ctx.Err() != nil {
+			return 0, nil, fmt.Errorf("redisbackend: %w", ctx.Err())
+		}
+		return 0, nil, fmt.Errorf("redisbackend: %s: %w", op, err)
+	}
+	b.succeed()
+	now, _, err := parseInt(ms[0])
+	if err != nil {
+		return 0, nil, err
+	}
+	var out []listed
+	for g := ms[1:]; len(g) > 0; g = g[7:] {
+		f, err := g[0].ToString()
+		if err != nil {
+			return 0, nil, fmt.Errorf("%w: %v", errParse, err)
+		}
+		code, sc, found := strings.Cut(f, ":")
+		a, okA := parseAlgoCode(code)
+		s, errS := strconv.ParseInt(sc, 10, 64)
+		if !found || !okA || errS != nil {
+			continue // not ours
+		}
+		c, p, err := parseRecords(g[1:])
+		if err != nil {
+			return 0, nil, err
+		}
+		out = append(out, listed{algo: a, scale: s, cur: c, prev: p})
+	}
+	return now, out, nil
+}
+
+// live returns the records of ls that a decision at now can still read, as
+// the admin API shows them, ordered by scale, algo and bucket.
+func live(now int64, ls []listed) []rl.Bucket {
+	var out []rl.Bucket
+	for _, l := range ls {
+		for _, r := range []raw{l.prev, l.cur} {
+			if r.ok && (l.algo == rl.Sliding || r == l.cur) && !algo.Expired(l.algo, l.scale, r.rec, now) {
+				out = append(out, algo.View(l.algo, l.scale, r.rec))
+			}
+		}
+	}
+	slices.SortFunc(out, func(x, y rl.Bucket) int {
+		if x.Scale != y.Scale {
+			return cmpInt(x.Scale, y.Scale)
+		}
+		if x.Algo != y.Algo {
+			return cmpInt(int64(x.Algo), int64(y.Algo))
+		}
+		return cmpInt(x.Bucket, y.Bucket)
+	})
+	return out
+}
+
+func cmpInt(a, b int64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// Buckets lists the live records of id. It needs Redis: with the circuit
+// open it fails with an error matching raterlimiter.ErrUnavailable whatever
+// the fail mode.
+func (b *Backend) Buckets(ctx context.Context, id string) ([]rl.Bucket, error) {
+	if err := (rl.Request{ID: id, Scale: 1}).Validate(b.cfg.MaxIDBytes); err != nil {
+		return nil, err
+	}
+	now, ls, err := b.recordsCall(ctx, "buckets", id, 0)
+	if err != nil {
+		return nil, err
+	}
+	return live(now, ls), nil
+}
+
+// Reset deletes the records of id, of every scale when scale is 0, and
+// returns how many live ones it deleted. It needs Redis, like Buckets.
+func (b *Backend) Reset(ctx context.Context, id string, scale int64) (int, error) {
+	if err := (rl.Request{ID: id, Scale: max(scale, 1)}).Validate(b.cfg.MaxIDBytes); err != nil {
+		return 0, err
+	}
+	now, ls, err := b.recordsCall(ctx, "reset", id, scale)
+	if err != nil {
+		return 0, err
+	}
+	return len(live(now, ls)), nil
+}

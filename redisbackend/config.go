@@ -1,0 +1,111 @@
+package redisbackend
+
+import (
+	"crypto/tls"
+	"log/slog"
+	"time"
+
+	rl "github.com/raterlimiter/raterlimiter"
+)
+
+// Defaults of Config's zero fields.
+const (
+	// DefaultURL is the Redis of Config.URL's zero value.
+	DefaultURL = "redis://127.0.0.1:6379/0"
+	// DefaultPrefix starts every key.
+	DefaultPrefix = "rl"
+	// DefaultTimeout bounds each call to Redis.
+	DefaultTimeout = 50 * time.Millisecond
+	// DefaultProbeInterval is how often an open circuit lets one call try
+	// Redis.
+	DefaultProbeInterval = 500 * time.Millisecond
+)
+
+// FailMode is what a Backend does when Redis does not answer in time. The
+// zero value is FailClosed.
+type FailMode uint8
+
+const (
+	// FailClosed fails the call with an error matching
+	// raterlimiter.ErrUnavailable (the sidecar answers 503).
+	FailClosed FailMode = iota
+	// FailOpen allows every request: the decision has Allowed, Count 0 and
+	// Remaining = Limit, and comes with a *DegradedError.
+	FailOpen
+	// FailLocal decides with Config.Fallback, a limiter of this process
+	// alone, and returns its decision with a *DegradedError.
+	FailLocal
+)
+
+// String returns "closed", "open" or "local".
+func (m FailMode) String() string {
+	switch m {
+	case FailClosed:
+		return "closed"
+	case FailOpen:
+		return "open"
+	case FailLocal:
+		return "local"
+	}
+	return "failmode(" + string(rune('0'+m)) + ")"
+}
+
+// ParseFailMode returns the mode named s: "closed", "open" or "local". The
+// empty string means FailClosed.
+func ParseFailMode(s string) (FailMode, error) {
+	switch s {
+	case "", "closed":
+		return FailClosed, nil
+	case "open":
+		return FailOpen, nil
+	case "local":
+		return FailLocal, nil
+	}
+	return 0, &rl.FieldError{Field: "redis-fail", Rule: "must be one of closed, open, local"}
+}
+
+// Config configures a Backend. Every zero field means the default its comment
+// names.
+type Config struct {
+	// URL names the Redis: redis://[user:password@]host:port[/db] for one
+	// node, rediss:// for TLS, and for a Cluster any node, more with
+	// ?addr=host:port&addr=host:port (the client discovers a Cluster by
+	// itself). Default DefaultURL.
+	URL string
+	// TLS, if set, replaces the TLS settings of a rediss:// URL (a private CA,
+	// a client certificate).
+	TLS *tls.Config
+	// Prefix starts every key, so several limiters can share a Redis.
+	// Default DefaultPrefix.
+	Prefix string
+	// Timeout bounds every call to Redis. Default DefaultTimeout.
+	Timeout time.Duration
+	// Fail is what to do while Redis does not answer. Default FailClosed.
+	Fail FailMode
+	// Fallback decides while Redis does not answer, with Fail = FailLocal
+	// (which requires it). The sidecar passes an embedded limiter.
+	Fallback rl.Limiter
+	// ProbeInterval is how often an open circuit lets one call try Redis.
+	// Default DefaultProbeInterval.
+	ProbeInterval time.Duration
+	// Clock, if set, gives the time in Unix milliseconds instead of Redis's
+	// TIME. For tests; in production Redis's clock keeps sidecars in step.
+	Clock func() int64
+	// MaxIDBytes is the longest id accepted. Default
+	// raterlimiter.DefaultMaxIDBytes.
+	MaxIDBytes int
+	// OnCall, if set, is called after every call to Redis with the operation
+	// ("check", "check_batch", "buckets", "reset", "ping"), how long it took
+	// and its error (nil on success): the hook for latency and error
+	// metrics.
+	OnCall func(op string, d time.Duration, err error)
+	// OnDegraded, if set, is called for every call answered without Redis
+	// (the circuit open, or Redis failing), with the fail mode used and the
+	// number of requests so answered.
+	OnDegraded func(mode FailMode, n int)
+	// OnState, if set, is called when the circuit changes: up is false when
+	// it opens (Redis failing), true when Redis answers again.
+	OnState func(up bool, err error)
+	// Logger receives state changes. Default slog.Default().
+	Logger *slog.Logger
+}
