@@ -1,0 +1,217 @@
+package middleware_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	rl "github.com/raterlimiter/raterlimiter"
+	"github.com/raterlimiter/raterlimiter/memory"
+	"github.com/raterlimiter/raterlimiter/middleware"
+)
+
+func TestClientIP(t *testing.T) {
+	p, err := middleware.ParseProxies("10.0.0.0/8", "192.168.1.1", "::1", "fd00::/8")
+	require.NoError(t, err)
+	tests := []struct {
+		name   string
+		peer   string
+		xff    []string
+		realIP string
+		want   string
+	}{
+		{name: "untrusted peer: its headers are ignored", peer: "203.0.113.9", xff: []string{"1.1.1.1"}, realIP: "2.2.2.2", want: "203.0.113.9"},
+		{name: "trusted peer without headers", peer: "10.1.2.3", want: "10.1.2.3"},
+		{name: "one proxy", peer: "10.1.2.3", xff: []string{"198.51.100.7"}, want: "198.51.100.7"},
+		{name: "right-most untrusted wins over a forged left part", peer: "10.1.2.3", xff: []string{"6.6.6.6, 198.51.100.7, 10.9.9.9"}, want: "198.51.100.7"},
+		{name: "several headers read in order", peer: "10.1.2.3", xff: []string{"6.6.6.6", "198.51.100.7", "10.9.9.9"}, want: "198.51.100.7"},
+		{name: "every hop trusted: the left-most", peer: "10.1.2.3", xff: []string{"10.0.0.7, 192.168.1.1"}, want: "10.0.0.7"},
+		{name: "garbage stops at the last vouched address", peer: "10.1.2.3", xff: []string{"1.2.3.4, not-an-ip, 10.0.0.5"}, want: "10.0.0.5"},
+		{name: "garbage right after the peer", peer: "10.1.2.3", xff: []string{"junk"}, want: "10.1.2.3"},
+		{name: "empty entries are skipped", peer: "10.1.2.3", xff: []string{" , 198.51.100.7 ,, "}, want: "198.51.100.7"},
+		{name: "ports and brackets", peer: "10.1.2.3", xff: []string{"[2001:db8::1]:443, 198.51.100.7:8080"}, want: "198.51.100.7"},
+		{name: "bracketed IPv6", peer: "::1", xff: []string{"[2001:db8::1]"}, want: "2001:db8::1"},
+		{name: "IPv4-mapped IPv6 peer", peer: "::ffff:10.1.2.3", xff: []string{"198.51.100.7"}, want: "198.51.100.7"},
+		{name: "IPv4-mapped IPv6 client", peer: "10.1.2.3", xff: []string{"::ffff:198.51.100.7"}, want: "198.51.100.7"},
+		{name: "X-Real-IP from a trusted peer", peer: "192.168.1.1", realIP: " 198.51.100.8 ", want: "198.51.100.8"},
+		{name: "X-Forwarded-For beats X-Real-IP", peer: "192.168.1.1", xff: []string{"198.51.100.7"}, realIP: "198.51.100.8", want: "198.51.100.7"},
+		{name: "bad X-Real-IP: the peer", peer: "192.168.1.1", realIP: "nope", want: "192.168.1.1"},
+		{name: "IPv6 trusted network", peer: "fd12::1", xff: []string{"2001:db8::2"}, want: "2001:db8::2"},
+		{name: "a neighbour of a trusted address is not trusted", peer: "192.168.1.2", xff: []string{"1.1.1.1"}, want: "192.168.1.2"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := p.ClientIP(netip.MustParseAddr(tt.peer), tt.xff, tt.realIP)
+			assert.Equal(t, tt.want, got.String())
+		})
+	}
+	t.Run("nobody trusted by default", func(t *testing.T) {
+		var none middleware.Proxies
+		got := none.ClientIP(netip.MustParseAddr("127.0.0.1"), []string{"1.1.1.1"}, "2.2.2.2")
+		assert.Equal(t, "127.0.0.1", got.String())
+	})
+}
+
+func TestParseProxies(t *testing.T) {
+	for _, bad := range []string{"10.0.0.0/33", "example.com", "1.2.3", "10.0.0.0/x", ""} {
+		t.Run(fmt.Sprintf("refuses %q", bad), func(t *testing.T) {
+			_, err := middleware.ParseProxies(bad)
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), "middleware: trusted proxy")
+		})
+	}
+	t.Run("masks networks", func(t *testing.T) {
+		p, err := middleware.ParseProxies("10.1.2.3/8")
+		require.NoError(t, err)
+		assert.True(t, p.Trusted(netip.MustParseAddr("10.200.0.1")))
+		assert.False(t, p.Trusted(netip.MustParseAddr("11.0.0.1")))
+	})
+}
+
+func TestPeerAddr(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{"127.0.0.1:5555", "127.0.0.1"},
+		{"[::1]:5555", "::1"},
+		{"[fe80::1%eth0]:80", "fe80::1"},
+		{"198.51.100.7", "198.51.100.7"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.in, func(t *testing.T) {
+			a, ok := middleware.PeerAddr(tt.in)
+			require.True(t, ok)
+			assert.Equal(t, tt.want, a.String())
+		})
+	}
+	for _, bad := range []string{"", "@", "/tmp/sock", "host:80"} {
+		_, ok := middleware.PeerAddr(bad)
+		assert.False(t, ok, bad)
+	}
+}
+
+func TestNewRefusesBadConfig(t *testing.T) {
+	lim := memory.New(memory.Config{SweepInterval: -1})
+	t.Cleanup(func() { lim.Close() })
+	tests := []struct {
+		name string
+		cfg  middleware.Config
+		want string
+	}{
+		{"no limiter", middleware.Config{Policy: middleware.Policy{Scale: 1000, Limit: 1}}, "Config.Limiter is nil"},
+		{"zero scale", middleware.Config{Limiter: lim, Policy: middleware.Policy{Limit: 1}}, "invalid scale"},
+		{"negative limit", middleware.Config{Limiter: lim, Policy: middleware.Policy{Scale: 1, Limit: -1}}, "invalid limit"},
+		{"bad algo", middleware.Config{Limiter: lim, Policy: middleware.Policy{Scale: 1, Algo: 9}}, "invalid algo"},
+		{"bad proxy", middleware.Config{Limiter: lim, Policy: middleware.Policy{Scale: 1}, TrustedProxies: []string{"x"}}, "trusted proxy"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := middleware.New(tt.cfg)
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), tt.want)
+		})
+	}
+}
+
+// failing is a Checker that always fails with err.
+type failing struct{ err error }
+
+func (f failing) CheckRate(context.Context, rl.Request) (rl.Decision, error) { return rl.Decision{}, f.err }
+
+func TestCheckOutcomes(t *testing.T) {
+	clock := func() int64 { return 1_700_000_000_000 }
+	lim := memory.New(memory.Config{Clock: clock, SweepInterval: -1, MaxIDBytes: 8})
+	t.Cleanup(func() { lim.Close() })
+	down := fmt.Errorf("sidecar down: %w", rl.ErrUnavailable)
+	tests := []struct {
+		name       string
+		limiter    rl.Checker
+		failClosed bool
+		keys       []string
+		want       []middleware.Outcome
+		errs       int
+	}{
+		{"allows to the limit then denies", lim, false, []string{"a", "a", "a", "b"},
+			[]middleware.Outcome{middleware.Pass, middleware.Pass, middleware.Deny, middleware.Pass}, 0},
+		{"empty key is not checked", lim, true, []string{""}, []middleware.Outcome{middleware.Unlimited}, 0},
+		{"limiter down, fail open", failing{down}, false, []string{"a"}, []middleware.Outcome{middleware.Unlimited}, 1},
+		{"limiter down, fail closed", failing{down}, true, []string{"a"}, []middleware.Outcome{middleware.Unavailable}, 1},
+		{"key refused, fail open still refuses", lim, false, []string{"123456789"}, []middleware.Outcome{middleware.BadKey}, 1},
+		{"key refused, fail closed", lim, true, []string{"123456789"}, []middleware.Outcome{middleware.BadKey}, 1},
+		{"unknown error, fail open", failing{errors.New("odd")}, false, []string{"a"}, []middleware.Outcome{middleware.Unlimited}, 1},
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var errs []error
+			c, err := middleware.New(middleware.Config{
+				Limiter:    tt.limiter,
+				Policy:     middleware.Policy{Scale: 1000, Limit: 2},
+				FailClosed: tt.failClosed,
+				OnError:    func(err error) { errs = append(errs, err) },
+			})
+			require.NoError(t, err)
+			var got []middleware.Outcome
+			for _, k := range tt.keys {
+				if k != "" && len(k) < 8 {
+					k = fmt.Sprint(i, k) // fresh ids per case
+				}
+				_, _, out := c.Check(context.Background(), k)
+				got = append(got, out)
+			}
+			assert.Equal(t, tt.want, got)
+			assert.Len(t, errs, tt.errs)
+		})
+	}
+}
+
+func TestDenyBody(t *testing.T) {
+	lim := memory.New(memory.Config{SweepInterval: -1})
+	t.Cleanup(func() { lim.Close() })
+	c, err := middleware.New(middleware.Config{Limiter: lim, Policy: middleware.Policy{Scale: 1000, Limit: 1}})
+	require.NoError(t, err)
+	assert.Equal(t, "Too many requests, retry in 3 s\n", c.DenyBody(rl.Decision{RetryAfterMS: 2001}))
+	assert.Equal(t, "Too many requests, retry in 1 s\n", c.DenyBody(rl.Decision{RetryAfterMS: 0}))
+	c, err = middleware.New(middleware.Config{Limiter: lim, Policy: middleware.Policy{Scale: 1000, Limit: 1}, Message: "slow down\n"})
+	require.NoError(t, err)
+	assert.Equal(t, "slow down\n", c.DenyBody(rl.Decision{RetryAfterMS: 2001}))
+}
+
+// FuzzClientIP feeds arbitrary header values to ClientIP: it never panics,
+// ignores the headers of an untrusted peer, and returns the peer or an
+// address named in the headers.
+func FuzzClientIP(f *testing.F) {
+	f.Add("10.0.0.1", "1.2.3.4, 10.0.0.2", "")
+	f.Add("10.0.0.1", "", "5.6.7.8")
+	f.Add("203.0.113.1", "1.2.3.4", "5.6.7.8")
+	f.Add("10.0.0.1", "[::1]:80,::ffff:1.2.3.4, junk ,,", "x")
+	f.Add("::ffff:10.0.0.1", "fd00::1, 2001:db8::1", "")
+	p, err := middleware.ParseProxies("10.0.0.0/8", "fd00::/8")
+	require.NoError(f, err)
+	f.Fuzz(func(t *testing.T, peer, xff, realIP string) {
+		pa, ok := middleware.PeerAddr(peer)
+		if !ok {
+			return
+		}
+		got := p.ClientIP(pa, []string{xff}, realIP)
+		require.True(t, got.IsValid())
+		want := pa.Unmap().WithZone("")
+		if !p.Trusted(pa) {
+			assert.Equal(t, want, got)
+			return
+		}
+		if got == want {
+			return
+		}
+		named := false
+		for _, s := range append(strings.Split(xff, ","), realIP) {
+			if a, ok := middleware.PeerAddr(strings.TrimSpace(s)); ok && a == got {
+				named = true
+			}
+		}
+		assert.True(t, named, "%v is neither the peer nor in the headers", got)
+	})
+}

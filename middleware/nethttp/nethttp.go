@@ -1,0 +1,88 @@
+// Package nethttp is raterlimiter's rate-limiting middleware for net/http.
+// See package middleware for the policy, the trusted proxies and what is
+// answered when; this package only adapts them to http.Handler.
+package nethttp
+
+import (
+	"net/http"
+	"strconv"
+
+	"github.com/raterlimiter/raterlimiter/headers"
+	"github.com/raterlimiter/raterlimiter/middleware"
+)
+
+// Config configures a Middleware: the shared middleware.Config and the key.
+type Config struct {
+	middleware.Config
+	// Key returns the id a request is limited by; an empty id lets the
+	// request through unchecked (use it to exempt health checks, say).
+	// Default: the client's IP address, as ClientIP finds it.
+	Key func(r *http.Request) string
+}
+
+// Middleware limits the requests to a handler. It is safe for concurrent use.
+type Middleware struct {
+	core *middleware.Core
+	key  func(r *http.Request) string
+}
+
+// New returns the middleware cfg describes, or an error if cfg is invalid
+// (see middleware.New).
+func New(cfg Config) (*Middleware, error) {
+	core, err := middleware.New(cfg.Config)
+	if err != nil {
+		return nil, err
+	}
+	m := &Middleware{core: core, key: cfg.Key}
+	if m.key == nil {
+		m.key = m.ClientIP
+	}
+	return m, nil
+}
+
+// ClientIP is the default key: the peer's IP address or, when the peer is a
+// trusted proxy, the address X-Forwarded-For or X-Real-IP names (see
+// middleware.Proxies.ClientIP). A RemoteAddr that is not an IP address (a
+// Unix socket, say) is used as it is.
+func (m *Middleware) ClientIP(r *http.Request) string {
+	peer, ok := middleware.PeerAddr(r.RemoteAddr)
+	if !ok {
+		if r.RemoteAddr == "" {
+			return "unknown"
+		}
+		return r.RemoteAddr
+	}
+	return m.core.Proxies().ClientIP(peer, r.Header.Values("X-Forwarded-For"), r.Header.Get("X-Real-IP")).String()
+}
+
+// Handler returns next behind the rate limit.
+func (m *Middleware) Handler(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		req, d, out := m.core.Check(r.Context(), m.key(r))
+		h := w.Header()
+		switch out {
+		case middleware.Pass:
+			headers.Set(func(k, v string) { h[k] = []string{v} }, req, d)
+			next.ServeHTTP(w, r)
+		case middleware.Unlimited:
+			next.ServeHTTP(w, r)
+		case middleware.Deny:
+			headers.Set(func(k, v string) { h[k] = []string{v} }, req, d)
+			writeText(w, http.StatusTooManyRequests, m.core.DenyBody(d))
+		case middleware.Unavailable:
+			h.Set("Retry-After", "1")
+			writeText(w, http.StatusServiceUnavailable, middleware.UnavailableBody)
+		case middleware.BadKey:
+			writeText(w, http.StatusBadRequest, middleware.BadKeyBody)
+		}
+	})
+}
+
+func writeText(w http.ResponseWriter, status int, body string) {
+	h := w.Header()
+	h.Set("Content-Type", "text/plain; charset=utf-8")
+	h.Set("Content-Length", strconv.Itoa(len(body)))
+	h.Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	_, _ = w.Write([]byte(body))
+}
