@@ -120,7 +120,9 @@ func TestNewRefusesBadConfig(t *testing.T) {
 // failing is a Checker that always fails with err.
 type failing struct{ err error }
 
-func (f failing) CheckRate(context.Context, rl.Request) (rl.Decision, error) { return rl.Decision{}, f.err }
+func (f failing) CheckRate(context.Context, rl.Request) (rl.Decision, error) {
+	return rl.Decision{}, f.err
+}
 
 func TestCheckOutcomes(t *testing.T) {
 	clock := func() int64 { return 1_700_000_000_000 }
