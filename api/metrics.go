@@ -1,0 +1,126 @@
+package api
+
+import (
+	"bytes"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/common/expfmt"
+	"github.com/valyala/fasthttp"
+
+	rl "github.com/raterlimiter/raterlimiter"
+)
+
+// result is what became of a check, a label of raterlimiter_checks_total.
+type result uint8
+
+const (
+	resultAllowed result = iota
+	resultDenied
+	resultInvalid
+	resultUnavailable
+	numResults
+)
+
+var resultNames = [numResults]string{"allowed", "denied", "invalid", "unavailable"}
+
+// endpoint labels the latency histogram.
+type endpoint uint8
+
+const (
+	endpointCheck endpoint = iota
+	endpointBatch
+	numEndpoints
+)
+
+var endpointNames = [numEndpoints]string{"check_rate", "check_rates"}
+
+// metrics are the server's Prometheus series, in a registry of its own (no
+// global state). The hot path touches pre-resolved children only.
+type metrics struct {
+	reg       *prometheus.Registry
+	checks    [3][numResults]prometheus.Counter // [algo][result]
+	duration  [numEndpoints]prometheus.Observer
+	batchSize prometheus.Histogram
+	swept     prometheus.Counter
+}
+
+func newMetrics(stats func() BackendStats) *metrics {
+	m := &metrics{reg: prometheus.NewRegistry()}
+	checks := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "raterlimiter_checks_total",
+		Help: "Checks answered, by algorithm and result (allowed, denied, invalid, unavailable).",
+	}, []string{"algo", "result"})
+	for _, a := range rl.Algos {
+		for r := range numResults {
+			m.checks[a][r] = checks.WithLabelValues(a.String(), resultNames[r])
+		}
+	}
+	duration := prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "raterlimiter_request_duration_seconds",
+		Help:    "Time to answer a successful /check_rate or /check_rates request, from parsed request to written body.",
+		Buckets: prometheus.ExponentialBuckets(25e-6, 2, 16), // 25µs .. 0.8s
+	}, []string{"endpoint"})
+	for e := range numEndpoints {
+		m.duration[e] = duration.WithLabelValues(endpointNames[e])
+	}
+	m.batchSize = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "raterlimiter_batch_size",
+		Help:    "Checks per accepted POST /check_rates.",
+		Buckets: []float64{1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000},
+	})
+	m.swept = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "raterlimiter_swept_buckets_total",
+		Help: "Stale bucket records removed by the sweeper.",
+	})
+	m.reg.MustRegister(checks, duration, m.batchSize, m.swept,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if stats != nil {
+		m.reg.MustRegister(
+			prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+				Name: "raterlimiter_live_buckets",
+				Help: "Live bucket records in the backend.",
+			}, func() float64 { return float64(stats().Live) }),
+			prometheus.NewCounterFunc(prometheus.CounterOpts{
+				Name: "raterlimiter_actor_restarts_total",
+				Help: "Actor restarts after a panic.",
+			}, func() float64 { return float64(stats().Restarts) }),
+			prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+				Name: "raterlimiter_mailbox_depth",
+				Help: "Checks waiting in the actors' mailboxes.",
+			}, func() float64 { return float64(stats().Pending) }),
+		)
+	}
+	return m
+}
+
+func (m *metrics) check(a rl.Algo, r result) {
+	if !a.Valid() {
+		a = rl.Fixed
+	}
+	m.checks[a][r].Inc()
+}
+
+func (m *metrics) latency(e endpoint, start time.Time) {
+	m.duration[e].Observe(time.Since(start).Seconds())
+}
+
+// serveMetrics writes the registry in the Prometheus text format.
+func (s *Server) serveMetrics(ctx *fasthttp.RequestCtx) {
+	mfs, err := s.metrics.reg.Gather()
+	if err != nil {
+		s.log.Error("api: gathering metrics", "err", err)
+	}
+	var buf bytes.Buffer
+	format := expfmt.NewFormat(expfmt.TypeTextPlain)
+	enc := expfmt.NewEncoder(&buf, format)
+	for _, mf := range mfs {
+		if err := enc.Encode(mf); err != nil {
+			s.log.Error("api: encoding metrics", "err", err)
+			break
+		}
+	}
+	ctx.SetContentType(string(format))
+	ctx.SetBody(buf.Bytes())
+}
