@@ -4,8 +4,8 @@ import (
 	"context"
 	"crypto/sha1"
 	_ "embed"
-	"encoding/hex"
 	"encoding/base64"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -21,6 +21,11 @@ import (
 	"github.com/raterlimiter/raterlimiter/algo"
 )
 
+// clockSlack is added to every TTL when Config.Clock is set: the client's
+// clock decides, but Redis expires keys by its own, which a test clock
+// outruns or lags.
+const clockSlack = time.Hour
+
 //go:embed check.lua
 var checkLua string
 
@@ -35,6 +40,7 @@ type Backend struct {
 	records script
 	br      breaker
 	log     *slog.Logger
+	slack   string // ms added to every TTL
 }
 
 var _ rl.Limiter = (*Backend)(nil)
@@ -101,6 +107,10 @@ func New(cfg Config) (*Backend, error) {
 		records: newScript(recordsLua),
 		log:     cfg.Logger,
 		br:      breaker{interval: cfg.ProbeInterval, now: time.Now},
+		slack:   "0",
+	}
+	if cfg.Clock != nil {
+		b.slack = strconv.FormatInt(clockSlack.Milliseconds(), 10)
 	}
 	return b, nil
 }
@@ -204,7 +214,7 @@ func (b *Backend) checkArgs(r rl.Request, now string) (keys, args []string) {
 	tag, f := b.tag(r.ID), field(r.Algo, r.Scale)
 	keys = []string{tag + f, tag + "i"}
 	args = []string{algoCode(r.Algo), strconv.FormatInt(r.Scale, 10), strconv.FormatInt(r.Limit, 10),
-		strconv.FormatInt(r.Hits, 10), now, f}
+		strconv.FormatInt(r.Hits, 10), now, f, b.slack}
 	return keys, args
 }
 
@@ -411,17 +421,23 @@ func parseInt(m rueidis.RedisMessage) (int64, bool, error) {
 	return v, true, nil
 }
 
-// parseRecords reads the groups of three fields (count, created, modified)
-// at ms[0:3] and ms[3:6].
-func parseRecords(ms []rueidis.RedisMessage) (cur, prev raw, err error) {
-	var v [6]int64
-	var ok [6]bool
-	for i := range 6 {
+// parseRecords reads a record hash's fields c, cr, m, pc, pcr, pm, d as the
+// scripts return them (see check.lua) into the current and previous records
+// of algorithm a. A token record's Count packs its fraction as algo.Record
+// says: the denominator d in the high 32 bits, the numerator c in the low.
+func parseRecords(a rl.Algo, ms []rueidis.RedisMessage) (cur, prev raw, err error) {
+	var v [7]int64
+	var ok [7]bool
+	for i := range 7 {
 		if v[i], ok[i], err = parseInt(ms[i]); err != nil {
 			return cur, prev, err
 		}
 	}
 	cur = raw{algo.Record{Count: v[0], Created: v[1], Modified: v[2]}, ok[0] && ok[1]}
+	if a == rl.Token {
+		cur.rec.Count = int64(uint64(v[6])<<32 | uint64(uint32(v[0])))
+		return cur, prev, nil
+	}
 	prev = raw{algo.Record{Count: v[3], Created: v[4], Modified: v[5]}, ok[3] && ok[4]}
 	return cur, prev, nil
 }
@@ -430,14 +446,14 @@ func parseRecords(ms []rueidis.RedisMessage) (cur, prev raw, err error) {
 // the same function as the embedded limiter.
 func decision(r rueidis.RedisResult, req rl.Request) (rl.Decision, error) {
 	ms, err := r.ToArray()
-	if err != nil || len(ms) != 7 {
+	if err != nil || len(ms) != 8 {
 		return rl.Decision{}, fmt.Errorf("%w: %v (%d elements)", errParse, err, len(ms))
 	}
 	now, _, err := parseInt(ms[0])
 	if err != nil {
 		return rl.Decision{}, err
 	}
-	c, p, err := parseRecords(ms[1:])
+	c, p, err := parseRecords(req.Algo, ms[1:])
 	if err != nil {
 		return rl.Decision{}, err
 	}
@@ -450,6 +466,9 @@ func decision(r rueidis.RedisResult, req rl.Request) (rl.Decision, error) {
 // reads, exactly as check.lua does: the current window's and (sliding) the
 // previous one's.
 func current(a rl.Algo, scale, now int64, c, p raw) (cur algo.Record, ok bool, prev algo.Record, prevOK bool) {
+	if a == rl.Token {
+		return c.rec, c.ok, prev, false
+	}
 	bk := algo.Bucket(now, scale)
 	if c.ok && algo.Bucket(c.rec.Created, scale) == bk {
 		cur, ok = c.rec, true
@@ -492,7 +511,7 @@ func (b *Backend) recordsCall(ctx context.Context, op, id string, scale int64) (
 	err := res.Error()
 	var ms []rueidis.RedisMessage
 	if err == nil {
-		if ms, err = res.ToArray(); err != nil || len(ms) == 0 || (len(ms)-1)%7 != 0 {
+		if ms, err = res.ToArray(); err != nil || len(ms) == 0 || (len(ms)-1)%8 != 0 {
 			err = fmt.Errorf("%w: %v (%d elements)", errParse, err, len(ms))
 		}
 	}
@@ -513,7 +532,7 @@ func (b *Backend) recordsCall(ctx context.Context, op, id string, scale int64) (
 		return 0, nil, err
 	}
 	var out []listed
-	for g := ms[1:]; len(g) > 0; g = g[7:] {
+	for g := ms[1:]; len(g) > 0; g = g[8:] {
 		f, err := g[0].ToString()
 		if err != nil {
 			return 0, nil, fmt.Errorf("%w: %v", errParse, err)
@@ -524,7 +543,7 @@ func (b *Backend) recordsCall(ctx context.Context, op, id string, scale int64) (
 		if !found || !okA || errS != nil {
 			continue // not ours
 		}
-		c, p, err := parseRecords(g[1:])
+		c, p, err := parseRecords(a, g[1:])
 		if err != nil {
 			return 0, nil, err
 		}

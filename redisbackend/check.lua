@@ -1,21 +1,29 @@
 -- check.lua: one rate-limit decision, atomically.
 --
--- KEYS[1]  the record hash of (id, algo, scale): fields c, cr, m (the current
---          record: count, created, modified) and pc, pcr, pm (sliding only:
---          the previous window's record)
+-- KEYS[1]  the record hash of (id, algo, scale). Fields, by algorithm:
+--            fixed, sliding: c, cr, m = the current window's record (count,
+--              created, modified); sliding also pc, pcr, pm = the previous
+--              window's. A record's window is floor(created/scale).
+--            token: m = the TAT's whole ms, c/d = its fraction (numerator,
+--              denominator = the limit it was computed with), cr = created.
 -- KEYS[2]  the id's index hash: one field "ALGO:SCALE" per record hash
 -- ARGV     algo ("f", "s", "t"), scale, limit, hits, now ("" = Redis TIME),
---          index field
+--          index field, TTL slack in ms (added to every TTL: with a clock
+--          given by the client, Redis still expires keys by its own)
 --
--- Returns the state before the decision, as strings, for the client to
--- compute the decision with the same pure function the memory backend uses:
---   {now, c, cr, m, pc, pcr, pm}
--- The script applies the state change itself, so that the decision and the
--- write are one atomic step.
+-- Returns the state before the decision, as strings:
+--   {now, c, cr, m, pc, pcr, pm, d}
+-- from which the client computes the decision with the same pure function
+-- (package algo) as the embedded limiter. The script applies the state change
+-- that function would return, so the decision and the write are one atomic
+-- step; the two must agree exactly, and the shared test table checks it.
 --
 -- Arithmetic: Lua numbers are doubles, exact for integers below 2^53. Every
--- input is below 2^42 (times, scales, limits, hits); the fixed counter, which
--- can grow past 2^53, is added with HINCRBY (exact int64, saturated).
+-- input is below 2^40 (times since the window start, scales, limits, hits),
+-- but products such as prev*scale reach 2^72: they are computed exactly as two
+-- limbs hi*2^40 + lo (mul, add, le, divmod below). The fixed counter, which
+-- sums hits without bound, is added with HINCRBY (exact int64, saturated at
+-- 2^63-1 as algo.Fixed saturates).
 local key, idx = KEYS[1], KEYS[2]
 local algo = ARGV[1]
 local scale, limit, hits = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
@@ -26,53 +34,129 @@ if ARGV[5] == '' then
 else
   now = tonumber(ARGV[5])
 end
+
+local floor = math.floor
+local P20, P40 = 2 ^ 20, 2 ^ 40
 local function int(x) return string.format('%d', x) end
+
+-- mul returns a*b as {hi, lo} = hi*2^40 + lo, exactly, for 0 <= a, b < 2^40.
+local function mul(a, b)
+  local a1, a0 = floor(a / P20), a % P20
+  local b1, b0 = floor(b / P20), b % P20
+  local cross = a1 * b0 + a0 * b1 -- < 2^41
+  local lo = a0 * b0 + (cross % P20) * P20 -- < 2^41
+  return {a1 * b1 + floor(cross / P20) + floor(lo / P40), lo % P40}
+end
+local function add(x, y)
+  local lo = x[2] + y[2]
+  return {x[1] + y[1] + floor(lo / P40), lo % P40}
+end
+local function le(x, y) return x[1] < y[1] or (x[1] == y[1] and x[2] <= y[2]) end
+-- divmod returns floor(x/d) and x mod d for 0 < d < 2^32, by long division
+-- in 20-bit digits (every partial remainder stays below 2^52); the quotient
+-- is exact while below 2^53, which is all the callers need.
+local function divmod(x, d)
+  local digits = {floor(x[1] / P20), x[1] % P20, floor(x[2] / P20), x[2] % P20}
+  local q, r = 0, 0
+  for i = 1, 4 do
+    r = r * P20 + digits[i]
+    local qd = floor(r / d)
+    if qd * d > r then qd = qd - 1 end
+    if (qd + 1) * d <= r then qd = qd + 1 end
+    r = r - qd * d
+    q = q * P20 + qd
+  end
+  return q, r
+end
 local function bucket(t)
-  local b = math.floor(t / scale)
+  local b = floor(t / scale)
   if b * scale > t then b = b - 1 elseif (b + 1) * scale <= t then b = b + 1 end
   return b
 end
 
-local st = redis.call('HMGET', key, 'c', 'cr', 'm', 'pc', 'pcr', 'pm')
-local out = {int(now), st[1], st[2], st[3], st[4], st[5], st[6]}
+local st = redis.call('HMGET', key, 'c', 'cr', 'm', 'pc', 'pcr', 'pm', 'd')
+local out = {int(now), st[1], st[2], st[3], st[4], st[5], st[6], st[7]}
 if hits == 0 then return out end
 
 local b = bucket(now)
+local cr = st[2] and tonumber(st[2])
 local expireAt -- the end of the last window that can read what is written
 
--- fixed-window counting into the current window; rotate keeps the previous
--- window (sliding reads it).
-local function count(rotate)
-  local cr = st[2] and tonumber(st[2])
-  if cr and bucket(cr) == b then
+if algo == 'f' then
+  -- algo.Fixed: every hit counts, allowed or not.
+  if st[1] and cr and bucket(cr) == b then
     local r = redis.pcall('HINCRBY', key, 'c', int(hits))
     if type(r) == 'table' and r.err then
       redis.call('HSET', key, 'c', '9223372036854775807')
     end
     redis.call('HSET', key, 'm', int(now))
-  elseif rotate and cr and bucket(cr) == b - 1 then
+  else
+    redis.call('DEL', key)
+    redis.call('HSET', key, 'c', int(hits), 'cr', int(now), 'm', int(now))
+  end
+  expireAt = (b + 1) * scale
+elseif algo == 's' then
+  -- algo.Sliding: allowed iff p*(S-e) + (c+hits)*S <= limit*S; only
+  -- allowed hits count. Counts stored here never exceed a limit (< 2^32).
+  local e = now - b * scale
+  local c, p = 0, 0
+  local curOK = st[1] and cr and bucket(cr) == b
+  local lastOK = st[1] and cr and bucket(cr) == b - 1 -- the stored current is now the previous
+  if curOK then
+    c = tonumber(st[1])
+    if st[4] and st[5] and bucket(tonumber(st[5])) == b - 1 then p = tonumber(st[4]) end
+  elseif lastOK then
+    p = tonumber(st[1])
+  end
+  if c + hits > limit or not le(mul(p, scale - e), mul(limit - c - hits, scale)) then
+    return out -- denied: nothing changes
+  end
+  if curOK then
+    redis.call('HSET', key, 'c', int(c + hits), 'm', int(now))
+  elseif lastOK then
     redis.call('HSET', key, 'pc', st[1], 'pcr', st[2], 'pm', st[3],
       'c', int(hits), 'cr', int(now), 'm', int(now))
   else
     redis.call('DEL', key)
     redis.call('HSET', key, 'c', int(hits), 'cr', int(now), 'm', int(now))
   end
-end
-
-if algo == 'f' then
-  count(false)
-  expireAt = (b + 1) * scale
-elseif algo == 's' then
-  -- placeholder until algo.Sliding lands: decides as fixed
-  count(true)
   expireAt = (b + 2) * scale
 else
-  -- placeholder until algo.Token lands: decides as fixed
-  count(false)
-  expireAt = (b + 1) * scale
+  -- algo.Token (GCRA): the TAT is m + n/limit; allowed iff
+  -- (m-now)*limit + n + hits*S <= limit*S; then TAT += hits*S/limit.
+  local m, n = now, 0
+  local exists = st[1] and cr
+  if exists then
+    local tm, num, den = tonumber(st[3]), tonumber(st[1]), tonumber(st[7] or '0')
+    if not (tm < now or (tm == now and num == 0)) then
+      m = tm
+      -- the fraction over this limit, rounded up (algo.tokenFrac)
+      if num == 0 then
+        n = 0
+      elseif den == 0 or num >= den or limit == 0 then
+        n = limit
+      else
+        local q, r = divmod(mul(num, limit), den)
+        n = q
+        if r > 0 then n = n + 1 end
+      end
+      if n == limit and num ~= 0 then m, n = m + 1, 0 end
+    end
+  end
+  if hits > limit or not le(add(mul(m - now, limit), {0, n}), mul(limit - hits, scale)) then
+    return out -- denied: nothing changes
+  end
+  local q, r = divmod(add(mul(hits, scale), {0, n}), limit)
+  m, n = m + q, r
+  if exists then
+    redis.call('HSET', key, 'c', int(n), 'd', int(limit), 'm', int(m))
+  else
+    redis.call('HSET', key, 'c', int(n), 'd', int(limit), 'm', int(m), 'cr', int(now))
+  end
+  expireAt = m + 1
 end
 
-local ttl = expireAt - now
+local ttl = expireAt - now + tonumber(ARGV[7])
 if ttl < 1 then ttl = 1 end
 redis.call('PEXPIRE', key, int(ttl))
 redis.call('HSET', idx, ARGV[6], '1')

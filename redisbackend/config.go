@@ -90,6 +90,8 @@ type Config struct {
 	ProbeInterval time.Duration
 	// Clock, if set, gives the time in Unix milliseconds instead of Redis's
 	// TIME. For tests; in production Redis's clock keeps sidecars in step.
+	// Keys then live an hour longer than their last window, since Redis
+	// still expires them by its own clock.
 	Clock func() int64
 	// MaxIDBytes is the longest id accepted. Default
 	// raterlimiter.DefaultMaxIDBytes.

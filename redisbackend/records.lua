@@ -6,7 +6,7 @@
 --          now ("" = Redis TIME)
 --
 -- The record hashes share the index's hash slot (the id's hash tag), so a
--- cluster node holds them all. Returns {now, F, c, cr, m, pc, pcr, pm, F, ...}
+-- cluster node holds them all. Returns {now, F, c, cr, m, pc, pcr, pm, d, F, ...}
 -- for each record hash listed or deleted; index fields whose hash has expired
 -- are dropped on the way.
 local idx = KEYS[1]
@@ -22,12 +22,12 @@ local out = {string.format('%d', now)}
 local fields = redis.call('HKEYS', idx)
 for _, f in ipairs(fields) do
   local key = prefix .. f
-  local st = redis.call('HMGET', key, 'c', 'cr', 'm', 'pc', 'pcr', 'pm')
+  local st = redis.call('HMGET', key, 'c', 'cr', 'm', 'pc', 'pcr', 'pm', 'd')
   if not st[1] and not st[4] then
     redis.call('HDEL', idx, f)
   elseif mode == 'list' or scale == '0' or string.sub(f, 3) == scale then
     table.insert(out, f)
-    for i = 1, 6 do table.insert(out, st[i]) end
+    for i = 1, 7 do table.insert(out, st[i]) end
     if mode == 'reset' then
       redis.call('DEL', key)
       redis.call('HDEL', idx, f)
