@@ -78,6 +78,9 @@ type Actor struct {
 // between, before it parks (see BENCHMARKS.md).
 const spinPolls = 16
 
+// maxDrain bounds how many queued messages share one reading of the clock.
+const maxDrain = 256
+
 type kind uint8
 
 const (
@@ -267,33 +270,28 @@ func (a *Actor) loop() (clean bool) {
 		if len(a.sweeping) > 0 {
 			a.sweepStep()
 			// Answer what waits before the next step.
-			for range a.cfg.Mailbox {
-				select {
-				case m := <-a.mailbox:
-					a.handle(m)
-					continue
-				case <-a.done:
-					a.drain()
-					return true
-				default:
-				}
-				break
+			a.tick()
+			for range len(a.mailbox) {
+				a.handle(<-a.mailbox)
+			}
+			select {
+			case <-a.done:
+				a.drain()
+				return true
+			default:
 			}
 			continue
 		}
 		select {
 		case m := <-a.mailbox:
+			// One reading of the clock serves this message and those already
+			// queued behind it: all were sent before the reading, so none is
+			// decided at a time earlier than it was asked.
 			a.tick()
+			queued := min(len(a.mailbox), maxDrain)
 			a.handle(m)
-			// Serve what queued meanwhile at the same reading of the clock.
-			for n := 1; n < 64; n++ {
-				select {
-				case m = <-a.mailbox:
-					a.handle(m)
-					continue
-				default:
-				}
-				break
+			for range queued {
+				a.handle(<-a.mailbox)
 			}
 			a.live.Store(int64(a.store.Len()))
 		case <-a.done:

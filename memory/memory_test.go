@@ -1,9 +1,18 @@
 package memory_test
 
 import (
+	"context"
+	"strconv"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	rl "github.com/raterlimiter/raterlimiter"
+	"github.com/raterlimiter/raterlimiter/actor"
 	"github.com/raterlimiter/raterlimiter/limitertest"
 	"github.com/raterlimiter/raterlimiter/memory"
 )
@@ -16,4 +25,89 @@ func TestSemantics(t *testing.T) {
 			return l
 		})
 	}
+}
+
+// TestConcurrentHitsAllowExactlyTheLimit: 128 goroutines × 100 hits on one
+// id with limit 1000 allow exactly 1000, for every algorithm.
+func TestConcurrentHitsAllowExactlyTheLimit(t *testing.T) {
+	for _, a := range rl.Algos {
+		t.Run(a.String(), func(t *testing.T) {
+			clock := limitertest.NewClock(limitertest.T0)
+			l := memory.New(memory.Config{Clock: clock.Now, SweepInterval: -1})
+			defer l.Close()
+			r := rl.Request{ID: "hot", Scale: 60_000, Limit: 1000, Hits: 1, Algo: a}
+			var allowed atomic.Int64
+			var wg sync.WaitGroup
+			for range 128 {
+				wg.Go(func() {
+					for range 100 {
+						d, err := l.CheckRate(context.Background(), r)
+						if !assert.NoError(t, err) {
+							return
+						}
+						if d.Allowed {
+							allowed.Add(1)
+						}
+					}
+				})
+			}
+			wg.Wait()
+			assert.Equal(t, int64(1000), allowed.Load())
+		})
+	}
+}
+
+func TestBatchAcrossShardsKeepsOrder(t *testing.T) {
+	clock := limitertest.NewClock(limitertest.T0)
+	l := memory.New(memory.Config{Shards: 4, Clock: clock.Now, SweepInterval: -1})
+	defer l.Close()
+	var rs []rl.Request
+	for i := range 200 {
+		rs = append(rs, rl.Request{ID: "id" + strconv.Itoa(i%13), Scale: 1000, Limit: 100, Hits: 1})
+	}
+	ds, err := l.CheckRates(context.Background(), rs)
+	require.NoError(t, err)
+	seen := map[string]int64{}
+	for i, d := range ds {
+		seen[rs[i].ID]++
+		assert.Equal(t, seen[rs[i].ID], d.Count, "item %d", i)
+	}
+	assert.Equal(t, 13, l.Stats().Live)
+}
+
+func TestPeriodicSweep(t *testing.T) {
+	clock := limitertest.NewClock(limitertest.T0)
+	swept := make(chan actor.SweepStats, 16)
+	l := memory.New(memory.Config{Shards: 2, Clock: clock.Now, SweepInterval: time.Millisecond,
+		OnSweep: func(_ int, s actor.SweepStats, err error) {
+			if err == nil && s.Deleted > 0 {
+				swept <- s
+			}
+		}})
+	defer l.Close()
+	for i := range 10 {
+		_, err := l.CheckRate(context.Background(), rl.Request{ID: strconv.Itoa(i), Scale: 1000, Limit: 1, Hits: 1})
+		require.NoError(t, err)
+	}
+	clock.Advance(1000)
+	deleted := 0
+	for deleted < 10 {
+		select {
+		case s := <-swept:
+			deleted += s.Deleted
+		case <-time.After(10 * time.Second):
+			t.Fatalf("only %d of 10 expired buckets swept", deleted)
+		}
+	}
+	assert.Equal(t, 10, deleted)
+}
+
+func TestClosedLimiterRefuses(t *testing.T) {
+	l := memory.New(memory.Config{})
+	require.NoError(t, l.Close())
+	require.NoError(t, l.Close())
+	_, err := l.CheckRate(context.Background(), rl.Request{ID: "u", Scale: 1, Limit: 1, Hits: 1})
+	assert.ErrorIs(t, err, rl.ErrClosed)
+	_, err = l.CheckRate(context.Background(), rl.Request{ID: "", Scale: 1, Limit: 1, Hits: 1})
+	assert.ErrorIs(t, err, rl.ErrInvalid, "validation comes first")
 }

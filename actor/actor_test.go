@@ -1,0 +1,191 @@
+package actor_test
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	rl "github.com/raterlimiter/raterlimiter"
+	"github.com/raterlimiter/raterlimiter/actor"
+	"github.com/raterlimiter/raterlimiter/buckets"
+)
+
+const t0 = 1_700_000_040_000
+
+func newActor(t *testing.T, cfg actor.Config) *actor.Actor {
+	t.Helper()
+	if cfg.Clock == nil {
+		cfg.Clock = func() int64 { return t0 }
+	}
+	a := actor.New(cfg)
+	t.Cleanup(func() { a.Close() })
+	return a
+}
+
+func hit(id string) rl.Request { return rl.Request{ID: id, Scale: 1000, Limit: 100, Hits: 1} }
+
+// waitCtx bounds a test's wait so a hang fails instead of blocking the run.
+func waitCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func TestSupervisorRestartsKeepingTheStore(t *testing.T) {
+	var logs bytes.Buffer
+	a := newActor(t, actor.Config{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	a.SetHook(func(r any) {
+		if req, ok := r.(rl.Request); ok && req.ID == "boom" {
+			panic("injected")
+		}
+	})
+	ctx := waitCtx(t)
+	for range 3 {
+		_, err := a.CheckRate(ctx, hit("u"))
+		require.NoError(t, err)
+	}
+	_, err := a.CheckRate(ctx, hit("boom"))
+	require.ErrorIs(t, err, actor.ErrPanicked)
+	require.ErrorIs(t, err, rl.ErrUnavailable)
+	require.NoError(t, ctx.Err(), "the caller is answered, not left to time out")
+
+	d, err := a.CheckRate(ctx, hit("u"))
+	require.NoError(t, err)
+	assert.Equal(t, int64(4), d.Count, "counts from before the panic survive")
+	assert.Equal(t, uint64(1), a.Restarts())
+	assert.Contains(t, logs.String(), "panic recovered")
+	assert.Contains(t, logs.String(), "injected")
+
+	// Again: the supervisor keeps restarting.
+	_, err = a.CheckRate(ctx, hit("boom"))
+	require.ErrorIs(t, err, actor.ErrPanicked)
+	d, err = a.CheckRate(ctx, hit("u"))
+	require.NoError(t, err)
+	assert.Equal(t, int64(5), d.Count)
+	assert.Equal(t, uint64(2), a.Restarts())
+}
+
+func TestCloseAnswersEveryone(t *testing.T) {
+	release, started := make(chan struct{}), make(chan struct{})
+	a := actor.New(actor.Config{Clock: func() int64 { return t0 }, Mailbox: 4})
+	a.SetHook(func(r any) {
+		if req, ok := r.(rl.Request); ok && req.ID == "block" {
+			close(started)
+			<-release
+		}
+	})
+	ctx := waitCtx(t)
+	blocked := make(chan error, 1)
+	go func() { _, err := a.CheckRate(ctx, hit("block")); blocked <- err }()
+	<-started
+	var wg sync.WaitGroup
+	errs := make(chan error, 32)
+	for range 32 {
+		wg.Go(func() {
+			_, err := a.CheckRate(ctx, hit("queued"))
+			errs <- err
+		})
+	}
+	for a.Pending() < 4 { // the mailbox is full: the rest wait to send
+		time.Sleep(time.Millisecond)
+	}
+	closed := make(chan struct{})
+	go func() { a.Close(); close(closed) }()
+	close(release)
+	<-closed
+	wg.Wait()
+	close(errs)
+	require.NoError(t, <-blocked, "the message in hand is finished")
+	n := 0
+	for err := range errs {
+		n++
+		if err != nil {
+			assert.ErrorIs(t, err, rl.ErrClosed, "a waiting caller is served or told the actor closed")
+		}
+	}
+	assert.Equal(t, 32, n, "every caller was answered")
+	require.NoError(t, a.Close(), "Close is idempotent")
+	_, err := a.CheckRate(ctx, hit("late"))
+	assert.ErrorIs(t, err, rl.ErrClosed)
+	_, err = a.Sweep(ctx)
+	assert.ErrorIs(t, err, rl.ErrClosed)
+}
+
+func TestContextEndsTheWait(t *testing.T) {
+	release, started := make(chan struct{}), make(chan struct{})
+	defer close(release)
+	a := newActor(t, actor.Config{})
+	a.SetHook(func(r any) {
+		if req, ok := r.(rl.Request); ok && req.ID == "slow" {
+			close(started)
+			<-release
+		}
+	})
+	go a.CheckRate(context.Background(), hit("slow"))
+	<-started
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	_, err := a.CheckRate(ctx, hit("u"))
+	assert.ErrorIs(t, err, context.DeadlineExceeded)
+}
+
+func TestClockNeverGoesBack(t *testing.T) {
+	now := int64(t0 + 1500)
+	var mu sync.Mutex
+	a := newActor(t, actor.Config{Clock: func() int64 { mu.Lock(); defer mu.Unlock(); return now }})
+	ctx := waitCtx(t)
+	d, err := a.CheckRate(ctx, hit("u"))
+	require.NoError(t, err)
+	assert.Equal(t, int64(t0+1500), d.Now)
+	mu.Lock()
+	now = t0 + 500 // the wall clock stepped back a second
+	mu.Unlock()
+	d, err = a.CheckRate(ctx, hit("u"))
+	require.NoError(t, err)
+	assert.Equal(t, int64(t0+1500), d.Now)
+	assert.Equal(t, int64(2), d.Count, "same window, not the past one")
+}
+
+func TestSweepAndDo(t *testing.T) {
+	now := int64(t0)
+	var mu sync.Mutex
+	a := newActor(t, actor.Config{SweepBudget: 3, Clock: func() int64 { mu.Lock(); defer mu.Unlock(); return now }})
+	ctx := waitCtx(t)
+	for _, id := range []string{"a", "b", "c", "d", "e", "f", "g"} {
+		_, err := a.CheckRate(ctx, hit(id))
+		require.NoError(t, err)
+	}
+	st, err := a.Sweep(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, actor.SweepStats{Examined: 7}, st)
+	mu.Lock()
+	now += 1000
+	mu.Unlock()
+	st, err = a.Sweep(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, actor.SweepStats{Examined: 7, Deleted: 7}, st)
+	var n int
+	require.NoError(t, a.Do(ctx, func(s *buckets.Store, _ int64) { n = s.Len() }))
+	assert.Equal(t, 0, n)
+	assert.Equal(t, 0, a.Len())
+}
+
+func TestBatchRefusesInvalidWhole(t *testing.T) {
+	a := newActor(t, actor.Config{})
+	ctx := waitCtx(t)
+	rs := []rl.Request{hit("u"), {ID: "u", Scale: 0, Limit: 1, Hits: 1}}
+	err := a.CheckRates(ctx, rs, make([]rl.Decision, 2))
+	var ie *rl.ItemError
+	require.ErrorAs(t, err, &ie)
+	assert.Equal(t, 1, ie.Index)
+	out := make([]rl.Decision, 2)
+	require.NoError(t, a.CheckRates(ctx, []rl.Request{hit("u"), hit("u")}, out))
+	assert.Equal(t, int64(1), out[0].Count, "the refused batch counted nothing")
+	assert.Equal(t, int64(2), out[1].Count)
+}

@@ -1,0 +1,184 @@
+package buckets
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	rl "github.com/raterlimiter/raterlimiter"
+	"github.com/raterlimiter/raterlimiter/algo"
+)
+
+const t0 = 1_700_000_040_000 // a whole minute
+
+func hit(id string, scale, limit int64) rl.Request {
+	return rl.Request{ID: id, Scale: scale, Limit: limit, Hits: 1}
+}
+
+func TestCheckCountsPerKey(t *testing.T) {
+	s := New(Options{})
+	for i, r := range []rl.Request{
+		hit("a", 1000, 5), hit("a", 1000, 5), hit("a", 60_000, 5), hit("b", 1000, 5),
+		{ID: "a", Scale: 1000, Limit: 5, Hits: 1, Algo: rl.Sliding},
+	} {
+		_, err := s.Check(t0, r)
+		require.NoError(t, err, "check %d", i)
+	}
+	assert.Equal(t, 4, s.Len())
+	bs := s.Buckets("a")
+	require.Len(t, bs, 3)
+	assert.Equal(t, rl.Bucket{Scale: 1000, Algo: rl.Fixed, Bucket: t0 / 1000, Count: 2, Created: t0, Modified: t0}, bs[0])
+	assert.Equal(t, rl.Sliding, bs[1].Algo, "algo sorts after scale")
+	assert.Equal(t, int64(60_000), bs[2].Scale)
+}
+
+func TestCheckRefusesInvalidInput(t *testing.T) {
+	s := New(Options{MaxIDBytes: 4})
+	for _, r := range []rl.Request{
+		{ID: "", Scale: 1, Limit: 1, Hits: 1},
+		{ID: "abcde", Scale: 1, Limit: 1, Hits: 1},
+		{ID: "a", Scale: 0, Limit: 1, Hits: 1},
+		{ID: "a", Scale: 1, Limit: -1, Hits: 1},
+		{ID: "a", Scale: 1, Limit: 1, Hits: -1},
+		{ID: "a", Scale: 1, Limit: 1, Hits: 1, Algo: 9},
+	} {
+		_, err := s.Check(t0, r)
+		assert.ErrorIs(t, err, rl.ErrInvalid, "%+v", r)
+	}
+	assert.Equal(t, 0, s.Len())
+	_, err := s.Check(t0, rl.Request{ID: "abcd", Scale: 1, Limit: 1, Hits: 1})
+	assert.NoError(t, err)
+}
+
+func TestDelete(t *testing.T) {
+	s := New(Options{})
+	for _, r := range []rl.Request{hit("a", 1000, 5), hit("a", 2000, 5), hit("a\x00", 1000, 5), hit("ab", 1000, 5), hit("", 1000, 5)} {
+		s.Check(t0, r)
+	}
+	assert.Equal(t, 1, s.Delete("a", 2000))
+	assert.Equal(t, 1, s.Delete("a", 0))
+	assert.Equal(t, 0, s.Delete("a", 0))
+	assert.Equal(t, 2, s.Len(), "neighbours untouched")
+	d, err := s.Check(t0, hit("a", 1000, 5))
+	require.NoError(t, err)
+	assert.Equal(t, int64(1), d.Count, "a deleted record starts over, cache included")
+}
+
+func TestPutAndScanRoundTrip(t *testing.T) {
+	s := New(Options{})
+	for i := range 50 {
+		r := hit("id"+strconv.Itoa(i%7), int64(1000*(1+i%3)), 100)
+		r.Algo = rl.Algos[i%len(rl.Algos)]
+		_, err := s.Check(t0+int64(i), r)
+		require.NoError(t, err)
+	}
+	c := New(Options{})
+	s.Scan(func(id string, scale int64, a rl.Algo, r algo.Record) bool {
+		require.NoError(t, c.Put(id, scale, a, r))
+		return true
+	})
+	assert.Equal(t, s.Len(), c.Len())
+	for i := range 7 {
+		assert.Equal(t, s.Buckets("id"+strconv.Itoa(i)), c.Buckets("id"+strconv.Itoa(i)))
+	}
+	assert.ErrorIs(t, c.Put("", 1000, rl.Fixed, algo.Record{}), rl.ErrInvalid)
+}
+
+func TestSweepDeletesOnlyWhatNoDecisionReads(t *testing.T) {
+	s := New(Options{})
+	s.Check(t0, hit("fixed", 1000, 5))
+	sl := hit("sliding", 1000, 5)
+	sl.Algo = rl.Sliding
+	s.Check(t0, sl)
+
+	_, del, done := s.Sweep(t0+999, 0)
+	assert.True(t, done)
+	assert.Equal(t, 0, del, "both windows still open")
+	_, del, _ = s.Sweep(t0+1000, 0)
+	assert.Equal(t, 1, del, "the fixed window ended; the sliding one is still weighed")
+	assert.Len(t, s.Buckets("sliding"), 1)
+	_, del, _ = s.Sweep(t0+1999, 0)
+	assert.Equal(t, 0, del)
+	_, del, _ = s.Sweep(t0+2000, 0)
+	assert.Equal(t, 1, del)
+	assert.Equal(t, 0, s.Len())
+}
+
+func TestSweepIsIncremental(t *testing.T) {
+	s := New(Options{})
+	for i := range 100 {
+		s.Check(t0, hit(fmt.Sprintf("id%03d", i), 1000, 5))
+	}
+	total, steps := 0, 0
+	for {
+		ex, del, done := s.Sweep(t0+5000, 7)
+		assert.LessOrEqual(t, ex, 7)
+		total += del
+		steps++
+		if done {
+			break
+		}
+		// A check between steps, behind and ahead of the cursor.
+		s.Check(t0+5000, hit("id000", 1000, 5))
+		s.Check(t0+5000, hit("zzz", 1000, 5))
+	}
+	assert.Equal(t, 100, total)
+	assert.Equal(t, 15, steps)
+	assert.Equal(t, 2, s.Len(), "records made during the pass are live")
+}
+
+// TestSweepNeverChangesADecision replays random checks at random times
+// twice, once with random incremental sweeps between them, and requires the
+// same decisions; after each complete sweep no expired record may remain.
+func TestSweepNeverChangesADecision(t *testing.T) {
+	seed := rand.Uint64()
+	t.Logf("seed %d", seed)
+	rng := rand.New(rand.NewPCG(seed, 42))
+	for round := range 20 {
+		type step struct {
+			at    int64
+			r     rl.Request
+			sweep int // budget; 0: no sweep before this check
+		}
+		var steps []step
+		now := int64(t0) + rng.Int64N(10_000)
+		for range 2000 {
+			now += rng.Int64N(300)
+			st := step{at: now, r: rl.Request{
+				ID:    "id" + strconv.Itoa(rng.IntN(8)),
+				Scale: []int64{1, 7, 100, 1000, 2500}[rng.IntN(5)],
+				Limit: rng.Int64N(6),
+				Hits:  rng.Int64N(3),
+				Algo:  rl.Algos[rng.IntN(len(rl.Algos))],
+			}}
+			if rng.IntN(4) == 0 {
+				st.sweep = 1 + rng.IntN(5)
+			}
+			steps = append(steps, st)
+		}
+		plain, swept := New(Options{}), New(Options{CacheSlots: -1 + 2*(round%2)})
+		for i, st := range steps {
+			if st.sweep > 0 {
+				_, _, done := swept.Sweep(st.at, st.sweep)
+				if done && rng.IntN(2) == 0 {
+					// A complete pass: nothing expired at st.at remains.
+					swept.Sweep(st.at, 0)
+					swept.Scan(func(id string, scale int64, a rl.Algo, r algo.Record) bool {
+						require.False(t, algo.Expired(a, scale, r, st.at), "seed %d: %s %d %v %+v expired at %d", seed, id, scale, a, r, st.at)
+						return true
+					})
+				}
+			}
+			want, err := plain.Check(st.at, st.r)
+			require.NoError(t, err)
+			got, err := swept.Check(st.at, st.r)
+			require.NoError(t, err)
+			require.Equal(t, want, got, "seed %d round %d step %d at %d: %+v", seed, round, i, st.at, st.r)
+		}
+		require.LessOrEqual(t, swept.Len(), plain.Len())
+	}
+}
