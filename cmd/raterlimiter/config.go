@@ -1,0 +1,155 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"runtime/debug"
+	"strings"
+	"time"
+
+	rl "github.com/raterlimiter/raterlimiter"
+	"github.com/raterlimiter/raterlimiter/api"
+)
+
+// usageError is an error in the flags or the environment (exit status 2).
+type usageError struct{ msg string }
+
+func (e *usageError) Error() string { return e.msg + " (see -h)" }
+
+func usagef(format string, a ...any) error { return &usageError{fmt.Sprintf(format, a...)} }
+
+// maxIDBytesCap bounds -max-id-bytes: longer ids make no sense as keys, and
+// the request buffer grows with them.
+const maxIDBytesCap = 65536
+
+// config is the parsed command line.
+type config struct {
+	listen          string
+	sweepInterval   time.Duration
+	backend         string
+	redisURL        string
+	adminToken      string
+	maxIDBytes      int
+	shards          int
+	timeout         time.Duration
+	maxBatch        int
+	shutdownTimeout time.Duration
+	version         bool
+}
+
+// flags declares every flag on fs, bound to cfg's fields.
+func (cfg *config) flags(fs *flag.FlagSet) {
+	fs.StringVar(&cfg.listen, "listen", "127.0.0.1:8080", "address to serve HTTP on (host:port; port 0 picks a free one)")
+	fs.DurationVar(&cfg.sweepInterval, "sweep-interval", 10*time.Second, "how often stale buckets are removed (memory backend)")
+	fs.StringVar(&cfg.backend, "backend", "memory", "where counters live: memory or redis")
+	fs.StringVar(&cfg.redisURL, "redis-url", "redis://127.0.0.1:6379/0", "Redis address when -backend=redis")
+	fs.StringVar(&cfg.adminToken, "admin-token", "", "bearer token /buckets requires; empty leaves /buckets open")
+	fs.IntVar(&cfg.maxIDBytes, "max-id-bytes", rl.DefaultMaxIDBytes, fmt.Sprintf("longest id accepted, in bytes (1 to %d)", maxIDBytesCap))
+	fs.IntVar(&cfg.shards, "shards", 0, "actors the memory backend spreads ids over; 0 means one per CPU")
+	fs.DurationVar(&cfg.timeout, "timeout", api.DefaultTimeout, "longest wait for the backend's answer before 503")
+	fs.IntVar(&cfg.maxBatch, "max-batch", api.DefaultMaxBatch, "most checks in one POST /check_rates (more get 413)")
+	fs.DurationVar(&cfg.shutdownTimeout, "shutdown-timeout", 10*time.Second, "longest wait for requests in flight on SIGINT/SIGTERM")
+	fs.BoolVar(&cfg.version, "version", false, "print the version and exit")
+}
+
+// envName is the environment variable that sets flag name.
+func envName(name string) string {
+	return "RATERLIMITER_" + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))
+}
+
+// parse reads args, then the environment for the flags args left unset.
+func (cfg *config) parse(args []string, lookupEnv func(string) (string, bool)) (*flag.FlagSet, error) {
+	fs := flag.NewFlagSet("raterlimiter", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	cfg.flags(fs)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return fs, err
+		}
+		return fs, usagef("%v", err)
+	}
+	if fs.NArg() > 0 {
+		return fs, usagef("unexpected argument %q", fs.Arg(0))
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	var err error
+	fs.VisitAll(func(f *flag.Flag) {
+		if set[f.Name] || err != nil {
+			return
+		}
+		if v, ok := lookupEnv(envName(f.Name)); ok {
+			if e := fs.Set(f.Name, v); e != nil {
+				err = usagef("invalid value %q for %s: %v", v, envName(f.Name), e)
+			}
+		}
+	})
+	if err != nil {
+		return fs, err
+	}
+	return fs, cfg.check()
+}
+
+// check refuses values no flag type can refuse by itself.
+func (cfg *config) check() error {
+	bad := usagef
+	switch {
+	case cfg.backend != "memory" && cfg.backend != "redis":
+		return bad("-backend must be memory or redis, not %q", cfg.backend)
+	case cfg.maxIDBytes < 1 || cfg.maxIDBytes > maxIDBytesCap:
+		return bad("-max-id-bytes must be from 1 to %d, not %d", maxIDBytesCap, cfg.maxIDBytes)
+	case cfg.shards < 0:
+		return bad("-shards must not be negative")
+	case cfg.timeout <= 0:
+		return bad("-timeout must be positive")
+	case cfg.maxBatch < 1:
+		return bad("-max-batch must be at least 1")
+	case cfg.shutdownTimeout <= 0:
+		return bad("-shutdown-timeout must be positive")
+	case cfg.sweepInterval <= 0:
+		return bad("-sweep-interval must be positive")
+	}
+	return nil
+}
+
+// usage writes the help text: every flag, its environment variable and its
+// default, in the order they are declared.
+func usage(w io.Writer, fs *flag.FlagSet) {
+	fmt.Fprintf(w, "Usage: raterlimiter [flags]\n\n"+
+		"raterlimiter serves check_rate(id, scale, limit) over HTTP next to an application.\n"+
+		"Every flag can also be set by its environment variable; a flag on the command line wins.\n\n")
+	for _, r := range flagRows(fs) {
+		fmt.Fprintf(w, "  %s\n", strings.TrimSpace("-"+r.name+" "+r.arg))
+		fmt.Fprintf(w, "        %s\n", r.usage)
+		fmt.Fprintf(w, "        env %s, default %s\n", r.env, r.def)
+	}
+}
+
+// flagRow is one flag as -h and README.md's configuration table show it.
+type flagRow struct{ name, arg, usage, env, def string }
+
+func flagRows(fs *flag.FlagSet) []flagRow {
+	var rows []flagRow
+	order := []string{"listen", "sweep-interval", "backend", "redis-url", "admin-token", "max-id-bytes",
+		"shards", "timeout", "max-batch", "shutdown-timeout", "version"}
+	for _, name := range order {
+		f := fs.Lookup(name)
+		arg, u := flag.UnquoteUsage(f)
+		def := f.DefValue
+		if arg == "string" {
+			def = fmt.Sprintf("%q", def)
+		}
+		rows = append(rows, flagRow{name: f.Name, arg: arg, usage: u, env: envName(f.Name), def: def})
+	}
+	return rows
+}
+
+// version is the module version the binary was built from.
+func version() string {
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
+		return bi.Main.Version
+	}
+	return "(devel)"
+}
