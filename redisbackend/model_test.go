@@ -1,0 +1,177 @@
+package redisbackend_test
+
+import (
+	"context"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	rl "github.com/raterlimiter/raterlimiter"
+	"github.com/raterlimiter/raterlimiter/algo"
+	"github.com/raterlimiter/raterlimiter/internal/redistest"
+	"github.com/raterlimiter/raterlimiter/limitertest"
+	"github.com/raterlimiter/raterlimiter/redisbackend"
+)
+
+// model is the reference: the records of every (id, algo, scale, bucket) in
+// a map, decided by the pure functions of package algo, as the embedded
+// limiter's store does.
+type model struct{ recs map[mkey]algo.Record }
+
+type mkey struct {
+	id            string
+	a             rl.Algo
+	scale, bucket int64
+}
+
+func (m *model) check(now int64, r rl.Request) rl.Decision {
+	cur := mkey{r.ID, r.Algo, r.Scale, 0}
+	prev := cur
+	if r.Algo != rl.Token {
+		cur.bucket = algo.Bucket(now, r.Scale)
+		prev.bucket = cur.bucket - 1
+	}
+	c, ok := m.recs[cur]
+	var p algo.Record
+	var pok bool
+	if r.Algo == rl.Sliding {
+		p, pok = m.recs[prev]
+	}
+	d, next, write := algo.Check(c, ok, p, pok, now, r)
+	if write {
+		m.recs[cur] = next
+	}
+	d.Now = now
+	return d
+}
+
+// profile is a small set of (scale, limit) pairs that one run hits again and
+// again, so that windows fill, slide and refill; the pairs favour the edges of
+// the bounds.
+type profile struct{ scales, limits []int64 }
+
+func randomProfile(rnd *rand.Rand) profile {
+	pick := func(xs ...int64) int64 { return xs[rnd.IntN(len(xs))] }
+	var p profile
+	for range 2 {
+		p.scales = append(p.scales, pick(1, 7, 1000, 60_000, rl.MaxScale, rl.MaxScale-1, 1+rnd.Int64N(rl.MaxScale)))
+		p.limits = append(p.limits, pick(0, 1, 3, 10, 1000, rl.MaxLimit, rl.MaxLimit-1, 1+rnd.Int64N(rl.MaxLimit)))
+	}
+	return p
+}
+
+// randomRequest draws a request of the profile, with hits near the limit's
+// fractions so that both allowing and denying happen.
+func (p profile) randomRequest(rnd *rand.Rand) rl.Request {
+	r := rl.Request{
+		ID:    idOf(int64(rnd.IntN(2))),
+		Algo:  rl.Algos[rnd.IntN(len(rl.Algos))],
+		Scale: p.scales[rnd.IntN(len(p.scales))],
+		Limit: p.limits[rnd.IntN(len(p.limits))],
+	}
+	switch rnd.IntN(8) {
+	case 0:
+		r.Hits = 0
+	case 1:
+		r.Hits = r.Limit
+	case 2:
+		r.Hits = min(r.Limit+1, rl.MaxHits)
+	case 3:
+		r.Hits = rnd.Int64N(rl.MaxHits + 1)
+	case 4, 5:
+		r.Hits = rnd.Int64N(r.Limit/2 + 1)
+	default:
+		r.Hits = 1 + rnd.Int64N(2)
+	}
+	return r
+}
+
+// idOf keeps ids short in the table but of arbitrary bytes.
+func idOf(x int64) string { return string([]byte{'{', byte(x), '}', 0xff}) }
+
+// TestMatchesAlgo drives the backend and the reference with the same seeded
+// random requests, single and batched, with the clock jumping by small and
+// huge steps, and wants every decision equal: the Lua mirrors of algo's
+// sliding window and GCRA, at the bounds where products pass 2^53.
+func TestMatchesAlgo(t *testing.T) {
+	seed := time.Now().UnixNano()
+	t.Logf("seed %d", seed)
+	srv := redistest.Start(t)
+	for _, mode := range []string{"single", "batch"} {
+		t.Run(mode, func(t *testing.T) {
+			rnd := rand.New(rand.NewPCG(uint64(seed), 0))
+			clock := limitertest.NewClock(limitertest.T0)
+			b, err := redisbackend.New(redisbackend.Config{URL: srv.URL(), Prefix: "m" + mode, Clock: clock.Now, Timeout: 5 * time.Second})
+			require.NoError(t, err)
+			defer b.Close()
+			ref := &model{recs: map[mkey]algo.Record{}}
+			ctx := context.Background()
+			steps := 3000
+			if testing.Short() {
+				steps = 500
+			}
+			var prof profile
+			seen := map[rl.Algo][2]int{} // denied, allowed
+			for i := 0; i < steps; {
+				if i == 0 {
+					prof = randomProfile(rnd)
+				}
+				switch rnd.IntN(10) {
+				case 0:
+					clock.Advance(rnd.Int64N(prof.scales[0] + 1))
+				case 1:
+					clock.Advance(rnd.Int64N(prof.scales[1]/4 + 1))
+				case 2:
+					clock.Advance(rnd.Int64N(2000))
+				case 3:
+					clock.Advance(1)
+				}
+				n := 1
+				if mode == "batch" {
+					n = 1 + rnd.IntN(8)
+				}
+				rs := make([]rl.Request, n)
+				for j := range rs {
+					rs[j] = prof.randomRequest(rnd)
+				}
+				var got []rl.Decision
+				if mode == "batch" {
+					got, err = b.CheckRates(ctx, rs)
+				} else {
+					var d rl.Decision
+					d, err = b.CheckRate(ctx, rs[0])
+					got = []rl.Decision{d}
+				}
+				require.NoError(t, err, "step %d", i)
+				for j, r := range rs {
+					want := ref.check(clock.Now(), r)
+					x := seen[r.Algo]
+					x[b2i(want.Allowed)]++
+					seen[r.Algo] = x
+					if !assert.Equal(t, want, got[j], "step %d item %d at %d: %+v", i, j, clock.Now(), r) {
+						t.FailNow()
+					}
+				}
+				i += n
+				if i/100 != (i-n)/100 {
+					prof = randomProfile(rnd)
+				}
+			}
+			for _, a := range rl.Algos {
+				assert.Positive(t, seen[a][0], "%v: some checks denied", a)
+				assert.Positive(t, seen[a][1], "%v: some checks allowed", a)
+			}
+			t.Logf("denied/allowed per algo: %v", seen)
+		})
+	}
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
