@@ -132,7 +132,7 @@ func TestPropertyRemainingIsExact(t *testing.T) {
 
 func TestPropertySlidingAlignedWindow(t *testing.T) {
 	rng := newRand(t)
-	for trial := 0; trial < 500; trial++ {
+	for trial := 0; trial < 250; trial++ {
 		sh := shape{scale: []int64{1, 10, 1000, 60_000}[rng.IntN(4)], limit: 1 + rng.Int64N(50)}
 		s := newSim(t)
 		now := t0 + rng.Int64N(sh.scale)
@@ -165,7 +165,7 @@ func TestPropertySlidingAlignedWindow(t *testing.T) {
 func TestPropertyTokenBound(t *testing.T) {
 	rng := newRand(t)
 	tight := 0
-	for trial := 0; trial < 300; trial++ {
+	for trial := 0; trial < 120; trial++ {
 		sh := shape{scale: []int64{1, 10, 1000, 60_000, 1 + rng.Int64N(5000)}[rng.IntN(5)], limit: 1 + rng.Int64N(50)}
 		s := newSim(t)
 		var g gcraModel
