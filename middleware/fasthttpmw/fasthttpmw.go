@@ -99,9 +99,9 @@ func (m *Middleware) Handler(next fasthttp.RequestHandler) fasthttp.RequestHandl
 	}
 }
 
-// setHeaders sets the contract's headers, spelled as the contract spells
-// them (fasthttp would otherwise write "Ratelimit-Policy").
+// setHeaders sets the contract's headers as the sidecar does (fasthttp
+// writes names in its normal form: "Ratelimit-Policy").
 func setHeaders(ctx *fasthttp.RequestCtx, r rl.Request, d rl.Decision) {
 	var buf [64]byte
-	headers.SetBytes(func(k string, v []byte) { ctx.Response.Header.SetCanonical([]byte(k), v) }, buf[:0], r, d)
+	headers.SetBytes(ctx.Response.Header.SetBytesV, buf[:0], r, d)
 }

@@ -62,12 +62,12 @@ func (m *Middleware) Handler(next http.Handler) http.Handler {
 		h := w.Header()
 		switch out {
 		case middleware.Pass:
-			headers.Set(func(k, v string) { h[k] = []string{v} }, req, d)
+			headers.Set(h.Set, req, d)
 			next.ServeHTTP(w, r)
 		case middleware.Unlimited:
 			next.ServeHTTP(w, r)
 		case middleware.Deny:
-			headers.Set(func(k, v string) { h[k] = []string{v} }, req, d)
+			headers.Set(h.Set, req, d)
 			writeText(w, http.StatusTooManyRequests, m.core.DenyBody(d))
 		case middleware.Unavailable:
 			h.Set("Retry-After", "1")

@@ -1,0 +1,81 @@
+package client_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log"
+	"net"
+
+	rl "github.com/raterlimiter/raterlimiter"
+	"github.com/raterlimiter/raterlimiter/api"
+	"github.com/raterlimiter/raterlimiter/client"
+	"github.com/raterlimiter/raterlimiter/memory"
+)
+
+// startSidecar runs a sidecar on a loopback port, as `raterlimiter
+// -listen 127.0.0.1:0` would, and returns its URL and a stop function.
+func startSidecar() (string, func()) {
+	lim := memory.New(memory.Config{})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		log.Fatal(err)
+	}
+	srv := api.New(api.Config{Limiter: lim})
+	go srv.Serve(ln)
+	return "http://" + ln.Addr().String(), func() {
+		srv.Shutdown(context.Background())
+		lim.Close()
+	}
+}
+
+// The client is a raterlimiter.Limiter: the article's check_rate(Peer,
+// 30000, 500), here with a limit of 2 so the third request is denied.
+func Example() {
+	url, stop := startSidecar()
+	defer stop()
+
+	c, err := client.New(client.Config{URL: url})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+
+	var lim rl.Limiter = c // or memory.New(memory.Config{}): same interface
+	ctx := context.Background()
+	for range 3 {
+		d, err := lim.CheckRate(ctx, rl.Request{ID: "198.51.100.7", Scale: 30000, Limit: 2, Hits: 1})
+		if err != nil {
+			log.Fatal(err)
+		}
+		fmt.Printf("allowed=%v count=%d remaining=%d retry-later=%v\n", d.Allowed, d.Count, d.Remaining, d.RetryAfterMS > 0)
+	}
+
+	// Invalid input is refused before it is sent, with the field named.
+	_, err = lim.CheckRate(ctx, rl.Request{ID: "x", Scale: 0, Limit: 1, Hits: 1})
+	var fe *rl.FieldError
+	fmt.Println(errors.Is(err, rl.ErrInvalid), errors.As(err, &fe) && fe.Field == "scale")
+	// Output:
+	// allowed=true count=1 remaining=1 retry-later=false
+	// allowed=true count=2 remaining=0 retry-later=false
+	// allowed=false count=3 remaining=0 retry-later=true
+	// true true
+}
+
+// With FailOpen, a sidecar that cannot be reached allows every request; the
+// error goes to OnError.
+func ExampleConfig_failOpen() {
+	c, err := client.New(client.Config{
+		URL:      "http://127.0.0.1:1", // nothing listens there
+		FailMode: client.FailOpen,
+		OnError:  func(err error) { fmt.Println("unavailable:", errors.Is(err, rl.ErrUnavailable)) },
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	d, err := c.CheckRate(context.Background(), rl.Request{ID: "u1", Scale: 1000, Limit: 10, Hits: 1})
+	fmt.Println(d.Allowed, d.Remaining, err)
+	// Output:
+	// unavailable: true
+	// true 10 <nil>
+}

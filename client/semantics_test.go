@@ -1,0 +1,91 @@
+package client_test
+
+import (
+	"context"
+	"errors"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	rl "github.com/raterlimiter/raterlimiter"
+	"github.com/raterlimiter/raterlimiter/api"
+	"github.com/raterlimiter/raterlimiter/client"
+	"github.com/raterlimiter/raterlimiter/limitertest"
+	"github.com/raterlimiter/raterlimiter/memory"
+)
+
+// sidecar serves the real API over lim on a loopback port the OS picks and
+// returns its URL; the test's cleanup shuts it down.
+func sidecar(t testing.TB, lim rl.Limiter, token string) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	srv := api.New(api.Config{Limiter: lim, AdminToken: token})
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ln) }()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		assert.NoError(t, srv.Shutdown(ctx))
+		assert.NoError(t, <-done)
+	})
+	return "http://" + ln.Addr().String()
+}
+
+// TestSemantics runs the shared table against the client talking to a real
+// sidecar whose embedded limiter keeps the table's clock.
+func TestSemantics(t *testing.T) {
+	limitertest.Run(t, func(t *testing.T, clock *limitertest.Clock) rl.Limiter {
+		lim := memory.New(memory.Config{Clock: clock.Now, SweepInterval: -1})
+		t.Cleanup(func() { lim.Close() })
+		c, err := client.New(client.Config{URL: sidecar(t, lim, "admin-secret"), AdminToken: "admin-secret", Clock: clock.Now})
+		require.NoError(t, err)
+		t.Cleanup(func() { c.Close() })
+		return c
+	})
+}
+
+// TestSidecarErrors checks the errors the client rebuilds from the real
+// sidecar's answers, bypassing the local validation by using a client whose
+// limit on ids is above the sidecar's.
+func TestSidecarErrors(t *testing.T) {
+	lim := memory.New(memory.Config{SweepInterval: -1})
+	t.Cleanup(func() { lim.Close() })
+	url := sidecar(t, lim, "T")
+	long := string(make([]byte, rl.DefaultMaxIDBytes+1))
+	ctx := context.Background()
+
+	lax, err := client.New(client.Config{URL: url, MaxIDBytes: 4 * rl.DefaultMaxIDBytes})
+	require.NoError(t, err)
+	t.Cleanup(func() { lax.Close() })
+	_, err = lax.CheckRate(ctx, rl.Request{ID: long, Scale: 1000, Limit: 1, Hits: 1})
+	var fe *rl.FieldError
+	require.ErrorAs(t, err, &fe, "the sidecar's 400 comes back as a FieldError: %v", err)
+	assert.Equal(t, "id", fe.Field)
+	assert.ErrorIs(t, err, rl.ErrInvalid)
+
+	_, err = lax.CheckRates(ctx, []rl.Request{{ID: "a", Scale: 1, Hits: 1}, {ID: long, Scale: 1, Hits: 1}})
+	var ie *rl.ItemError
+	require.ErrorAs(t, err, &ie, "the sidecar's batch 400 comes back as an ItemError: %v", err)
+	assert.Equal(t, 1, ie.Index)
+	require.ErrorAs(t, err, &fe)
+	assert.Equal(t, "id", fe.Field)
+
+	tooMany := make([]rl.Request, api.DefaultMaxBatch+1)
+	for i := range tooMany {
+		tooMany[i] = rl.Request{ID: "a", Scale: 1000, Limit: 1}
+	}
+	_, err = lax.CheckRates(ctx, tooMany)
+	var ce *client.Error
+	require.ErrorAs(t, err, &ce)
+	assert.Equal(t, 413, ce.Status)
+	assert.ErrorIs(t, err, rl.ErrInvalid)
+
+	_, err = lax.Buckets(ctx, "a")
+	require.ErrorAs(t, err, &ce, "no admin token")
+	assert.Equal(t, 401, ce.Status)
+	assert.False(t, errors.Is(err, rl.ErrUnavailable) || errors.Is(err, rl.ErrInvalid))
+}
