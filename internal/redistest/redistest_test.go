@@ -2,6 +2,7 @@ package redistest
 
 import (
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -31,4 +32,15 @@ func TestCluster(t *testing.T) {
 		assert.Contains(t, out, "cluster_known_nodes:3")
 	}
 	assert.Contains(t, c.URL(), "?addr=")
+}
+
+func TestPauseResume(t *testing.T) {
+	s := Start(t)
+	s.Pause()
+	_, err := s.command(100*time.Millisecond, "PING")
+	require.Error(t, err, "a paused server must not answer")
+	s.Resume()
+	reply, err := s.Do("PING")
+	require.NoError(t, err)
+	assert.Equal(t, "+PONG", reply)
 }
