@@ -13,6 +13,7 @@ import (
 
 	rl "github.com/raterlimiter/raterlimiter"
 	"github.com/raterlimiter/raterlimiter/actor"
+	"github.com/raterlimiter/raterlimiter/algo"
 	"github.com/raterlimiter/raterlimiter/buckets"
 	"github.com/raterlimiter/raterlimiter/sweeper"
 )
@@ -170,6 +171,16 @@ func (l *Limiter) Reset(ctx context.Context, id string, scale int64) (int, error
 	var n int
 	err := l.shard(id).Do(ctx, func(s *buckets.Store, _ int64) { n = s.Delete(id, scale) })
 	return n, err
+}
+
+// Restore stores a record, as read from a snapshot, in the shard that owns
+// id, replacing the record with the same key.
+func (l *Limiter) Restore(ctx context.Context, id string, scale int64, a rl.Algo, r algo.Record) error {
+	var err error
+	if derr := l.shard(id).Do(ctx, func(s *buckets.Store, _ int64) { err = s.Put(id, scale, a, r) }); derr != nil {
+		return derr
+	}
+	return err
 }
 
 // Sweep runs a sweep of every shard now and returns the totals.
