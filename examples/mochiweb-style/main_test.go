@@ -83,7 +83,9 @@ func TestRunServesAndStops(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	ready := make(chan string, 1)
 	done := make(chan error, 1)
-	go func() { done <- run(ctx, []string{"-listen", "127.0.0.1:0", "-dir", "public", "-limit", "1"}, io.Discard, ready) }()
+	go func() {
+		done <- run(ctx, []string{"-listen", "127.0.0.1:0", "-dir", "public", "-limit", "1"}, io.Discard, ready)
+	}()
 	var addr string
 	select {
 	case addr = <-ready:
