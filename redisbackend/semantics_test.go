@@ -3,6 +3,7 @@ package redisbackend_test
 import (
 	"testing"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	rl "github.com/raterlimiter/raterlimiter"
@@ -48,4 +49,10 @@ func TestSemanticsSingleNode(t *testing.T) {
 func TestSemanticsCluster(t *testing.T) {
 	c := redistest.StartCluster(t)
 	limitertest.Run(t, factory(c.URL()))
+	// The ids' keys spread over the masters: the cluster was really used.
+	for _, n := range c.Nodes {
+		reply, err := n.Do("DBSIZE")
+		require.NoError(t, err)
+		assert.NotEqual(t, ":0", reply, "node %s holds keys", n.Addr())
+	}
 }
