@@ -64,7 +64,8 @@ type Actor struct {
 	stopped  chan struct{} // closed when the goroutine has exited
 	once     sync.Once
 	restarts atomic.Uint64
-	live     atomic.Int64 // records in the store, as of the last message
+	live     atomic.Int64  // records in the store, as of the last message
+	evicted  atomic.Uint64 // records the store evicted to stay bounded
 
 	// Owned by the actor's goroutine.
 	now      int64
@@ -186,6 +187,10 @@ func (a *Actor) Sweep(ctx context.Context) (SweepStats, error) {
 // Len returns the number of live records as of the last message handled.
 func (a *Actor) Len() int { return int(a.live.Load()) }
 
+// Evicted returns how many records the store evicted to stay within
+// Config.Store.MaxRecords.
+func (a *Actor) Evicted() uint64 { return a.evicted.Load() }
+
 // Restarts returns how many times the supervisor restarted the goroutine.
 func (a *Actor) Restarts() uint64 { return a.restarts.Load() }
 
@@ -293,12 +298,18 @@ func (a *Actor) loop() (clean bool) {
 			for range queued {
 				a.handle(<-a.mailbox)
 			}
-			a.live.Store(int64(a.store.Len()))
+			a.publish()
 		case <-a.done:
 			a.drain()
 			return true
 		}
 	}
+}
+
+// publish makes the store's gauges readable from other goroutines.
+func (a *Actor) publish() {
+	a.live.Store(int64(a.store.Len()))
+	a.evicted.Store(a.store.Evicted)
 }
 
 // tick reads the clock, never going backwards.
@@ -352,7 +363,7 @@ func (a *Actor) sweepStep() {
 	ex, del, done := a.store.Sweep(a.now, a.cfg.SweepBudget)
 	a.swept.Examined += ex
 	a.swept.Deleted += del
-	a.live.Store(int64(a.store.Len()))
+	a.publish()
 	if !done {
 		return
 	}

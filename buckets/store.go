@@ -20,7 +20,15 @@ type Options struct {
 	// size (rounded up to a power of two). 0 means DefaultCacheSlots;
 	// negative disables the cache. A slot costs 8 bytes.
 	CacheSlots int
+	// MaxRecords bounds the store: a new record that would pass it first
+	// evicts one (see Store.Check). 0 or negative means no bound.
+	MaxRecords int
+	// Seed seeds the sampling of eviction candidates. Any value works.
+	Seed uint64
 }
+
+// evictSamples is how many records an eviction samples.
+const evictSamples = 8
 
 // DefaultCacheSlots is the cache's largest size when Options.CacheSlots is
 // 0: 512 KiB.
@@ -34,6 +42,10 @@ type Store struct {
 	pv    pivot
 	sweep sweepState
 	cache cache
+	max   int
+	rng   uint64
+	// Evicted counts records evicted to stay within MaxRecords.
+	Evicted uint64
 }
 
 // New returns an empty store.
@@ -47,6 +59,8 @@ func New(opts Options) *Store {
 		tree:  btree.NewBTreeGOptions(less, btree.Options{NoLocks: true, Degree: opts.Degree}),
 		maxID: maxID,
 		cache: newCache(opts.CacheSlots),
+		max:   opts.MaxRecords,
+		rng:   opts.Seed | 1,
 	}
 }
 
@@ -65,6 +79,35 @@ func (s *Store) get(id string, scale int64, a rl.Algo, bucket int64) (*rec, bool
 	return p, ok
 }
 
+// evict removes one record: an expired one among evictSamples sampled at
+// random, else the least recently modified of them.
+func (s *Store) evict(now int64) {
+	n := s.tree.Len()
+	var victim *rec
+	for range evictSamples {
+		// xorshift64*: cheap, and seeded for reproducible tests.
+		s.rng ^= s.rng >> 12
+		s.rng ^= s.rng << 25
+		s.rng ^= s.rng >> 27
+		p, ok := s.tree.GetAt(int((s.rng * 0x2545f4914f6cdd1d) % uint64(n)))
+		if !ok {
+			continue
+		}
+		if algo.Expired(p.algo(), p.scale(), p.record(), now) {
+			victim = p
+			break
+		}
+		if victim == nil || p.modified < victim.modified {
+			victim = p
+		}
+	}
+	if victim != nil {
+		s.remove(victim)
+		s.tree.Delete(victim)
+		s.Evicted++
+	}
+}
+
 // remove is the hook every deletion passes through: it keeps the cache from
 // pointing at a record no longer in the tree.
 func (s *Store) remove(p *rec) {
@@ -77,6 +120,13 @@ func (s *Store) Len() int { return s.tree.Len() }
 // Check decides r at now and stores what the algorithm counts. An invalid
 // request is refused with an error matching raterlimiter.ErrInvalid and
 // changes nothing.
+//
+// When the store holds MaxRecords records, a check that needs a new record
+// first evicts one: of a few records sampled at random, an expired one if
+// there is one (that costs no decision anything), else the one modified
+// least recently (an idle id: it loses its count, which a busy abuser's
+// record, modified all the time, is unlikely to). A flood of distinct ids
+// thus costs a bounded amount of memory, and mostly its own records.
 func (s *Store) Check(now int64, r rl.Request) (rl.Decision, error) {
 	if err := r.Validate(s.maxID); err != nil {
 		return rl.Decision{}, err
@@ -101,6 +151,9 @@ func (s *Store) Check(now int64, r rl.Request) (rl.Decision, error) {
 		if ok {
 			cur.set(next)
 		} else {
+			if s.max > 0 && s.tree.Len() >= s.max {
+				s.evict(now)
+			}
 			p := newRec(r.ID, r.Scale, r.Algo, next)
 			s.tree.Set(p)
 			s.cache.grow(s.tree.Len())

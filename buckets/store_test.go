@@ -182,3 +182,35 @@ func TestSweepNeverChangesADecision(t *testing.T) {
 		require.LessOrEqual(t, swept.Len(), plain.Len())
 	}
 }
+
+func TestEvictionKeepsTheStoreBounded(t *testing.T) {
+	s := New(Options{MaxRecords: 100, Seed: 7})
+	busy := hit("abuser", 60_000, 1_000_000)
+	now := int64(t0)
+	for i := range 10_000 {
+		now++
+		_, err := s.Check(now, hit("flood"+strconv.Itoa(i), 60_000, 5))
+		require.NoError(t, err)
+		d, err := s.Check(now, busy)
+		require.NoError(t, err)
+		require.LessOrEqual(t, s.Len(), 100)
+		if i > 0 {
+			// The busy id, modified at every step, keeps its count.
+			require.Equal(t, int64(i+1), d.Count, "step %d", i)
+		}
+	}
+	assert.Equal(t, uint64(10_000-99), s.Evicted)
+}
+
+func TestEvictionPrefersExpiredRecords(t *testing.T) {
+	s := New(Options{MaxRecords: 4, Seed: 1})
+	s.Check(t0, hit("old", 1000, 5))
+	for _, id := range []string{"a", "b", "c"} {
+		s.Check(t0+1500, hit(id, 60_000, 5))
+	}
+	s.Check(t0+1500, hit("new", 60_000, 5))
+	assert.Empty(t, s.Buckets("old"), "the expired record went first")
+	for _, id := range []string{"a", "b", "c", "new"} {
+		assert.Len(t, s.Buckets(id), 1, id)
+	}
+}

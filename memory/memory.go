@@ -32,6 +32,10 @@ type Config struct {
 	// MaxIDBytes is the longest id accepted. Default
 	// raterlimiter.DefaultMaxIDBytes.
 	MaxIDBytes int
+	// MaxBuckets bounds the live bucket records, spread evenly over the
+	// shards; past it a new record evicts an old one (see buckets.Store.Check).
+	// Default DefaultMaxBuckets; negative means no bound.
+	MaxBuckets int
 	// Mailbox is each actor's mailbox size. Default actor.DefaultMailbox.
 	Mailbox int
 	// SweepBudget is how many records a sweep step examines before the actor
@@ -43,6 +47,10 @@ type Config struct {
 	// slog.Default().
 	Logger *slog.Logger
 }
+
+// DefaultMaxBuckets is Config.MaxBuckets's default: about 240 MB of records
+// with 16-byte ids.
+const DefaultMaxBuckets = 4_000_000
 
 // Limiter is the embedded rate limiter. It is safe for concurrent use.
 type Limiter struct {
@@ -64,13 +72,20 @@ func New(cfg Config) *Limiter {
 		cfg.MaxIDBytes = rl.DefaultMaxIDBytes
 	}
 	cfg.MaxIDBytes = min(cfg.MaxIDBytes, buckets.MaxIDBytes)
+	if cfg.MaxBuckets == 0 {
+		cfg.MaxBuckets = DefaultMaxBuckets
+	}
+	perShard := 0
+	if cfg.MaxBuckets > 0 {
+		perShard = (cfg.MaxBuckets + cfg.Shards - 1) / cfg.Shards
+	}
 	l := &Limiter{seed: maphash.MakeSeed(), maxID: cfg.MaxIDBytes}
-	for range cfg.Shards {
+	for i := range cfg.Shards {
 		l.actors = append(l.actors, actor.New(actor.Config{
 			Clock:       cfg.Clock,
 			Mailbox:     cfg.Mailbox,
 			SweepBudget: cfg.SweepBudget,
-			Store:       buckets.Options{MaxIDBytes: cfg.MaxIDBytes},
+			Store:       buckets.Options{MaxIDBytes: cfg.MaxIDBytes, MaxRecords: perShard, Seed: uint64(i) + 1},
 			Logger:      cfg.Logger,
 		}))
 	}
@@ -201,6 +216,8 @@ func (l *Limiter) Sweep(ctx context.Context) (actor.SweepStats, error) {
 type Stats struct {
 	// Live is the number of live bucket records.
 	Live int
+	// Evicted counts records evicted to stay within MaxBuckets.
+	Evicted uint64
 	// Restarts counts actor restarts after a panic.
 	Restarts uint64
 	// Pending is the number of messages waiting in the mailboxes.
@@ -214,6 +231,7 @@ func (l *Limiter) Stats() Stats {
 	st := Stats{Shards: len(l.actors)}
 	for _, a := range l.actors {
 		st.Live += a.Len()
+		st.Evicted += a.Evicted()
 		st.Restarts += a.Restarts()
 		st.Pending += a.Pending()
 	}
