@@ -217,7 +217,7 @@ func (a *Actor) call(ctx context.Context, m *msg) (result, error) {
 		case <-a.done:
 			return result{}, rl.ErrClosed
 		case <-ctx.Done():
-			return result{}, ctx.Err()
+			return result{}, gaveUp(ctx)
 		}
 	}
 	// The actor answers within microseconds under load: poll for the reply,
@@ -236,7 +236,7 @@ func (a *Actor) call(ctx context.Context, m *msg) (result, error) {
 	case res := <-m.reply:
 		return res, nil
 	case <-ctx.Done():
-		return result{}, ctx.Err()
+		return result{}, gaveUp(ctx)
 	case <-a.stopped:
 		select {
 		case res := <-m.reply:
@@ -392,3 +392,10 @@ func (a *Actor) drain() {
 var _ interface {
 	CheckRate(context.Context, rl.Request) (rl.Decision, error)
 } = (*Actor)(nil)
+
+// gaveUp is the error of a caller whose context ended before the actor
+// answered: it matches both the context's error and
+// raterlimiter.ErrUnavailable.
+func gaveUp(ctx context.Context) error {
+	return fmt.Errorf("actor: no answer before the context ended: %w (%w)", rl.ErrUnavailable, ctx.Err())
+}

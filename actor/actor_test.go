@@ -133,6 +133,7 @@ func TestContextEndsTheWait(t *testing.T) {
 	defer cancel()
 	_, err := a.CheckRate(ctx, hit("u"))
 	assert.ErrorIs(t, err, context.DeadlineExceeded)
+	assert.ErrorIs(t, err, rl.ErrUnavailable)
 }
 
 func TestClockNeverGoesBack(t *testing.T) {
