@@ -1,0 +1,215 @@
+package redisbackend_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	rl "github.com/raterlimiter/raterlimiter"
+	"github.com/raterlimiter/raterlimiter/algo"
+	"github.com/raterlimiter/raterlimiter/internal/redistest"
+	"github.com/raterlimiter/raterlimiter/redisbackend"
+)
+
+// local is a fallback limiter for FailLocal: the reference model behind a
+// mutex, counting its calls.
+type local struct {
+	mu    sync.Mutex
+	m     model
+	calls atomic.Int64
+}
+
+func newLocal() *local { return &local{m: model{recs: map[mkey]algo.Record{}}} }
+
+func (l *local) CheckRate(ctx context.Context, r rl.Request) (rl.Decision, error) {
+	ds, err := l.CheckRates(ctx, []rl.Request{r})
+	if err != nil {
+		return rl.Decision{}, err
+	}
+	return ds[0], nil
+}
+
+func (l *local) CheckRates(_ context.Context, rs []rl.Request) ([]rl.Decision, error) {
+	l.calls.Add(1)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	now := time.Now().UnixMilli()
+	out := make([]rl.Decision, len(rs))
+	for i, r := range rs {
+		out[i] = l.m.check(now, r)
+	}
+	return out, nil
+}
+
+func (l *local) Buckets(context.Context, string) ([]rl.Bucket, error) { return nil, nil }
+func (l *local) Reset(context.Context, string, int64) (int, error)   { return 0, nil }
+
+// outcome is what one call saw.
+type outcome struct {
+	start, end time.Time
+	d          rl.Decision
+	err        error
+}
+
+// degraded is how a caller that may not import this package finds a
+// *DegradedError.
+type degraded interface {
+	Degraded() (string, []rl.Decision)
+}
+
+// TestOutage kills Redis (and, separately, hangs it with SIGSTOP) under load
+// from several goroutines, then brings it back, for every fail mode. It wants:
+// no call waits longer than the timeout (plus scheduling slack on a shared
+// machine); while Redis is gone every call answers as the mode documents;
+// Redis is asked at most about once per probe interval meanwhile; and the
+// backend recovers by itself.
+func TestOutage(t *testing.T) {
+	const (
+		timeout = 50 * time.Millisecond
+		probe   = 100 * time.Millisecond
+		slack   = 60 * time.Millisecond // goroutine scheduling on 2 busy cores
+		workers = 4
+	)
+	for _, how := range []string{"kill", "hang"} {
+		for _, mode := range []redisbackend.FailMode{redisbackend.FailClosed, redisbackend.FailOpen, redisbackend.FailLocal} {
+			t.Run(how+"/"+mode.String(), func(t *testing.T) {
+				srv := redistest.Start(t)
+				fb := newLocal()
+				var redisCalls atomic.Int64
+				var ups, downs atomic.Int64
+				b, err := redisbackend.New(redisbackend.Config{
+					URL: srv.URL(), Timeout: timeout, ProbeInterval: probe, Fail: mode, Fallback: fb,
+					OnCall: func(string, time.Duration, error) { redisCalls.Add(1) },
+					OnState: func(up bool, _ error) {
+						if up {
+							ups.Add(1)
+						} else {
+							downs.Add(1)
+						}
+					},
+				})
+				require.NoError(t, err)
+				defer b.Close()
+
+				var mu sync.Mutex
+				var outs []outcome
+				stop := make(chan struct{})
+				var wg sync.WaitGroup
+				for w := range workers {
+					wg.Go(func() {
+						r := rl.Request{ID: "load", Scale: 1000, Limit: 1 << 30, Hits: 1, Algo: rl.Algos[w%3]}
+						for {
+							select {
+							case <-stop:
+								return
+							default:
+							}
+							start := time.Now()
+							d, err := b.CheckRate(context.Background(), r)
+							o := outcome{start: start, end: time.Now(), d: d, err: err}
+							mu.Lock()
+							outs = append(outs, o)
+							mu.Unlock()
+							time.Sleep(time.Millisecond) // bounded load, not a synchronisation
+						}
+					})
+				}
+				phase := func(d time.Duration) (time.Time, time.Time) {
+					s := time.Now()
+					time.Sleep(d)
+					return s, time.Now()
+				}
+				phase(150 * time.Millisecond)
+				if how == "kill" {
+					srv.Kill()
+				} else {
+					srv.Pause()
+				}
+				callsBefore := redisCalls.Load()
+				// Calls that start after the first timeout has passed see the
+				// outage fully.
+				downStart, downEnd := phase(700 * time.Millisecond)
+				callsDown := redisCalls.Load() - callsBefore
+				if how == "kill" {
+					srv.Restart(t)
+				} else {
+					srv.Resume()
+				}
+				upAt := time.Now()
+				deadline := upAt.Add(5 * time.Second)
+				for !b.Up() && time.Now().Before(deadline) {
+					time.Sleep(5 * time.Millisecond)
+				}
+				recovered := time.Since(upAt)
+				phase(150 * time.Millisecond)
+				close(stop)
+				wg.Wait()
+
+				require.True(t, b.Up(), "recovered by itself")
+				t.Logf("recovered %v after Redis came back; %d redis calls during %v down; %d calls in all",
+					recovered, callsDown, downEnd.Sub(downStart), len(outs))
+				assert.Less(t, recovered, 2*probe+timeout+slack, "recovery within a probe interval or so")
+				assert.Equal(t, int64(1), downs.Load(), "the circuit opened once")
+				assert.Equal(t, int64(1), ups.Load(), "and closed once")
+				// At most one probe per interval, plus the calls in flight
+				// when the circuit opened.
+				maxCalls := int64(downEnd.Sub(downStart)/probe) + 1 + 2*workers
+				assert.LessOrEqual(t, callsDown, maxCalls, "redis calls while down")
+
+				var longest time.Duration
+				var inDown, after int
+				for _, o := range outs {
+					longest = max(longest, o.end.Sub(o.start))
+					switch {
+					case o.start.After(downStart.Add(timeout+slack)) && o.end.Before(downEnd):
+						inDown++
+						checkDown(t, mode, o)
+					case o.start.After(upAt.Add(recovered)):
+						after++
+						assert.NoError(t, o.err, "after recovery")
+					}
+				}
+				t.Logf("longest call %v; %d calls fully in the outage, %d after recovery", longest, inDown, after)
+				assert.LessOrEqual(t, longest, timeout+slack, "no call waits longer than the timeout")
+				assert.Positive(t, inDown)
+				assert.Positive(t, after)
+				if mode == redisbackend.FailLocal {
+					assert.Positive(t, fb.calls.Load(), "the fallback decided")
+				} else {
+					assert.Zero(t, fb.calls.Load(), "the fallback is for fail-local only")
+				}
+			})
+		}
+	}
+}
+
+func checkDown(t *testing.T, mode redisbackend.FailMode, o outcome) {
+	t.Helper()
+	require.Error(t, o.err)
+	assert.ErrorIs(t, o.err, rl.ErrUnavailable)
+	var dg degraded
+	isDegraded := errors.As(o.err, &dg)
+	switch mode {
+	case redisbackend.FailClosed:
+		assert.False(t, isDegraded, "closed: a plain error, %v", o.err)
+		assert.False(t, o.d.Allowed)
+	case redisbackend.FailOpen:
+		require.True(t, isDegraded, "open: %v", o.err)
+		name, ds := dg.Degraded()
+		assert.Equal(t, "open", name)
+		assert.True(t, o.d.Allowed)
+		assert.Equal(t, o.d, ds[0])
+	case redisbackend.FailLocal:
+		require.True(t, isDegraded, "local: %v", o.err)
+		name, ds := dg.Degraded()
+		assert.Equal(t, "local", name)
+		assert.Equal(t, o.d, ds[0])
+		assert.Positive(t, o.d.Count, "the fallback counted")
+	}
+}
