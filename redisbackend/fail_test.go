@@ -48,7 +48,7 @@ func (l *local) CheckRates(_ context.Context, rs []rl.Request) ([]rl.Decision, e
 }
 
 func (l *local) Buckets(context.Context, string) ([]rl.Bucket, error) { return nil, nil }
-func (l *local) Reset(context.Context, string, int64) (int, error)   { return 0, nil }
+func (l *local) Reset(context.Context, string, int64) (int, error)    { return 0, nil }
 
 // outcome is what one call saw.
 type outcome struct {
