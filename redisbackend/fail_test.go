@@ -213,3 +213,25 @@ func checkDown(t *testing.T, mode redisbackend.FailMode, o outcome) {
 		assert.Positive(t, o.d.Count, "the fallback counted")
 	}
 }
+
+func TestIgnoreDegraded(t *testing.T) {
+	srv := redistest.Start(t)
+	b, err := redisbackend.New(redisbackend.Config{URL: srv.URL(), Timeout: 50 * time.Millisecond, Fail: redisbackend.FailOpen})
+	require.NoError(t, err)
+	defer b.Close()
+	l := redisbackend.IgnoreDegraded(b)
+	r := rl.Request{ID: "u", Scale: 1000, Limit: 0, Hits: 1}
+	d, err := l.CheckRate(context.Background(), r)
+	require.NoError(t, err)
+	assert.False(t, d.Allowed, "Redis answers: limit 0 denies")
+	srv.Kill()
+	d, err = l.CheckRate(context.Background(), r)
+	require.NoError(t, err, "fail-open without the error")
+	assert.True(t, d.Allowed)
+	ds, err := l.CheckRates(context.Background(), []rl.Request{r, r})
+	require.NoError(t, err)
+	assert.Len(t, ds, 2)
+	assert.True(t, ds[1].Allowed)
+	_, err = l.CheckRate(context.Background(), rl.Request{})
+	assert.ErrorIs(t, err, rl.ErrInvalid, "other errors pass through")
+}

@@ -8,6 +8,7 @@ import (
 	"github.com/raterlimiter/raterlimiter/actor"
 	"github.com/raterlimiter/raterlimiter/api"
 	"github.com/raterlimiter/raterlimiter/memory"
+	"github.com/raterlimiter/raterlimiter/redisbackend"
 )
 
 // backend is an open limiter with what the sidecar needs around it.
@@ -44,7 +45,37 @@ func openBackend(cfg config, logger *slog.Logger, onSwept func(n int)) (backend,
 			Close: m.Close,
 		}, nil
 	case "redis":
-		return backend{}, errors.New("the redis backend is not available yet in this build; use -backend memory")
+		fail, err := redisbackend.ParseFailMode(cfg.redisFail)
+		if err != nil {
+			return backend{}, usagef("-redis-fail must be closed, open or local, not %q", cfg.redisFail)
+		}
+		rc := redisbackend.Config{URL: cfg.redisURL, Timeout: cfg.redisTimeout, Fail: fail,
+			MaxIDBytes: cfg.maxIDBytes, Logger: logger}
+		var fallback *memory.Limiter
+		if fail == redisbackend.FailLocal {
+			fallback = memory.New(memory.Config{Shards: cfg.shards, SweepInterval: cfg.sweepInterval,
+				MaxIDBytes: cfg.maxIDBytes, Logger: logger})
+			rc.Fallback = fallback
+		}
+		rb, err := redisbackend.New(rc)
+		if err != nil {
+			if fallback != nil {
+				fallback.Close()
+			}
+			return backend{}, err
+		}
+		return backend{
+			// Until api turns a *redisbackend.DegradedError into a header,
+			// fail-open and fail-local decisions are served as they are.
+			Limiter: redisbackend.IgnoreDegraded(rb),
+			Close: func() error {
+				err := rb.Close()
+				if fallback != nil {
+					fallback.Close()
+				}
+				return err
+			},
+		}, nil
 	}
 	return backend{}, errors.New("unknown backend " + cfg.backend)
 }

@@ -11,6 +11,7 @@ import (
 
 	rl "github.com/raterlimiter/raterlimiter"
 	"github.com/raterlimiter/raterlimiter/api"
+	"github.com/raterlimiter/raterlimiter/redisbackend"
 )
 
 // usageError is an error in the flags or the environment (exit status 2).
@@ -30,6 +31,8 @@ type config struct {
 	sweepInterval   time.Duration
 	backend         string
 	redisURL        string
+	redisTimeout    time.Duration
+	redisFail       string
 	adminToken      string
 	maxIDBytes      int
 	shards          int
@@ -45,6 +48,8 @@ func (cfg *config) flags(fs *flag.FlagSet) {
 	fs.DurationVar(&cfg.sweepInterval, "sweep-interval", 10*time.Second, "how often stale buckets are removed (memory backend)")
 	fs.StringVar(&cfg.backend, "backend", "memory", "where counters live: memory or redis")
 	fs.StringVar(&cfg.redisURL, "redis-url", "redis://127.0.0.1:6379/0", "Redis address when -backend=redis")
+	fs.DurationVar(&cfg.redisTimeout, "redis-timeout", redisbackend.DefaultTimeout, "longest wait for Redis per call before -redis-fail applies")
+	fs.StringVar(&cfg.redisFail, "redis-fail", "closed", "when Redis does not answer: closed (503), open (allow) or local (this sidecar's own counters)")
 	fs.StringVar(&cfg.adminToken, "admin-token", "", "bearer token /buckets requires; empty leaves /buckets open")
 	fs.IntVar(&cfg.maxIDBytes, "max-id-bytes", rl.DefaultMaxIDBytes, fmt.Sprintf("longest id accepted, in bytes (1 to %d)", maxIDBytesCap))
 	fs.IntVar(&cfg.shards, "shards", 0, "actors the memory backend spreads ids over; 0 means one per CPU")
@@ -132,7 +137,7 @@ type flagRow struct{ name, arg, usage, env, def string }
 
 func flagRows(fs *flag.FlagSet) []flagRow {
 	var rows []flagRow
-	order := []string{"listen", "sweep-interval", "backend", "redis-url", "admin-token", "max-id-bytes",
+	order := []string{"listen", "sweep-interval", "backend", "redis-url", "redis-timeout", "redis-fail", "admin-token", "max-id-bytes",
 		"shards", "timeout", "max-batch", "shutdown-timeout", "version"}
 	for _, name := range order {
 		f := fs.Lookup(name)
