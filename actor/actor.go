@@ -8,8 +8,10 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"os"
 	"runtime"
 	"runtime/debug"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -78,6 +80,11 @@ type Actor struct {
 // spinPolls is how many times a caller polls for its reply, yielding in
 // between, before it parks (see BENCHMARKS.md).
 const spinPolls = 16
+
+// actorSpins is how many times an idle actor yields, watching its mailbox,
+// before it parks: callers about to send then find it awake, and spare the
+// wake-up (see BENCHMARKS.md).
+const actorSpins = 8
 
 // maxDrain bounds how many queued messages share one reading of the clock.
 const maxDrain = 256
@@ -287,6 +294,12 @@ func (a *Actor) loop() (clean bool) {
 			}
 			continue
 		}
+		for range actorSpins {
+			if len(a.mailbox) > 0 {
+				break
+			}
+			runtime.Gosched()
+		}
 		select {
 		case m := <-a.mailbox:
 			// One reading of the clock serves this message and those already
@@ -399,3 +412,4 @@ var _ interface {
 func gaveUp(ctx context.Context) error {
 	return fmt.Errorf("actor: no answer before the context ended: %w (%w)", rl.ErrUnavailable, ctx.Err())
 }
+
