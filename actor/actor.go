@@ -410,4 +410,3 @@ var _ interface {
 func gaveUp(ctx context.Context) error {
 	return fmt.Errorf("actor: no answer before the context ended: %w (%w)", rl.ErrUnavailable, ctx.Err())
 }
-
