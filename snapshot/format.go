@@ -1,0 +1,269 @@
+package snapshot
+
+import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+
+	rl "github.com/raterlimiter/raterlimiter"
+	"github.com/raterlimiter/raterlimiter/algo"
+	"github.com/raterlimiter/raterlimiter/buckets"
+)
+
+// ErrCorrupt matches every error about a file that is not a valid snapshot
+// this build can read: foreign, truncated, damaged or of another version.
+var ErrCorrupt = errors.New("snapshot: corrupt or foreign file")
+
+// Version is the format version this build writes and reads.
+const Version = 1
+
+const (
+	magic      = "RLSNAP"
+	headerSize = len(magic) + 2 + 8
+	crcSize    = 4
+	// readStep bounds what one read of an id may allocate ahead of the data
+	// actually present, so a hostile length field costs little.
+	readStep = 64 << 10
+)
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// Record is one bucket record as a snapshot holds it.
+type Record struct {
+	ID    string
+	Scale int64
+	Algo  rl.Algo
+	State algo.Record
+}
+
+// corrupt returns an error matching ErrCorrupt.
+func corrupt(format string, a ...any) error {
+	return &corruptError{msg: fmt.Sprintf(format, a...)}
+}
+
+// corruptError is a refused file; path is set once known.
+type corruptError struct{ path, msg string }
+
+func (e *corruptError) Error() string {
+	if e.path == "" {
+		return "snapshot: " + e.msg
+	}
+	return "snapshot: " + e.path + ": " + e.msg
+}
+func (e *corruptError) Is(target error) bool { return target == ErrCorrupt }
+
+// encoder turns records into the format's bytes. It is not safe for
+// concurrent use.
+type encoder struct {
+	base int64
+	prev []byte // the previous record's id
+	buf  []byte // encoded, not yet written
+	n    uint64 // records encoded
+	tmp  [binary.MaxVarintLen64]byte
+}
+
+func appendHeader(b []byte, base int64) []byte {
+	b = append(b, magic...)
+	b = binary.BigEndian.AppendUint16(b, Version)
+	return binary.BigEndian.AppendUint64(b, uint64(base))
+}
+
+// add encodes one record. id must be 1 to buckets.MaxIDBytes bytes, scale 1
+// to rl.MaxScale and a valid: the store guarantees it.
+func (e *encoder) add(id string, scale int64, a rl.Algo, r algo.Record) {
+	shared := 0
+	for shared < len(id) && shared < len(e.prev) && id[shared] == e.prev[shared] {
+		shared++
+	}
+	b := e.buf
+	b = binary.AppendUvarint(b, uint64(shared))
+	b = binary.AppendUvarint(b, uint64(len(id)-shared))
+	b = append(b, id[shared:]...)
+	b = binary.AppendUvarint(b, uint64(scale)<<2|uint64(a))
+	b = binary.AppendVarint(b, r.Count)
+	b = binary.AppendVarint(b, r.Created-e.base) // wraps, and unwraps on read
+	b = binary.AppendVarint(b, r.Modified-r.Created)
+	e.buf = b
+	e.prev = append(e.prev[:shared], id[shared:]...)
+	e.n++
+}
+
+// end appends the end marker and the record count; the checksum follows.
+func (e *encoder) end() {
+	e.buf = append(e.buf, 0, 0)
+	e.buf = binary.AppendUvarint(e.buf, e.n)
+}
+
+// Info describes a snapshot that was read.
+type Info struct {
+	// Written is the writer's clock when it began, Unix ms.
+	Written int64
+	// Records is the number of records in the file.
+	Records int
+}
+
+// Read checks the snapshot in r (size bytes) and calls fn for each record in
+// file order. The whole file's checksum is verified before the first call,
+// so fn never sees a record of a damaged file; a structural fault the
+// checksum cannot see (a foreign writer) stops the reading with an error
+// matching ErrCorrupt. An error from fn stops the reading and is returned as
+// it is. fn may be nil to check the file only. Memory used is bounded by the
+// longest id plus a small constant, whatever the length fields claim.
+func Read(r io.ReaderAt, size int64, fn func(Record) error) (Info, error) {
+	if err := verify(r, size); err != nil {
+		return Info{}, err
+	}
+	return decode(sectionOf(r, size), fn)
+}
+
+// verify checks the magic, the version and the checksum.
+func verify(r io.ReaderAt, size int64) error {
+	if size == 0 {
+		return corrupt("empty file")
+	}
+	var h [headerSize]byte
+	n, err := r.ReadAt(h[:], 0)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return fmt.Errorf("snapshot: reading: %w", err)
+	}
+	if n < len(magic) || string(h[:len(magic)]) != magic {
+		return corrupt("not a raterlimiter snapshot (bad magic)")
+	}
+	if n < len(magic)+2 {
+		return corrupt("truncated header: %v", err)
+	}
+	if v := binary.BigEndian.Uint16(h[len(magic):]); v != Version {
+		return corrupt("unsupported format version %d (this build reads version %d)", v, Version)
+	}
+	if size < int64(headerSize)+2+1+crcSize {
+		return corrupt("truncated: %d bytes", size)
+	}
+	crc := crc32.New(castagnoli)
+	if _, err := io.Copy(crc, io.NewSectionReader(r, 0, size-crcSize)); err != nil {
+		return fmt.Errorf("snapshot: reading: %w", err)
+	}
+	var sum [crcSize]byte
+	if _, err := r.ReadAt(sum[:], size-crcSize); err != nil {
+		return fmt.Errorf("snapshot: reading: %w", err)
+	}
+	if got, want := crc.Sum32(), binary.BigEndian.Uint32(sum[:]); got != want {
+		return corrupt("checksum mismatch (file says %08x, content gives %08x): damaged or truncated", want, got)
+	}
+	return nil
+}
+
+// decode parses everything before the checksum.
+func decode(sr io.Reader, fn func(Record) error) (Info, error) {
+	br := bufio.NewReaderSize(sr, 64<<10)
+	var h [headerSize]byte
+	if _, err := io.ReadFull(br, h[:]); err != nil {
+		return Info{}, corrupt("truncated header")
+	}
+	info := Info{Written: int64(binary.BigEndian.Uint64(h[len(magic)+2:]))}
+	base := info.Written
+	var id []byte
+	for {
+		shared, err := uvarint(br, "id prefix")
+		if err != nil {
+			return info, err
+		}
+		n, err := uvarint(br, "id length")
+		if err != nil {
+			return info, err
+		}
+		if shared == 0 && n == 0 {
+			break
+		}
+		if shared > uint64(len(id)) {
+			return info, corrupt("record %d: id shares %d bytes of a %d-byte id", info.Records, shared, len(id))
+		}
+		if n > buckets.MaxIDBytes-shared {
+			return info, corrupt("record %d: id longer than %d bytes", info.Records, buckets.MaxIDBytes)
+		}
+		id = id[:shared]
+		if id, err = readN(br, id, int(n)); err != nil {
+			return info, corrupt("record %d: truncated id", info.Records)
+		}
+		sa, err := uvarint(br, "scale")
+		if err != nil {
+			return info, err
+		}
+		rec := Record{Scale: int64(sa >> 2), Algo: rl.Algo(sa & 3)}
+		if rec.Scale < 1 || rec.Scale > rl.MaxScale || !rec.Algo.Valid() {
+			return info, corrupt("record %d: scale %d or algorithm %d out of range", info.Records, sa>>2, sa&3)
+		}
+		var c, dc, dm int64
+		if c, err = varint(br, "count"); err == nil {
+			if dc, err = varint(br, "created"); err == nil {
+				dm, err = varint(br, "modified")
+			}
+		}
+		if err != nil {
+			return info, err
+		}
+		rec.State = algo.Record{Count: c, Created: base + dc, Modified: base + dc + dm}
+		info.Records++
+		if fn != nil {
+			rec.ID = string(id)
+			if err := fn(rec); err != nil {
+				return info, err
+			}
+		}
+	}
+	count, err := uvarint(br, "record count")
+	if err != nil {
+		return info, err
+	}
+	if count != uint64(info.Records) {
+		return info, corrupt("the trailer counts %d records, the file holds %d", count, info.Records)
+	}
+	if _, err := br.ReadByte(); err != io.EOF {
+		return info, corrupt("bytes after the trailer")
+	}
+	return info, nil
+}
+
+// readN appends n bytes from r to b, growing b no faster than the data
+// arrives.
+func readN(r io.Reader, b []byte, n int) ([]byte, error) {
+	for n > 0 {
+		step := min(n, readStep)
+		b = append(b, make([]byte, step)...)
+		if _, err := io.ReadFull(r, b[len(b)-step:]); err != nil {
+			return b, err
+		}
+		n -= step
+	}
+	return b, nil
+}
+
+func uvarint(r io.ByteReader, what string) (uint64, error) {
+	v, err := binary.ReadUvarint(r)
+	if err != nil {
+		return 0, fieldErr(what, err)
+	}
+	return v, nil
+}
+
+func varint(r io.ByteReader, what string) (int64, error) {
+	v, err := binary.ReadVarint(r)
+	if err != nil {
+		return 0, fieldErr(what, err)
+	}
+	return v, nil
+}
+
+func fieldErr(what string, err error) error {
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		return corrupt("truncated at the %s", what)
+	}
+	return corrupt("bad %s: %v", what, err)
+}
+
+// sectionOf is the part of a size-byte file before its checksum.
+func sectionOf(r io.ReaderAt, size int64) io.Reader {
+	return io.NewSectionReader(r, 0, size-crcSize)
+}

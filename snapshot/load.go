@@ -1,0 +1,180 @@
+package snapshot
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"sync"
+
+	rl "github.com/raterlimiter/raterlimiter"
+	"github.com/raterlimiter/raterlimiter/actor"
+	"github.com/raterlimiter/raterlimiter/algo"
+)
+
+// Target is what Load fills: memory.Limiter's Restore, which puts a record
+// into the shard that owns its id.
+type Target interface {
+	Restore(ctx context.Context, id string, scale int64, a rl.Algo, r algo.Record) error
+}
+
+// LoadOptions configures Load. The zero value is ready to use.
+type LoadOptions struct {
+	// Clock returns the time in Unix milliseconds: records expired at that
+	// time are not loaded. Default: the system clock.
+	Clock func() int64
+	// IgnoreCorrupt makes a file that matches ErrCorrupt a warning in the log
+	// and an empty start instead of an error.
+	IgnoreCorrupt bool
+	// Workers is how many goroutines restore records at once. Default 4.
+	Workers int
+	// Logger receives what Load did. Default slog.Default().
+	Logger *slog.Logger
+}
+
+// LoadStats reports what Load did.
+type LoadStats struct {
+	// Missing is true when there was no file: a fresh start.
+	Missing bool
+	// Ignored is true when the file was corrupt and IgnoreCorrupt let the
+	// start go on empty. Err holds why.
+	Ignored bool
+	Err     error
+	// Written is when the snapshot was begun, Unix ms.
+	Written int64
+	// Loaded is how many records were restored; Expired how many were left
+	// out because no decision could read them any more; Refused how many the
+	// target refused as invalid (an id longer than it accepts).
+	Loaded, Expired, Refused int
+}
+
+// restoreBatch is how many records one hand-off to a worker carries.
+const restoreBatch = 256
+
+// Load restores the snapshot at path into dst, leaving out the records that
+// expired meanwhile. A missing file is a fresh start: LoadStats.Missing and
+// no error. A corrupt, truncated or foreign file is refused before anything
+// is restored, with an error that matches ErrCorrupt and names path, unless
+// opts.IgnoreCorrupt (then dst stays empty, the log says so, and the error is
+// in LoadStats.Err).
+func Load(ctx context.Context, path string, dst Target, opts LoadOptions) (LoadStats, error) {
+	if opts.Clock == nil {
+		opts.Clock = actor.SystemClock
+	}
+	if opts.Workers <= 0 {
+		opts.Workers = 4
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	var st LoadStats
+	f, err := os.Open(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		log.Info("no snapshot yet: starting empty", "snapshot", path)
+		return LoadStats{Missing: true}, nil
+	}
+	if err != nil {
+		return st, fmt.Errorf("snapshot: %w", err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return st, fmt.Errorf("snapshot: %w", err)
+	}
+	// Check the whole file before restoring anything, so a bad file leaves
+	// dst empty.
+	info, err := Read(f, fi.Size(), nil)
+	if err != nil {
+		var ce *corruptError
+		if !errors.As(err, &ce) {
+			return st, fmt.Errorf("snapshot: reading %s: %w", path, err)
+		}
+		err = &corruptError{path: path, msg: ce.msg}
+		if opts.IgnoreCorrupt {
+			log.Warn("snapshot refused, ignoring it as configured: starting empty", "snapshot", path, "err", err)
+			return LoadStats{Ignored: true, Err: err}, nil
+		}
+		return st, err
+	}
+	st.Written = info.Written
+
+	now := opts.Clock()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	work := make(chan []Record, opts.Workers)
+	var (
+		mu       sync.Mutex
+		firstErr error
+		wg       sync.WaitGroup
+	)
+	for range opts.Workers {
+		wg.Go(func() {
+			var loaded, refused int
+			var err error
+			for batch := range work {
+				for _, r := range batch {
+					if err != nil {
+						break
+					}
+					switch e := dst.Restore(ctx, r.ID, r.Scale, r.Algo, r.State); {
+					case e == nil:
+						loaded++
+					case errors.Is(e, rl.ErrInvalid):
+						refused++
+					default:
+						err = e
+						cancel()
+					}
+				}
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			st.Loaded += loaded
+			st.Refused += refused
+			if err != nil && firstErr == nil {
+				firstErr = err
+			}
+		})
+	}
+	batch := make([]Record, 0, restoreBatch)
+	_, rerr := decode(sectionOf(f, fi.Size()), func(r Record) error {
+		if algo.Expired(r.Algo, r.Scale, r.State, now) {
+			st.Expired++
+			return nil
+		}
+		batch = append(batch, r)
+		if len(batch) == restoreBatch {
+			select {
+			case work <- batch:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+			batch = make([]Record, 0, restoreBatch)
+		}
+		return nil
+	})
+	if rerr == nil && len(batch) > 0 {
+		select {
+		case work <- batch:
+		case <-ctx.Done():
+			rerr = ctx.Err()
+		}
+	}
+	close(work)
+	wg.Wait()
+	if firstErr != nil {
+		return st, fmt.Errorf("snapshot: loading %s: %w", path, firstErr)
+	}
+	if rerr != nil {
+		return st, fmt.Errorf("snapshot: loading %s: %w", path, rerr)
+	}
+	log.Info("snapshot loaded", "snapshot", path, "records", st.Loaded, "expired", st.Expired, "refused", st.Refused,
+		"written_unix_ms", st.Written)
+	if st.Refused > 0 {
+		log.Warn("records refused by the limiter (ids longer than -max-id-bytes?) were not loaded", "snapshot", path, "refused", st.Refused)
+	}
+	return st, nil
+}
