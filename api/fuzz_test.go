@@ -1,0 +1,255 @@
+package api
+
+import (
+	"bytes"
+	"encoding/json"
+	"strconv"
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"github.com/valyala/fasthttp"
+
+	rl "github.com/raterlimiter/raterlimiter"
+	"github.com/raterlimiter/raterlimiter/memory"
+)
+
+var jsonSeeds = []string{
+	`{"id":"u1","scale":60000,"limit":10}`,
+	`{"id":"u1","scale":60000,"limit":10,"hits":0,"algo":"token"}`,
+	` { "algo" : "sliding" , "limit" : 4294967295 , "scale" : 315360000000 , "id" : "\u00e9\ud83d\ude00" } `,
+	`{"id":"a\"b\\c\/\b\f\n\r\t","scale":1,"limit":0}`,
+	`{"id":"x","scale":1,"limit":1,"extra":{"a":[1,-2.5e-3,true,false,null,"s"]}}`,
+	`{"id":"x","scale":01,"limit":1}`,
+	`{"id":"x","scale":1.0,"limit":1}`,
+	`{"id":"x","scale":-1,"limit":1}`,
+	`{"id":"x","id":"y","scale":1,"limit":1}`,
+	`{"id":"\ud800","scale":1,"limit":1}`,
+	`{"id":"x","scale":99999999999999999999999,"limit":1}`,
+	`{"id":"x","scale":1,"limit":1,}`,
+	`[{"id":"x","scale":1,"limit":1}]`,
+	`{}`,
+	``,
+}
+
+// FuzzDecodeCheck compares the JSON decoder with encoding/json: whatever it
+// accepts is valid JSON and decodes to the same values, and valid JSON
+// objects are never refused as malformed.
+func FuzzDecodeCheck(f *testing.F) {
+	for _, s := range jsonSeeds {
+		f.Add([]byte(s))
+	}
+	rs := newRules(rl.DefaultMaxIDBytes)
+	f.Fuzz(func(t *testing.T, in []byte) {
+		d := decoder{b: in}
+		var r rl.Request
+		id, err := d.check(&r, nil, rl.DefaultMaxIDBytes, rs)
+		if err == nil {
+			err = d.end()
+		}
+		if err != nil {
+			fe, ok := err.(*rl.FieldError)
+			require.True(t, ok, "%T %v", err, err)
+			trimmed := bytes.TrimLeft(in, " \t\r\n")
+			if fe.Field == "body" && json.Valid(in) && utf8.Valid(in) && len(trimmed) > 0 && trimmed[0] == '{' {
+				assert.Contains(t, fe.Rule, "nested too deep", "valid JSON refused as malformed")
+			}
+			return
+		}
+		require.True(t, json.Valid(in), "accepted invalid JSON")
+		var m map[string]json.RawMessage
+		require.NoError(t, json.Unmarshal(in, &m))
+		var wantID string
+		require.NoError(t, json.Unmarshal(m["id"], &wantID))
+		assert.Equal(t, wantID, string(id))
+		for name, got := range map[string]int64{"scale": r.Scale, "limit": r.Limit, "hits": r.Hits} {
+			raw, ok := m[name]
+			if !ok {
+				assert.Equal(t, "hits", name, "a required field was missing")
+				assert.Equal(t, int64(1), got, "hits defaults to 1")
+				continue
+			}
+			n, err := strconv.ParseInt(string(raw), 10, 64)
+			require.NoError(t, err)
+			assert.Equal(t, n, got, name)
+		}
+		if raw, ok := m["algo"]; ok {
+			var a rl.Algo
+			require.NoError(t, json.Unmarshal(raw, &a))
+			assert.Equal(t, a, r.Algo)
+		}
+	})
+}
+
+// FuzzAppendString checks the JSON string writer against encoding/json.
+func FuzzAppendString(f *testing.F) {
+	for _, s := range []string{"", "u1", "a\"b\\c", "\x00\x1f\x7f", "\xff\xfe", "é\u2028\u2029😀", "<&>"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		out := appendString(nil, s)
+		var back string
+		require.NoError(t, json.Unmarshal(out, &back), "%q", out)
+		// encoding/json turns each invalid byte into U+FFFD.
+		assert.Equal(t, replaceInvalid(s), back)
+	})
+}
+
+func replaceInvalid(s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			b.WriteString("\ufffd")
+		} else {
+			b.WriteString(s[i : i+size])
+		}
+		i += size
+	}
+	return b.String()
+}
+
+// fuzzServer is a server on a real embedded limiter.
+func fuzzServer(t testing.TB) *Server {
+	lim := memory.New(memory.Config{SweepInterval: -1})
+	t.Cleanup(func() { lim.Close() })
+	return New(Config{Limiter: lim, MaxBatch: 50})
+}
+
+// serve runs the handler on an in-memory request for path?query.
+func serve(s *Server, method, path, query, contentType string, body []byte) *fasthttp.Response {
+	var req fasthttp.Request
+	req.Header.SetMethod(method)
+	req.URI().SetPath(path)
+	req.URI().SetQueryString(query)
+	if contentType != "" {
+		req.Header.SetContentType(contentType)
+	}
+	req.SetBody(body)
+	var ctx fasthttp.RequestCtx
+	ctx.Init(&req, nil, nil)
+	s.Handler(&ctx)
+	var resp fasthttp.Response
+	ctx.Response.CopyTo(&resp)
+	return &resp
+}
+
+// checkAnswer asserts the shape of a /check_rate answer.
+func checkAnswer(t *testing.T, resp *fasthttp.Response) {
+	t.Helper()
+	switch resp.StatusCode() {
+	case 200, 429:
+		var b struct {
+			Allowed *bool   `json:"allowed"`
+			Status  string  `json:"status"`
+			ID      *string `json:"id"`
+		}
+		require.NoError(t, json.Unmarshal(resp.Body(), &b), "%q", resp.Body())
+		require.NotNil(t, b.Allowed)
+		require.NotNil(t, b.ID)
+		assert.Equal(t, resp.StatusCode() == 200, *b.Allowed)
+		assert.NotEmpty(t, resp.Header.Peek("X-RateLimit-Reset"))
+		assert.Equal(t, resp.StatusCode() == 429, len(resp.Header.Peek("Retry-After")) > 0)
+	case 400:
+		var e struct{ Error, Field, Rule string }
+		require.NoError(t, json.Unmarshal(resp.Body(), &e), "%q", resp.Body())
+		assert.NotEmpty(t, e.Field)
+		assert.NotEmpty(t, e.Rule)
+		assert.Contains(t, e.Error, e.Rule)
+	default:
+		t.Fatalf("status %d: %q", resp.StatusCode(), resp.Body())
+	}
+}
+
+var querySeeds = []string{
+	"id=u1&scale=60000&limit=10",
+	"id=u1&scale=60000&limit=10&hits=0&algo=sliding",
+	"id=%00%ff&scale=1&limit=0&algo=token",
+	"id=u1&scale=+1&limit=1",
+	"id=u1&scale=1&scale=2&limit=1",
+	"id=&scale=1&limit=1",
+	"scale=1&limit=1&_=12345",
+	"id=u1&scale=315360000001&limit=4294967296&hits=-1",
+	"id=u1&scale=1e3&limit=0x1",
+	"id",
+	"&&&=&",
+}
+
+// FuzzCheckRateQuery sends any query string to GET /check_rate.
+func FuzzCheckRateQuery(f *testing.F) {
+	for _, s := range querySeeds {
+		f.Add(s)
+	}
+	s := fuzzServer(f)
+	f.Fuzz(func(t *testing.T, q string) {
+		resp := serve(s, "GET", "/check_rate", q, "", nil)
+		checkAnswer(t, resp)
+		// Whatever the handler accepted, the parser accepts alone.
+		var args fasthttp.Args
+		args.Parse(q)
+		var r rl.Request
+		err := parseArgs(&args, &r, rl.DefaultMaxIDBytes, s.rules)
+		assert.Equal(t, err == nil, resp.StatusCode() != 400, "%v", err)
+	})
+}
+
+// FuzzCheckRateForm posts any body as a form to /check_rate.
+func FuzzCheckRateForm(f *testing.F) {
+	for _, s := range querySeeds {
+		f.Add([]byte(s))
+	}
+	s := fuzzServer(f)
+	f.Fuzz(func(t *testing.T, body []byte) {
+		checkAnswer(t, serve(s, "POST", "/check_rate", "", "application/x-www-form-urlencoded", body))
+	})
+}
+
+// FuzzCheckRateJSON posts any body as JSON to /check_rate.
+func FuzzCheckRateJSON(f *testing.F) {
+	for _, s := range jsonSeeds {
+		f.Add([]byte(s))
+	}
+	s := fuzzServer(f)
+	f.Fuzz(func(t *testing.T, body []byte) {
+		checkAnswer(t, serve(s, "POST", "/check_rate", "", "application/json", body))
+	})
+}
+
+// FuzzCheckRates posts any body to the batch endpoint.
+func FuzzCheckRates(f *testing.F) {
+	for _, s := range []string{
+		`[]`,
+		`[{"id":"a","scale":1000,"limit":1},{"id":"b","scale":1000,"limit":0,"algo":"token"}]`,
+		`[{"id":"a","scale":1000,"limit":1},{"id":"a","scale":0,"limit":1}]`,
+		`[{"id":"a","scale":1000,"limit":1},]`,
+		`{"id":"a","scale":1000,"limit":1}`,
+		`[` + strings.Repeat(`{"id":"a","scale":1000,"limit":1},`, 50) + `{"id":"a","scale":1000,"limit":1}]`,
+	} {
+		f.Add([]byte(s))
+	}
+	s := fuzzServer(f)
+	f.Fuzz(func(t *testing.T, body []byte) {
+		resp := serve(s, "POST", "/check_rates", "", "application/json", body)
+		switch resp.StatusCode() {
+		case 200:
+			var out []map[string]any
+			require.NoError(t, json.Unmarshal(resp.Body(), &out))
+			var in []json.RawMessage
+			require.NoError(t, json.Unmarshal(body, &in), "accepted a body that is not a JSON array")
+			assert.Len(t, out, len(in))
+		case 400:
+			var e struct {
+				Error, Field, Rule string
+			}
+			require.NoError(t, json.Unmarshal(resp.Body(), &e))
+			assert.NotEmpty(t, e.Field)
+		case 413:
+			// Refused once a 51st item begins, before reading it.
+			assert.GreaterOrEqual(t, bytes.Count(body, []byte("{")), 50)
+		default:
+			t.Fatalf("status %d: %q", resp.StatusCode(), resp.Body())
+		}
+	})
+}

@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# Sidecar benchmark: GET /check_rate req/s under wrk on loopback over 10,000
+# distinct ids, alternated in one run with scripts/barecheck (a bare fasthttp
+# handler that only parses the same query). Prints every round, then the
+# medians and the ratio sidecar / bare, as a Markdown table.
+#
+# Usage: scripts/bench-sidecar.sh [ROUNDS=3] [DURATION=10s] [CONNS=50] [THREADS=2]
+# Needs wrk (apt-get install -y wrk) and go.
+set -euo pipefail
+ROUNDS=${1:-3}
+DURATION=${2:-10s}
+CONNS=${3:-50}
+THREADS=${4:-2}
+QUERY=${QUERY:-scale=60000&limit=1000000}
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+tmp=$(mktemp -d)
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+
+command -v wrk >/dev/null || { echo "bench-sidecar: wrk not found (apt-get install -y wrk)" >&2; exit 1; }
+(cd "$root" && go build -o "$tmp/raterlimiter" ./cmd/raterlimiter && go build -o "$tmp/barecheck" ./scripts/barecheck)
+
+# start NAME CMD... : runs CMD, waits for its "listening" log line, sets $addr.
+start() {
+  local name=$1; shift
+  "$@" 2>"$tmp/$name.log" &
+  pids+=($!)
+  for _ in $(seq 100); do
+    addr=$(grep -o 'addr=[0-9.:]*' "$tmp/$name.log" | head -1 | cut -d= -f2 || true)
+    [ -n "$addr" ] && return 0
+    sleep 0.1
+  done
+  echo "bench-sidecar: $name did not start" >&2; cat "$tmp/$name.log" >&2; exit 1
+}
+start sidecar "$tmp/raterlimiter" -listen 127.0.0.1:0
+sidecar=$addr
+start bare "$tmp/barecheck" -listen 127.0.0.1:0
+bare=$addr
+
+# ms VALUE: wrk's latency (e.g. 812.00us, 1.50ms, 1.02s) in milliseconds.
+ms() { awk -v v="$1" 'BEGIN { n = v + 0; if (v ~ /us$/) n /= 1000; else if (v ~ /ms$/) n += 0; else if (v ~ /s$/) n *= 1000; printf "%.3f", n }'; }
+
+# run NAME ADDR: one wrk run; appends "name rps p50 p99 non2xx" to results.
+run() {
+  local out
+  out=$(wrk -t"$THREADS" -c"$CONNS" -d"$DURATION" --latency -s "$root/scripts/sidecar-ids.lua" "http://$2" -- "$QUERY")
+  local rps p50 p99 bad
+  rps=$(awk '/^Requests\/sec:/ { print $2 }' <<<"$out")
+  p50=$(ms "$(awk '$1 == "50%" { print $2 }' <<<"$out")")
+  p99=$(ms "$(awk '$1 == "99%" { print $2 }' <<<"$out")")
+  bad=$(awk '/Non-2xx or 3xx responses:/ { print $5 }' <<<"$out")
+  echo "$1 $rps $p50 $p99 ${bad:-0}" >>"$tmp/results"
+  printf '| %d | %s | %s | %s | %s | %s |\n' "$round" "$1" "$rps" "$p50" "$p99" "${bad:-0}"
+}
+
+echo "wrk -t$THREADS -c$CONNS -d$DURATION --latency -s scripts/sidecar-ids.lua, query $QUERY, $(nproc) CPUs"
+echo
+echo "| round | server | req/s | p50 ms | p99 ms | non-2xx |"
+echo "|---|---|---|---|---|---|"
+for round in $(seq "$ROUNDS"); do
+  run bare "$bare"
+  run sidecar "$sidecar"
+done
+
+median() { sort -g | awk '{ a[NR] = $1 } END { if (NR % 2) print a[(NR + 1) / 2]; else printf "%.3f\n", (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
+echo
+echo "| server | median req/s | median p50 ms | median p99 ms |"
+echo "|---|---|---|---|"
+for s in bare sidecar; do
+  printf '| %s | %s | %s | %s |\n' "$s" \
+    "$(awk -v s=$s '$1 == s { print $2 }' "$tmp/results" | median)" \
+    "$(awk -v s=$s '$1 == s { print $3 }' "$tmp/results" | median)" \
+    "$(awk -v s=$s '$1 == s { print $4 }' "$tmp/results" | median)"
+done
+b=$(awk '$1 == "bare" { print $2 }' "$tmp/results" | median)
+s=$(awk '$1 == "sidecar" { print $2 }' "$tmp/results" | median)
+echo
+awk -v b="$b" -v s="$s" 'BEGIN { printf "ratio sidecar / bare (median req/s): %.3f\n", s / b }'
