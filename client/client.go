@@ -3,9 +3,11 @@
 // application switches between the embedded limiter (package memory) and a
 // sidecar by changing the line that builds its Limiter.
 //
-// Requests travel over net/http with a Transport tuned for one host: many
-// keep-alive connections, no compression, no HTTP/2. Every call honours its
-// context and is bounded by Config.Timeout. Requests are validated locally
+// Requests travel over a fasthttp.HostClient: keep-alive connections to the
+// one sidecar, pooled request and response buffers (BENCHMARKS.md and the
+// README's client section give the measurement behind this choice over
+// net/http). Every call honours its context (a cancelled call returns at
+// once) and is bounded by Config.Timeout. Requests are validated locally
 // before they are sent, so an invalid one costs no round trip.
 //
 // Errors: an invalid request fails with an error matching
@@ -18,17 +20,19 @@ package client
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net"
-	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/valyala/fasthttp"
 
 	rl "github.com/raterlimiter/raterlimiter"
 )
@@ -93,18 +97,17 @@ type Config struct {
 	// to the sidecar's -max-id-bytes. Default raterlimiter.DefaultMaxIDBytes.
 	MaxIDBytes int
 	// MaxConnsPerHost caps the connections to the sidecar, all of which are
-	// kept alive when idle. Default DefaultMaxConnsPerHost.
+	// kept alive when idle; a call that finds them all busy waits for one
+	// until its deadline. Default DefaultMaxConnsPerHost.
 	MaxConnsPerHost int
-	// Transport, if set, replaces the client's own tuned transport (then
-	// MaxConnsPerHost is ignored and Close leaves it alone).
-	Transport http.RoundTripper
+	// TLSConfig is used for an https URL. Default: crypto/tls's defaults.
+	TLSConfig *tls.Config
 }
 
 // Client calls a raterlimiter sidecar. It is safe for concurrent use. Close
 // releases its idle connections.
 type Client struct {
-	hc       http.Client
-	own      *http.Transport
+	hc       *fasthttp.HostClient
 	base     string // URL without a trailing slash
 	timeout  time.Duration
 	failMode FailMode
@@ -144,34 +147,43 @@ func New(cfg Config) (*Client, error) {
 	if c.maxID <= 0 {
 		c.maxID = rl.DefaultMaxIDBytes
 	}
-	c.hc.Transport = cfg.Transport
-	if cfg.Transport == nil {
-		conns := cfg.MaxConnsPerHost
-		if conns <= 0 {
-			conns = DefaultMaxConnsPerHost
-		}
-		c.own = &http.Transport{
-			DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
-			MaxIdleConns:        conns,
-			MaxIdleConnsPerHost: conns,
-			MaxConnsPerHost:     conns,
-			IdleConnTimeout:     90 * time.Second,
-			DisableCompression:  true,
-			ForceAttemptHTTP2:   false,
-		}
-		c.hc.Transport = c.own
+	conns := cfg.MaxConnsPerHost
+	if conns <= 0 {
+		conns = DefaultMaxConnsPerHost
 	}
-	// Redirects are never part of the API; answer them as they are.
-	c.hc.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	addr := u.Host
+	if u.Port() == "" {
+		addr = net.JoinHostPort(u.Hostname(), map[string]string{"http": "80", "https": "443"}[u.Scheme])
+	}
+	wait := c.timeout
+	if wait < 0 {
+		wait = time.Hour // no bound but the context's; HostClient needs one
+	}
+	c.hc = &fasthttp.HostClient{
+		Addr:                addr,
+		Name:                "raterlimiter-client",
+		IsTLS:               u.Scheme == "https",
+		TLSConfig:           cfg.TLSConfig,
+		MaxConns:            conns,
+		MaxConnWaitTimeout:  wait,
+		MaxIdleConnDuration: 60 * time.Second,
+		MaxResponseBodySize: maxBody,
+		// A check counts, so it is not idempotent: retry only a request
+		// that met a connection the sidecar had closed while idle.
+		RetryIfErr: func(_ *fasthttp.Request, attempts int, err error) (bool, bool) {
+			return false, attempts < 2 && (errors.Is(err, io.EOF) || errors.Is(err, fasthttp.ErrConnectionClosed))
+		},
+		DialTimeout: func(addr string, timeout time.Duration) (net.Conn, error) {
+			return fasthttp.DialTimeout(addr, min(timeout, 5*time.Second))
+		},
+	}
 	return c, nil
 }
 
-// Close closes the idle connections of the client's own transport. The
-// client stays usable; it just opens new connections.
+// Close closes the client's idle connections. The client stays usable; it
+// just opens new connections.
 func (c *Client) Close() error {
-	if c.own != nil {
-		c.own.CloseIdleConnections()
-	}
+	c.hc.CloseIdleConnections()
 	return nil
 }
 
@@ -206,8 +218,8 @@ func (c *Client) checkRate(ctx context.Context, r rl.Request) (rl.Decision, erro
 		u = append(u, r.Algo.String()...)
 	}
 	var d rl.Decision
-	err := c.do(ctx, http.MethodGet, string(u), nil, false, func(status int, body []byte) error {
-		if status != http.StatusOK && status != http.StatusTooManyRequests {
+	err := c.do(ctx, fasthttp.MethodGet, string(u), nil, false, func(status int, body []byte) error {
+		if status != fasthttp.StatusOK && status != fasthttp.StatusTooManyRequests {
 			return errUnexpected
 		}
 		return json.Unmarshal(body, &d)
@@ -251,8 +263,8 @@ func (c *Client) CheckRates(ctx context.Context, rs []rl.Request) ([]rl.Decision
 func (c *Client) checkRates(ctx context.Context, rs []rl.Request) ([]rl.Decision, error) {
 	body := appendBatch(make([]byte, 0, 80*len(rs)), rs)
 	ds := make([]rl.Decision, 0, len(rs))
-	err := c.do(ctx, http.MethodPost, c.base+"/check_rates", body, false, func(status int, b []byte) error {
-		if status != http.StatusOK {
+	err := c.do(ctx, fasthttp.MethodPost, c.base+"/check_rates", body, false, func(status int, b []byte) error {
+		if status != fasthttp.StatusOK {
 			return errUnexpected
 		}
 		if err := json.Unmarshal(b, &ds); err != nil {
@@ -307,8 +319,8 @@ func (c *Client) Buckets(ctx context.Context, id string) ([]rl.Bucket, error) {
 		return nil, err
 	}
 	var bs []rl.Bucket
-	err := c.do(ctx, http.MethodGet, c.base+"/buckets?id="+url.QueryEscape(id), nil, true, func(status int, b []byte) error {
-		if status != http.StatusOK {
+	err := c.do(ctx, fasthttp.MethodGet, c.base+"/buckets?id="+url.QueryEscape(id), nil, true, func(status int, b []byte) error {
+		if status != fasthttp.StatusOK {
 			return errUnexpected
 		}
 		return decodeBuckets(b, &bs)
@@ -354,8 +366,8 @@ func (c *Client) Reset(ctx context.Context, id string, scale int64) (int, error)
 	var out struct {
 		Deleted *int `json:"deleted"`
 	}
-	err := c.do(ctx, http.MethodDelete, u, nil, true, func(status int, b []byte) error {
-		if status != http.StatusOK {
+	err := c.do(ctx, fasthttp.MethodDelete, u, nil, true, func(status int, b []byte) error {
+		if status != fasthttp.StatusOK {
 			return errUnexpected
 		}
 		if err := json.Unmarshal(b, &out); err != nil {
@@ -375,62 +387,81 @@ func (c *Client) Reset(ctx context.Context, id string, scale int64) (int, error)
 // errUnexpected tells do that a status was not one the call expected.
 var errUnexpected = errors.New("client: unexpected status")
 
-// do sends one request bounded by the client's timeout, reads the answer
-// whole (so the connection is reused) and hands 2xx/429 answers to decode.
-// Every error it returns is a *Error, or an error from the API's 400 body.
-func (c *Client) do(ctx context.Context, method, u string, body []byte, admin bool, decode func(status int, body []byte) error) error {
-	if c.timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, c.timeout)
-		defer cancel()
-	}
-	var rd io.Reader
-	if body != nil {
-		rd = bytes.NewReader(body)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, u, rd)
-	if err != nil {
+// do sends one request bounded by the client's timeout and ctx, and hands
+// 200 and 429 answers to decode. Every error it returns is a *Error, or an
+// error rebuilt from the API's 400 body.
+func (c *Client) do(ctx context.Context, method, uri string, body []byte, admin bool, decode func(status int, body []byte) error) error {
+	if err := ctx.Err(); err != nil {
 		return &Error{Err: err}
 	}
+	var deadline time.Time
+	if c.timeout > 0 {
+		deadline = time.Now().Add(c.timeout)
+	}
+	if d, ok := ctx.Deadline(); ok && (deadline.IsZero() || d.Before(deadline)) {
+		deadline = d
+	}
+	req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
+	req.Header.SetMethod(method)
+	req.SetRequestURI(uri)
 	if body != nil {
-		req.Header["Content-Type"] = []string{"application/json"}
+		req.Header.SetContentType("application/json")
+		req.SetBodyRaw(body)
 	}
 	if admin && c.token != "" {
-		req.Header["Authorization"] = []string{"Bearer " + c.token}
+		req.Header.Set("Authorization", "Bearer "+c.token)
 	}
-	resp, err := c.hc.Do(req)
+	var err error
+	if ctx.Done() == nil {
+		err = c.exchange(req, resp, deadline)
+	} else {
+		// The exchange runs aside so that a cancellation returns at once;
+		// an abandoned exchange ends by its deadline or the answer, and
+		// then releases its buffers.
+		done := make(chan error, 1)
+		go func() { done <- c.exchange(req, resp, deadline) }()
+		select {
+		case err = <-done:
+		case <-ctx.Done():
+			go func() {
+				<-done
+				fasthttp.ReleaseRequest(req)
+				fasthttp.ReleaseResponse(resp)
+			}()
+			return &Error{Err: ctx.Err()}
+		}
+	}
+	defer fasthttp.ReleaseRequest(req)
+	defer fasthttp.ReleaseResponse(resp)
 	if err != nil {
-		return &Error{Err: transportErr(ctx, err)}
+		if errors.Is(err, fasthttp.ErrTimeout) || errors.Is(err, fasthttp.ErrNoFreeConns) {
+			err = fmt.Errorf("%w (%v)", context.DeadlineExceeded, err)
+		}
+		return &Error{Err: err}
 	}
-	b, err := io.ReadAll(io.LimitReader(resp.Body, maxBody))
-	resp.Body.Close()
-	if err != nil {
-		return &Error{Status: resp.StatusCode, Err: transportErr(ctx, err)}
-	}
+	status, b := resp.StatusCode(), resp.Body()
 	switch {
-	case resp.StatusCode == http.StatusOK || resp.StatusCode == http.StatusTooManyRequests:
-		err := decode(resp.StatusCode, b)
+	case status == fasthttp.StatusOK || status == fasthttp.StatusTooManyRequests:
+		err := decode(status, b)
 		if err == nil {
 			return nil
 		}
 		if err != errUnexpected {
-			return &Error{Status: resp.StatusCode, Message: "bad answer: " + err.Error(), Err: err}
+			return &Error{Status: status, Message: "bad answer: " + err.Error(), Err: err}
 		}
-	case resp.StatusCode == http.StatusBadRequest:
+	case status == fasthttp.StatusBadRequest:
 		if err := apiInvalid(b); err != nil {
 			return err
 		}
 	}
-	return &Error{Status: resp.StatusCode, Message: errorMessage(b)}
+	return &Error{Status: status, Message: errorMessage(b)}
 }
 
-// transportErr returns ctx's error when the context ended the exchange (so
-// errors.Is finds context.Canceled or context.DeadlineExceeded), else err.
-func transportErr(ctx context.Context, err error) error {
-	if cerr := ctx.Err(); cerr != nil {
-		return fmt.Errorf("%w (%v)", cerr, err)
+func (c *Client) exchange(req *fasthttp.Request, resp *fasthttp.Response, deadline time.Time) error {
+	if deadline.IsZero() {
+		return c.hc.Do(req, resp)
 	}
-	return err
+	return c.hc.DoDeadline(req, resp, deadline)
 }
 
 // apiError is the body of the API's error answers.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log"
 	"net"
+	"time"
 
 	rl "github.com/raterlimiter/raterlimiter"
 	"github.com/raterlimiter/raterlimiter/api"
@@ -35,7 +36,7 @@ func Example() {
 	url, stop := startSidecar()
 	defer stop()
 
-	c, err := client.New(client.Config{URL: url})
+	c, err := client.New(client.Config{URL: url, Timeout: 10 * time.Second})
 	if err != nil {
 		log.Fatal(err)
 	}

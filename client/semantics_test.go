@@ -17,6 +17,10 @@ import (
 	"github.com/raterlimiter/raterlimiter/memory"
 )
 
+// testTimeout bounds calls to a real sidecar: generous, since -race on a
+// loaded 2-core machine can stall a first request for a second.
+const testTimeout = 30 * time.Second
+
 // sidecar serves the real API over lim on a loopback port the OS picks and
 // returns its URL; the test's cleanup shuts it down.
 func sidecar(t testing.TB, lim rl.Limiter, token string) string {
@@ -41,7 +45,7 @@ func TestSemantics(t *testing.T) {
 	limitertest.Run(t, func(t *testing.T, clock *limitertest.Clock) rl.Limiter {
 		lim := memory.New(memory.Config{Clock: clock.Now, SweepInterval: -1})
 		t.Cleanup(func() { lim.Close() })
-		c, err := client.New(client.Config{URL: sidecar(t, lim, "admin-secret"), AdminToken: "admin-secret", Clock: clock.Now})
+		c, err := client.New(client.Config{URL: sidecar(t, lim, "admin-secret"), AdminToken: "admin-secret", Clock: clock.Now, Timeout: testTimeout})
 		require.NoError(t, err)
 		t.Cleanup(func() { c.Close() })
 		return c
@@ -58,7 +62,7 @@ func TestSidecarErrors(t *testing.T) {
 	long := string(make([]byte, rl.DefaultMaxIDBytes+1))
 	ctx := context.Background()
 
-	lax, err := client.New(client.Config{URL: url, MaxIDBytes: 4 * rl.DefaultMaxIDBytes})
+	lax, err := client.New(client.Config{URL: url, MaxIDBytes: 4 * rl.DefaultMaxIDBytes, Timeout: testTimeout})
 	require.NoError(t, err)
 	t.Cleanup(func() { lax.Close() })
 	_, err = lax.CheckRate(ctx, rl.Request{ID: long, Scale: 1000, Limit: 1, Hits: 1})

@@ -54,7 +54,7 @@ func get(h http.Handler, peer string) (*http.Response, string) {
 func TestArticleLimit(t *testing.T) {
 	for name, sidecar := range map[string]string{"embedded": "", "sidecar": startSidecar(t)} {
 		t.Run(name, func(t *testing.T) {
-			c, err := parseFlags([]string{"-dir", "public", "-sidecar", sidecar}, io.Discard)
+			c, err := parseFlags([]string{"-dir", "public", "-sidecar", sidecar, "-timeout", "30s"}, io.Discard)
 			require.NoError(t, err)
 			c.clock = clock
 			h, release, err := newApp(c, slog.New(slog.DiscardHandler))

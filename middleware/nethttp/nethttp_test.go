@@ -46,7 +46,7 @@ func limiters(t *testing.T) map[string]rl.Limiter {
 		assert.NoError(t, srv.Shutdown(ctx))
 		assert.NoError(t, <-done)
 	})
-	c, err := client.New(client.Config{URL: "http://" + ln.Addr().String(), Clock: clock})
+	c, err := client.New(client.Config{URL: "http://" + ln.Addr().String(), Clock: clock, Timeout: 30 * time.Second})
 	require.NoError(t, err)
 	t.Cleanup(func() { c.Close() })
 	return map[string]rl.Limiter{"embedded": embedded, "client": c}
