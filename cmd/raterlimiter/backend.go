@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"log/slog"
 
@@ -36,13 +37,18 @@ func openBackend(cfg config, logger *slog.Logger, onSwept func(n int)) (backend,
 				}
 			},
 		})
+		finalSnapshot, err := openSnapshots(context.Background(), cfg.snap, m, logger)
+		if err != nil {
+			m.Close()
+			return backend{}, err
+		}
 		return backend{
 			Limiter: m,
 			Stats: func() api.BackendStats {
 				st := m.Stats()
 				return api.BackendStats{Live: st.Live, Restarts: st.Restarts, Pending: st.Pending}
 			},
-			Close: m.Close,
+			Close: func() error { return errors.Join(finalSnapshot(), m.Close()) },
 		}, nil
 	case "redis":
 		fail, err := redisbackend.ParseFailMode(cfg.redisFail)

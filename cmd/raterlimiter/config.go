@@ -40,6 +40,7 @@ type config struct {
 	maxBatch        int
 	shutdownTimeout time.Duration
 	version         bool
+	snap            snapshotFlags
 }
 
 // flags declares every flag on fs, bound to cfg's fields.
@@ -57,6 +58,7 @@ func (cfg *config) flags(fs *flag.FlagSet) {
 	fs.IntVar(&cfg.maxBatch, "max-batch", api.DefaultMaxBatch, "most checks in one POST /check_rates (more get 413)")
 	fs.DurationVar(&cfg.shutdownTimeout, "shutdown-timeout", 10*time.Second, "longest wait for requests in flight on SIGINT/SIGTERM")
 	fs.BoolVar(&cfg.version, "version", false, "print the version and exit")
+	cfg.snap.register(fs)
 }
 
 // envName is the environment variable that sets flag name.
@@ -116,7 +118,7 @@ func (cfg *config) check() error {
 	case cfg.sweepInterval <= 0:
 		return bad("-sweep-interval must be positive")
 	}
-	return nil
+	return cfg.snap.check(cfg.backend)
 }
 
 // usage writes the help text: every flag, its environment variable and its
@@ -139,6 +141,7 @@ func flagRows(fs *flag.FlagSet) []flagRow {
 	var rows []flagRow
 	order := []string{"listen", "sweep-interval", "backend", "redis-url", "redis-timeout", "redis-fail", "admin-token", "max-id-bytes",
 		"shards", "timeout", "max-batch", "shutdown-timeout", "version"}
+	order = append(order, snapshotFlagNames...)
 	for _, name := range order {
 		f := fs.Lookup(name)
 		arg, u := flag.UnquoteUsage(f)
