@@ -219,13 +219,30 @@ func (c *Client) checkRate(ctx context.Context, r rl.Request) (rl.Decision, erro
 	}
 	var d rl.Decision
 	err := c.do(ctx, fasthttp.MethodGet, string(u), nil, false, func(status int, body []byte) error {
-		if status != fasthttp.StatusOK && status != fasthttp.StatusTooManyRequests {
-			return errUnexpected
-		}
-		return json.Unmarshal(body, &d)
+		return decodeDecision(status, body, &d)
 	})
 	d.Now = c.clock()
 	return d, err
+}
+
+// decodeDecision decodes the body of a 200 or 429 from /check_rate.
+func decodeDecision(status int, body []byte, d *rl.Decision) error {
+	if status != fasthttp.StatusOK && status != fasthttp.StatusTooManyRequests {
+		return errUnexpected
+	}
+	var w struct {
+		Allowed *bool `json:"allowed"`
+		rl.Decision
+	}
+	if err := json.Unmarshal(body, &w); err != nil {
+		return err
+	}
+	if w.Allowed == nil {
+		return errors.New(`client: answer lacks "allowed"`)
+	}
+	*d = w.Decision
+	d.Allowed = *w.Allowed
+	return nil
 }
 
 // CheckRates asks the sidecar to decide rs in order (POST /check_rates). If a
@@ -262,18 +279,11 @@ func (c *Client) CheckRates(ctx context.Context, rs []rl.Request) ([]rl.Decision
 // checkRates sends one valid, non-empty batch; a batching mode reuses it.
 func (c *Client) checkRates(ctx context.Context, rs []rl.Request) ([]rl.Decision, error) {
 	body := appendBatch(make([]byte, 0, 80*len(rs)), rs)
-	ds := make([]rl.Decision, 0, len(rs))
+	var ds []rl.Decision
 	err := c.do(ctx, fasthttp.MethodPost, c.base+"/check_rates", body, false, func(status int, b []byte) error {
-		if status != fasthttp.StatusOK {
-			return errUnexpected
-		}
-		if err := json.Unmarshal(b, &ds); err != nil {
-			return err
-		}
-		if len(ds) != len(rs) {
-			return fmt.Errorf("client: %d decisions for %d requests", len(ds), len(rs))
-		}
-		return nil
+		var err error
+		ds, err = decodeDecisions(status, b, len(rs))
+		return err
 	})
 	if err != nil {
 		return nil, err
@@ -281,6 +291,22 @@ func (c *Client) checkRates(ctx context.Context, rs []rl.Request) ([]rl.Decision
 	now := c.clock()
 	for i := range ds {
 		ds[i].Now = now
+	}
+	return ds, nil
+}
+
+// decodeDecisions decodes the body of a 200 from /check_rates, which must
+// hold n decisions.
+func decodeDecisions(status int, body []byte, n int) ([]rl.Decision, error) {
+	if status != fasthttp.StatusOK {
+		return nil, errUnexpected
+	}
+	ds := make([]rl.Decision, 0, n)
+	if err := json.Unmarshal(body, &ds); err != nil {
+		return nil, err
+	}
+	if len(ds) != n {
+		return nil, fmt.Errorf("client: %d decisions for %d requests", len(ds), n)
 	}
 	return ds, nil
 }
@@ -320,10 +346,7 @@ func (c *Client) Buckets(ctx context.Context, id string) ([]rl.Bucket, error) {
 	}
 	var bs []rl.Bucket
 	err := c.do(ctx, fasthttp.MethodGet, c.base+"/buckets?id="+url.QueryEscape(id), nil, true, func(status int, b []byte) error {
-		if status != fasthttp.StatusOK {
-			return errUnexpected
-		}
-		return decodeBuckets(b, &bs)
+		return decodeBuckets(status, b, &bs)
 	})
 	if err != nil {
 		return nil, err
@@ -336,7 +359,10 @@ func (c *Client) Buckets(ctx context.Context, id string) ([]rl.Bucket, error) {
 
 // decodeBuckets accepts a JSON array of records or an object holding one
 // under "buckets".
-func decodeBuckets(b []byte, bs *[]rl.Bucket) error {
+func decodeBuckets(status int, b []byte, bs *[]rl.Bucket) error {
+	if status != fasthttp.StatusOK {
+		return errUnexpected
+	}
 	b = bytes.TrimSpace(b)
 	if len(b) > 0 && b[0] == '{' {
 		var w struct {
@@ -363,25 +389,32 @@ func (c *Client) Reset(ctx context.Context, id string, scale int64) (int, error)
 	if scale != 0 {
 		u += "&scale=" + strconv.FormatInt(scale, 10)
 	}
-	var out struct {
-		Deleted *int `json:"deleted"`
-	}
+	var n int
 	err := c.do(ctx, fasthttp.MethodDelete, u, nil, true, func(status int, b []byte) error {
-		if status != fasthttp.StatusOK {
-			return errUnexpected
-		}
-		if err := json.Unmarshal(b, &out); err != nil {
-			return err
-		}
-		if out.Deleted == nil {
-			return errors.New(`client: answer lacks "deleted"`)
-		}
-		return nil
+		return decodeDeleted(status, b, &n)
 	})
 	if err != nil {
 		return 0, err
 	}
-	return *out.Deleted, nil
+	return n, nil
+}
+
+// decodeDeleted decodes the body of a 200 from DELETE /buckets.
+func decodeDeleted(status int, b []byte, n *int) error {
+	if status != fasthttp.StatusOK {
+		return errUnexpected
+	}
+	var out struct {
+		Deleted *int `json:"deleted"`
+	}
+	if err := json.Unmarshal(b, &out); err != nil {
+		return err
+	}
+	if out.Deleted == nil {
+		return errors.New(`client: answer lacks "deleted"`)
+	}
+	*n = *out.Deleted
+	return nil
 }
 
 // errUnexpected tells do that a status was not one the call expected.
@@ -439,7 +472,13 @@ func (c *Client) do(ctx context.Context, method, uri string, body []byte, admin 
 		}
 		return &Error{Err: err}
 	}
-	status, b := resp.StatusCode(), resp.Body()
+	return answer(resp.StatusCode(), resp.Body(), decode)
+}
+
+// answer turns an answer into the call's error: nil when decode accepts a
+// 200 or 429 body, a FieldError (in an ItemError) rebuilt from a 400 body,
+// else a *Error.
+func answer(status int, b []byte, decode func(status int, body []byte) error) error {
 	switch {
 	case status == fasthttp.StatusOK || status == fasthttp.StatusTooManyRequests:
 		err := decode(status, b)
