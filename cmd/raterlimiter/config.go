@@ -141,7 +141,7 @@ func flagRows(fs *flag.FlagSet) []flagRow {
 	var rows []flagRow
 	order := []string{"listen", "sweep-interval", "backend", "redis-url", "redis-timeout", "redis-fail", "admin-token", "max-id-bytes",
 		"shards", "timeout", "max-batch", "shutdown-timeout", "version"}
-	order = append(order, snapshotFlagNames...)
+	order = append(order, snapshotFlagNames()...)
 	for _, name := range order {
 		f := fs.Lookup(name)
 		arg, u := flag.UnquoteUsage(f)

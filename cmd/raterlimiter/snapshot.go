@@ -20,7 +20,9 @@ type snapshotFlags struct {
 }
 
 // snapshotFlagNames lists them in the order -h shows them.
-var snapshotFlagNames = []string{"snapshot", "snapshot-interval", "snapshot-ignore-corrupt"}
+func snapshotFlagNames() []string {
+	return []string{"snapshot", "snapshot-interval", "snapshot-ignore-corrupt"}
+}
 
 func (f *snapshotFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.path, "snapshot", "", "file the memory backend's counters are saved to on shutdown and loaded from on start; empty: none")

@@ -1,0 +1,197 @@
+package main
+
+import (
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// longScale is ten years: no window of it ends, and no token of it refills
+// noticeably, while a test runs, so counts stay put between two processes.
+const longScale = "315360000000"
+
+// snapCheck is a check_rate whose state a snapshot must carry.
+type snapCheck struct {
+	id, scale, limit, algo string
+}
+
+func (c snapCheck) path(hits int) string {
+	v := url.Values{"id": {c.id}, "scale": {c.scale}, "limit": {c.limit}, "algo": {c.algo}, "hits": {strconv.Itoa(hits)}}
+	return "/check_rate?" + v.Encode()
+}
+
+// state is what the sidecar shows of c's id: a peek's answer and the raw
+// records of /buckets.
+func (s *sidecar) state(t *testing.T, c snapCheck) (peek body, buckets string) {
+	t.Helper()
+	r := s.get(t, c.path(0))
+	require.Contains(t, []int{200, 429}, r.status, r.body)
+	b := s.get(t, "/buckets?"+url.Values{"id": {c.id}}.Encode())
+	require.Equal(t, 200, b.status, b.body)
+	return decode[body](t, r.body), b.body
+}
+
+// Must show 1 of issue 6: SIGTERM, then a restart with the same snapshot:
+// every count identical, for every algorithm.
+func TestE2ESnapshotSurvivesSIGTERM(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "limits.snap")
+	checks := []snapCheck{
+		{id: "fixed-user", scale: longScale, limit: "10", algo: "fixed"},
+		{id: "fixed-over", scale: "3600000", limit: "3", algo: "fixed"}, // denied hits are counted too
+		{id: "sliding-user", scale: longScale, limit: "10", algo: "sliding"},
+		{id: "token-user", scale: longScale, limit: "10", algo: "token"},
+		{id: "token-frac", scale: "86400000", limit: "7", algo: "token"}, // fractional arrival time
+		{id: "odd \x00\xff\xfe\n bytes", scale: longScale, limit: "100", algo: "fixed"},
+		{id: "é/日本?&=", scale: longScale, limit: "100", algo: "token"},
+	}
+	a := start(t, nil, "-snapshot", path)
+	for i, c := range checks {
+		r := a.get(t, c.path(i%3+2))
+		require.Contains(t, []int{200, 429}, r.status, r.body)
+		r = a.get(t, c.path(1))
+		require.Contains(t, []int{200, 429}, r.status, r.body)
+	}
+	peeks := make([]body, len(checks))
+	raw := make([]string, len(checks))
+	for i, c := range checks {
+		peeks[i], raw[i] = a.state(t, c)
+		require.NotZero(t, peeks[i].Count, "%q", c.id)
+	}
+	require.NoError(t, a.stop(t))
+	assert.Contains(t, a.logs(), `msg="snapshot written"`)
+
+	b := start(t, nil, "-snapshot", path)
+	assert.Contains(t, b.logs(), `msg="snapshot loaded"`)
+	assert.Contains(t, b.logs(), "records="+strconv.Itoa(len(checks)))
+	for i, c := range checks {
+		p, bk := b.state(t, c)
+		assert.Equal(t, peeks[i].Count, p.Count, "%q (%s): count", c.id, c.algo)
+		assert.Equal(t, peeks[i].Remaining, p.Remaining, "%q (%s): remaining", c.id, c.algo)
+		assert.Equal(t, peeks[i].Allowed, p.Allowed, "%q (%s): allowed", c.id, c.algo)
+		assert.JSONEq(t, raw[i], bk, "%q (%s): records", c.id, c.algo)
+	}
+	require.NoError(t, b.stop(t))
+}
+
+// Must show 1 of issue 6: kill -9 with periodic snapshots loses at most one
+// interval of counts.
+func TestE2ESnapshotKill9LosesAtMostOneInterval(t *testing.T) {
+	const interval = 300 * time.Millisecond
+	path := filepath.Join(t.TempDir(), "limits.snap")
+	checks := []snapCheck{
+		{id: "k-fixed", scale: longScale, limit: "1000000000", algo: "fixed"},
+		{id: "k-sliding", scale: longScale, limit: "1000000000", algo: "sliding"},
+		{id: "k-token", scale: longScale, limit: "1000000", algo: "token"},
+	}
+	s := start(t, nil, "-snapshot", path, "-snapshot-interval", interval.String())
+
+	// Hit the three ids in turn and note when each count was acknowledged.
+	type ack struct {
+		at    time.Time
+		count int64
+	}
+	acks := make([][]ack, len(checks))
+	deadline := time.Now().Add(5 * interval)
+	for i := 0; time.Now().Before(deadline); i++ {
+		k := i % len(checks)
+		r := s.get(t, checks[k].path(1))
+		require.Equal(t, 200, r.status, r.body)
+		acks[k] = append(acks[k], ack{time.Now(), decode[body](t, r.body).Count})
+	}
+	require.NoError(t, s.cmd.Process.Signal(syscall.SIGKILL))
+	<-s.exited
+	killed := time.Now()
+	assert.NotContains(t, s.logs(), "snapshot written", "no final snapshot after kill -9")
+
+	r := start(t, nil, "-snapshot", path)
+	for k, c := range checks {
+		p, _ := r.state(t, c)
+		last := acks[k][len(acks[k])-1].count
+		require.LessOrEqual(t, p.Count, last, "%s: more restored than counted", c.id)
+		// Every count acknowledged one interval before the kill is in the
+		// last complete snapshot; the slack covers the write itself and a
+		// late tick on a busy machine.
+		bound := killed.Add(-interval - 200*time.Millisecond)
+		var mustKeep int64
+		var lostSpan time.Duration
+		for _, a := range acks[k] {
+			if !a.at.After(bound) {
+				mustKeep = a.count
+			}
+			if a.count == p.Count+1 {
+				lostSpan = killed.Sub(a.at)
+			}
+		}
+		assert.GreaterOrEqual(t, p.Count, mustKeep, "%s: lost counts older than one interval", c.id)
+		t.Logf("%s: %d counted, %d restored, lost %d (the last %v before the kill; interval %v)",
+			c.id, last, p.Count, last-p.Count, lostSpan.Round(time.Millisecond), interval)
+	}
+	require.NoError(t, r.stop(t))
+}
+
+// Must show 1 of issue 6: a corrupt snapshot is refused with a message that
+// names it, unless -snapshot-ignore-corrupt.
+func TestE2ECorruptSnapshotIsRefused(t *testing.T) {
+	dir := t.TempDir()
+	good := filepath.Join(dir, "good.snap")
+	s := start(t, nil, "-snapshot", good)
+	require.Equal(t, 200, s.get(t, snapCheck{id: "u", scale: longScale, limit: "9", algo: "fixed"}.path(1)).status)
+	require.NoError(t, s.stop(t))
+	data, err := os.ReadFile(good)
+	require.NoError(t, err)
+
+	flipped := append([]byte(nil), data...)
+	flipped[len(flipped)/2] ^= 0x40
+	for _, tc := range []struct {
+		name, msg string
+		data      []byte
+	}{
+		{name: "flipped byte", data: flipped, msg: "checksum mismatch"},
+		{name: "truncated", data: data[:len(data)-3], msg: "checksum mismatch"},
+		{name: "foreign", data: []byte("PK\x03\x04 not a snapshot"), msg: "bad magic"},
+		{name: "empty", data: nil, msg: "empty file"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "limits.snap")
+			require.NoError(t, os.WriteFile(path, tc.data, 0o600))
+			code, _, stderr := runBinary(t, nil, "-listen", "127.0.0.1:0", "-snapshot", path)
+			assert.Equal(t, 1, code, stderr)
+			assert.Contains(t, stderr, path)
+			assert.Contains(t, stderr, tc.msg)
+			assert.Contains(t, stderr, "-snapshot-ignore-corrupt")
+			assert.NotContains(t, stderr, "listening")
+
+			s := start(t, nil, "-snapshot", path, "-snapshot-ignore-corrupt")
+			assert.Contains(t, s.logs(), "level=WARN")
+			assert.Contains(t, s.logs(), path)
+			p, _ := s.state(t, snapCheck{id: "u", scale: longScale, limit: "9", algo: "fixed"})
+			assert.Zero(t, p.Count, "started empty")
+			require.NoError(t, s.stop(t))
+		})
+	}
+}
+
+func TestE2ESnapshotFlagErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		args []string
+		msg  string
+	}{
+		{name: "interval without a file", args: []string{"-snapshot-interval", "1s"}, msg: "-snapshot-interval needs -snapshot"},
+		{name: "negative interval", args: []string{"-snapshot", "x", "-snapshot-interval", "-1s"}, msg: "must not be negative"},
+		{name: "redis backend", args: []string{"-snapshot", "x", "-backend", "redis"}, msg: "-snapshot needs -backend memory"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, _, stderr := runBinary(t, nil, append([]string{"-listen", "127.0.0.1:0"}, tc.args...)...)
+			assert.Equal(t, 2, code, stderr)
+			assert.Contains(t, stderr, tc.msg)
+		})
+	}
+}
