@@ -144,14 +144,18 @@ func report(w io.Writer, tr *trace, res []result) {
 	fmt.Fprintln(w, "| algorithm | allowed | wrong decisions | false allows | false denies | wrong, sources within the limit | wrong, sources over it | most allowed in a window of scale | GCRA bound reached | differs from exact GCRA |")
 	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 	for _, r := range res {
-		exact := "—"
+		exact, most, bound := "—", "—", "—"
 		if r.mismatches >= 0 {
 			exact = fmt.Sprint(r.mismatches)
 		}
-		fmt.Fprintf(w, "| %s | %s | %s | %d | %d | %s | %s | %.2fx | %.4f | %s |\n",
+		if r.name != estimateName {
+			most = fmt.Sprintf("%.2fx", float64(r.maxWindow)/float64(tr.limit))
+			bound = fmt.Sprintf("%.4f", r.bound)
+		}
+		fmt.Fprintf(w, "| %s | %s | %s | %d | %d | %s | %s | %s | %s | %s |\n",
 			r.name, pct(r.allowed, r.requests), pct(r.wrong(), r.requests), r.falseAllw, r.falseDeny,
-			pct(r.wrong()-r.overWrong, r.requests-r.overRequests), pct(r.overWrong, r.overRequests),
-			float64(r.maxWindow)/float64(tr.limit), r.bound, exact)
+			pctN(r.wrong()-r.overWrong, r.requests-r.overRequests), pctN(r.overWrong, r.overRequests),
+			most, bound, exact)
 	}
 }
 
@@ -161,6 +165,11 @@ func pct(n, of int64) string {
 		return "0 %"
 	}
 	return fmt.Sprintf("%.4f %%", 100*float64(n)/float64(of))
+}
+
+// pctN formats n/of as a percentage and the count.
+func pctN(n, of int64) string {
+	return fmt.Sprintf("%s (%d)", pct(n, of), n)
 }
 
 // isTerminal reports whether w is a character device, as a terminal is.

@@ -68,7 +68,11 @@ func drawPlot(w io.Writer, tr *trace, res []result) error {
 	fmt.Fprintf(&b, `<text x="%.1f" y="%d" text-anchor="middle">time (s); window boundaries every %d ms</text>`+"\n", float64(left)+pw/2, height-10, tr.scale)
 	fmt.Fprintf(&b, `<rect x="%d" y="%d" width="%.1f" height="%.1f" fill="none" stroke="black"/>`+"\n", left, top, pw, ph)
 
-	for i, r := range res {
+	i := 0
+	for _, r := range res {
+		if r.times == nil {
+			continue // not a limiter: Cloudflare's measure of the estimate
+		}
 		times := r.times
 		var pts []string
 		for t := tr.start; t <= tr.start+span; t += step {
@@ -86,6 +90,7 @@ func drawPlot(w io.Writer, tr *trace, res []result) error {
 		ly := top + 20 + 22*i
 		fmt.Fprintf(&b, `<line x1="%.1f" y1="%d" x2="%.1f" y2="%d" stroke="%s" stroke-width="3"%s/>`+"\n", float64(left)+pw+12, ly, float64(left)+pw+36, ly, plotColors[r.name], dash)
 		fmt.Fprintf(&b, `<text x="%.1f" y="%d">%s (max %.2fx)</text>`+"\n", float64(left)+pw+42, ly+4, r.name, float64(r.maxWindow)/float64(tr.limit))
+		i++
 	}
 	b.WriteString("</svg>\n")
 	_, err := io.WriteString(w, b.String())

@@ -23,9 +23,9 @@ type result struct {
 	// maxWindow is the most requests of one source allowed in any window
 	// (t-scale, t].
 	maxWindow int64
-	// bound is the largest share, over every source and every interval
-	// [t1, t2] between two of its allowed requests, of the requests allowed
-	// in it over GCRA's bound limit + (t2-t1)/scale*limit.
+	// bound is the largest (n - (t2-t1)/scale*limit) / limit over every
+	// source and every interval [t1, t2] between two of its allowed requests,
+	// n of them: GCRA promises n <= limit + (t2-t1)/scale*limit, so at most 1.
 	bound float64
 	// mismatches counts Token's decisions that differ from GCRA computed
 	// in exact rationals (math/big); -1 when not checked.
