@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"strconv"
 	"testing"
 	"time"
 
@@ -92,4 +93,49 @@ func TestSidecarErrors(t *testing.T) {
 	require.ErrorAs(t, err, &ce, "no admin token")
 	assert.Equal(t, 401, ce.Status)
 	assert.False(t, errors.Is(err, rl.ErrUnavailable) || errors.Is(err, rl.ErrInvalid))
+}
+
+// TestIDsOfAnyBytes sends ids holding every byte value through every call
+// of the client to a real sidecar and reads them back.
+func TestIDsOfAnyBytes(t *testing.T) {
+	lim := memory.New(memory.Config{SweepInterval: -1})
+	t.Cleanup(func() { lim.Close() })
+	c, err := client.New(client.Config{URL: sidecar(t, lim, ""), Timeout: testTimeout})
+	require.NoError(t, err)
+	t.Cleanup(func() { c.Close() })
+	ctx := context.Background()
+	all := make([]byte, 256)
+	for i := range all {
+		all[i] = byte(i)
+	}
+	ids := []string{string(all), "+", " ", "%2B", "a=b&c=d", "\x00", "\xff\xfe", "é", "#frag", "?q"}
+	for _, id := range ids {
+		t.Run(strconv.Quote(id), func(t *testing.T) {
+			for want := int64(1); want <= 2; want++ {
+				d, err := c.CheckRate(ctx, rl.Request{ID: id, Scale: 60_000, Limit: 5, Hits: 1})
+				require.NoError(t, err)
+				assert.Equal(t, want, d.Count)
+			}
+			direct, err := lim.Buckets(ctx, id)
+			require.NoError(t, err)
+			require.Len(t, direct, 1, "the sidecar stored the id byte for byte")
+			bs, err := c.Buckets(ctx, id)
+			require.NoError(t, err)
+			assert.Equal(t, direct, bs)
+			n, err := c.Reset(ctx, id, 0)
+			require.NoError(t, err)
+			assert.Equal(t, 1, n)
+		})
+	}
+	t.Run("batch of UTF-8 ids", func(t *testing.T) {
+		rs := []rl.Request{{ID: "é\"\\\u2028", Scale: 1000, Limit: 5, Hits: 1}, {ID: "\x01\x1f", Scale: 1000, Limit: 5, Hits: 2}}
+		ds, err := c.CheckRates(ctx, rs)
+		require.NoError(t, err)
+		assert.Equal(t, []int64{1, 2}, []int64{ds[0].Count, ds[1].Count})
+		for _, r := range rs {
+			bs, err := lim.Buckets(ctx, r.ID)
+			require.NoError(t, err)
+			assert.Len(t, bs, 1, "%q arrived intact", r.ID)
+		}
+	})
 }
