@@ -60,7 +60,9 @@ type Config struct {
 	// Limiter answers the checks.
 	Limiter rl.Limiter
 	// Timeout bounds the wait for the limiter's answer; past it the request
-	// gets 503. Default DefaultTimeout.
+	// gets 503. Default DefaultTimeout. A check waits at most Timeout plus a
+	// tenth (deadlines are shared by the requests of a tenth of Timeout, so
+	// none pays for a timer of its own).
 	Timeout time.Duration
 	// MaxBatch is the most checks one POST /check_rates may carry; more get
 	// 413. Default DefaultMaxBatch.
@@ -108,7 +110,13 @@ type Server struct {
 	metrics  *metrics
 	srv      *fasthttp.Server
 	batches  sync.Pool // of *batch
+	scratch  sync.Pool // of *scratch
+	// deadlines bounds the wait for the limiter.
+	deadlines *deadlines
 }
+
+// scratch is a reusable buffer for one response.
+type scratch struct{ b []byte }
 
 // New returns a server for cfg. It panics if cfg.Limiter is nil.
 func New(cfg Config) *Server {
@@ -161,6 +169,8 @@ func New(cfg Config) *Server {
 		s.token = sha256.Sum256([]byte("Bearer " + cfg.AdminToken))
 	}
 	s.batches.New = func() any { return new(batch) }
+	s.scratch.New = func() any { return &scratch{b: make([]byte, 0, 256)} }
+	s.deadlines = newDeadlines(cfg.Timeout)
 	s.srv = &fasthttp.Server{
 		Handler:               s.Handler,
 		ErrorHandler:          s.errorHandler,
@@ -238,7 +248,7 @@ func (s *Server) Handler(ctx *fasthttp.RequestCtx) {
 }
 
 func (s *Server) checkRate(ctx *fasthttp.RequestCtx) {
-	start := time.Now()
+	start := startTime(ctx)
 	var r rl.Request
 	var err error
 	if ctx.IsGet() {
@@ -251,16 +261,14 @@ func (s *Server) checkRate(ctx *fasthttp.RequestCtx) {
 		s.invalid(ctx, err)
 		return
 	}
-	c, cancel := context.WithTimeout(context.Background(), s.timeout)
-	d, err := s.lim.CheckRate(c, r)
-	cancel()
+	d, err := s.lim.CheckRate(s.deadlines.get(start), r)
 	if err != nil {
 		s.metrics.check(r.Algo, s.limiterFailed(ctx, err))
 		return
 	}
-	var buf [256]byte
-	b := headers.SetBytes(ctx.Response.Header.SetBytesV, buf[:0], r, d)
-	b = appendDecision(b[:0], r.ID, d)
+	sc := s.scratch.Get().(*scratch)
+	sc.b = headers.SetOn(&ctx.Response.Header, sc.b, r, d)
+	sc.b = appendDecision(sc.b[:0], r.ID, d)
 	ctx.SetContentType("application/json")
 	if d.Allowed {
 		s.metrics.check(r.Algo, resultAllowed)
@@ -268,8 +276,19 @@ func (s *Server) checkRate(ctx *fasthttp.RequestCtx) {
 		s.metrics.check(r.Algo, resultDenied)
 		ctx.SetStatusCode(fasthttp.StatusTooManyRequests)
 	}
-	ctx.SetBody(b)
+	ctx.SetBody(sc.b)
+	s.scratch.Put(sc)
 	s.metrics.latency(endpointCheck, start)
+}
+
+// startTime is when the server began the request: fasthttp reads the clock
+// once per request already. A handler run outside a fasthttp.Server reads
+// it here.
+func startTime(ctx *fasthttp.RequestCtx) time.Time {
+	if t := ctx.Time(); !t.IsZero() {
+		return t
+	}
+	return time.Now()
 }
 
 // parseBody reads a POSTed check: JSON when the content type says so or the
@@ -319,7 +338,7 @@ type batch struct {
 }
 
 func (s *Server) checkRates(ctx *fasthttp.RequestCtx) {
-	start := time.Now()
+	start := startTime(ctx)
 	b := s.batches.Get().(*batch)
 	defer func() {
 		if cap(b.ids) <= 1<<20 && cap(b.out) <= 1<<20 {
@@ -352,9 +371,7 @@ func (s *Server) checkRates(ctx *fasthttp.RequestCtx) {
 		return
 	}
 	s.metrics.batchSize.Observe(float64(len(b.reqs)))
-	c, cancel := context.WithTimeout(context.Background(), s.timeout)
-	ds, err := s.lim.CheckRates(c, b.reqs)
-	cancel()
+	ds, err := s.lim.CheckRates(s.deadlines.get(start), b.reqs)
 	if err != nil {
 		res := s.limiterFailed(ctx, err)
 		for i := range b.reqs {

@@ -66,6 +66,18 @@ func SetBytes(set func(key string, value []byte), buf []byte, r rl.Request, d rl
 	return buf
 }
 
+// Setter is a response header that copies a value given as bytes, as
+// fasthttp's *ResponseHeader does.
+type Setter interface {
+	SetBytesV(key string, value []byte)
+}
+
+// SetOn is SetBytes for a Setter; it saves the caller a closure on the hot
+// path.
+func SetOn(h Setter, buf []byte, r rl.Request, d rl.Decision) []byte {
+	return SetBytes(h.SetBytesV, buf, r, d)
+}
+
 // AppendPolicy appends the value of RateLimit-Policy for r:
 // "default";q=LIMIT;w=WINDOW, the window in seconds rounded up, at least 1.
 func AppendPolicy(dst []byte, r rl.Request) []byte {

@@ -149,3 +149,15 @@ func ExampleSet() {
 	// X-RateLimit-Reset: 1700000042
 	// Retry-After: 42
 }
+
+type recorder map[string]string
+
+func (r recorder) SetBytesV(k string, v []byte) { r[k] = string(v) }
+
+func TestSetOnMatchesSet(t *testing.T) {
+	r := rl.Request{ID: "x", Scale: 1000, Limit: 3, Hits: 1}
+	d := rl.Decision{Allowed: true, Count: 1, Limit: 3, Remaining: 2, ResetMS: 999, Now: 1_700_000_000_001}
+	got := recorder{}
+	headers.SetOn(got, nil, r, d)
+	assert.Equal(t, collect(r, d), map[string]string(got))
+}
