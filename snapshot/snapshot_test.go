@@ -512,3 +512,5 @@ func TestReadOfAGoodSnapshot(t *testing.T) {
 	_, err = snapshot.Read(bytes.NewReader(good), int64(len(good)), func(snapshot.Record) error { return io.ErrShortBuffer })
 	assert.ErrorIs(t, err, io.ErrShortBuffer)
 }
+
+var discard = slog.New(slog.NewTextHandler(io.Discard, nil))

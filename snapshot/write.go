@@ -26,7 +26,7 @@ type Source interface {
 
 // DefaultChunkRecords is how many records Write copies from a shard per visit
 // when WriteOptions.ChunkRecords is 0.
-const DefaultChunkRecords = 8192
+const DefaultChunkRecords = 32768
 
 // WriteOptions configures Write. The zero value is ready to use.
 type WriteOptions struct {
@@ -191,61 +191,30 @@ func cmp64(a, b int64) int {
 }
 
 // copyShard encodes a's records in visits of at most chunk records each.
-// Scan cannot start in the middle of the tree, so each visit skips to the
-// first record after the last one copied, by key: records added or removed
-// between visits are neither copied twice nor cause others to be missed.
 func copyShard(ctx context.Context, a *actor.Actor, e *encoder, out io.Writer, chunk int, st *WriteStats) error {
-	var last key
-	started := false
+	var c cursor
 	for {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
 		var (
-			done     bool
-			orderErr error
-			visit    time.Duration
+			done  bool
+			verr  error
+			visit time.Duration
 		)
 		e.buf = e.buf[:0]
 		err := a.Do(ctx, func(s *buckets.Store, now int64) {
 			t0 := time.Now()
-			defer func() { visit = time.Since(t0) }()
-			n := 0
-			var prev key
-			done = true
-			s.Scan(func(id string, scale int64, al rl.Algo, r algo.Record) bool {
-				k := keyOf(id, scale, al, r)
-				if started && k.compare(last) <= 0 {
-					return true // copied in an earlier visit
-				}
-				if n > 0 && k.compare(prev) <= 0 {
-					orderErr = fmt.Errorf("snapshot: the store's scan order is not the key order this package relies on")
-					return false
-				}
-				if n == chunk {
-					done = false
-					return false
-				}
-				if !algo.Expired(al, scale, r, now) {
-					e.add(id, scale, al, r)
-				}
-				prev = k
-				n++
-				return true
-			})
-			if n > 0 {
-				// The id belongs to the store's record: copy it out.
-				last, started = prev, true
-				last.id = strings.Clone(prev.id)
-			}
+			done, verr = c.visit(s, now, e, chunk)
+			visit = time.Since(t0)
 		})
 		if err != nil {
 			return err
 		}
 		st.Visits++
 		st.LongestVisit = max(st.LongestVisit, visit)
-		if orderErr != nil {
-			return orderErr
+		if verr != nil {
+			return verr
 		}
 		if _, err := out.Write(e.buf); err != nil {
 			return err
@@ -255,4 +224,84 @@ func copyShard(ctx context.Context, a *actor.Actor, e *encoder, out io.Writer, c
 			return nil
 		}
 	}
+}
+
+// skipMargin is how many records may be deleted ahead of a cursor between
+// two visits before the next visit has to find its place by key from the
+// start.
+const skipMargin = 4096
+
+// cursor is where a chunked copy of one store stands. Scan cannot start in
+// the middle of the tree, so each visit passes over the records already
+// copied: the first pos-skipMargin of them blindly, then by key up to last.
+// The blind part is checked: the record it lands on must still be one
+// already copied (at or before last), which, the tree being sorted, vouches
+// for every record before it. Records added or removed between visits are
+// thus never copied twice and never make the copy miss one.
+type cursor struct {
+	last    key // the last record copied
+	pos     int // its index in the store, plus one, when it was copied
+	started bool
+	rescans int // visits that had to find their place by key alone
+}
+
+// visit copies at most chunk records after the cursor into e, leaving out
+// expired ones, and reports done when it reached the end of the store.
+func (c *cursor) visit(s *buckets.Store, now int64, e *encoder, chunk int) (done bool, err error) {
+	blind := 0
+	if c.started {
+		blind = max(0, c.pos-skipMargin)
+	}
+	done, overshot, err := c.scan(s, now, e, chunk, blind)
+	if overshot {
+		// Records before the cursor were deleted: find it by key alone.
+		c.rescans++
+		done, _, err = c.scan(s, now, e, chunk, 0)
+	}
+	return done, err
+}
+
+func (c *cursor) scan(s *buckets.Store, now int64, e *encoder, chunk, blind int) (done, overshot bool, err error) {
+	idx, n := 0, 0
+	passed := !c.started
+	var prev key
+	done = true
+	s.Scan(func(id string, scale int64, al rl.Algo, r algo.Record) bool {
+		i := idx
+		idx++
+		if i < blind {
+			return true // copied in an earlier visit, as the check below confirms
+		}
+		k := keyOf(id, scale, al, r)
+		if !passed {
+			if k.compare(c.last) <= 0 {
+				return true // copied in an earlier visit
+			}
+			if i == blind && blind > 0 {
+				overshot, done = true, false
+				return false
+			}
+			passed = true
+		} else if n > 0 && k.compare(prev) <= 0 {
+			err = fmt.Errorf("snapshot: the store's scan order is not the key order this package relies on")
+			return false
+		}
+		if n == chunk {
+			done = false
+			return false
+		}
+		if !algo.Expired(al, scale, r, now) {
+			e.add(id, scale, al, r)
+		}
+		prev = k
+		n++
+		c.pos = i + 1
+		return true
+	})
+	if n > 0 {
+		// The id is the store's memory: copy it out.
+		c.last, c.started = prev, true
+		c.last.id = strings.Clone(prev.id)
+	}
+	return done, overshot, err
 }

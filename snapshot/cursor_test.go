@@ -1,0 +1,94 @@
+package snapshot
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"hash/crc32"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	rl "github.com/raterlimiter/raterlimiter"
+	"github.com/raterlimiter/raterlimiter/buckets"
+)
+
+// TestCursorUnderDeletesAndInserts drives the chunked copy of one store by
+// hand, changing the store between visits, including deleting more records
+// behind the cursor than skipMargin (the blind skip must notice and find its
+// place by key).
+func TestCursorUnderDeletesAndInserts(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		massDelete  bool
+		wantRescans bool
+	}{
+		{name: "churn around the cursor", massDelete: false, wantRescans: false},
+		{name: "mass delete behind the cursor", massDelete: true, wantRescans: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			seed := rand.Uint64()
+			t.Logf("seed %d", seed)
+			rnd := rand.New(rand.NewPCG(seed, 7))
+			const now, n, chunk = int64(1_700_000_000_000), 12_000, 250
+			s := buckets.New(buckets.Options{})
+			id := func(i int) string { return fmt.Sprintf("id%06d", i) }
+			hit := func(i int) {
+				_, err := s.Check(now, rl.Request{ID: id(i), Scale: 60_000, Limit: 10, Hits: 1, Algo: rl.Algo(i % 3)})
+				require.NoError(t, err)
+			}
+			for i := range n {
+				hit(2 * i) // even ids; odd ones are inserted later
+			}
+			deleted := map[string]bool{}
+			e := &encoder{base: now}
+			var out []byte
+			var c cursor
+			for visits := 0; ; visits++ {
+				require.Less(t, visits, 10*n/chunk, "the copy does not end")
+				e.buf = e.buf[:0]
+				done, err := c.visit(s, now, e, chunk)
+				require.NoError(t, err)
+				out = append(out, e.buf...)
+				if done {
+					break
+				}
+				for range 20 {
+					hit(2*rnd.IntN(n) + 1) // inserts anywhere, before or after the cursor
+					i := 2 * rnd.IntN(n)
+					if s.Delete(id(i), 0) > 0 {
+						deleted[id(i)] = true
+					}
+				}
+				if tc.massDelete && c.pos > 2*skipMargin && len(deleted) < 2*skipMargin {
+					for i := range 2 * skipMargin {
+						if s.Delete(id(2*i), 0) > 0 {
+							deleted[id(2*i)] = true
+						}
+					}
+				}
+			}
+			assert.Equal(t, tc.wantRescans, c.rescans > 0, "rescans: %d", c.rescans)
+
+			e.buf = out
+			e.end()
+			file := appendHeader(nil, now)
+			file = append(file, e.buf...)
+			file = binary.BigEndian.AppendUint32(file, crc32.Checksum(file, castagnoli))
+			seen := map[string]bool{}
+			_, err := Read(bytes.NewReader(file), int64(len(file)), func(r Record) error {
+				assert.False(t, seen[r.ID], "%s copied twice", r.ID)
+				seen[r.ID] = true
+				return nil
+			})
+			require.NoError(t, err)
+			for i := range n {
+				if !deleted[id(2*i)] {
+					assert.True(t, seen[id(2*i)], "%s, never deleted, is missing", id(2*i))
+				}
+			}
+		})
+	}
+}
