@@ -142,8 +142,21 @@ func flagRows(fs *flag.FlagSet) []flagRow {
 	order := []string{"listen", "sweep-interval", "backend", "redis-url", "redis-timeout", "redis-fail", "admin-token", "max-id-bytes",
 		"shards", "timeout", "max-batch", "shutdown-timeout", "version"}
 	order = append(order, snapshotFlagNames()...)
+	// Flags declared elsewhere and not placed above come last, by name.
+	listed := map[string]bool{}
+	for _, name := range order {
+		listed[name] = true
+	}
+	fs.VisitAll(func(f *flag.Flag) {
+		if !listed[f.Name] {
+			order = append(order, f.Name)
+		}
+	})
 	for _, name := range order {
 		f := fs.Lookup(name)
+		if f == nil {
+			continue
+		}
 		arg, u := flag.UnquoteUsage(f)
 		def := f.DefValue
 		if arg == "string" {

@@ -556,7 +556,8 @@ func TestE2EStartFailures(t *testing.T) {
 		{"bad backend", nil, []string{"-backend", "etcd"}, 2, "-backend must be memory or redis"},
 		{"port in use", nil, []string{"-listen", s.addr}, 1, "address already in use"},
 		{"env port in use", []string{"RATERLIMITER_LISTEN=" + s.addr}, nil, 1, "address already in use"},
-		{"redis not yet", nil, []string{"-backend", "redis", "-listen", "127.0.0.1:0"}, 1, "redis backend is not available"},
+		{"max-id-bytes out of range", nil, []string{"-max-id-bytes", "0"}, 2, "-max-id-bytes must be from 1 to 65536"},
+		{"stray argument", nil, []string{"serve"}, 2, `unexpected argument "serve"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
