@@ -81,6 +81,7 @@ if hits == 0 then return out end
 local b = bucket(now)
 local cr = st[2] and tonumber(st[2])
 local expireAt -- the end of the last window that can read what is written
+local renew = true -- false when the write keeps the key's expiry as it is
 
 if algo == 'f' then
   -- algo.Fixed: every hit counts, allowed or not.
@@ -90,6 +91,7 @@ if algo == 'f' then
       redis.call('HSET', key, 'c', '9223372036854775807')
     end
     redis.call('HSET', key, 'm', int(now))
+    renew = false -- same window, same expiry
   else
     redis.call('DEL', key)
     redis.call('HSET', key, 'c', int(hits), 'cr', int(now), 'm', int(now))
@@ -113,6 +115,7 @@ elseif algo == 's' then
   end
   if curOK then
     redis.call('HSET', key, 'c', int(c + hits), 'm', int(now))
+    renew = false -- same window, same expiry
   elseif lastOK then
     redis.call('HSET', key, 'pc', st[1], 'pcr', st[2], 'pm', st[3],
       'c', int(hits), 'cr', int(now), 'm', int(now))
@@ -156,6 +159,9 @@ else
   expireAt = m + 1
 end
 
+-- The expiry (and the index's) was set when the window's record was created;
+-- only a new record, or a TAT moved on, needs it set again.
+if not renew then return out end
 local ttl = expireAt - now + tonumber(ARGV[7])
 if ttl < 1 then ttl = 1 end
 redis.call('PEXPIRE', key, int(ttl))

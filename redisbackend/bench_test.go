@@ -1,0 +1,199 @@
+package redisbackend_test
+
+import (
+	"context"
+	"crypto/sha1"
+	_ "embed"
+	"encoding/hex"
+	"os"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+	"github.com/redis/rueidis"
+	"github.com/stretchr/testify/require"
+
+	rl "github.com/raterlimiter/raterlimiter"
+	"github.com/raterlimiter/raterlimiter/client"
+	"github.com/raterlimiter/raterlimiter/internal/redistest"
+	"github.com/raterlimiter/raterlimiter/redisbackend"
+)
+
+//go:embed check.lua
+var checkLua string
+
+// BenchURLEnv names a Redis the benchmarks use instead of starting their
+// own: scripts/redis-bench.sh sets it, to put redis-benchmark on the same
+// server in the same run.
+const BenchURLEnv = "REDISBACKEND_BENCH_URL"
+
+func benchURL(b *testing.B) string {
+	if u := os.Getenv(BenchURLEnv); u != "" {
+		return u
+	}
+	return redistest.Start(b).URL()
+}
+
+// benchIDs is the number of distinct ids the benchmarks spread over.
+const benchIDs = 10_000
+
+// perSecond reports the checks per second of the whole benchmark.
+func perSecond(b *testing.B, checks int64, start time.Time) {
+	b.ReportMetric(float64(checks)/time.Since(start).Seconds(), "checks/s")
+}
+
+// BenchmarkClient compares the two Go clients on the same workload: many
+// goroutines each sending one EVALSHA of the check script at a time (a
+// sidecar serving concurrent requests). rueidis pipelines concurrent calls
+// on one connection by itself; go-redis takes a pooled connection per call.
+func BenchmarkClient(b *testing.B) {
+	url := benchURL(b)
+	sum := sha1.Sum([]byte(checkLua))
+	sha := hex.EncodeToString(sum[:])
+	args := func(i int64) ([]string, []string) {
+		tag := "bench:{" + strconv.FormatInt(i%benchIDs, 10) + "}:"
+		return []string{tag + "f:60000", tag + "i"}, []string{"f", "60000", "1000000", "1", "", "f:60000", "0"}
+	}
+	b.Run("rueidis", func(b *testing.B) {
+		opt, err := rueidis.ParseURL(url)
+		require.NoError(b, err)
+		opt.DisableCache = true
+		c, err := rueidis.NewClient(opt)
+		require.NoError(b, err)
+		defer c.Close()
+		require.NoError(b, c.Do(context.Background(), c.B().ScriptLoad().Script(checkLua).Build()).Error())
+		var n atomic.Int64
+		b.SetParallelism(16)
+		b.ReportAllocs()
+		start := time.Now()
+		b.RunParallel(func(pb *testing.PB) {
+			ctx := context.Background()
+			for pb.Next() {
+				k, a := args(n.Add(1))
+				if err := c.Do(ctx, c.B().Evalsha().Sha1(sha).Numkeys(2).Key(k...).Arg(a...).Build()).Error(); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+		perSecond(b, n.Load(), start)
+	})
+	b.Run("go-redis", func(b *testing.B) {
+		opt, err := goredis.ParseURL(url)
+		require.NoError(b, err)
+		opt.PoolSize = 64
+		c := goredis.NewClient(opt)
+		defer c.Close()
+		require.NoError(b, c.ScriptLoad(context.Background(), checkLua).Err())
+		var n atomic.Int64
+		b.SetParallelism(16)
+		b.ReportAllocs()
+		start := time.Now()
+		b.RunParallel(func(pb *testing.PB) {
+			ctx := context.Background()
+			for pb.Next() {
+				k, a := args(n.Add(1))
+				av := make([]any, len(a))
+				for i := range a {
+					av[i] = a[i]
+				}
+				if err := c.EvalSha(ctx, sha, k, av...).Err(); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+		perSecond(b, n.Load(), start)
+	})
+}
+
+// BenchmarkBackend measures the backend itself: CheckRate from many
+// goroutines (as a sidecar's concurrent requests), and CheckRates with
+// batches of 100 (as the batch endpoint), on ids spread over benchIDs.
+func BenchmarkBackend(b *testing.B) {
+	url := benchURL(b)
+	be, err := redisbackend.New(redisbackend.Config{URL: url, Prefix: "benchbe", Timeout: time.Second})
+	require.NoError(b, err)
+	defer be.Close()
+	req := func(i int64) rl.Request {
+		return rl.Request{ID: "id" + strconv.FormatInt(i%benchIDs, 10), Scale: 60_000, Limit: 1_000_000, Hits: 1}
+	}
+	b.Run("CheckRate", func(b *testing.B) {
+		var n atomic.Int64
+		b.SetParallelism(16)
+		b.ReportAllocs()
+		start := time.Now()
+		b.RunParallel(func(pb *testing.PB) {
+			ctx := context.Background()
+			for pb.Next() {
+				if _, err := be.CheckRate(ctx, req(n.Add(1))); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+		perSecond(b, n.Load(), start)
+	})
+	b.Run("CheckRates100", func(b *testing.B) {
+		const batch = 100
+		var n atomic.Int64
+		b.SetParallelism(2)
+		b.ReportAllocs()
+		start := time.Now()
+		b.RunParallel(func(pb *testing.PB) {
+			ctx := context.Background()
+			rs := make([]rl.Request, batch)
+			for pb.Next() {
+				base := n.Add(batch)
+				for i := range rs {
+					rs[i] = req(base + int64(i))
+				}
+				if _, err := be.CheckRates(ctx, rs); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+		perSecond(b, n.Load(), start)
+	})
+}
+
+// SidecarEnv names a running sidecar (host:port) on the benchmark's Redis:
+// scripts/redis-bench.sh starts one and sets it.
+const SidecarEnv = "REDISBACKEND_BENCH_SIDECAR"
+
+// BenchmarkSidecarBatch sends batches of 100 checks through the Go client's
+// batch call (POST /check_rates) to the sidecar of REDISBACKEND_BENCH_SIDECAR,
+// which decides them on Redis with one pipelined CheckRates. Skipped without
+// that sidecar.
+func BenchmarkSidecarBatch(b *testing.B) {
+	addr := os.Getenv(SidecarEnv)
+	if addr == "" {
+		b.Skip(SidecarEnv + " not set: scripts/redis-bench.sh starts a sidecar on Redis for this benchmark")
+	}
+	c, err := client.New(client.Config{URL: "http://" + addr, Timeout: 5 * time.Second})
+	require.NoError(b, err)
+	defer c.Close()
+	const batch = 100
+	var n atomic.Int64
+	b.SetParallelism(4)
+	b.ReportAllocs()
+	start := time.Now()
+	b.RunParallel(func(pb *testing.PB) {
+		ctx := context.Background()
+		rs := make([]rl.Request, batch)
+		for pb.Next() {
+			base := n.Add(batch)
+			for i := range rs {
+				rs[i] = rl.Request{ID: "sc" + strconv.FormatInt((base+int64(i))%benchIDs, 10), Scale: 60_000, Limit: 1_000_000_000, Hits: 1}
+			}
+			if _, err := c.CheckRates(ctx, rs); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+	perSecond(b, n.Load(), start)
+}

@@ -1,0 +1,105 @@
+#!/usr/bin/env bash
+# Redis backend benchmark, every figure beside its baseline in the same run,
+# on one private redis-server (loopback, a free port, no persistence):
+#
+#   ceiling   redis-benchmark running EVALSHA of the backend's own check script
+#             (redisbackend/check.lua, same keys and arguments as a fixed-window
+#             check), unpipelined (-P 1) and pipelined (-P 16), 50 connections
+#   backend   go test -bench: redisbackend.CheckRate from 16 goroutines per CPU,
+#             CheckRates with batches of 100, and the two Go clients (rueidis,
+#             go-redis) sending the same EVALSHA
+#   sidecar   the raterlimiter binary on that Redis: wrk GET /check_rate over
+#             10,000 ids, and the Go client's batch call (POST /check_rates, 100
+#             per batch)
+#
+# Prints every round, then the medians and each figure's ratio to the
+# pipelined ceiling, as a Markdown table.
+#
+# Usage: scripts/redis-bench.sh [ROUNDS=3] [SECONDS=5]
+# Needs redis-server, redis-benchmark, redis-cli, wrk and go.
+set -euo pipefail
+ROUNDS=${1:-3}
+SECS=${2:-5}
+root=$(cd "$(dirname "$0")/.." && pwd)
+tmp=$(mktemp -d)
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+for bin in redis-server redis-cli redis-benchmark wrk go; do
+  command -v "$bin" >/dev/null || { echo "redis-bench: $bin not found (apt-get install -y redis-server wrk)" >&2; exit 1; }
+done
+
+# freeport: a port nothing listens on, in the ephemeral range.
+freeport() {
+  local p
+  while :; do
+    p=$((20000 + RANDOM % 40000))
+    (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null || { echo "$p"; return; }
+  done
+}
+port=$(freeport)
+redis-server --bind 127.0.0.1 --port "$port" --save "" --appendonly no --dir "$tmp" --logfile "$tmp/redis.log" &
+pids+=($!)
+for _ in $(seq 100); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep 0.1; done
+redis-cli -p "$port" ping >/dev/null || { echo "redis-bench: redis-server did not start" >&2; cat "$tmp/redis.log" >&2; exit 1; }
+url="redis://127.0.0.1:$port/0"
+sha=$(redis-cli -p "$port" -x script load <"$root/redisbackend/check.lua")
+
+(cd "$root" && go build -o "$tmp/raterlimiter" ./cmd/raterlimiter && go test -c -o "$tmp/redisbackend.test" ./redisbackend)
+"$tmp/raterlimiter" -listen 127.0.0.1:0 -backend redis -redis-url "$url" -redis-timeout 1s -timeout 2s 2>"$tmp/sidecar.log" &
+pids+=($!)
+sidecar=
+for _ in $(seq 100); do
+  sidecar=$(grep -o 'addr=[0-9.:]*' "$tmp/sidecar.log" | head -1 | cut -d= -f2 || true)
+  [ -n "$sidecar" ] && break
+  sleep 0.1
+done
+[ -n "$sidecar" ] || { echo "redis-bench: sidecar did not start" >&2; cat "$tmp/sidecar.log" >&2; exit 1; }
+
+# rb P: redis-benchmark's EVALSHA requests per second with pipeline P.
+rb() {
+  redis-benchmark -h 127.0.0.1 -p "$port" -c 50 -n $((SECS * 60000)) -r 10000 -P "$1" -q \
+    EVALSHA "$sha" 2 'rb:{__rand_int__}:f:60000' 'rb:{__rand_int__}:i' f 60000 1000000000 1 '' f:60000 0 |
+    tr '\r' '\n' | awk '/requests per second/ { for (i = 1; i <= NF; i++) if ($(i+1) == "requests") { print $i; exit } }'
+}
+# gob NAME: the checks/s of go benchmark NAME.
+gob() {
+  REDISBACKEND_BENCH_URL=$url REDISBACKEND_BENCH_SIDECAR=$sidecar \
+    "$tmp/redisbackend.test" -test.run '^$' -test.bench "^$1\$" -test.benchtime "${SECS}s" 2>/dev/null |
+    awk '{ for (i = 1; i <= NF; i++) if ($(i) == "checks/s") print $(i-1) }' | head -1
+}
+wrkrps() {
+  wrk -t1 -c64 -d"${SECS}s" -s "$root/scripts/sidecar-ids.lua" "http://$sidecar" -- "scale=60000&limit=1000000000" |
+    awk '/^Requests\/sec:/ { print $2 }'
+}
+
+names=(ceiling-P16 ceiling-P1 backend-CheckRates100 backend-CheckRate client-rueidis client-go-redis sidecar-wrk sidecar-client-batch)
+echo "| round | $(IFS='|'; echo "${names[*]}" | sed 's/|/ | /g') |"
+echo "|$(printf -- '---|%.0s' $(seq 0 ${#names[@]}))"
+for round in $(seq "$ROUNDS"); do
+  vals=(
+    "$(rb 16)"
+    "$(rb 1)"
+    "$(gob BenchmarkBackend/CheckRates100)"
+    "$(gob BenchmarkBackend/CheckRate)"
+    "$(gob BenchmarkClient/rueidis)"
+    "$(gob BenchmarkClient/go-redis)"
+    "$(wrkrps)"
+    "$(gob BenchmarkSidecarBatch)"
+  )
+  for i in "${!names[@]}"; do echo "${names[$i]} ${vals[$i]}" >>"$tmp/results"; done
+  echo "| $round | $(IFS='|'; echo "${vals[*]}" | sed 's/|/ | /g') |"
+done
+
+echo
+echo "| measurement | median checks/s | of pipelined EVALSHA ceiling |"
+echo "|---|---|---|"
+ceiling=$(awk '$1 == "ceiling-P16" { print $2 }' "$tmp/results" | sort -g | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }')
+for n in "${names[@]}"; do
+  med=$(awk -v n="$n" '$1 == n { print $2 }' "$tmp/results" | sort -g | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }')
+  awk -v n="$n" -v m="$med" -v c="$ceiling" 'BEGIN { printf "| %s | %.0f | %.0f %% |\n", n, m, 100 * m / c }'
+done
