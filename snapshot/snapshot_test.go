@@ -514,3 +514,16 @@ func TestReadOfAGoodSnapshot(t *testing.T) {
 }
 
 var discard = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+func TestProbe(t *testing.T) {
+	dir := t.TempDir()
+	require.NoError(t, snapshot.Probe(filepath.Join(dir, "snap")))
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	assert.Empty(t, entries, "the probe leaves nothing behind")
+
+	missing := filepath.Join(dir, "no", "such", "snap")
+	err = snapshot.Probe(missing)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), missing)
+}

@@ -305,3 +305,19 @@ func (c *cursor) scan(s *buckets.Store, now int64, e *encoder, chunk, blind int)
 	}
 	return done, overshot, err
 }
+
+// Probe checks that Write can create its temporary file beside path, so a
+// program can refuse to start rather than find out at shutdown that its
+// snapshot cannot be saved. It leaves nothing behind.
+func Probe(path string) error {
+	dir, name := filepath.Split(path)
+	if dir == "" {
+		dir = "."
+	}
+	f, err := os.CreateTemp(dir, "."+name+".probe-*")
+	if err != nil {
+		return fmt.Errorf("snapshot: %s cannot be written: %w", path, err)
+	}
+	f.Close()
+	return os.Remove(f.Name())
+}

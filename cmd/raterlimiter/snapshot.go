@@ -51,6 +51,9 @@ func openSnapshots(ctx context.Context, f snapshotFlags, m *memory.Limiter, logg
 	if f.path == "" {
 		return func() error { return nil }, nil
 	}
+	if err := snapshot.Probe(f.path); err != nil {
+		return nil, err
+	}
 	if _, err := snapshot.Load(ctx, f.path, m, snapshot.LoadOptions{IgnoreCorrupt: f.ignoreCorrupt, Logger: logger}); err != nil {
 		if errors.Is(err, snapshot.ErrCorrupt) {
 			return nil, fmt.Errorf("%w; refusing to start from it (-snapshot-ignore-corrupt starts empty instead)", err)

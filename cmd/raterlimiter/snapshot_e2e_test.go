@@ -179,18 +179,25 @@ func TestE2ECorruptSnapshotIsRefused(t *testing.T) {
 }
 
 func TestE2ESnapshotFlagErrors(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "no", "limits.snap")
 	for _, tc := range []struct {
 		name string
 		args []string
 		msg  string
+		code int // the exit status; 0 means 2, a usage error
 	}{
 		{name: "interval without a file", args: []string{"-snapshot-interval", "1s"}, msg: "-snapshot-interval needs -snapshot"},
 		{name: "negative interval", args: []string{"-snapshot", "x", "-snapshot-interval", "-1s"}, msg: "must not be negative"},
 		{name: "redis backend", args: []string{"-snapshot", "x", "-backend", "redis"}, msg: "-snapshot needs -backend memory"},
+		{name: "directory missing", args: []string{"-snapshot", missing}, msg: missing + " cannot be written", code: 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			code, _, stderr := runBinary(t, nil, append([]string{"-listen", "127.0.0.1:0"}, tc.args...)...)
-			assert.Equal(t, 2, code, stderr)
+			want := tc.code
+			if want == 0 {
+				want = 2
+			}
+			assert.Equal(t, want, code, stderr)
 			assert.Contains(t, stderr, tc.msg)
 		})
 	}
