@@ -58,7 +58,7 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.SetOutput(stderr)
 	fs.Uint64Var(&o.seed, "seed", 1, "seed of the traces")
 	fs.IntVar(&o.sources, "sources", 100_000, "sources in the many-sources trace")
-	fs.Int64Var(&o.limit, "limit", 100, "limit per minute of the many-sources trace")
+	fs.Int64Var(&o.limit, "limit", 90, "limit per minute of the many-sources trace")
 	fs.Float64Var(&o.size, "size", 1, "scales the length of every trace (0.01 for a quick look)")
 	fs.StringVar(&o.svg, "svg", "", "write the boundary attack's plot to this SVG file")
 	fs.BoolVar(&o.progress, "progress", false, "show a progress bar on stderr even when it is not a terminal")

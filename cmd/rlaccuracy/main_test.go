@@ -6,7 +6,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -32,6 +31,14 @@ func row(t *testing.T, out, traceName, algo string) []string {
 	return nil
 }
 
+// times parses a multiple of the limit such as "1.25x".
+func times(t *testing.T, cell string) float64 {
+	t.Helper()
+	v, err := strconv.ParseFloat(strings.TrimSuffix(cell, "x"), 64)
+	require.NoError(t, err, cell)
+	return v
+}
+
 func TestRunSmall(t *testing.T) {
 	svg := filepath.Join(t.TempDir(), "boundary.svg")
 	var out, errOut bytes.Buffer
@@ -45,7 +52,7 @@ func TestRunSmall(t *testing.T) {
 	// wrong over, most in a window, GCRA bound, differs from exact GCRA.
 	fixed := row(t, s, "boundary attack", "fixed")
 	assert.Equal(t, "2.00x", fixed[7], "fixed lets twice the limit through at the boundary")
-	assert.Equal(t, "100", fixed[3], "every request of the second burst is a false allow")
+	assert.Equal(t, "50.0000 %", fixed[2], "every request of the second burst is a false allow")
 	for _, name := range []string{"steady Poisson under", "steady Poisson over", "on/off bursts", "boundary attack", "many sources"} {
 		token := row(t, s, name, "token")
 		assert.Equal(t, "0 |", token[9], "%s: GCRA agrees with exact rationals", name)
@@ -54,9 +61,9 @@ func TestRunSmall(t *testing.T) {
 		assert.LessOrEqual(t, bound, 1.0, "%s: GCRA never passes its bound", name)
 		ref := row(t, s, name, logName)
 		assert.Equal(t, "0.0000 %", ref[2], "%s: the reference agrees with itself", name)
-		assert.Equal(t, "1.00x", ref[7], "%s: the exact log never passes the limit", name)
+		assert.LessOrEqual(t, times(t, ref[7]), 1.0, "%s: the exact log never passes the limit", name)
 		sl := row(t, s, name, "sliding")
-		assert.Regexp(t, regexp.MustCompile(`^1\.\d\dx$`), sl[7], "%s: sliding stays below twice the limit", name)
+		assert.Less(t, times(t, sl[7]), 2.0, "%s: sliding stays below twice the limit", name)
 	}
 	assert.Equal(t, "1.0000", row(t, s, "steady Poisson over", "token")[8], "GCRA reaches its bound under load")
 

@@ -94,7 +94,7 @@ func (tr *trace) overShare() (sources int, requests int64) {
 
 // steady is Poisson traffic from ids sources, each at load times the limit.
 func steady(rng *rand.Rand, name string, ids int, load float64, windows int64) trace {
-	tr := trace{name: name, scale: 1000, limit: 100, ids: ids, start: epoch}
+	tr := trace{name: name, scale: 1000, limit: 120, ids: ids, start: epoch}
 	tr.end = tr.start + windows*tr.scale
 	rate := load * float64(tr.limit) / float64(tr.scale)
 	for id := range ids {
@@ -106,7 +106,7 @@ func steady(rng *rand.Rand, name string, ids int, load float64, windows int64) t
 // onOff is bursty traffic: each source alternates bursts at 4x the limit,
 // lasting 0.1 to 1 window, with silences of 0.5 to 3 windows.
 func onOff(rng *rand.Rand, ids int, windows int64) trace {
-	tr := trace{name: "on/off bursts", scale: 1000, limit: 100, ids: ids, start: epoch}
+	tr := trace{name: "on/off bursts", scale: 1000, limit: 120, ids: ids, start: epoch}
 	tr.end = tr.start + windows*tr.scale
 	rate := 4 * float64(tr.limit) / float64(tr.scale)
 	for id := range ids {
@@ -124,7 +124,7 @@ func onOff(rng *rand.Rand, ids int, windows int64) trace {
 // last 50 ms of a window and the limit again in the first 50 ms of the next,
 // then rests for two windows, and again.
 func boundary(cycles int64) trace {
-	tr := trace{name: "boundary attack", scale: 1000, limit: 100, ids: 1, start: epoch}
+	tr := trace{name: "boundary attack", scale: 1000, limit: 120, ids: 1, start: epoch}
 	const burst = 50 // ms
 	tr.end = tr.start + (4*cycles+1)*tr.scale
 	for c := range cycles {
