@@ -188,11 +188,13 @@ func New(cfg Config) *Server {
 	return s
 }
 
-// fasthttpLogger sends fasthttp's own reports to slog.
+// fasthttpLogger sends fasthttp's own reports (mostly clients that broke a
+// connection or sent too much) to slog at debug level: a hostile client must
+// not be able to flood the log.
 type fasthttpLogger struct{ l *slog.Logger }
 
 func (f fasthttpLogger) Printf(format string, args ...any) {
-	f.l.Warn("fasthttp: " + fmt.Sprintf(format, args...))
+	f.l.Debug("fasthttp: " + fmt.Sprintf(format, args...))
 }
 
 // Serve serves HTTP on ln until Shutdown. It returns nil after Shutdown.

@@ -485,3 +485,19 @@ func TestBoundsAtTheirEdges(t *testing.T) {
 		})
 	}
 }
+
+func TestHostileRequestsGetJSONErrors(t *testing.T) {
+	h := newHarness(t, api.Config{MaxBodyBytes: 1024})
+	// A request line and headers beyond the read buffer: 431.
+	r := h.do(t, "GET", "/check_rate?id=a&scale=1000&limit=1", "", "", "X-Big", strings.Repeat("x", 3*api.DefaultReadBufferSize))
+	assert.Equal(t, 431, r.status)
+	assert.Contains(t, r.body, `"error"`)
+	// A body beyond MaxBodyBytes: 413.
+	r = h.do(t, "POST", "/check_rates", "application/json", "["+strings.Repeat(`{"id":"a","scale":1000,"limit":1},`, 40)+"]")
+	assert.Equal(t, 413, r.status)
+	assert.Contains(t, r.body, `"error"`)
+	// The largest id, every byte percent-encoded, fits the default buffer.
+	big := url.QueryEscape(strings.Repeat("\xff", rl.DefaultMaxIDBytes))
+	r = h.get(t, "/check_rate?id="+big+"&scale=1000&limit=1")
+	assert.Equal(t, 200, r.status, r.body)
+}
