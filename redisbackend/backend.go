@@ -195,8 +195,10 @@ func parseAlgoCode(s string) (rl.Algo, bool) {
 // tag returns the prefix of every key of id: PREFIX:{base64url(id)}: — the
 // hash tag keeps an id's keys in one Cluster slot, and base64url has no
 // braces, so any bytes of id are safe.
-func (b *Backend) tag(id string) string {
-	return b.cfg.Prefix + ":{" + base64.RawURLEncoding.EncodeToString([]byte(id)) + "}:"
+func (b *Backend) tag(id string) string { return keyTag(b.cfg.Prefix, id) }
+
+func keyTag(prefix, id string) string {
+	return prefix + ":{" + base64.RawURLEncoding.EncodeToString([]byte(id)) + "}:"
 }
 
 // field names the record hash of (algo, scale) in an id's index; the hash's
