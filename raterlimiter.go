@@ -106,7 +106,8 @@ type Decision struct {
 	Allowed bool `json:"allowed"`
 	// Count is what the algorithm counts in the current window: for Fixed the
 	// bucket's counter (denied hits included), for Sliding the weighted
-	// estimate rounded down, for Token limit minus the tokens left.
+	// estimate rounded up (so Remaining is exactly the hits that would pass
+	// now), for Token limit minus the whole tokens left.
 	Count int64 `json:"count"`
 	// Limit echoes the request's limit.
 	Limit int64 `json:"limit"`
@@ -116,8 +117,9 @@ type Decision struct {
 	// bucket is full again).
 	ResetMS int64 `json:"reset_ms"`
 	// RetryAfterMS is 0 when allowed; otherwise the time after which the same
-	// request, with no other traffic, is allowed. A request with Hits greater
-	// than Limit is never allowed; its RetryAfterMS is then ResetMS.
+	// request, with no other traffic, is allowed, at least 1. A request with
+	// Hits greater than Limit is never allowed; its RetryAfterMS is then
+	// max(ResetMS, 1).
 	RetryAfterMS int64 `json:"retry_after_ms"`
 	// Now is the instant of the decision, in Unix milliseconds, by the clock of
 	// whoever decided (the limiter's clock, or Redis's). It is not part of the

@@ -37,7 +37,7 @@ import (
 //     if c <= x, it lies in the current window at e* = ceil((p-(x-c))*S/p);
 //     otherwise in the next window at e** = ceil((c-x)*S/c) (e* or e** equal
 //     to S mean the start of the window after). Hits above the limit never
-//     pass: RetryAfterMS is then ResetMS.
+//     pass: RetryAfterMS is then max(ResetMS, 1).
 //
 // Counts read from records are taken as 0 when negative and at most 2^62, so
 // no arithmetic overflows; checks never store a count above limit.

@@ -28,7 +28,7 @@ import rl "github.com/raterlimiter/raterlimiter"
 //     with (TAT-t)*limit <= x*S, i.e. t = m - floor((x*S-n)/limit) when
 //     x*S >= n, else t = m+1; rounded up to whole ms, so waiting exactly
 //     RetryAfterMS passes and 1 ms less fails. Hits above the limit never
-//     pass: RetryAfterMS is then ResetMS.
+//     pass: RetryAfterMS is then max(ResetMS, 1).
 //
 // When the limit of a request differs from the one the stored fraction was
 // computed with, the fraction is converted to the new denominator rounding
@@ -76,7 +76,7 @@ func Token(st Record, ok bool, now int64, r rl.Request) (rl.Decision, Record, bo
 		d.Remaining = int64(lim - count)
 	}
 	if !allowed {
-		d.RetryAfterMS = d.ResetMS
+		d.RetryAfterMS = max(d.ResetMS, 1) // hits above the limit: never
 		if h <= lim {
 			x := mul(lim-h, s) // the room, times lim, the TAT may stand ahead of t
 			at := m + 1

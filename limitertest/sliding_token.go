@@ -124,12 +124,13 @@ func tokenCases() []Case {
 			{Req: treq(1000, 4, 1), Want: allow(2, 4, 500)},
 		}},
 		{Name: "token/limit 0 denies every hit", Start: T0, Steps: []Step{
-			// a bucket of no tokens is always full: reset and retry are 0
-			{Req: treq(1000, 0, 1), Want: deny(0, 0, 0, 0)},
+			// a bucket of no tokens is always full: reset is 0; a denial
+			// still says to wait (at least 1 ms), though no wait helps
+			{Req: treq(1000, 0, 1), Want: deny(0, 0, 0, 1)},
 			{Req: treq(1000, 0, 0), Want: allow(0, 0, 0)},
 		}},
 		{Name: "token/hits above the limit never pass", Start: T0, Steps: []Step{
-			{Req: treq(1000, 3, 4), Want: deny(0, 3, 0, 0)},
+			{Req: treq(1000, 3, 4), Want: deny(0, 3, 0, 1)},
 			{Req: treq(1000, 3, 1), Want: allow(1, 3, 334)},
 			{Req: treq(1000, 3, 4), Want: deny(1, 3, 334, 334)},
 		}},
