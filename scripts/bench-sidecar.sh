@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Sidecar benchmark: GET /check_rate req/s under wrk on loopback over 10,000
 # distinct ids, alternated in one run with scripts/barecheck (a bare fasthttp
-# handler that only parses the same query). Prints every round, then the
-# medians and the ratio sidecar / bare, as a Markdown table.
+# handler that only parses the same query) and with scripts/barecheck -api
+# (the sidecar's API on a limiter that answers at once: the API's own cost
+# without the actors). Prints every round, then the medians and the ratios
+# to bare, as Markdown tables.
 #
 # Usage: scripts/bench-sidecar.sh [ROUNDS=3] [DURATION=10s] [CONNS=50] [THREADS=2]
 # Needs wrk (apt-get install -y wrk) and go.
@@ -26,11 +28,13 @@ trap cleanup EXIT
 command -v wrk >/dev/null || { echo "bench-sidecar: wrk not found (apt-get install -y wrk)" >&2; exit 1; }
 (cd "$root" && go build -o "$tmp/raterlimiter" ./cmd/raterlimiter && go build -o "$tmp/barecheck" ./scripts/barecheck)
 
-# start NAME CMD... : runs CMD, waits for its "listening" log line, sets $addr.
+# start NAME CMD... : runs CMD, waits for its "listening" log line, sets $addr
+# and records the process id in pid_NAME.
 start() {
   local name=$1; shift
   "$@" 2>"$tmp/$name.log" &
   pids+=($!)
+  eval "pid_$name=$!"
   for _ in $(seq 100); do
     addr=$(grep -o 'addr=[0-9.:]*' "$tmp/$name.log" | head -1 | cut -d= -f2 || true)
     [ -n "$addr" ] && return 0
@@ -42,43 +46,61 @@ start sidecar "$tmp/raterlimiter" -listen 127.0.0.1:0
 sidecar=$addr
 start bare "$tmp/barecheck" -listen 127.0.0.1:0
 bare=$addr
+start apinop "$tmp/barecheck" -api -listen 127.0.0.1:0
+apinop=$addr
 
 # ms VALUE: wrk's latency (e.g. 812.00us, 1.50ms, 1.02s) in milliseconds.
 ms() { awk -v v="$1" 'BEGIN { n = v + 0; if (v ~ /us$/) n /= 1000; else if (v ~ /ms$/) n += 0; else if (v ~ /s$/) n *= 1000; printf "%.3f", n }'; }
 
-# run NAME ADDR: one wrk run; appends "name rps p50 p99 non2xx" to results.
+# cputicks PID: user+system CPU time of PID so far, in clock ticks.
+cputicks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
+
+# run NAME ADDR PID: one wrk run; appends "name rps p50 p99 non2xx cpu" to
+# results, cpu being the server's CPU time per request in microseconds (less
+# sensitive than req/s to what else the shared machine runs).
 run() {
-  local out
+  local out t0 t1
+  t0=$(cputicks "$3")
   out=$(wrk -t"$THREADS" -c"$CONNS" -d"$DURATION" --latency -s "$root/scripts/sidecar-ids.lua" "http://$2" -- "$QUERY")
-  local rps p50 p99 bad
+  t1=$(cputicks "$3")
+  local rps p50 p99 bad n cpu
   rps=$(awk '/^Requests\/sec:/ { print $2 }' <<<"$out")
+  n=$(awk '/requests in/ { print $1 }' <<<"$out")
+  cpu=$(awk -v d=$((t1 - t0)) -v n="$n" -v hz="$(getconf CLK_TCK)" 'BEGIN { printf "%.2f", d * 1e6 / hz / n }')
   p50=$(ms "$(awk '$1 == "50%" { print $2 }' <<<"$out")")
   p99=$(ms "$(awk '$1 == "99%" { print $2 }' <<<"$out")")
   bad=$(awk '/Non-2xx or 3xx responses:/ { print $5 }' <<<"$out")
-  echo "$1 $rps $p50 $p99 ${bad:-0}" >>"$tmp/results"
-  printf '| %d | %s | %s | %s | %s | %s |\n' "$round" "$1" "$rps" "$p50" "$p99" "${bad:-0}"
+  echo "$1 $rps $p50 $p99 ${bad:-0} $cpu" >>"$tmp/results"
+  printf '| %d | %s | %s | %s | %s | %s | %s |\n' "$round" "$1" "$rps" "$p50" "$p99" "$cpu" "${bad:-0}"
 }
 
 echo "wrk -t$THREADS -c$CONNS -d$DURATION --latency -s scripts/sidecar-ids.lua, query $QUERY, $(nproc) CPUs"
 echo
-echo "| round | server | req/s | p50 ms | p99 ms | non-2xx |"
-echo "|---|---|---|---|---|---|"
+echo "| round | server | req/s | p50 ms | p99 ms | server CPU µs/req | non-2xx |"
+echo "|---|---|---|---|---|---|---|"
 for round in $(seq "$ROUNDS"); do
-  run bare "$bare"
-  run sidecar "$sidecar"
+  run bare "$bare" "$pid_bare"
+  run api-nop "$apinop" "$pid_apinop"
+  run sidecar "$sidecar" "$pid_sidecar"
 done
 
 median() { sort -g | awk '{ a[NR] = $1 } END { if (NR % 2) print a[(NR + 1) / 2]; else printf "%.3f\n", (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
 echo
-echo "| server | median req/s | median p50 ms | median p99 ms |"
-echo "|---|---|---|---|"
-for s in bare sidecar; do
-  printf '| %s | %s | %s | %s |\n' "$s" \
+echo "| server | median req/s | median p50 ms | median p99 ms | median CPU µs/req |"
+echo "|---|---|---|---|---|"
+for s in bare api-nop sidecar; do
+  printf '| %s | %s | %s | %s | %s |\n' "$s" \
     "$(awk -v s=$s '$1 == s { print $2 }' "$tmp/results" | median)" \
     "$(awk -v s=$s '$1 == s { print $3 }' "$tmp/results" | median)" \
-    "$(awk -v s=$s '$1 == s { print $4 }' "$tmp/results" | median)"
+    "$(awk -v s=$s '$1 == s { print $4 }' "$tmp/results" | median)" \
+    "$(awk -v s=$s '$1 == s { print $6 }' "$tmp/results" | median)"
 done
 b=$(awk '$1 == "bare" { print $2 }' "$tmp/results" | median)
-s=$(awk '$1 == "sidecar" { print $2 }' "$tmp/results" | median)
 echo
-awk -v b="$b" -v s="$s" 'BEGIN { printf "ratio sidecar / bare (median req/s): %.3f\n", s / b }'
+bc=$(awk '$1 == "bare" { print $6 }' "$tmp/results" | median)
+for s in api-nop sidecar; do
+  m=$(awk -v s=$s '$1 == s { print $2 }' "$tmp/results" | median)
+  c=$(awk -v s=$s '$1 == s { print $6 }' "$tmp/results" | median)
+  awk -v b="$b" -v m="$m" -v bc="$bc" -v c="$c" -v s=$s \
+    'BEGIN { printf "ratio %s / bare: %.3f of the req/s, %.2fx the CPU per request\n", s, m / b, c / bc }'
+done

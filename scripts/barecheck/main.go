@@ -4,10 +4,16 @@
 // a short fixed body. It has no limiter, no headers of its own and no
 // metrics: what the sidecar costs beyond it is the price of rate limiting.
 //
-// Usage: barecheck -listen 127.0.0.1:0 (it logs the address it bound).
+// With -api it serves instead the sidecar's own API (package api) on a
+// limiter that answers at once without state: the difference between that
+// and the sidecar is the backend's cost (the actors), the difference between
+// it and the bare handler the API's (headers, body, metrics, timeouts).
+//
+// Usage: barecheck [-api] -listen 127.0.0.1:0 (it logs the address it bound).
 package main
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -16,10 +22,21 @@ import (
 	"strconv"
 
 	"github.com/valyala/fasthttp"
+
+	rl "github.com/raterlimiter/raterlimiter"
+	"github.com/raterlimiter/raterlimiter/api"
 )
+
+// instant answers every check at once: allowed, count 1.
+type instant struct{ rl.Limiter }
+
+func (instant) CheckRate(_ context.Context, r rl.Request) (rl.Decision, error) {
+	return rl.Decision{Allowed: true, Count: 1, Limit: r.Limit, Remaining: max(0, r.Limit-1), ResetMS: 1000, Now: 1_700_000_000_000}, nil
+}
 
 func main() {
 	listen := flag.String("listen", "127.0.0.1:8081", "address to serve on")
+	withAPI := flag.Bool("api", false, "serve package api on an instant limiter instead of the bare handler")
 	flag.Parse()
 	ln, err := net.Listen("tcp", *listen)
 	if err != nil {
@@ -27,8 +44,11 @@ func main() {
 		os.Exit(1)
 	}
 	slog.Info("barecheck listening", "addr", ln.Addr().String())
-	srv := &fasthttp.Server{Handler: handle, Name: "barecheck"}
-	if err := srv.Serve(ln); err != nil {
+	serve := (&fasthttp.Server{Handler: handle, Name: "barecheck"}).Serve
+	if *withAPI {
+		serve = api.New(api.Config{Limiter: instant{}}).Serve
+	}
+	if err := serve(ln); err != nil {
 		fmt.Fprintln(os.Stderr, "barecheck:", err)
 		os.Exit(1)
 	}
