@@ -12,6 +12,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/tls"
 	"fmt"
 	"net"
 	"os"
@@ -57,6 +58,8 @@ type Server struct {
 	dir     string
 	cluster bool
 	tb      testing.TB
+	tls     *tls.Config // the client's side, for a StartTLS server
+	tlsArgs []string
 
 	mu   sync.Mutex
 	cmd  *exec.Cmd
@@ -70,6 +73,9 @@ func (s *Server) Addr() string { return net.JoinHostPort("127.0.0.1", strconv.It
 // URL returns redis://127.0.0.1:PORT/0 (without the database for a cluster
 // node).
 func (s *Server) URL() string {
+	if s.tls != nil {
+		return "rediss://" + s.Addr() + "/0"
+	}
 	if s.cluster {
 		return "redis://" + s.Addr()
 	}
@@ -107,16 +113,19 @@ func (s *Server) startFresh(t testing.TB, extra []string) {
 }
 
 func (s *Server) args(extra []string) []string {
-	a := []string{
-		"--bind", "127.0.0.1",
-		"--port", strconv.Itoa(s.Port),
+	port := []string{"--port", strconv.Itoa(s.Port)}
+	if s.tls != nil {
+		port = append([]string{"--port", "0", "--tls-port", strconv.Itoa(s.Port)}, s.tlsArgs...)
+	}
+	a := append([]string{"--bind", "127.0.0.1"}, port...)
+	a = append(a,
 		"--save", "",
 		"--appendonly", "no",
 		"--dir", s.dir,
 		"--daemonize", "no",
 		"--logfile", "",
 		"--protected-mode", "yes",
-	}
+	)
 	if s.cluster {
 		a = append(a,
 			"--cluster-enabled", "yes",
@@ -149,7 +158,8 @@ func (s *Server) launch(extra []string) error {
 			return fmt.Errorf("redis-server exited: %s", lastLines(s.Log(), 5))
 		default:
 		}
-		if reply, err := s.command(200*time.Millisecond, "PING"); err == nil && reply == "+PONG" {
+		// With --requirepass an unauthenticated PING is refused: up all the same.
+		if reply, err := s.command(200*time.Millisecond, "PING"); err == nil && (reply == "+PONG" || strings.HasPrefix(reply, "-NOAUTH")) {
 			return nil
 		}
 		time.Sleep(10 * time.Millisecond)
@@ -224,7 +234,13 @@ func (s *Server) Restart(t testing.TB) {
 func (s *Server) Do(args ...string) (string, error) { return s.command(time.Second, args...) }
 
 func (s *Server) command(timeout time.Duration, args ...string) (string, error) {
-	conn, err := net.DialTimeout("tcp", s.Addr(), timeout)
+	var conn net.Conn
+	var err error
+	if s.tls != nil {
+		conn, err = tls.DialWithDialer(&net.Dialer{Timeout: timeout}, "tcp", s.Addr(), s.tls)
+	} else {
+		conn, err = net.DialTimeout("tcp", s.Addr(), timeout)
+	}
 	if err != nil {
 		return "", err
 	}

@@ -1,0 +1,66 @@
+package redisbackend_test
+
+import (
+	"context"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	rl "github.com/raterlimiter/raterlimiter"
+	"github.com/raterlimiter/raterlimiter/internal/redistest"
+	"github.com/raterlimiter/raterlimiter/redisbackend"
+)
+
+// withPassword puts a password into a redis:// or rediss:// URL.
+func withPassword(u, password string) string {
+	scheme, rest, _ := strings.Cut(u, "://")
+	return scheme + "://:" + url.QueryEscape(password) + "@" + rest
+}
+
+// TestURL connects as the URL says: a password, TLS (rediss://), and refuses
+// what it must.
+func TestURL(t *testing.T) {
+	const password = "s3cr:t@/pw"
+	plain := redistest.Start(t, "--requirepass", password)
+	secure := redistest.StartTLS(t, "--requirepass", password)
+	r := rl.Request{ID: "u", Scale: 60_000, Limit: 2, Hits: 1}
+	tests := []struct {
+		name    string
+		cfg     redisbackend.Config
+		wantErr string
+	}{
+		{"password", redisbackend.Config{URL: withPassword(plain.URL(), password)}, ""},
+		{"wrong password", redisbackend.Config{URL: withPassword(plain.URL(), "nope")}, "WRONGPASS"},
+		{"no password", redisbackend.Config{URL: plain.URL()}, "NOAUTH"},
+		{"tls and password", redisbackend.Config{URL: withPassword(secure.URL(), password), TLS: secure.ClientTLS()}, ""},
+		{"tls, server not trusted", redisbackend.Config{URL: withPassword(secure.URL(), password)}, "certificate"},
+		{"plain to a tls port", redisbackend.Config{URL: "redis://" + secure.Addr() + "/0", Timeout: 200 * time.Millisecond}, "redisbackend: connect"},
+		{"bad scheme", redisbackend.Config{URL: "http://" + plain.Addr()}, "scheme"},
+		{"prefix with a brace", redisbackend.Config{URL: plain.URL(), Prefix: "a{b"}, "prefix"},
+		{"local without a fallback", redisbackend.Config{URL: plain.URL(), Fail: redisbackend.FailLocal}, "fallback"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if tt.cfg.Timeout == 0 {
+				tt.cfg.Timeout = 2 * time.Second // about URLs, not timeouts: the machine is shared
+			}
+			b, err := redisbackend.New(tt.cfg)
+			if tt.wantErr != "" {
+				require.Error(t, err)
+				assert.Contains(t, err.Error(), tt.wantErr)
+				return
+			}
+			require.NoError(t, err)
+			defer b.Close()
+			d, err := b.CheckRate(context.Background(), r)
+			require.NoError(t, err)
+			assert.True(t, d.Allowed)
+			assert.Equal(t, int64(1), d.Count)
+			require.NoError(t, b.Ping(context.Background()))
+		})
+	}
+}
