@@ -60,7 +60,7 @@ func run(ctx context.Context, args []string, lookupEnv func(string) (string, boo
 	}
 	addr := ln.Addr().(*net.TCPAddr)
 	logger.Info("raterlimiter listening", "addr", addr.String(), "backend", cfg.backend, "version", version())
-	if !addr.IP.IsLoopback() && cfg.adminToken == "" {
+	if exposedWithoutToken(addr, cfg.adminToken) {
 		logger.Warn("listening beyond loopback without -admin-token: anyone who can reach " + addr.String() + " can read and reset buckets")
 	}
 
@@ -82,4 +82,11 @@ func run(ctx context.Context, args []string, lookupEnv func(string) (string, boo
 	}
 	logger.Info("raterlimiter stopped")
 	return nil
+}
+
+// exposedWithoutToken reports whether the admin endpoints would be open to
+// other machines: an address beyond loopback (the unspecified 0.0.0.0 or ::
+// included) and no admin token.
+func exposedWithoutToken(addr *net.TCPAddr, token string) bool {
+	return token == "" && !addr.IP.IsLoopback()
 }

@@ -1,0 +1,111 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"net"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestExposedWithoutToken(t *testing.T) {
+	tests := []struct {
+		ip    string
+		token string
+		want  bool
+	}{
+		{"127.0.0.1", "", false},
+		{"127.0.0.2", "", false},
+		{"::1", "", false},
+		{"0.0.0.0", "", true},
+		{"::", "", true},
+		{"192.168.1.10", "", true},
+		{"0.0.0.0", "t", false},
+		{"192.168.1.10", "t", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.ip+"/"+tt.token, func(t *testing.T) {
+			assert.Equal(t, tt.want, exposedWithoutToken(&net.TCPAddr{IP: net.ParseIP(tt.ip), Port: 8080}, tt.token))
+		})
+	}
+}
+
+func noEnv(string) (string, bool) { return "", false }
+
+func TestRunFlagsAndEnvironment(t *testing.T) {
+	env := func(kv ...string) func(string) (string, bool) {
+		return func(k string) (string, bool) {
+			for i := 0; i+1 < len(kv); i += 2 {
+				if kv[i] == k {
+					return kv[i+1], true
+				}
+			}
+			return "", false
+		}
+	}
+	tests := []struct {
+		name    string
+		args    []string
+		env     func(string) (string, bool)
+		want    func(t *testing.T, c config)
+		wantErr string
+	}{
+		{"defaults", nil, noEnv, func(t *testing.T, c config) {
+			assert.Equal(t, "127.0.0.1:8080", c.listen)
+			assert.Equal(t, "memory", c.backend)
+			assert.Equal(t, 1000, c.maxBatch)
+			assert.Equal(t, 1024, c.maxIDBytes)
+		}, ""},
+		{"env sets", nil, env("RATERLIMITER_MAX_BATCH", "7", "RATERLIMITER_SWEEP_INTERVAL", "3s"), func(t *testing.T, c config) {
+			assert.Equal(t, 7, c.maxBatch)
+			assert.Equal(t, "3s", c.sweepInterval.String())
+		}, ""},
+		{"flag beats env", []string{"-max-batch", "9"}, env("RATERLIMITER_MAX_BATCH", "7"), func(t *testing.T, c config) {
+			assert.Equal(t, 9, c.maxBatch)
+		}, ""},
+		{"flag beats a bad env", []string{"-max-batch", "9"}, env("RATERLIMITER_MAX_BATCH", "x"), func(t *testing.T, c config) {
+			assert.Equal(t, 9, c.maxBatch)
+		}, ""},
+		{"bad env", nil, env("RATERLIMITER_TIMEOUT", "soon"), nil, `invalid value "soon" for RATERLIMITER_TIMEOUT`},
+		{"zero timeout", []string{"-timeout", "0s"}, noEnv, nil, "-timeout must be positive"},
+		{"negative shards", []string{"-shards", "-1"}, noEnv, nil, "-shards must not be negative"},
+		{"zero batch", []string{"-max-batch", "0"}, noEnv, nil, "-max-batch must be at least 1"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var c config
+			_, err := c.parse(tt.args, tt.env)
+			if tt.wantErr != "" {
+				require.Error(t, err)
+				assert.Contains(t, err.Error(), tt.wantErr)
+				var ue *usageError
+				assert.ErrorAs(t, err, &ue)
+				return
+			}
+			require.NoError(t, err)
+			tt.want(t, c)
+		})
+	}
+}
+
+func TestRunHelpVersionAndCleanStop(t *testing.T) {
+	var out, errOut bytes.Buffer
+	require.NoError(t, run(context.Background(), []string{"-h"}, noEnv, &out, &errOut))
+	assert.Contains(t, out.String(), "-listen string")
+
+	out.Reset()
+	require.NoError(t, run(context.Background(), []string{"-version"}, noEnv, &out, &errOut))
+	assert.True(t, strings.HasPrefix(out.String(), "raterlimiter "))
+
+	// A context that has already ended: start, log, shut down cleanly.
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	errOut.Reset()
+	require.NoError(t, run(ctx, []string{"-listen", "127.0.0.1:0"}, noEnv, &out, &errOut))
+	assert.Contains(t, errOut.String(), `msg="raterlimiter listening" addr=127.0.0.1:`)
+	assert.Contains(t, errOut.String(), `msg="raterlimiter stopped"`)
+	assert.NotContains(t, errOut.String(), "WARN")
+}
