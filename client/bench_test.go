@@ -38,14 +38,12 @@ func BenchmarkTransport(b *testing.B) {
 		return base + "/check_rate?id=" + url.QueryEscape(id) + "&scale=1000&limit=1000000&hits=1"
 	}
 
-	for _, cancellable := range []bool{false, true} {
-		name := "client/ctx=background"
-		if cancellable {
-			// A request's context: the call runs its exchange aside.
-			name = "client/ctx=cancellable"
-		}
-		b.Run(name, func(b *testing.B) {
-			c, err := client.New(client.Config{URL: base, Timeout: 10 * time.Second})
+	for _, mode := range []string{"ctx=background", "ctx=cancellable", "batching"} {
+		cancellable := mode != "ctx=background"
+		b.Run("client/"+mode, func(b *testing.B) {
+			// ctx=cancellable is a request's context: the call runs its
+			// exchange aside; batching coalesces the callers' checks.
+			c, err := client.New(client.Config{URL: base, Timeout: 10 * time.Second, Batching: mode == "batching"})
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -29,6 +29,8 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -102,12 +104,31 @@ type Config struct {
 	MaxConnsPerHost int
 	// TLSConfig is used for an https URL. Default: crypto/tls's defaults.
 	TLSConfig *tls.Config
+
+	// Batching turns on the batching mode: concurrent CheckRate calls made
+	// within BatchWindow of the first, up to BatchMaxSize of them, travel
+	// together in one POST /check_rates. Each caller gets its own decision
+	// and its own error; a caller whose context ends is left out of its
+	// batch and never fails the others. A check waits up to BatchWindow
+	// longer; the sidecar does far more checks per second. Ids that are not
+	// valid UTF-8 cannot travel in JSON and go alone.
+	Batching bool
+	// BatchWindow is how long the first check of a batch waits for others.
+	// Default DefaultBatchWindow.
+	BatchWindow time.Duration
+	// BatchMaxSize is the most checks in one batch; a full batch leaves at
+	// once. It must not exceed the sidecar's -max-batch. Default
+	// DefaultBatchMaxSize.
+	BatchMaxSize int
 }
 
 // Client calls a raterlimiter sidecar. It is safe for concurrent use. Close
 // releases its idle connections.
 type Client struct {
 	hc       *fasthttp.HostClient
+	batch    *batcher // nil unless Config.Batching
+	closed   atomic.Bool
+	once     sync.Once
 	base     string // URL without a trailing slash
 	timeout  time.Duration
 	failMode FailMode
@@ -177,13 +198,24 @@ func New(cfg Config) (*Client, error) {
 			return fasthttp.DialTimeout(addr, min(timeout, 5*time.Second))
 		},
 	}
+	if cfg.Batching {
+		c.batch = newBatcher(c, cfg.BatchWindow, cfg.BatchMaxSize)
+	}
 	return c, nil
 }
 
-// Close closes the client's idle connections. The client stays usable; it
-// just opens new connections.
+// Close stops the batcher, if any, and closes the client's idle
+// connections. Later calls fail with raterlimiter.ErrClosed. Close is
+// idempotent.
 func (c *Client) Close() error {
-	c.hc.CloseIdleConnections()
+	c.once.Do(func() {
+		c.closed.Store(true)
+		if c.batch != nil {
+			close(c.batch.closed)
+			<-c.batch.done
+		}
+		c.hc.CloseIdleConnections()
+	})
 	return nil
 }
 
@@ -192,7 +224,13 @@ func (c *Client) CheckRate(ctx context.Context, r rl.Request) (rl.Decision, erro
 	if err := r.Validate(c.maxID); err != nil {
 		return rl.Decision{}, err
 	}
-	d, err := c.checkRate(ctx, r)
+	var d rl.Decision
+	var err error
+	if c.batch != nil && batchable(r) {
+		d, err = c.batch.check(ctx, r)
+	} else {
+		d, err = c.checkRate(ctx, r)
+	}
 	if err != nil {
 		if c.failOpen(ctx, err) {
 			return c.openDecision(r), nil
@@ -421,9 +459,12 @@ func decodeDeleted(status int, b []byte, n *int) error {
 var errUnexpected = errors.New("client: unexpected status")
 
 // do sends one request bounded by the client's timeout and ctx, and hands
-// 200 and 429 answers to decode. Every error it returns is a *Error, or an
-// error rebuilt from the API's 400 body.
+// 200 and 429 answers to decode. Every error it returns is a *Error, an
+// error rebuilt from the API's 400 body, or raterlimiter.ErrClosed.
 func (c *Client) do(ctx context.Context, method, uri string, body []byte, admin bool, decode func(status int, body []byte) error) error {
+	if c.closed.Load() {
+		return rl.ErrClosed
+	}
 	if err := ctx.Err(); err != nil {
 		return &Error{Err: err}
 	}

@@ -1,0 +1,51 @@
+package client
+
+import (
+	"context"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	rl "github.com/raterlimiter/raterlimiter"
+	"github.com/raterlimiter/raterlimiter/api"
+	"github.com/raterlimiter/raterlimiter/memory"
+)
+
+// TestFlushLeavesOutEndedContexts: a caller whose context ended while its
+// check waited in a batch gets its context's error, is not sent, and the
+// others of the batch are decided in order.
+func TestFlushLeavesOutEndedContexts(t *testing.T) {
+	lim := memory.New(memory.Config{SweepInterval: -1})
+	t.Cleanup(func() { lim.Close() })
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	srv := api.New(api.Config{Limiter: lim})
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Shutdown(context.Background()) })
+	c, err := New(Config{URL: "http://" + ln.Addr().String(), Timeout: 30 * time.Second})
+	require.NoError(t, err)
+	t.Cleanup(func() { c.Close() })
+
+	r := rl.Request{ID: "u", Scale: 60_000, Limit: 10, Hits: 1}
+	gone, cancel := context.WithCancel(context.Background())
+	cancel()
+	batch := []waiting{
+		{ctx: context.Background(), r: r, reply: make(chan answerOf, 1)},
+		{ctx: gone, r: r, reply: make(chan answerOf, 1)},
+		{ctx: context.Background(), r: r, reply: make(chan answerOf, 1)},
+	}
+	b := &batcher{c: c}
+	b.flush(batch)
+	first, left, last := <-batch[0].reply, <-batch[1].reply, <-batch[2].reply
+	require.NoError(t, first.err)
+	require.NoError(t, last.err)
+	assert.Equal(t, int64(1), first.d.Count)
+	assert.Equal(t, int64(2), last.d.Count)
+	assert.ErrorIs(t, left.err, context.Canceled)
+	d, err := lim.CheckRate(context.Background(), rl.Request{ID: "u", Scale: 60_000, Limit: 10})
+	require.NoError(t, err)
+	assert.Equal(t, int64(2), d.Count, "the ended caller was not counted")
+}
