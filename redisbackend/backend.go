@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -41,6 +42,7 @@ type Backend struct {
 	br      breaker
 	log     *slog.Logger
 	slack   string // ms added to every TTL
+	closed  atomic.Bool
 }
 
 var _ rl.Limiter = (*Backend)(nil)
@@ -115,11 +117,16 @@ func New(cfg Config) (*Backend, error) {
 	return b, nil
 }
 
-// Close closes the connections. Calls after Close fail.
+// Close closes the connections; later calls fail with
+// raterlimiter.ErrClosed. It is idempotent.
 func (b *Backend) Close() error {
-	b.client.Close()
+	if b.closed.CompareAndSwap(false, true) {
+		b.client.Close()
+	}
 	return nil
 }
+
+var errClosed = fmt.Errorf("redisbackend: %w", rl.ErrClosed)
 
 // Up reports whether the circuit is closed: Redis answered the last call
 // that asked it.
@@ -128,6 +135,9 @@ func (b *Backend) Up() bool { return b.br.up() }
 // Ping asks Redis for PING within the timeout, whatever the circuit's state;
 // a success closes the circuit. For health checks.
 func (b *Backend) Ping(ctx context.Context) error {
+	if b.closed.Load() {
+		return errClosed
+	}
 	cctx, cancel := context.WithTimeout(ctx, b.cfg.Timeout)
 	defer cancel()
 	start := time.Now()
@@ -269,6 +279,9 @@ func (b *Backend) run(ctx context.Context, s script, n int, kv func(i int) (keys
 // decide runs the check script for rs (valid, non-empty) and applies the
 // fail mode to the requests Redis did not answer.
 func (b *Backend) decide(ctx context.Context, op string, rs []rl.Request) ([]rl.Decision, error) {
+	if b.closed.Load() {
+		return nil, errClosed
+	}
 	if !b.br.allow() {
 		return b.degrade(ctx, rs, make([]rl.Decision, len(rs)), allIndexes(len(rs)), ErrCircuitOpen)
 	}
@@ -496,6 +509,9 @@ type listed struct {
 
 // recordsCall runs records.lua for id.
 func (b *Backend) recordsCall(ctx context.Context, op, id string, scale int64) (int64, []listed, error) {
+	if b.closed.Load() {
+		return 0, nil, errClosed
+	}
 	if !b.br.allow() {
 		return 0, nil, &unavailableError{cause: ErrCircuitOpen}
 	}

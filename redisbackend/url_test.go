@@ -64,3 +64,21 @@ func TestURL(t *testing.T) {
 		})
 	}
 }
+
+func TestClose(t *testing.T) {
+	srv := redistest.Start(t)
+	b, err := redisbackend.New(redisbackend.Config{URL: srv.URL(), Fail: redisbackend.FailOpen})
+	require.NoError(t, err)
+	require.NoError(t, b.Close())
+	require.NoError(t, b.Close(), "idempotent")
+	ctx := context.Background()
+	_, err = b.CheckRate(ctx, rl.Request{ID: "u", Scale: 1000, Limit: 1, Hits: 1})
+	assert.ErrorIs(t, err, rl.ErrClosed, "not a fail-open answer")
+	_, err = b.CheckRates(ctx, []rl.Request{{ID: "u", Scale: 1000, Limit: 1, Hits: 1}})
+	assert.ErrorIs(t, err, rl.ErrClosed)
+	_, err = b.Buckets(ctx, "u")
+	assert.ErrorIs(t, err, rl.ErrClosed)
+	_, err = b.Reset(ctx, "u", 0)
+	assert.ErrorIs(t, err, rl.ErrClosed)
+	assert.ErrorIs(t, b.Ping(ctx), rl.ErrClosed)
+}

@@ -12,8 +12,9 @@
 #             10,000 ids, and the Go client's batch call (POST /check_rates, 100
 #             per batch)
 #
-# Prints every round, then the medians and each figure's ratio to the
-# pipelined ceiling, as a Markdown table.
+# The machine is shared: every subject is measured between two runs of the
+# pipelined ceiling and divided by their mean. Prints every measurement, then
+# the medians of the figures and of the ratios, as Markdown tables.
 #
 # Usage: scripts/redis-bench.sh [ROUNDS=3] [SECONDS=5]
 # Needs redis-server, redis-benchmark, redis-cli, wrk and go.
@@ -77,29 +78,38 @@ wrkrps() {
     awk '/^Requests\/sec:/ { print $2 }'
 }
 
-names=(ceiling-P16 ceiling-P1 backend-CheckRates100 backend-CheckRate client-rueidis client-go-redis sidecar-wrk sidecar-client-batch)
-echo "| round | $(IFS='|'; echo "${names[*]}" | sed 's/|/ | /g') |"
-echo "|$(printf -- '---|%.0s' $(seq 0 ${#names[@]}))"
+# The machine is shared and noisy: each subject is measured between two runs
+# of the pipelined ceiling, and compared with their mean.
+subjects=(ceiling-P1 backend-CheckRates100 backend-CheckRate client-rueidis client-go-redis sidecar-wrk sidecar-client-batch)
+measure() {
+  case $1 in
+    ceiling-P1) rb 1 ;;
+    backend-*) gob "BenchmarkBackend/${1#backend-}" ;;
+    client-*) gob "BenchmarkClient/${1#client-}" ;;
+    sidecar-wrk) wrkrps ;;
+    sidecar-client-batch) gob BenchmarkSidecarBatch ;;
+  esac
+}
+echo "| round | subject | ceiling before | subject checks/s | ceiling after | subject / mean ceiling |"
+echo "|---|---|---|---|---|---|"
 for round in $(seq "$ROUNDS"); do
-  vals=(
-    "$(rb 16)"
-    "$(rb 1)"
-    "$(gob BenchmarkBackend/CheckRates100)"
-    "$(gob BenchmarkBackend/CheckRate)"
-    "$(gob BenchmarkClient/rueidis)"
-    "$(gob BenchmarkClient/go-redis)"
-    "$(wrkrps)"
-    "$(gob BenchmarkSidecarBatch)"
-  )
-  for i in "${!names[@]}"; do echo "${names[$i]} ${vals[$i]}" >>"$tmp/results"; done
-  echo "| $round | $(IFS='|'; echo "${vals[*]}" | sed 's/|/ | /g') |"
+  for subj in "${subjects[@]}"; do
+    before=$(rb 16)
+    val=$(measure "$subj")
+    after=$(rb 16)
+    ratio=$(awk -v v="$val" -v a="$before" -v b="$after" 'BEGIN { printf "%.3f", 2 * v / (a + b) }')
+    echo "$subj $val $ratio $before $after" >>"$tmp/results"
+    echo "| $round | $subj | $before | $val | $after | $ratio |"
+  done
 done
 
+median() { sort -g | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }'; }
 echo
-echo "| measurement | median checks/s | of pipelined EVALSHA ceiling |"
+echo "| measurement | median checks/s | median ratio to the pipelined EVALSHA ceiling |"
 echo "|---|---|---|"
-ceiling=$(awk '$1 == "ceiling-P16" { print $2 }' "$tmp/results" | sort -g | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }')
-for n in "${names[@]}"; do
-  med=$(awk -v n="$n" '$1 == n { print $2 }' "$tmp/results" | sort -g | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }')
-  awk -v n="$n" -v m="$med" -v c="$ceiling" 'BEGIN { printf "| %s | %.0f | %.0f %% |\n", n, m, 100 * m / c }'
+echo "| ceiling-P16 (redis-benchmark -P 16) | $(awk '{ print $4; print $5 }' "$tmp/results" | median) | 1 |"
+for n in "${subjects[@]}"; do
+  med=$(awk -v n="$n" '$1 == n { print $2 }' "$tmp/results" | median)
+  rat=$(awk -v n="$n" '$1 == n { print $3 }' "$tmp/results" | median)
+  echo "| $n | $med | $rat |"
 done
