@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"runtime"
 	"strconv"
 	"sync/atomic"
 	"testing"
@@ -38,12 +39,12 @@ func BenchmarkTransport(b *testing.B) {
 		return base + "/check_rate?id=" + url.QueryEscape(id) + "&scale=1000&limit=1000000&hits=1"
 	}
 
-	for _, mode := range []string{"ctx=background", "ctx=cancellable", "batching"} {
+	for _, mode := range []string{"ctx=background", "ctx=cancellable"} {
 		cancellable := mode != "ctx=background"
 		b.Run("client/"+mode, func(b *testing.B) {
 			// ctx=cancellable is a request's context: the call runs its
-			// exchange aside; batching coalesces the callers' checks.
-			c, err := client.New(client.Config{URL: base, Timeout: 10 * time.Second, Batching: mode == "batching"})
+			// exchange aside.
+			c, err := client.New(client.Config{URL: base, Timeout: 10 * time.Second})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -125,4 +126,40 @@ func BenchmarkTransport(b *testing.B) {
 			}
 		})
 	})
+}
+
+// BenchmarkBatching compares the client with and without batching, in the
+// same run, with 32 and 512 concurrent callers over 10,000 ids.
+func BenchmarkBatching(b *testing.B) {
+	lim := memory.New(memory.Config{SweepInterval: -1})
+	b.Cleanup(func() { lim.Close() })
+	base := sidecar(b, lim, "")
+	ids := make([]string, 10_000)
+	for i := range ids {
+		ids[i] = "user-" + strconv.Itoa(i)
+	}
+	for _, callers := range []int{32, 512} {
+		for _, batching := range []bool{false, true} {
+			b.Run("callers="+strconv.Itoa(callers)+"/batching="+strconv.FormatBool(batching), func(b *testing.B) {
+				c, err := client.New(client.Config{URL: base, Timeout: 10 * time.Second, Batching: batching})
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer c.Close()
+				var n atomic.Int64
+				b.ReportAllocs()
+				b.SetParallelism(max(1, callers/runtime.GOMAXPROCS(0)))
+				b.RunParallel(func(pb *testing.PB) {
+					ctx := context.Background()
+					for pb.Next() {
+						id := ids[n.Add(1)%int64(len(ids))]
+						if _, err := c.CheckRate(ctx, rl.Request{ID: id, Scale: 1000, Limit: 1_000_000, Hits: 1}); err != nil {
+							b.Error(err)
+							return
+						}
+					}
+				})
+			})
+		}
+	}
 }

@@ -105,21 +105,29 @@ type Config struct {
 	// TLSConfig is used for an https URL. Default: crypto/tls's defaults.
 	TLSConfig *tls.Config
 
-	// Batching turns on the batching mode: concurrent CheckRate calls made
-	// within BatchWindow of the first, up to BatchMaxSize of them, travel
-	// together in one POST /check_rates. Each caller gets its own decision
-	// and its own error; a caller whose context ends is left out of its
-	// batch and never fails the others. A check waits up to BatchWindow
-	// longer; the sidecar does far more checks per second. Ids that are not
-	// valid UTF-8 cannot travel in JSON and go alone.
+	// Batching turns on the batching mode: concurrent CheckRate calls travel
+	// together, up to BatchMaxSize of them, in one POST /check_rates. A
+	// batch leaves as soon as fewer than BatchInFlight batches are on their
+	// way, taking every check that is waiting by then (plus those arriving
+	// within BatchWindow, if set): under light load a check leaves at once,
+	// under heavy load the checks that arrive while batches travel make the
+	// next one. Each caller gets its own decision and its own error; a
+	// caller whose context ends is left out of its batch and never fails
+	// the others. Ids that are not valid UTF-8 cannot travel in JSON and go
+	// alone.
 	Batching bool
-	// BatchWindow is how long the first check of a batch waits for others.
-	// Default DefaultBatchWindow.
+	// BatchWindow, if positive, is how long a batch that may leave still
+	// waits for more checks. Default 0: the window is the time the previous
+	// batches spend on their way. (Timers under a millisecond tend to fire
+	// a millisecond late, which a fixed window pays on every check.)
 	BatchWindow time.Duration
-	// BatchMaxSize is the most checks in one batch; a full batch leaves at
-	// once. It must not exceed the sidecar's -max-batch. Default
+	// BatchMaxSize is the most checks in one batch; a full batch leaves as
+	// soon as it may. It must not exceed the sidecar's -max-batch. Default
 	// DefaultBatchMaxSize.
 	BatchMaxSize int
+	// BatchInFlight is how many batches may be on their way at once.
+	// Default DefaultBatchInFlight.
+	BatchInFlight int
 }
 
 // Client calls a raterlimiter sidecar. It is safe for concurrent use. Close
@@ -199,7 +207,7 @@ func New(cfg Config) (*Client, error) {
 		},
 	}
 	if cfg.Batching {
-		c.batch = newBatcher(c, cfg.BatchWindow, cfg.BatchMaxSize)
+		c.batch = newBatcher(c, cfg.BatchWindow, cfg.BatchMaxSize, cfg.BatchInFlight)
 	}
 	return c, nil
 }
