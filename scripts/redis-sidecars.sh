@@ -9,7 +9,7 @@
 #     it is down closed answers 503, open 200, local 200 then 429 past the
 #     limit (this sidecar's own counters); no request takes longer than
 #     -redis-timeout plus a margin; after the restart the same sidecar process
-#     answers from Redis again.
+#     answers from Redis again. With closed, /healthz answers 503 while down.
 #
 # Usage: scripts/redis-sidecars.sh        (exit status 0 when every check holds)
 # Needs redis-server, redis-cli, curl and go.
@@ -120,6 +120,9 @@ for mode in closed open local; do
     local) want="5×200 5×429 " ;;
   esac
   check "$mode, redis down: codes of 10 requests" "$want" "$codes"
+  if [ "$mode" == closed ]; then
+    check "$mode, redis down: /healthz" 503 "$(curl -s -o /dev/null -w '%{http_code}' "http://$s/healthz")"
+  fi
   slowest=$(awk '{ if ($2 > m) m = $2 } END { printf "%.3f", m }' "$tmp/down")
   check "$mode, redis down: slowest request under 0.2 s (timeout 50 ms)" yes "$(awk -v s="$slowest" 'BEGIN { print (s < 0.2) ? "yes" : "no (" s " s)" }')"
   redis "$single"
