@@ -2,7 +2,9 @@ package redisbackend_test
 
 import (
 	"context"
+	"encoding/base64"
 	"math/rand/v2"
+	"strconv"
 	"testing"
 	"time"
 
@@ -174,4 +176,30 @@ func b2i(b bool) int {
 		return 1
 	}
 	return 0
+}
+
+// TestFixedCounterSaturates seeds a fixed window's counter near 2^63 (no
+// sequence of checks gets there in a test's time) and wants what algo.Fixed
+// answers: the sum saturates at 2^63-1 instead of failing or wrapping.
+func TestFixedCounterSaturates(t *testing.T) {
+	srv := redistest.Start(t)
+	clock := limitertest.NewClock(limitertest.T0)
+	b, err := redisbackend.New(redisbackend.Config{URL: srv.URL(), Clock: clock.Now, Timeout: 5 * time.Second})
+	require.NoError(t, err)
+	defer b.Close()
+	key := "rl:{" + base64.RawURLEncoding.EncodeToString([]byte("big")) + "}:f:1000"
+	start := 9223372036854775807 - rl.MaxHits - 1 // one MaxHits fits, the next overflows
+	now := strconv.FormatInt(limitertest.T0, 10)
+	_, err = srv.Do("HSET", key, "c", strconv.FormatInt(start, 10), "cr", now, "m", now)
+	require.NoError(t, err)
+	rec := algo.Record{Count: start, Created: limitertest.T0, Modified: limitertest.T0}
+	r := rl.Request{ID: "big", Scale: 1000, Limit: rl.MaxLimit, Hits: rl.MaxHits}
+	for i := range 3 {
+		want, next, _ := algo.Fixed(rec, true, clock.Now(), r)
+		rec = next
+		got, err := b.CheckRate(context.Background(), r)
+		require.NoError(t, err)
+		assert.Equal(t, want, got, "check %d", i)
+	}
+	assert.Equal(t, int64(9223372036854775807), rec.Count, "the reference saturated too")
 }
