@@ -202,4 +202,8 @@ func TestFixedCounterSaturates(t *testing.T) {
 		assert.Equal(t, want, got, "check %d", i)
 	}
 	assert.Equal(t, int64(9223372036854775807), rec.Count, "the reference saturated too")
+	bs, err := b.Buckets(context.Background(), "big")
+	require.NoError(t, err)
+	require.Len(t, bs, 1)
+	assert.Equal(t, rec.Count, bs[0].Count, "the stored counter")
 }
