@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"math/rand/v2"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -191,6 +192,8 @@ func TestFixedCounterSaturates(t *testing.T) {
 	start := 9223372036854775807 - rl.MaxHits - 1 // one MaxHits fits, the next overflows
 	now := strconv.FormatInt(limitertest.T0, 10)
 	_, err = srv.Do("HSET", key, "c", strconv.FormatInt(start, 10), "cr", now, "m", now)
+	require.NoError(t, err)
+	_, err = srv.Do("HSET", strings.TrimSuffix(key, "f:1000")+"i", "f:1000", "1") // its index entry
 	require.NoError(t, err)
 	rec := algo.Record{Count: start, Created: limitertest.T0, Modified: limitertest.T0}
 	r := rl.Request{ID: "big", Scale: 1000, Limit: rl.MaxLimit, Hits: rl.MaxHits}
