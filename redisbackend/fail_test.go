@@ -82,10 +82,14 @@ func TestOutage(t *testing.T) {
 				srv := redistest.Start(t)
 				fb := newLocal()
 				var redisCalls atomic.Int64
-				var ups, downs atomic.Int64
+				var ups, downs, degraded atomic.Int64
 				b, err := redisbackend.New(redisbackend.Config{
 					URL: srv.URL(), Timeout: timeout, ProbeInterval: probe, Fail: mode, Fallback: fb,
 					OnCall: func(string, time.Duration, error) { redisCalls.Add(1) },
+					OnDegraded: func(m redisbackend.FailMode, n int) {
+						assert.Equal(t, mode, m)
+						degraded.Add(int64(n))
+					},
 					OnState: func(up bool, _ error) {
 						if up {
 							ups.Add(1)
@@ -200,6 +204,7 @@ func TestOutage(t *testing.T) {
 					longest, timeout, lateness, inDown, after)
 				assert.LessOrEqual(t, longest, timeout+lateness+slack, "no call waits longer than the timeout, beyond what scheduling explains")
 				assert.Positive(t, inDown)
+				assert.GreaterOrEqual(t, degraded.Load(), int64(inDown), "OnDegraded counts every answer without Redis")
 				assert.Positive(t, after)
 				if mode == redisbackend.FailLocal {
 					assert.Positive(t, fb.calls.Load(), "the fallback decided")
