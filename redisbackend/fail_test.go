@@ -3,6 +3,7 @@ package redisbackend_test
 import (
 	"context"
 	"errors"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -261,4 +262,45 @@ func TestIgnoreDegraded(t *testing.T) {
 	assert.True(t, ds[1].Allowed)
 	_, err = l.CheckRate(context.Background(), rl.Request{})
 	assert.ErrorIs(t, err, rl.ErrInvalid, "other errors pass through")
+}
+
+// TestClusterMasterDown kills one master of three (no replicas; the others go
+// on serving their slots): in a batch over ids of every slot, the ids on the
+// live masters are decided by Redis, the others by the fail mode, and the
+// error says so.
+func TestClusterMasterDown(t *testing.T) {
+	c := redistest.StartCluster(t, "--cluster-require-full-coverage", "no")
+	b, err := redisbackend.New(redisbackend.Config{URL: c.URL(), Timeout: time.Second, Fail: redisbackend.FailOpen})
+	require.NoError(t, err)
+	defer b.Close()
+	ctx := context.Background()
+	rs := make([]rl.Request, 60)
+	for i := range rs {
+		rs[i] = rl.Request{ID: "node-down-" + strconv.Itoa(i), Scale: rl.MaxScale, Limit: 10, Hits: 1}
+	}
+	ds, err := b.CheckRates(ctx, rs)
+	require.NoError(t, err)
+	for _, d := range ds {
+		require.Equal(t, int64(1), d.Count)
+	}
+	c.Nodes[2].Kill()
+	ds, err = b.CheckRates(ctx, rs)
+	var dg *redisbackend.DegradedError
+	require.ErrorAs(t, err, &dg)
+	require.Equal(t, ds, dg.Decisions)
+	var fromRedis, failedOpen int
+	for _, d := range ds {
+		switch {
+		case d.Count == 2:
+			fromRedis++
+		case d.Count == 0 && d.Allowed && d.Remaining == 10:
+			failedOpen++
+		default:
+			t.Errorf("neither Redis's nor fail-open's: %+v", d)
+		}
+	}
+	t.Logf("%d decided by the live masters, %d failed open", fromRedis, failedOpen)
+	assert.Positive(t, fromRedis)
+	assert.Positive(t, failedOpen)
+	assert.Equal(t, len(rs), fromRedis+failedOpen)
 }

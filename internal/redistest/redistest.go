@@ -292,8 +292,9 @@ func (c *Cluster) URL() string {
 
 // StartCluster starts three cluster-enabled servers, joins them with
 // redis-cli --cluster create (no replicas), waits for cluster_state:ok on
-// every node and registers their stop with t.Cleanup.
-func StartCluster(t testing.TB) *Cluster {
+// every node and registers their stop with t.Cleanup. Extra arguments go to
+// every server (e.g. --cluster-require-full-coverage no).
+func StartCluster(t testing.TB, extra ...string) *Cluster {
 	t.Helper()
 	Available(t)
 	c := &Cluster{}
@@ -303,7 +304,7 @@ func StartCluster(t testing.TB) *Cluster {
 		if err := os.MkdirAll(s.dir, 0o755); err != nil {
 			t.Fatal(err)
 		}
-		s.startFresh(t, nil)
+		s.startFresh(t, extra)
 		c.Nodes = append(c.Nodes, s)
 	}
 	args := []string{"--cluster", "create"}
