@@ -223,9 +223,22 @@ func (b *Backend) now() string {
 }
 
 func (b *Backend) checkArgs(r rl.Request, now string) (keys, args []string) {
-	tag, f := b.tag(r.ID), field(r.Algo, r.Scale)
-	keys = []string{tag + f, tag + "i"}
-	args = []string{algoCode(r.Algo), strconv.FormatInt(r.Scale, 10), strconv.FormatInt(r.Limit, 10),
+	// Both keys and the field from one buffer: PREFIX:{ID}:ALGO:SCALE, the
+	// index PREFIX:{ID}:i, the field ALGO:SCALE.
+	var stack [128]byte
+	buf := append(stack[:0], b.cfg.Prefix...)
+	buf = append(buf, ":{"...)
+	buf = base64.RawURLEncoding.AppendEncode(buf, []byte(r.ID))
+	buf = append(buf, "}:"...)
+	tagLen := len(buf)
+	buf = append(buf, algoCode(r.Algo)...)
+	buf = append(buf, ':')
+	buf = strconv.AppendInt(buf, r.Scale, 10)
+	key := string(buf)
+	index := string(append(buf[:tagLen], 'i'))
+	f := key[tagLen:]
+	keys = []string{key, index}
+	args = []string{algoCode(r.Algo), f[2:], strconv.FormatInt(r.Limit, 10),
 		strconv.FormatInt(r.Hits, 10), now, f, b.slack}
 	return keys, args
 }

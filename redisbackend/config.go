@@ -3,6 +3,7 @@ package redisbackend
 import (
 	"crypto/tls"
 	"log/slog"
+	"strconv"
 	"time"
 
 	rl "github.com/raterlimiter/raterlimiter"
@@ -47,7 +48,7 @@ func (m FailMode) String() string {
 	case FailLocal:
 		return "local"
 	}
-	return "failmode(" + string(rune('0'+m)) + ")"
+	return "failmode(" + strconv.Itoa(int(m)) + ")"
 }
 
 // ParseFailMode returns the mode named s: "closed", "open" or "local". The
