@@ -1,0 +1,48 @@
+package redisbackend_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log"
+	"time"
+
+	rl "github.com/raterlimiter/raterlimiter"
+	"github.com/raterlimiter/raterlimiter/redisbackend"
+)
+
+// Several processes that build the same backend on the same Redis share one
+// limit. (Compiled, not run: it needs a Redis.)
+func ExampleNew() {
+	b, err := redisbackend.New(redisbackend.Config{
+		URL:     "redis://127.0.0.1:6379/0", // rediss:// for TLS; ?addr=… for more Cluster nodes
+		Timeout: 50 * time.Millisecond,
+		Fail:    redisbackend.FailOpen,
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer b.Close()
+	d, err := b.CheckRate(context.Background(), rl.Request{ID: "user-42", Scale: 60_000, Limit: 100, Hits: 1})
+	var dg *redisbackend.DegradedError
+	switch {
+	case errors.As(err, &dg):
+		fmt.Println("Redis is down; answered fail-"+dg.Mode.String()+", allowed:", d.Allowed)
+	case err != nil:
+		log.Fatal(err)
+	default:
+		fmt.Println("allowed:", d.Allowed, "remaining:", d.Remaining)
+	}
+}
+
+func ExampleParseFailMode() {
+	for _, s := range []string{"", "open", "local", "sometimes"} {
+		m, err := redisbackend.ParseFailMode(s)
+		fmt.Println(m, err)
+	}
+	// Output:
+	// closed <nil>
+	// open <nil>
+	// local <nil>
+	// closed raterlimiter: invalid redis-fail: must be one of closed, open, local
+}
