@@ -264,9 +264,15 @@ func (s *Server) checkRate(ctx *fasthttp.RequestCtx) {
 		return
 	}
 	d, err := s.lim.CheckRate(s.deadlines.get(start), r)
+	var mode string
 	if err != nil {
-		s.metrics.check(r.Algo, s.limiterFailed(ctx, err))
-		return
+		var ds []rl.Decision
+		if mode, ds = degradedAnswer(err); len(ds) != 1 {
+			s.metrics.check(r.Algo, s.limiterFailed(ctx, err))
+			return
+		}
+		d = ds[0]
+		ctx.Response.Header.Set(DegradedHeader, mode)
 	}
 	sc := s.scratch.Get().(*scratch)
 	sc.b = headers.SetOn(&ctx.Response.Header, sc.b, r, d)
@@ -375,11 +381,16 @@ func (s *Server) checkRates(ctx *fasthttp.RequestCtx) {
 	s.metrics.batchSize.Observe(float64(len(b.reqs)))
 	ds, err := s.lim.CheckRates(s.deadlines.get(start), b.reqs)
 	if err != nil {
-		res := s.limiterFailed(ctx, err)
-		for i := range b.reqs {
-			s.metrics.check(b.reqs[i].Algo, res)
+		mode, dds := degradedAnswer(err)
+		if dds == nil {
+			res := s.limiterFailed(ctx, err)
+			for i := range b.reqs {
+				s.metrics.check(b.reqs[i].Algo, res)
+			}
+			return
 		}
-		return
+		ds = dds
+		ctx.Response.Header.Set(DegradedHeader, mode)
 	}
 	if len(ds) != len(b.reqs) {
 		s.log.Error("api: the limiter answered a batch with the wrong number of decisions", "want", len(b.reqs), "got", len(ds))
@@ -527,6 +538,27 @@ func (s *Server) healthz(ctx *fasthttp.RequestCtx) {
 	}
 	ctx.SetContentType("text/plain; charset=utf-8")
 	ctx.SetBodyString("ok")
+}
+
+// DegradedHeader is set, to the backend's fail mode ("open" or "local"), on
+// answers a backend decided without its shared state: the Redis backend
+// under -redis-fail open or local, while Redis does not answer.
+const DegradedHeader = "X-RateLimit-Degraded"
+
+// degraded is how a backend's error carries decisions it made without its
+// shared state (redisbackend.DegradedError has this method): usable
+// answers, in order, and the fail mode that made them.
+type degraded interface {
+	Degraded() (mode string, ds []rl.Decision)
+}
+
+// degradedAnswer returns the decisions err carries, if any.
+func degradedAnswer(err error) (string, []rl.Decision) {
+	var dg degraded
+	if errors.As(err, &dg) {
+		return dg.Degraded()
+	}
+	return "", nil
 }
 
 // limiterFailed answers a request the limiter refused and returns the

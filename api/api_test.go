@@ -501,3 +501,46 @@ func TestHostileRequestsGetJSONErrors(t *testing.T) {
 	r = h.get(t, "/check_rate?id="+big+"&scale=1000&limit=1")
 	assert.Equal(t, 200, r.status, r.body)
 }
+
+// degradedErr is what a backend returns with decisions made without its
+// shared state (as redisbackend.DegradedError).
+type degradedErr struct{ ds []rl.Decision }
+
+func (e *degradedErr) Error() string                     { return "answered fail-open" }
+func (e *degradedErr) Unwrap() error                     { return rl.ErrUnavailable }
+func (e *degradedErr) Degraded() (string, []rl.Decision) { return "open", e.ds }
+
+// failOpen answers every check allowed, with a degradedErr.
+type failOpen struct{ rl.Limiter }
+
+func (failOpen) CheckRate(_ context.Context, r rl.Request) (rl.Decision, error) {
+	return rl.Decision{}, &degradedErr{[]rl.Decision{{Allowed: true, Limit: r.Limit, Remaining: r.Limit, ResetMS: r.Scale, Now: t0}}}
+}
+
+func (failOpen) CheckRates(_ context.Context, rs []rl.Request) ([]rl.Decision, error) {
+	ds := make([]rl.Decision, len(rs))
+	for i, r := range rs {
+		ds[i] = rl.Decision{Allowed: true, Limit: r.Limit, Remaining: r.Limit, ResetMS: r.Scale, Now: t0}
+	}
+	return nil, &degradedErr{ds}
+}
+
+func TestDegradedAnswersAreServedAndSaySo(t *testing.T) {
+	h := newHarness(t, api.Config{Limiter: failOpen{}})
+	r := h.get(t, "/check_rate?id=a&scale=1000&limit=3")
+	assert.Equal(t, 200, r.status, r.body)
+	assert.Equal(t, "open", r.headers[api.DegradedHeader])
+	assert.Equal(t, `{"allowed":true,"status":"ok","id":"a","count":0,"limit":3,"remaining":3,"reset_ms":1000,"retry_after_ms":0}`, r.body)
+	assert.Equal(t, "3", r.headers["X-RateLimit-Remaining"])
+
+	r = h.do(t, "POST", "/check_rates", "", `[{"id":"a","scale":1000,"limit":3},{"id":"b","scale":2000,"limit":1}]`)
+	assert.Equal(t, 200, r.status, r.body)
+	assert.Equal(t, "open", r.headers[api.DegradedHeader])
+	assert.Contains(t, r.body, `"id":"b","count":0,"limit":1,"remaining":1,"reset_ms":2000`)
+
+	// A plain unavailable error still fails closed.
+	h = newHarness(t, api.Config{Limiter: &stuck{}, Timeout: 10 * time.Millisecond})
+	r = h.get(t, "/check_rate?id=a&scale=1000&limit=3")
+	assert.Equal(t, 503, r.status)
+	assert.Empty(t, r.headers[api.DegradedHeader])
+}

@@ -71,9 +71,10 @@ func openBackend(cfg config, logger *slog.Logger, onSwept func(n int)) (backend,
 			return backend{}, err
 		}
 		return backend{
-			// Until api turns a *redisbackend.DegradedError into a header,
-			// fail-open and fail-local decisions are served as they are.
-			Limiter: redisbackend.IgnoreDegraded(rb),
+			// Decisions made without Redis (-redis-fail open or local)
+			// come with a *redisbackend.DegradedError: the API serves
+			// them with an X-RateLimit-Degraded header.
+			Limiter: rb,
 			Close: func() error {
 				err := rb.Close()
 				if fallback != nil {

@@ -1,0 +1,32 @@
+package main
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/raterlimiter/raterlimiter/internal/redistest"
+)
+
+// TestE2ERedisDegradedHeader runs the binary on a private Redis with
+// -redis-fail open, then kills Redis: answers keep coming, marked degraded.
+func TestE2ERedisDegradedHeader(t *testing.T) {
+	redistest.Available(t)
+	rs := redistest.Start(t)
+	s := start(t, nil, "-backend", "redis", "-redis-url", rs.URL(), "-redis-fail", "open", "-redis-timeout", "200ms")
+
+	for i := range 3 {
+		r := s.get(t, "/check_rate?id=deg&scale=60000&limit=2")
+		require.Equal(t, []int{200, 200, 429}[i], r.status, r.body)
+		assert.Empty(t, r.header.Get("X-RateLimit-Degraded"), "Redis answered")
+	}
+	rs.Kill()
+	r := s.get(t, "/check_rate?id=deg&scale=60000&limit=2")
+	assert.Equal(t, 200, r.status, "fail-open allows while Redis is down: %s", r.body)
+	assert.Equal(t, "open", r.header.Get("X-RateLimit-Degraded"))
+	r = s.do(t, "POST", "/check_rates", "", `[{"id":"deg","scale":60000,"limit":2}]`)
+	assert.Equal(t, 200, r.status, r.body)
+	assert.Equal(t, "open", r.header.Get("X-RateLimit-Degraded"))
+	require.NoError(t, s.stop(t))
+}
