@@ -39,7 +39,7 @@ type Config struct {
 // Defaults for Config's zero fields.
 const (
 	DefaultMailbox     = 1024
-	DefaultSweepBudget = 1024
+	DefaultSweepBudget = 256
 )
 
 // ErrPanicked is returned to the caller whose message was being handled when
@@ -279,11 +279,14 @@ func (a *Actor) loop() (clean bool) {
 	for {
 		if len(a.sweeping) > 0 {
 			a.sweepStep()
-			// Answer what waits before the next step.
+			// Answer what waits before the next step, then yield: the
+			// callers just answered wait to run, and on a busy processor
+			// they would wait for a thread to wake up elsewhere.
 			a.tick()
 			for range len(a.mailbox) {
 				a.handle(<-a.mailbox)
 			}
+			runtime.Gosched()
 			select {
 			case <-a.done:
 				a.drain()
