@@ -26,7 +26,9 @@ type LoadOptions struct {
 	// time are not loaded. Default: the system clock.
 	Clock func() int64
 	// IgnoreCorrupt makes a file that matches ErrCorrupt a warning in the log
-	// and an empty start instead of an error.
+	// and an empty start instead of an error. The file is renamed to
+	// path+".corrupt" (replacing an older one), so the next write does not
+	// destroy it.
 	IgnoreCorrupt bool
 	// Workers is how many goroutines restore records at once. Default 4.
 	Workers int
@@ -39,9 +41,10 @@ type LoadStats struct {
 	// Missing is true when there was no file: a fresh start.
 	Missing bool
 	// Ignored is true when the file was corrupt and IgnoreCorrupt let the
-	// start go on empty. Err holds why.
+	// start go on empty. Err holds why; MovedTo is where the file went.
 	Ignored bool
 	Err     error
+	MovedTo string
 	// Written is when the snapshot was begun, Unix ms.
 	Written int64
 	// Loaded is how many records were restored; Expired how many were left
@@ -94,8 +97,14 @@ func Load(ctx context.Context, path string, dst Target, opts LoadOptions) (LoadS
 		}
 		err = &corruptError{path: path, msg: ce.msg}
 		if opts.IgnoreCorrupt {
-			log.Warn("snapshot refused, ignoring it as configured: starting empty", "snapshot", path, "err", err)
-			return LoadStats{Ignored: true, Err: err}, nil
+			// Keep the bad file for a post-mortem: the next write would
+			// replace it.
+			aside := path + ".corrupt"
+			if rerr := os.Rename(path, aside); rerr != nil {
+				aside = "(not moved: " + rerr.Error() + ")"
+			}
+			log.Warn("snapshot refused, ignoring it as configured: starting empty", "snapshot", path, "err", err, "moved_to", aside)
+			return LoadStats{Ignored: true, Err: err, MovedTo: aside}, nil
 		}
 		return st, err
 	}

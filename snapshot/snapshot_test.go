@@ -296,6 +296,13 @@ func TestCorruptFilesAreRefusedNamingTheFile(t *testing.T) {
 			assert.Zero(t, l.Stats().Live)
 			assert.Contains(t, logs.String(), "starting empty")
 			assert.Contains(t, logs.String(), path)
+			// The bad file is kept aside, so the next write cannot destroy it.
+			assert.Equal(t, path+".corrupt", st.MovedTo)
+			kept, err := os.ReadFile(path + ".corrupt")
+			require.NoError(t, err)
+			assert.Equal(t, tc.data, kept)
+			_, err = os.Stat(path)
+			assert.ErrorIs(t, err, os.ErrNotExist)
 		})
 	}
 }

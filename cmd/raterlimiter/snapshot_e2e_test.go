@@ -156,7 +156,7 @@ func TestE2ECorruptSnapshotIsRefused(t *testing.T) {
 		{name: "flipped byte", data: flipped, msg: "checksum mismatch"},
 		{name: "truncated", data: data[:len(data)-3], msg: "checksum mismatch"},
 		{name: "foreign", data: []byte("PK\x03\x04 not a snapshot"), msg: "bad magic"},
-		{name: "empty", data: nil, msg: "empty file"},
+		{name: "empty", data: []byte{}, msg: "empty file"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "limits.snap")
@@ -174,6 +174,9 @@ func TestE2ECorruptSnapshotIsRefused(t *testing.T) {
 			p, _ := s.state(t, snapCheck{id: "u", scale: longScale, limit: "9", algo: "fixed"})
 			assert.Zero(t, p.Count, "started empty")
 			require.NoError(t, s.stop(t))
+			kept, err := os.ReadFile(path + ".corrupt")
+			require.NoError(t, err, "the refused file is kept aside")
+			assert.Equal(t, tc.data, kept)
 		})
 	}
 }
