@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -36,7 +37,9 @@ var recordsLua string
 // Backend is a raterlimiter.Limiter on Redis. It is safe for concurrent use.
 type Backend struct {
 	cfg     Config
-	client  rueidis.Client
+	client  atomic.Pointer[rueidis.Client] // nil until connected
+	done    chan struct{}                  // closed by Close
+	wg      sync.WaitGroup                 // the connecting goroutine
 	check   script
 	records script
 	br      breaker
@@ -98,30 +101,74 @@ func New(cfg Config) (*Backend, error) {
 	opt.ConnWriteTimeout = max(10*cfg.Timeout, time.Second)
 	opt.DisableRetry = true
 	opt.ClientName = "raterlimiter"
-	client, err := rueidis.NewClient(opt)
-	if err != nil {
-		return nil, fmt.Errorf("redisbackend: connect: %w", err)
-	}
 	b := &Backend{
 		cfg:     cfg,
-		client:  client,
 		check:   newScript(checkLua),
 		records: newScript(recordsLua),
 		log:     cfg.Logger,
 		br:      breaker{interval: cfg.ProbeInterval, now: time.Now},
 		slack:   "0",
+		done:    make(chan struct{}),
 	}
 	if cfg.Clock != nil {
 		b.slack = strconv.FormatInt(clockSlack.Milliseconds(), 10)
 	}
+	client, err := rueidis.NewClient(opt)
+	switch {
+	case err == nil:
+		b.client.Store(&client)
+	case cfg.StartDown:
+		b.fail(fmt.Errorf("connect: %w", err))
+		b.wg.Add(1)
+		go b.connect(opt)
+	default:
+		return nil, fmt.Errorf("redisbackend: connect: %w", err)
+	}
 	return b, nil
 }
+
+// connect tries to connect every probe interval until it succeeds or the
+// backend is closed (Config.StartDown).
+func (b *Backend) connect(opt rueidis.ClientOption) {
+	defer b.wg.Done()
+	t := time.NewTicker(b.cfg.ProbeInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-b.done:
+			return
+		case <-t.C:
+		}
+		client, err := rueidis.NewClient(opt)
+		if err != nil {
+			continue
+		}
+		b.client.Store(&client)
+		b.log.Info("redisbackend: connected")
+		return
+	}
+}
+
+// conn returns the client, or nil while not connected (Config.StartDown).
+func (b *Backend) conn() rueidis.Client {
+	if c := b.client.Load(); c != nil {
+		return *c
+	}
+	return nil
+}
+
+// errNotConnected is the cause of failures before the first connection.
+var errNotConnected = errors.New("redisbackend: not connected to redis yet")
 
 // Close closes the connections; later calls fail with
 // raterlimiter.ErrClosed. It is idempotent.
 func (b *Backend) Close() error {
 	if b.closed.CompareAndSwap(false, true) {
-		b.client.Close()
+		close(b.done)
+		b.wg.Wait()
+		if c := b.conn(); c != nil {
+			c.Close()
+		}
 	}
 	return nil
 }
@@ -138,10 +185,14 @@ func (b *Backend) Ping(ctx context.Context) error {
 	if b.closed.Load() {
 		return errClosed
 	}
+	c := b.conn()
+	if c == nil {
+		return &unavailableError{cause: errNotConnected}
+	}
 	cctx, cancel := context.WithTimeout(ctx, b.cfg.Timeout)
 	defer cancel()
 	start := time.Now()
-	err := b.client.Do(cctx, b.client.B().Ping().Build()).Error()
+	err := c.Do(cctx, c.B().Ping().Build()).Error()
 	b.observe("ping", start, err)
 	if err != nil {
 		if b.unavailable(ctx, err) {
@@ -243,12 +294,12 @@ func (b *Backend) checkArgs(r rl.Request, now string) (keys, args []string) {
 	return keys, args
 }
 
-func (b *Backend) evalsha(s script, keys, args []string) rueidis.Completed {
-	return b.client.B().Evalsha().Sha1(s.sha).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build()
+func evalsha(c rueidis.Client, s script, keys, args []string) rueidis.Completed {
+	return c.B().Evalsha().Sha1(s.sha).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build()
 }
 
-func (b *Backend) eval(s script, keys, args []string) rueidis.Completed {
-	return b.client.B().Eval().Script(s.body).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build()
+func eval(c rueidis.Client, s script, keys, args []string) rueidis.Completed {
+	return c.B().Eval().Script(s.body).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build()
 }
 
 func isNoScript(err error) bool {
@@ -259,16 +310,24 @@ func isNoScript(err error) bool {
 // run sends one script per item (keys and args of item i from kv), pipelined,
 // and sends again with EVAL, in order, those that found no script loaded.
 func (b *Backend) run(ctx context.Context, s script, n int, kv func(i int) (keys, args []string)) []rueidis.RedisResult {
+	c := b.conn()
+	if c == nil {
+		res := make([]rueidis.RedisResult, n)
+		for i := range res {
+			res[i] = rueidis.NewErrorResult(errNotConnected)
+		}
+		return res
+	}
 	cmds := make(rueidis.Commands, n)
 	for i := range n {
 		k, a := kv(i)
-		cmds[i] = b.evalsha(s, k, a)
+		cmds[i] = evalsha(c, s, k, a)
 	}
 	var res []rueidis.RedisResult
 	if n == 1 {
-		res = []rueidis.RedisResult{b.client.Do(ctx, cmds[0])}
+		res = []rueidis.RedisResult{c.Do(ctx, cmds[0])}
 	} else {
-		res = b.client.DoMulti(ctx, cmds...)
+		res = c.DoMulti(ctx, cmds...)
 	}
 	var again []int
 	for i := range res {
@@ -280,9 +339,9 @@ func (b *Backend) run(ctx context.Context, s script, n int, kv func(i int) (keys
 		retry := make(rueidis.Commands, len(again))
 		for j, i := range again {
 			k, a := kv(i)
-			retry[j] = b.eval(s, k, a)
+			retry[j] = eval(c, s, k, a)
 		}
-		for j, r := range b.client.DoMulti(ctx, retry...) {
+		for j, r := range c.DoMulti(ctx, retry...) {
 			res[again[j]] = r
 		}
 	}

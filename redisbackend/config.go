@@ -109,6 +109,10 @@ type Config struct {
 	// OnState, if set, is called when the circuit changes: up is false when
 	// it opens (Redis failing), true when Redis answers again.
 	OnState func(up bool, err error)
+	// StartDown lets New succeed while Redis cannot be reached: the backend
+	// starts with the circuit open (answering by Fail) and connects in the
+	// background, trying every ProbeInterval. Without it New fails.
+	StartDown bool
 	// Logger receives state changes. Default slog.Default().
 	Logger *slog.Logger
 }

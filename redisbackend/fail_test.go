@@ -304,3 +304,45 @@ func TestClusterMasterDown(t *testing.T) {
 	assert.Positive(t, failedOpen)
 	assert.Equal(t, len(rs), fromRedis+failedOpen)
 }
+
+// TestStartDown starts a backend while its Redis is down: without StartDown
+// New fails; with it the backend answers by its fail mode and connects by
+// itself once Redis is up.
+func TestStartDown(t *testing.T) {
+	srv := redistest.Start(t)
+	srv.Kill()
+	cfg := redisbackend.Config{URL: srv.URL(), Timeout: time.Second, ProbeInterval: 20 * time.Millisecond, Fail: redisbackend.FailOpen}
+	_, err := redisbackend.New(cfg)
+	require.Error(t, err, "Redis is down")
+
+	cfg.StartDown = true
+	b, err := redisbackend.New(cfg)
+	require.NoError(t, err)
+	defer b.Close()
+	assert.False(t, b.Up())
+	ctx := context.Background()
+	r := rl.Request{ID: "u", Scale: 60_000, Limit: 5, Hits: 1}
+	d, err := b.CheckRate(ctx, r)
+	var dg *redisbackend.DegradedError
+	require.ErrorAs(t, err, &dg)
+	assert.True(t, d.Allowed)
+	assert.ErrorIs(t, b.Ping(ctx), rl.ErrUnavailable)
+
+	srv.Restart(t)
+	deadline := time.Now().Add(5 * time.Second)
+	for err != nil && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+		d, err = b.CheckRate(ctx, r)
+	}
+	require.NoError(t, err, "connected by itself")
+	assert.Equal(t, int64(1), d.Count, "decided by Redis")
+	assert.True(t, b.Up())
+
+	// Closing while still trying to connect stops the trying.
+	srv.Kill()
+	b2, err := redisbackend.New(cfg)
+	require.NoError(t, err)
+	require.NoError(t, b2.Close())
+	_, err = b2.CheckRate(ctx, r)
+	assert.ErrorIs(t, err, rl.ErrClosed)
+}
