@@ -41,7 +41,8 @@ type LoadStats struct {
 	// Missing is true when there was no file: a fresh start.
 	Missing bool
 	// Ignored is true when the file was corrupt and IgnoreCorrupt let the
-	// start go on empty. Err holds why; MovedTo is where the file went.
+	// start go on empty. Err holds why; MovedTo is where the file was moved
+	// (empty if it could not be).
 	Ignored bool
 	Err     error
 	MovedTo string
@@ -93,7 +94,7 @@ func Load(ctx context.Context, path string, dst Target, opts LoadOptions) (LoadS
 	if err != nil {
 		var ce *corruptError
 		if !errors.As(err, &ce) {
-			return st, fmt.Errorf("snapshot: reading %s: %w", path, err)
+			return st, err // an I/O error, which names the file
 		}
 		err = &corruptError{path: path, msg: ce.msg}
 		if opts.IgnoreCorrupt {
@@ -101,7 +102,8 @@ func Load(ctx context.Context, path string, dst Target, opts LoadOptions) (LoadS
 			// replace it.
 			aside := path + ".corrupt"
 			if rerr := os.Rename(path, aside); rerr != nil {
-				aside = "(not moved: " + rerr.Error() + ")"
+				log.Warn("could not move the refused snapshot aside", "snapshot", path, "err", rerr)
+				aside = ""
 			}
 			log.Warn("snapshot refused, ignoring it as configured: starting empty", "snapshot", path, "err", err, "moved_to", aside)
 			return LoadStats{Ignored: true, Err: err, MovedTo: aside}, nil
