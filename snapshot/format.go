@@ -29,13 +29,18 @@ const (
 	readStep = 64 << 10
 )
 
+// castagnoli is the CRC-32C table; it is never written after init.
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // Record is one bucket record as a snapshot holds it.
 type Record struct {
-	ID    string
+	// ID is the id, any bytes.
+	ID string
+	// Scale is the window in milliseconds.
 	Scale int64
-	Algo  rl.Algo
+	// Algo is the algorithm the record belongs to.
+	Algo rl.Algo
+	// State is what the store holds (see algo.Record for its meaning).
 	State algo.Record
 }
 
@@ -53,6 +58,7 @@ func (e *corruptError) Error() string {
 	}
 	return "snapshot: " + e.path + ": " + e.msg
 }
+
 func (e *corruptError) Is(target error) bool { return target == ErrCorrupt }
 
 // encoder turns records into the format's bytes. It is not safe for
