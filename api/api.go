@@ -113,6 +113,10 @@ type Server struct {
 	scratch  sync.Pool // of *scratch
 	// deadlines bounds the wait for the limiter.
 	deadlines *deadlines
+
+	mu   sync.Mutex
+	shut bool           // Shutdown was called
+	lns  []net.Listener // given to Serve
 }
 
 // scratch is a reusable buffer for one response.
@@ -197,13 +201,36 @@ func (f fasthttpLogger) Printf(format string, args ...any) {
 	f.l.Debug("fasthttp: " + fmt.Sprintf(format, args...))
 }
 
-// Serve serves HTTP on ln until Shutdown. It returns nil after Shutdown.
-func (s *Server) Serve(ln net.Listener) error { return s.srv.Serve(ln) }
+// Serve serves HTTP on ln until Shutdown. It returns nil after Shutdown,
+// also when Shutdown came first (it then closes ln at once).
+func (s *Server) Serve(ln net.Listener) error {
+	s.mu.Lock()
+	if s.shut {
+		s.mu.Unlock()
+		ln.Close()
+		return nil
+	}
+	s.lns = append(s.lns, ln)
+	s.mu.Unlock()
+	return s.srv.Serve(ln)
+}
 
 // Shutdown stops accepting connections, answers the requests in flight,
 // closes every connection and returns; or returns ctx's error when ctx ends
-// first.
-func (s *Server) Shutdown(ctx context.Context) error { return s.srv.ShutdownWithContext(ctx) }
+// first. Serve calls that come after it return at once.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.mu.Lock()
+	s.shut = true
+	lns := s.lns
+	s.mu.Unlock()
+	err := s.srv.ShutdownWithContext(ctx)
+	// A Serve that had not yet handed its listener to fasthttp when
+	// fasthttp shut down would serve on: closing the listener ends it.
+	for _, ln := range lns {
+		ln.Close()
+	}
+	return err
+}
 
 // AddSwept counts n swept bucket records in /metrics; wire the backend's
 // sweep reports to it.

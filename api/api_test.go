@@ -544,3 +544,24 @@ func TestDegradedAnswersAreServedAndSaySo(t *testing.T) {
 	assert.Equal(t, 503, r.status)
 	assert.Empty(t, r.headers[api.DegradedHeader])
 }
+
+func TestShutdownBeforeOrDuringServeReturns(t *testing.T) {
+	for i := range 50 { // the race is between Serve starting and Shutdown
+		lim := memory.New(memory.Config{SweepInterval: -1})
+		srv := api.New(api.Config{Limiter: lim})
+		ln := fasthttputil.NewInmemoryListener()
+		done := make(chan error, 1)
+		if i == 0 {
+			require.NoError(t, srv.Shutdown(context.Background()))
+		}
+		go func() { done <- srv.Serve(ln) }()
+		require.NoError(t, srv.Shutdown(context.Background()))
+		select {
+		case err := <-done:
+			assert.NoError(t, err)
+		case <-time.After(10 * time.Second):
+			t.Fatalf("round %d: Serve did not return after Shutdown", i)
+		}
+		lim.Close()
+	}
+}
