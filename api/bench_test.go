@@ -71,3 +71,44 @@ func BenchmarkCheckRate(b *testing.B) {
 		})
 	}
 }
+
+func (instant) CheckRates(_ context.Context, rs []rl.Request) ([]rl.Decision, error) {
+	ds := make([]rl.Decision, len(rs))
+	for i, r := range rs {
+		ds[i] = rl.Decision{Allowed: true, Count: 1, Limit: r.Limit, Remaining: r.Limit - 1, ResetMS: 1000, Now: 1_700_000_000_000}
+	}
+	return ds, nil
+}
+
+// BenchmarkCheckRates runs POST /check_rates of 100 checks in memory on the
+// instant limiter: the API's own cost per batch (parse, answer), reported
+// per check too.
+func BenchmarkCheckRates(b *testing.B) {
+	const n = 100
+	body := []byte("[")
+	for i := range n {
+		if i > 0 {
+			body = append(body, ',')
+		}
+		body = append(body, `{"id":"user`+strconv.Itoa(i)+`","scale":60000,"limit":1000000,"algo":"sliding"}`...)
+	}
+	body = append(body, ']')
+	h := New(Config{Limiter: instant{}}).Handler
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		var ctx fasthttp.RequestCtx
+		var req fasthttp.Request
+		for pb.Next() {
+			req.Reset()
+			req.Header.SetMethod("POST")
+			req.SetRequestURI("/check_rates")
+			req.SetBody(body)
+			ctx.Init(&req, nil, nil)
+			h(&ctx)
+			if ctx.Response.StatusCode() != 200 {
+				b.Fatalf("status %d: %s", ctx.Response.StatusCode(), ctx.Response.Body())
+			}
+		}
+	})
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/check")
+}
