@@ -176,18 +176,17 @@ func New(cfg Config) *Server {
 	s.scratch.New = func() any { return &scratch{b: make([]byte, 0, 256)} }
 	s.deadlines = newDeadlines(cfg.Timeout)
 	s.srv = &fasthttp.Server{
-		Handler:               s.Handler,
-		ErrorHandler:          s.errorHandler,
-		Name:                  "raterlimiter",
-		ReadTimeout:           cfg.ReadTimeout,
-		WriteTimeout:          cfg.WriteTimeout,
-		IdleTimeout:           cfg.IdleTimeout,
-		MaxRequestBodySize:    cfg.MaxBodyBytes,
-		ReadBufferSize:        cfg.ReadBufferSize,
-		Concurrency:           cfg.Concurrency,
-		NoDefaultServerHeader: true,
-		CloseOnShutdown:       true,
-		Logger:                fasthttpLogger{cfg.Logger},
+		Handler:            s.Handler,
+		ErrorHandler:       s.errorHandler,
+		Name:               "raterlimiter",
+		ReadTimeout:        cfg.ReadTimeout,
+		WriteTimeout:       cfg.WriteTimeout,
+		IdleTimeout:        cfg.IdleTimeout,
+		MaxRequestBodySize: cfg.MaxBodyBytes,
+		ReadBufferSize:     cfg.ReadBufferSize,
+		Concurrency:        cfg.Concurrency,
+		CloseOnShutdown:    true,
+		Logger:             fasthttpLogger{cfg.Logger},
 	}
 	return s
 }
@@ -666,13 +665,13 @@ func (s *Server) writeJSON(ctx *fasthttp.RequestCtx, code int, v any) {
 // errorHandler answers requests fasthttp could not read, in JSON.
 func (s *Server) errorHandler(ctx *fasthttp.RequestCtx, err error) {
 	var small *fasthttp.ErrSmallBuffer
-	var nerr net.Error
+	var timeout interface{ Timeout() bool }
 	switch {
 	case errors.As(err, &small):
 		s.fail(ctx, fasthttp.StatusRequestHeaderFieldsTooLarge, "api: request line and headers too large")
 	case errors.Is(err, fasthttp.ErrBodyTooLarge):
 		s.fail(ctx, fasthttp.StatusRequestEntityTooLarge, "api: request body too large")
-	case errors.As(err, &nerr) && nerr.Timeout():
+	case errors.As(err, &timeout) && timeout.Timeout():
 		s.fail(ctx, fasthttp.StatusRequestTimeout, "api: request not read in time")
 	default:
 		s.fail(ctx, fasthttp.StatusBadRequest, "api: malformed HTTP request")

@@ -565,3 +565,19 @@ func TestShutdownBeforeOrDuringServeReturns(t *testing.T) {
 		lim.Close()
 	}
 }
+
+func TestSlowClientIsCutOffAfterReadTimeout(t *testing.T) {
+	h := newHarness(t, api.Config{ReadTimeout: 200 * time.Millisecond})
+	c, err := h.ln.Dial()
+	require.NoError(t, err)
+	defer c.Close()
+	start := time.Now()
+	_, err = io.WriteString(c, "GET /check_rate?id=slow&scale=1000&limit=1 HTTP/1.1\r\nHost: x\r\n") // never ends
+	require.NoError(t, err)
+	require.NoError(t, c.SetReadDeadline(time.Now().Add(10*time.Second)))
+	got, _ := io.ReadAll(c) // until the server closes the connection
+	assert.Less(t, time.Since(start), 5*time.Second, "cut off by the read timeout, not the test's deadline")
+	t.Logf("after %v the server sent %q and closed", time.Since(start).Round(time.Millisecond), got)
+	assert.True(t, strings.HasPrefix(string(got), "HTTP/1.1 408 Request Timeout\r\n"), "%q", got)
+	assert.Contains(t, string(got), `{"error":"api: request not read in time"}`)
+}
