@@ -164,14 +164,21 @@ func (s *Store) Check(now int64, r rl.Request) (rl.Decision, error) {
 }
 
 // Put stores rec under (id, scale, a), replacing the record with the same key
-// (the bucket comes from rec, see algo.BucketOf). It is for restoring a
-// snapshot; Check is the way to count.
+// (the bucket comes from rec, see algo.BucketOf), and evicting one as Check
+// does when the store is full. It is for restoring a snapshot; Check is the
+// way to count.
 func (s *Store) Put(id string, scale int64, a rl.Algo, r algo.Record) error {
 	req := rl.Request{ID: id, Scale: scale, Algo: a}
 	if err := req.Validate(s.maxID); err != nil {
 		return err
 	}
-	if prev, replaced := s.tree.Set(newRec(id, scale, a, r)); replaced {
+	p := newRec(id, scale, a, r)
+	if s.max > 0 && s.tree.Len() >= s.max {
+		if _, found := s.tree.Get(p); !found {
+			s.evict(r.Modified)
+		}
+	}
+	if prev, replaced := s.tree.Set(p); replaced {
 		s.remove(prev)
 	}
 	return nil

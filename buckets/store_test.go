@@ -214,3 +214,13 @@ func TestEvictionPrefersExpiredRecords(t *testing.T) {
 		assert.Len(t, s.Buckets(id), 1, id)
 	}
 }
+
+func TestPutRespectsMaxRecords(t *testing.T) {
+	s := New(Options{MaxRecords: 3, Seed: 3})
+	for i := range 10 {
+		require.NoError(t, s.Put("id"+strconv.Itoa(i), 1000, rl.Fixed, algo.Record{Count: 1, Created: t0, Modified: t0 + int64(i)}))
+		assert.LessOrEqual(t, s.Len(), 3)
+	}
+	require.NoError(t, s.Put("id9", 1000, rl.Fixed, algo.Record{Count: 5, Created: t0, Modified: t0 + 9}))
+	assert.Equal(t, uint64(7), s.Evicted, "replacing a record evicts nothing")
+}
