@@ -26,10 +26,15 @@ type backend struct {
 func openBackend(cfg config, logger *slog.Logger, onSwept func(n int)) (backend, error) {
 	switch cfg.backend {
 	case "memory":
+		maxBuckets := cfg.maxBuckets
+		if maxBuckets == 0 {
+			maxBuckets = -1 // -max-buckets 0: no bound
+		}
 		m := memory.New(memory.Config{
 			Shards:        cfg.shards,
 			SweepInterval: cfg.sweepInterval,
 			MaxIDBytes:    cfg.maxIDBytes,
+			MaxBuckets:    maxBuckets,
 			Logger:        logger,
 			OnSweep: func(_ int, s actor.SweepStats, err error) {
 				if err == nil {

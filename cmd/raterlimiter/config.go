@@ -11,6 +11,7 @@ import (
 
 	rl "github.com/raterlimiter/raterlimiter"
 	"github.com/raterlimiter/raterlimiter/api"
+	"github.com/raterlimiter/raterlimiter/memory"
 	"github.com/raterlimiter/raterlimiter/redisbackend"
 )
 
@@ -36,6 +37,7 @@ type config struct {
 	adminToken      string
 	maxIDBytes      int
 	shards          int
+	maxBuckets      int
 	timeout         time.Duration
 	maxBatch        int
 	shutdownTimeout time.Duration
@@ -54,6 +56,7 @@ func (cfg *config) flags(fs *flag.FlagSet) {
 	fs.StringVar(&cfg.adminToken, "admin-token", "", "bearer token /buckets requires; empty leaves /buckets open")
 	fs.IntVar(&cfg.maxIDBytes, "max-id-bytes", rl.DefaultMaxIDBytes, fmt.Sprintf("longest id accepted, in bytes (1 to %d)", maxIDBytesCap))
 	fs.IntVar(&cfg.shards, "shards", 0, "actors the memory backend spreads ids over; 0 means one per CPU")
+	fs.IntVar(&cfg.maxBuckets, "max-buckets", memory.DefaultMaxBuckets, "most live bucket records (memory backend); past it a new record evicts an expired or else the least recently modified one; 0 means no bound")
 	fs.DurationVar(&cfg.timeout, "timeout", api.DefaultTimeout, "longest wait for the backend's answer before 503")
 	fs.IntVar(&cfg.maxBatch, "max-batch", api.DefaultMaxBatch, "most checks in one POST /check_rates (more get 413)")
 	fs.DurationVar(&cfg.shutdownTimeout, "shutdown-timeout", 10*time.Second, "longest wait for requests in flight on SIGINT/SIGTERM")
@@ -109,6 +112,8 @@ func (cfg *config) check() error {
 		return bad("-max-id-bytes must be from 1 to %d, not %d", maxIDBytesCap, cfg.maxIDBytes)
 	case cfg.shards < 0:
 		return bad("-shards must not be negative")
+	case cfg.maxBuckets < 0:
+		return bad("-max-buckets must not be negative")
 	case cfg.timeout <= 0:
 		return bad("-timeout must be positive")
 	case cfg.maxBatch < 1:
@@ -140,7 +145,7 @@ type flagRow struct{ name, arg, usage, env, def string }
 func flagRows(fs *flag.FlagSet) []flagRow {
 	var rows []flagRow
 	order := []string{"listen", "sweep-interval", "backend", "redis-url", "redis-timeout", "redis-fail", "admin-token", "max-id-bytes",
-		"shards", "timeout", "max-batch", "shutdown-timeout", "version"}
+		"shards", "max-buckets", "timeout", "max-batch", "shutdown-timeout", "version"}
 	order = append(order, snapshotFlagNames()...)
 	// Flags declared elsewhere and not placed above come last, by name.
 	listed := map[string]bool{}
