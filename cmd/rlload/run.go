@@ -1,0 +1,383 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"os"
+	"runtime/pprof"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	rl "github.com/raterlimiter/raterlimiter"
+	"github.com/raterlimiter/raterlimiter/api"
+	"github.com/raterlimiter/raterlimiter/client"
+	"github.com/raterlimiter/raterlimiter/memory"
+)
+
+// usageError is a bad flag (exit status 2).
+type usageError struct{ msg string }
+
+func (e *usageError) Error() string { return e.msg + " (see -h)" }
+
+func usagef(format string, a ...any) error { return &usageError{fmt.Sprintf(format, a...)} }
+
+// config is the parsed command line.
+type config struct {
+	url           string
+	embedded      bool
+	inproc        bool
+	callers       int
+	ids           int
+	duration      time.Duration
+	warmup        time.Duration
+	batch         bool
+	batchMax      int
+	batchInFlight int
+	batchWindow   time.Duration
+	conns         int
+	timeout       time.Duration
+	algo          string
+	scale         int64
+	limit         int64
+	hits          int64
+	shards        int
+	seed          uint64
+	progress      bool
+	cpuProfile    string
+}
+
+func (cfg *config) flags(fs *flag.FlagSet) {
+	fs.StringVar(&cfg.url, "url", "http://127.0.0.1:8080", "the sidecar's base URL")
+	fs.BoolVar(&cfg.embedded, "embedded", false, "drive the embedded limiter in this process instead of a sidecar")
+	fs.BoolVar(&cfg.inproc, "inproc", false, "start a sidecar (the API on the embedded limiter) in this process on a loopback port and drive it over HTTP, so that one -cpuprofile shows both sides; -url is ignored")
+	fs.IntVar(&cfg.callers, "c", 256, "concurrent callers, each making one check after another")
+	fs.IntVar(&cfg.ids, "ids", 10000, "distinct ids the callers pick from at random (user-0, user-1, ...)")
+	fs.DurationVar(&cfg.duration, "d", 10*time.Second, "how long to measure")
+	fs.DurationVar(&cfg.warmup, "warmup", 0, "how long to run before measuring (connections, buckets)")
+	fs.BoolVar(&cfg.batch, "batch", false, "use the client's batching mode (POST /check_rates)")
+	fs.IntVar(&cfg.batchMax, "batch-max", 0, "most checks in one batch; 0: the client's default ("+strconv.Itoa(client.DefaultBatchMaxSize)+")")
+	fs.IntVar(&cfg.batchInFlight, "batch-inflight", 0, "batches on their way at once; 0: the client's default ("+strconv.Itoa(client.DefaultBatchInFlight)+")")
+	fs.DurationVar(&cfg.batchWindow, "batch-window", 0, "how long a batch that may leave still waits for more checks; 0: none")
+	fs.IntVar(&cfg.conns, "conns", 0, "most connections to the sidecar; 0: the client's default ("+strconv.Itoa(client.DefaultMaxConnsPerHost)+")")
+	fs.DurationVar(&cfg.timeout, "timeout", client.DefaultTimeout, "bound on each check over HTTP")
+	fs.StringVar(&cfg.algo, "algo", "fixed", "algorithm: fixed, sliding or token")
+	fs.Int64Var(&cfg.scale, "scale", 60_000, "window of each check, in milliseconds")
+	fs.Int64Var(&cfg.limit, "limit", 1_000_000_000, "limit of each check (the default lets every check through)")
+	fs.Int64Var(&cfg.hits, "hits", 1, "hits of each check (0 peeks)")
+	fs.IntVar(&cfg.shards, "shards", 0, "actors of the embedded limiter (-embedded, -inproc); 0: its default")
+	fs.Uint64Var(&cfg.seed, "seed", 1, "seed of the callers' id choices")
+	fs.BoolVar(&cfg.progress, "progress", false, "show progress on stderr even when it is not a terminal")
+	fs.StringVar(&cfg.cpuProfile, "cpuprofile", "", "write a CPU profile of the measured run to this file")
+}
+
+// parse reads args into cfg and checks the values.
+func (cfg *config) parse(args []string, stderr io.Writer) error {
+	fs := flag.NewFlagSet("rlload", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "Usage: rlload [flags]\n\n"+
+			"rlload drives a raterlimiter sidecar (or the embedded limiter) with concurrent callers and\n"+
+			"prints one line: checks/s: N  p50: ...  p99: ...  errors: N\n\n")
+		fs.PrintDefaults()
+	}
+	cfg.flags(fs)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return &usageError{err.Error()}
+	}
+	if fs.NArg() > 0 {
+		return usagef("unexpected argument %q", fs.Arg(0))
+	}
+	switch {
+	case cfg.callers < 1:
+		return usagef("-c must be at least 1")
+	case cfg.ids < 1:
+		return usagef("-ids must be at least 1")
+	case cfg.duration <= 0:
+		return usagef("-d must be positive")
+	case cfg.warmup < 0:
+		return usagef("-warmup must not be negative")
+	case cfg.embedded && cfg.inproc:
+		return usagef("-embedded and -inproc exclude each other")
+	case cfg.embedded && cfg.batch:
+		return usagef("-batch is the HTTP client's mode; -embedded has no HTTP")
+	case cfg.batchMax < 0 || cfg.batchInFlight < 0 || cfg.batchWindow < 0 || cfg.conns < 0 || cfg.shards < 0:
+		return usagef("-batch-max, -batch-inflight, -batch-window, -conns and -shards must not be negative")
+	}
+	a, err := rl.ParseAlgo(cfg.algo)
+	if err != nil {
+		return usagef("-algo: %v", err)
+	}
+	if err := cfg.request("user-0", a).Validate(rl.DefaultMaxIDBytes); err != nil {
+		return usagef("%v", err)
+	}
+	return nil
+}
+
+func (cfg *config) request(id string, a rl.Algo) rl.Request {
+	return rl.Request{ID: id, Scale: cfg.scale, Limit: cfg.limit, Hits: cfg.hits, Algo: a}
+}
+
+// result is what a run measured.
+type result struct {
+	Checks  int64         // checks answered while measuring
+	Errors  int64         // checks that got an error while measuring
+	Elapsed time.Duration // the measured time
+	Total   int64         // checks answered over the whole run, warm-up and stop included
+	CPU     time.Duration // this process's CPU time while measuring
+	P50     time.Duration // median latency per check
+	P99     time.Duration
+}
+
+// rate returns checks per second.
+func (r result) rate() float64 {
+	if r.Elapsed <= 0 {
+		return 0
+	}
+	return float64(r.Checks) / r.Elapsed.Seconds()
+}
+
+// String is the summary line.
+func (r result) String() string {
+	return fmt.Sprintf("checks/s: %.0f  p50: %s  p99: %s  errors: %d", r.rate(), ms(r.P50), ms(r.P99), r.Errors)
+}
+
+// ms formats d in milliseconds with microsecond precision.
+func ms(d time.Duration) string {
+	return strconv.FormatFloat(float64(d)/float64(time.Millisecond), 'f', 3, 64) + "ms"
+}
+
+// run is the whole command: it parses args, drives the load, prints progress
+// to stderr and the summary line to stdout.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	var cfg config
+	if err := cfg.parse(args, stderr); err != nil {
+		return err
+	}
+	res, err := load(ctx, &cfg, stderr)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintln(stdout, res)
+	return err
+}
+
+// cpuTime returns the user and system CPU time this process has used.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// isTerminal reports whether w is a character device (a terminal).
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}
+
+// caller is one caller's counters, on cache lines of its own: the progress
+// reader loads them, only the caller stores them.
+type caller struct {
+	checks atomic.Int64
+	errors atomic.Int64
+	hist   histogram
+	_      [64]byte
+}
+
+// target builds what the callers check and returns it with its closer.
+func target(cfg *config, stderr io.Writer) (rl.Checker, func(), error) {
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	if cfg.embedded {
+		lim := memory.New(memory.Config{Shards: cfg.shards, Logger: quiet})
+		return lim, func() { lim.Close() }, nil
+	}
+	url := cfg.url
+	closeSidecar := func() {}
+	if cfg.inproc {
+		lim := memory.New(memory.Config{Shards: cfg.shards, Logger: quiet})
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			lim.Close()
+			return nil, nil, fmt.Errorf("rlload: in-process sidecar: %w", err)
+		}
+		srv := api.New(api.Config{Limiter: lim, Logger: quiet})
+		served := make(chan struct{})
+		go func() { defer close(served); _ = srv.Serve(ln) }()
+		url = "http://" + ln.Addr().String()
+		fmt.Fprintf(stderr, "rlload: in-process sidecar on %s\n", url)
+		closeSidecar = func() {
+			_ = srv.Shutdown(context.Background())
+			<-served
+			lim.Close()
+		}
+	}
+	c, err := client.New(client.Config{
+		URL:             url,
+		Timeout:         cfg.timeout,
+		MaxConnsPerHost: cfg.conns,
+		Batching:        cfg.batch,
+		BatchWindow:     cfg.batchWindow,
+		BatchMaxSize:    cfg.batchMax,
+		BatchInFlight:   cfg.batchInFlight,
+	})
+	if err != nil {
+		closeSidecar()
+		return nil, nil, fmt.Errorf("rlload: %w", err)
+	}
+	return c, func() { c.Close(); closeSidecar() }, nil
+}
+
+// load runs the callers for the warm-up and the measured time, or until ctx
+// ends, and returns what they measured.
+func load(ctx context.Context, cfg *config, stderr io.Writer) (result, error) {
+	chk, closeTarget, err := target(cfg, stderr)
+	if err != nil {
+		return result{}, err
+	}
+	defer closeTarget()
+	a, _ := rl.ParseAlgo(cfg.algo) // checked by parse
+	ids := make([]string, cfg.ids)
+	for i := range ids {
+		ids[i] = "user-" + strconv.Itoa(i)
+	}
+
+	callers := make([]caller, cfg.callers)
+	var (
+		stop      atomic.Bool // the callers return
+		measuring atomic.Bool // the callers record latencies
+		firstErr  atomic.Pointer[error]
+		wg        sync.WaitGroup
+	)
+	for i := range callers {
+		cl := &callers[i]
+		rng := rand.New(rand.NewPCG(cfg.seed, uint64(i)))
+		wg.Go(func() {
+			bg := context.Background() // no per-check context: the tool stops by the flag
+			for !stop.Load() {
+				r := cfg.request(ids[rng.IntN(len(ids))], a)
+				t0 := time.Now()
+				_, err := chk.CheckRate(bg, r)
+				lat := time.Since(t0)
+				if err != nil {
+					firstErr.CompareAndSwap(nil, &err)
+					cl.errors.Add(1)
+				} else {
+					cl.checks.Add(1)
+				}
+				if measuring.Load() {
+					cl.hist.record(lat)
+				}
+			}
+		})
+	}
+	totals := func() (checks, errs int64) {
+		for i := range callers {
+			checks += callers[i].checks.Load()
+			errs += callers[i].errors.Load()
+		}
+		return checks, errs
+	}
+	finish := func() {
+		stop.Store(true)
+		wg.Wait()
+	}
+
+	if cfg.warmup > 0 {
+		select {
+		case <-time.After(cfg.warmup):
+		case <-ctx.Done():
+			finish()
+			return result{}, ctx.Err()
+		}
+	}
+	if cfg.cpuProfile != "" {
+		f, err := os.Create(cfg.cpuProfile)
+		if err != nil {
+			finish()
+			return result{}, fmt.Errorf("rlload: %w", err)
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			finish()
+			return result{}, fmt.Errorf("rlload: %w", err)
+		}
+		defer pprof.StopCPUProfile()
+	}
+	measuring.Store(true)
+	start := time.Now()
+	cpu0 := cpuTime()
+	checks0, errs0 := totals()
+	progress := cfg.progress || isTerminal(stderr)
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	end := time.NewTimer(cfg.duration)
+	defer end.Stop()
+	lastChecks, lastAt := checks0, start
+loop:
+	for {
+		select {
+		case <-end.C:
+			break loop
+		case <-ctx.Done():
+			break loop
+		case now := <-tick.C:
+			if !progress {
+				continue
+			}
+			c, e := totals()
+			fmt.Fprintf(stderr, "rlload: %5.0fs  checks/s: %.0f  errors: %d\n",
+				now.Sub(start).Seconds(), float64(c-lastChecks)/now.Sub(lastAt).Seconds(), e-errs0)
+			lastChecks, lastAt = c, now
+		}
+	}
+	checks1, errs1 := totals()
+	elapsed := time.Since(start)
+	cpu := cpuTime() - cpu0
+	measuring.Store(false)
+	finish()
+	total, _ := totals()
+
+	var h histogram
+	for i := range callers {
+		h.merge(&callers[i].hist)
+	}
+	res := result{
+		Checks:  checks1 - checks0,
+		Errors:  errs1 - errs0,
+		Elapsed: elapsed,
+		P50:     h.quantile(0.50),
+		P99:     h.quantile(0.99),
+		Total:   total,
+		CPU:     cpu,
+	}
+	if p := firstErr.Load(); p != nil {
+		fmt.Fprintf(stderr, "rlload: first error: %v\n", strings.TrimSpace((*p).Error()))
+	}
+	if progress {
+		perCheck := "-"
+		if res.Checks > 0 {
+			perCheck = strconv.FormatFloat(float64(cpu)/float64(time.Microsecond)/float64(res.Checks), 'f', 3, 64)
+		}
+		fmt.Fprintf(stderr, "rlload: %d checks in %s by %d callers over %d ids; this process's CPU: %s µs/check\n",
+			res.Checks, elapsed.Round(time.Millisecond), cfg.callers, cfg.ids, perCheck)
+	}
+	return res, nil
+}
