@@ -213,9 +213,19 @@ func (s *Store) Delete(id string, scale int64) int {
 }
 
 // Scan calls fn for every record in key order until fn returns false. fn
-// must not change the store.
+// must not change the store. The id passed to fn shares the store's memory:
+// clone it to keep it past the call.
 func (s *Store) Scan(fn func(id string, scale int64, a rl.Algo, r algo.Record) bool) {
 	s.tree.Scan(func(p *rec) bool {
+		return fn(p.id(), p.scale(), p.algo(), p.record())
+	})
+}
+
+// ScanFrom is Scan starting at the first record whose key (id, scale, algo,
+// bucket) is not less than the given one, so a long walk can be resumed
+// across calls without passing over what it already saw.
+func (s *Store) ScanFrom(id string, scale int64, a rl.Algo, bucket int64, fn func(id string, scale int64, a rl.Algo, r algo.Record) bool) {
+	s.tree.Ascend(s.pv.set(id, scale, a, bucket), func(p *rec) bool {
 		return fn(p.id(), p.scale(), p.algo(), p.record())
 	})
 }

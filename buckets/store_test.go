@@ -224,3 +224,22 @@ func TestPutRespectsMaxRecords(t *testing.T) {
 	require.NoError(t, s.Put("id9", 1000, rl.Fixed, algo.Record{Count: 5, Created: t0, Modified: t0 + 9}))
 	assert.Equal(t, uint64(7), s.Evicted, "replacing a record evicts nothing")
 }
+
+func TestScanFromResumes(t *testing.T) {
+	s := New(Options{})
+	for _, r := range []rl.Request{hit("a", 1000, 5), hit("a", 2000, 5), hit("b", 1000, 5), hit("c", 1000, 5)} {
+		s.Check(t0, r)
+	}
+	var seen []string
+	s.ScanFrom("a", 2000, rl.Fixed, t0/2000, func(id string, scale int64, _ rl.Algo, _ algo.Record) bool {
+		seen = append(seen, id+"/"+strconv.FormatInt(scale, 10))
+		return true
+	})
+	assert.Equal(t, []string{"a/2000", "b/1000", "c/1000"}, seen)
+	seen = nil
+	s.ScanFrom("a", 2000, rl.Fixed, t0/2000+1, func(id string, scale int64, _ rl.Algo, _ algo.Record) bool {
+		seen = append(seen, id)
+		return len(seen) < 1
+	})
+	assert.Equal(t, []string{"b"}, seen, "starts after a key that sorts past a's last record; stops on false")
+}

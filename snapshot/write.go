@@ -226,63 +226,27 @@ func copyShard(ctx context.Context, a *actor.Actor, e *encoder, out io.Writer, c
 	}
 }
 
-// skipMargin is how many records may be deleted ahead of a cursor between
-// two visits before the next visit has to find its place by key from the
-// start.
-const skipMargin = 4096
-
-// cursor is where a chunked copy of one store stands. Scan cannot start in
-// the middle of the tree, so each visit passes over the records already
-// copied: the first pos-skipMargin of them blindly, then by key up to last.
-// The blind part is checked: the record it lands on must still be one
-// already copied (at or before last), which, the tree being sorted, vouches
-// for every record before it. Records added or removed between visits are
-// thus never copied twice and never make the copy miss one.
+// cursor is where a chunked copy of one store stands: each visit resumes
+// after the last record the previous one copied (buckets.Store.ScanFrom), so
+// a visit costs its own chunk only. Records added or removed between visits
+// are never copied twice, and a record that stays is never missed.
 type cursor struct {
 	last    key // the last record copied
-	pos     int // its index in the store, plus one, when it was copied
 	started bool
-	rescans int // visits that had to find their place by key alone
 }
 
 // visit copies at most chunk records after the cursor into e, leaving out
 // expired ones, and reports done when it reached the end of the store.
 func (c *cursor) visit(s *buckets.Store, now int64, e *encoder, chunk int) (done bool, err error) {
-	blind := 0
-	if c.started {
-		blind = max(0, c.pos-skipMargin)
-	}
-	done, overshot, err := c.scan(s, now, e, chunk, blind)
-	if overshot {
-		// Records before the cursor were deleted: find it by key alone.
-		c.rescans++
-		done, _, err = c.scan(s, now, e, chunk, 0)
-	}
-	return done, err
-}
-
-func (c *cursor) scan(s *buckets.Store, now int64, e *encoder, chunk, blind int) (done, overshot bool, err error) {
-	idx, n := 0, 0
-	passed := !c.started
+	n := 0
 	var prev key
 	done = true
-	s.Scan(func(id string, scale int64, al rl.Algo, r algo.Record) bool {
-		i := idx
-		idx++
-		if i < blind {
-			return true // copied in an earlier visit, as the check below confirms
-		}
+	fn := func(id string, scale int64, al rl.Algo, r algo.Record) bool {
 		k := keyOf(id, scale, al, r)
-		if !passed {
-			if k.compare(c.last) <= 0 {
-				return true // copied in an earlier visit
-			}
-			if i == blind && blind > 0 {
-				overshot, done = true, false
-				return false
-			}
-			passed = true
-		} else if n > 0 && k.compare(prev) <= 0 {
+		if c.started && k.compare(c.last) <= 0 {
+			return true // the record the previous visit ended on
+		}
+		if n > 0 && k.compare(prev) <= 0 {
 			err = fmt.Errorf("snapshot: the store's scan order is not the key order this package relies on")
 			return false
 		}
@@ -295,15 +259,19 @@ func (c *cursor) scan(s *buckets.Store, now int64, e *encoder, chunk, blind int)
 		}
 		prev = k
 		n++
-		c.pos = i + 1
 		return true
-	})
+	}
+	if c.started {
+		s.ScanFrom(c.last.id, c.last.scale, c.last.algo, c.last.b, fn)
+	} else {
+		s.Scan(fn)
+	}
 	if n > 0 {
 		// The id is the store's memory: copy it out.
 		c.last, c.started = prev, true
 		c.last.id = strings.Clone(prev.id)
 	}
-	return done, overshot, err
+	return done, err
 }
 
 // Probe checks that Write can create its temporary file beside path, so a
