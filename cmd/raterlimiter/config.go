@@ -55,7 +55,7 @@ func (cfg *config) flags(fs *flag.FlagSet) {
 	fs.StringVar(&cfg.redisFail, "redis-fail", "closed", "when Redis does not answer: closed (503), open (allow) or local (this sidecar's own counters)")
 	fs.StringVar(&cfg.adminToken, "admin-token", "", "bearer token /buckets requires; empty leaves /buckets open")
 	fs.IntVar(&cfg.maxIDBytes, "max-id-bytes", rl.DefaultMaxIDBytes, fmt.Sprintf("longest id accepted, in bytes (1 to %d)", maxIDBytesCap))
-	fs.IntVar(&cfg.shards, "shards", 0, "actors the memory backend spreads ids over; 0 means one per CPU")
+	fs.IntVar(&cfg.shards, "shards", 0, "actors the memory backend spreads ids over; 0 means half the CPUs, at least one")
 	fs.IntVar(&cfg.maxBuckets, "max-buckets", memory.DefaultMaxBuckets, "most live bucket records (memory backend); past it a new record evicts an expired or else the least recently modified one; 0 means no bound")
 	fs.DurationVar(&cfg.timeout, "timeout", api.DefaultTimeout, "longest wait for the backend's answer before 503")
 	fs.IntVar(&cfg.maxBatch, "max-batch", api.DefaultMaxBatch, "most checks in one POST /check_rates (more get 413)")
