@@ -376,8 +376,8 @@ loop:
 		if res.Checks > 0 {
 			perCheck = strconv.FormatFloat(float64(cpu)/float64(time.Microsecond)/float64(res.Checks), 'f', 3, 64)
 		}
-		fmt.Fprintf(stderr, "rlload: %d checks in %s by %d callers over %d ids; this process's CPU: %s µs/check\n",
-			res.Checks, elapsed.Round(time.Millisecond), cfg.callers, cfg.ids, perCheck)
+		fmt.Fprintf(stderr, "rlload: %d checks in %s by %d callers over %d ids (whole run: %d); this process's CPU: %s µs/check\n",
+			res.Checks, elapsed.Round(time.Millisecond), cfg.callers, cfg.ids, res.Total, perCheck)
 	}
 	return res, nil
 }

@@ -1,0 +1,111 @@
+#!/usr/bin/env bash
+# Throughput benchmark: checks/s from the load tool (cmd/rlload), alternated
+# round by round in one run:
+#
+#   embedded  the embedded limiter in rlload's own process (no HTTP): the
+#             baseline, what the core answers without a network;
+#   single    rlload -> the sidecar binary over loopback, one GET per check;
+#   batched   the same sidecar, through the client's batching mode (one
+#             POST /check_rates per batch).
+#
+# The sidecar and rlload share the machine's cores. Beside checks/s each
+# round gives the CPU time per check of rlload (its own getrusage over the
+# measured time) and of the sidecar (/proc/PID/stat around the whole rlload
+# run, divided by every check rlload made), which the machine's other load
+# disturbs less than wall-clock rates. Prints every round, then medians and
+# ratios, as Markdown tables.
+#
+# Usage: scripts/bench-throughput.sh [ROUNDS=3] [DURATION=5s]
+# Environment: SINGLE_ARGS, BATCH_ARGS, EMBEDDED_ARGS override each subject's
+# rlload flags (defaults below).
+set -euo pipefail
+ROUNDS=${1:-3}
+DURATION=${2:-5s}
+EMBEDDED_ARGS=${EMBEDDED_ARGS:--embedded -c 256}
+SINGLE_ARGS=${SINGLE_ARGS:--c 256}
+BATCH_ARGS=${BATCH_ARGS:--batch -c 4096}
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+tmp=$(mktemp -d)
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+
+(cd "$root" && go build -o "$tmp/raterlimiter" ./cmd/raterlimiter && go build -o "$tmp/rlload" ./cmd/rlload)
+
+"$tmp/raterlimiter" -listen 127.0.0.1:0 2>"$tmp/sidecar.log" &
+sidecar_pid=$!
+pids+=("$sidecar_pid")
+addr=
+for _ in $(seq 100); do
+  addr=$(grep -o 'addr=[0-9.:]*' "$tmp/sidecar.log" | head -1 | cut -d= -f2 || true)
+  [ -n "$addr" ] && break
+  sleep 0.1
+done
+[ -n "$addr" ] || { echo "bench-throughput: the sidecar did not start" >&2; cat "$tmp/sidecar.log" >&2; exit 1; }
+url="http://$addr"
+
+# cputicks PID: user+system CPU time of PID so far, in clock ticks.
+cputicks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
+hz=$(getconf CLK_TCK)
+
+# run NAME ARGS...: one rlload run; prints a table row and appends
+# "name rate p50 p99 errors loadcpu sidecarcpu" to results.
+run() {
+  local name=$1; shift
+  local t0 t1 out err
+  t0=$(cputicks "$sidecar_pid")
+  # shellcheck disable=SC2068
+  out=$("$tmp/rlload" -url "$url" -d "$DURATION" -warmup 1s -progress $@ 2>"$tmp/rlload.err")
+  t1=$(cputicks "$sidecar_pid")
+  err=$(cat "$tmp/rlload.err")
+  local rate p50 p99 errors total loadcpu sidecarcpu
+  rate=$(awk '{ print $2 }' <<<"$out")
+  p50=$(awk '{ print $4 }' <<<"$out" | tr -d ms)
+  p99=$(awk '{ print $6 }' <<<"$out" | tr -d ms)
+  errors=$(awk '{ print $8 }' <<<"$out")
+  total=$(grep -o 'whole run: [0-9]*' <<<"$err" | awk '{ print $3 }')
+  loadcpu=$(grep -o 'CPU: [0-9.]* µs/check' <<<"$err" | awk '{ print $2 }')
+  if [ "$name" = embedded ]; then
+    sidecarcpu=0
+  else
+    sidecarcpu=$(awk -v d=$((t1 - t0)) -v n="$total" -v hz="$hz" 'BEGIN { printf "%.3f", d * 1e6 / hz / n }')
+  fi
+  echo "$name $rate $p50 $p99 $errors $loadcpu $sidecarcpu" >>"$tmp/results"
+  printf '| %d | %s | %s | %s | %s | %s | %s | %s |\n' "$round" "$name" "$rate" "$p50" "$p99" "$loadcpu" "$sidecarcpu" "$errors"
+}
+
+echo "rlload -d $DURATION -warmup 1s; embedded: $EMBEDDED_ARGS; single: $SINGLE_ARGS; batched: $BATCH_ARGS; $(nproc) CPUs; load average $(cut -d' ' -f1-3 /proc/loadavg)"
+echo
+echo "| round | subject | checks/s | p50 ms | p99 ms | rlload CPU µs/check | sidecar CPU µs/check | errors |"
+echo "|---|---|---|---|---|---|---|---|"
+for round in $(seq "$ROUNDS"); do
+  # shellcheck disable=SC2086
+  run embedded $EMBEDDED_ARGS
+  # shellcheck disable=SC2086
+  run single $SINGLE_ARGS
+  # shellcheck disable=SC2086
+  run batched $BATCH_ARGS
+done
+echo
+echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
+
+median() { sort -g | awk '{ a[NR] = $1 } END { if (NR % 2) print a[(NR + 1) / 2]; else printf "%.3f\n", (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
+col() { awk -v s="$1" -v c="$2" '$1 == s { print $c }' "$tmp/results" | median; }
+echo
+echo "| subject | median checks/s | median p50 ms | median p99 ms | median rlload CPU µs/check | median sidecar CPU µs/check | median total CPU µs/check |"
+echo "|---|---|---|---|---|---|---|"
+for s in embedded single batched; do
+  tot=$(awk -v s="$s" '$1 == s { printf "%.3f\n", $6 + $7 }' "$tmp/results" | median)
+  printf '| %s | %s | %s | %s | %s | %s | %s |\n' "$s" "$(col $s 2)" "$(col $s 3)" "$(col $s 4)" "$(col $s 6)" "$(col $s 7)" "$tot"
+done
+echo
+single=$(col single 2)
+for s in embedded batched; do
+  awk -v a="$(col $s 2)" -v b="$single" -v s="$s" 'BEGIN { printf "ratio %s / single: %.2fx the checks/s\n", s, a / b }'
+done
+awk -v a="$(col batched 2)" -v b="$(col embedded 2)" 'BEGIN { printf "ratio batched / embedded: %.2f of the checks/s\n", a / b }'
