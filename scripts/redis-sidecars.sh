@@ -79,7 +79,10 @@ shared() {
     xargs -P 16 -n 1 curl -s -o /dev/null -w '%{http_code}\n' <"$tmp/urls" >"$tmp/codes"
     check "$name, two sidecars, $algo: 200s of 300" 100 "$(grep -c '^200$' "$tmp/codes" || true)"
     check "$name, two sidecars, $algo: 429s of 300" 200 "$(grep -c '^429$' "$tmp/codes" || true)"
-    grep -v -E '^(200|429)$' "$tmp/codes" | sort | uniq -c | sed 's/^/     other status: /' || true
+    if grep -q -v -E '^(200|429)$' "$tmp/codes"; then
+      grep -v -E '^(200|429)$' "$tmp/codes" | sort | uniq -c | sed 's/^/     other status: /'
+      grep -h -E 'WARN|ERROR' "$tmp/$name-a.log" "$tmp/$name-b.log" | tail -4 | sed 's/^/     sidecar log: /' || true
+    fi
   done
 }
 
@@ -124,7 +127,7 @@ for mode in closed open local; do
     check "$mode, redis down: /healthz" 503 "$(curl -s -o /dev/null -w '%{http_code}' "http://$s/healthz")"
   fi
   slowest=$(awk '{ if ($2 > m) m = $2 } END { printf "%.3f", m }' "$tmp/down")
-  check "$mode, redis down: slowest request under 0.2 s (timeout 50 ms)" yes "$(awk -v s="$slowest" 'BEGIN { print (s < 0.2) ? "yes" : "no (" s " s)" }')"
+  check "$mode, redis down: slowest request under 0.2 s (timeout 50 ms)" yes "$(awk -v s="$slowest" -v l="$(cut -d' ' -f1 /proc/loadavg)" 'BEGIN { print (s < 0.2) ? "yes" : "no (" s " s, load average " l ")" }')"
   redis "$single"
   single_pid=$last_pid
   got=
