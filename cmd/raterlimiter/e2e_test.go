@@ -665,8 +665,10 @@ func TestE2ESigtermDuringLoad(t *testing.T) {
 		require.NoError(t, err)
 	}
 	// Give the sidecar time to read those first bytes, so the connections
-	// are no longer idle when SIGTERM arrives; the load runs meanwhile.
-	time.Sleep(300 * time.Millisecond)
+	// are no longer idle when SIGTERM arrives (nothing outside the process
+	// can see that moment; a second is ample even under -race on a busy
+	// machine); the load runs meanwhile.
+	time.Sleep(time.Second)
 	require.NoError(t, s.cmd.Process.Signal(syscall.SIGTERM))
 	for { // until the listener is closed: shutdown has begun
 		c, err := net.DialTimeout("tcp", s.addr, time.Second)
