@@ -1,0 +1,467 @@
+package main
+
+// Reliability proofs that run in CI: a slowed actor (503 within the timeout,
+// no goroutine left behind), hostile clients beside a healthy one, and the
+// exposure warning. They serve the real api.Server over a memory.Limiter on
+// a loopback port the OS picks, in process, so the timeouts can be short.
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"runtime"
+	"runtime/pprof"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/raterlimiter/raterlimiter/api"
+	"github.com/raterlimiter/raterlimiter/buckets"
+	"github.com/raterlimiter/raterlimiter/memory"
+)
+
+// relServer is an api.Server over a memory.Limiter on 127.0.0.1.
+type relServer struct {
+	lim  *memory.Limiter
+	srv  *api.Server
+	addr string
+	done chan error
+}
+
+// startRelServer serves cfg (its Limiter set here) over a limiter of mcfg.
+func startRelServer(t *testing.T, mcfg memory.Config, cfg api.Config) *relServer {
+	t.Helper()
+	lim := memory.New(mcfg)
+	cfg.Limiter = lim
+	s := &relServer{lim: lim, srv: api.New(cfg), done: make(chan error, 1)}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	s.addr = ln.Addr().String()
+	go func() { s.done <- s.srv.Serve(ln) }()
+	t.Cleanup(s.stop)
+	return s
+}
+
+// stop shuts the server down and closes the limiter; it is idempotent.
+func (s *relServer) stop() {
+	if s.done == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = s.srv.Shutdown(ctx)
+	<-s.done
+	s.done = nil
+	s.lim.Close()
+}
+
+// rawExchange sends req on a new connection and reads the whole answer
+// (the request should say "Connection: close"). It returns the status (0 if
+// the server closed the connection without an answer), the body, and the
+// time from the first byte sent to the end of the answer.
+func rawExchange(addr, req string, deadline time.Duration) (status int, body string, took time.Duration, err error) {
+	c, err := net.DialTimeout("tcp", addr, deadline)
+	if err != nil {
+		return 0, "", 0, err
+	}
+	defer c.Close()
+	if err := c.SetDeadline(time.Now().Add(deadline)); err != nil {
+		return 0, "", 0, err
+	}
+	start := time.Now()
+	defer func() { took = time.Since(start) }()
+	// A server that refuses a request before reading all of it (413 on
+	// its Content-Length) may close the connection while it is still being
+	// written: what it answered, if anything, is still there to read.
+	_, werr := io.WriteString(c, req)
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		if werr != nil || err == io.EOF || err == io.ErrUnexpectedEOF || errors.Is(err, syscall.ECONNRESET) {
+			return 0, "", 0, nil // closed without an answer
+		}
+		return 0, "", 0, err
+	}
+	b, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	return resp.StatusCode, string(b), 0, err
+}
+
+// stableGoroutines returns the goroutine count once it has not changed for
+// five polls in a row (goroutines of finished requests are still ending).
+func stableGoroutines() int {
+	n, same := runtime.NumGoroutine(), 0
+	for same < 5 {
+		time.Sleep(10 * time.Millisecond) // polling a count: nothing to wait on
+		if m := runtime.NumGoroutine(); m == n {
+			same++
+		} else {
+			n, same = m, 0
+		}
+	}
+	return n
+}
+
+// settleGoroutines waits up to limit for the goroutine count to drop to at
+// most want, and returns the last count.
+func settleGoroutines(want int, limit time.Duration) int {
+	end := time.Now().Add(limit)
+	for {
+		n := runtime.NumGoroutine()
+		if n <= want || time.Now().After(end) {
+			return n
+		}
+		runtime.Gosched()
+		time.Sleep(10 * time.Millisecond) // polling a count: nothing to wait on
+	}
+}
+
+func goroutineDump() string {
+	var b bytes.Buffer
+	_ = pprof.Lookup("goroutine").WriteTo(&b, 1)
+	return b.String()
+}
+
+// TestSlowedActorAnswers503WithinTimeoutAndLeaksNothing blocks the only
+// actor and sends many concurrent checks, batches and health checks: each
+// gets 503 within the timeout plus a margin; once the actor is released
+// the goroutine count returns to its baseline and checks are served again.
+// Run with a mailbox large enough to hold every check (they wait in it) and
+// with one so small that most callers wait to get in.
+func TestSlowedActorAnswers503WithinTimeoutAndLeaksNothing(t *testing.T) {
+	const (
+		timeout = 500 * time.Millisecond
+		// margin covers the API's shared deadlines (up to a tenth of the
+		// timeout late) and a busy shared machine, where the whole test
+		// process was seen to stall for up to two seconds (fuzzers running).
+		margin  = 3 * time.Second
+		clients = 200
+	)
+	for _, tc := range []struct {
+		name    string
+		mailbox int
+	}{
+		{"checks wait in the mailbox", 1024},
+		{"mailbox full, callers wait to enter", 8},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := startRelServer(t, memory.Config{Shards: 1, SweepInterval: -1, Mailbox: tc.mailbox},
+				api.Config{Timeout: timeout})
+			// Checks, batches and health checks, each on its own
+			// connection, the i-th of each with ids of its own.
+			request := func(i int) string {
+				switch i % 3 {
+				case 0:
+					return fmt.Sprintf("GET /check_rate?id=c%d&scale=60000&limit=10 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", i)
+				case 1:
+					b := fmt.Sprintf(`[{"id":"b%d","scale":60000,"limit":10},{"id":"b%d","scale":60000,"limit":10,"algo":"token"}]`, i, i+1)
+					return fmt.Sprintf("POST /check_rates HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(b), b)
+				}
+				return "GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+			}
+			burst := func() (statuses []int, elapsed []time.Duration, errs []error) {
+				statuses = make([]int, clients)
+				elapsed = make([]time.Duration, clients)
+				errs = make([]error, clients)
+				var wg sync.WaitGroup
+				for i := range clients {
+					wg.Go(func() {
+						statuses[i], _, elapsed[i], errs[i] = rawExchange(s.addr, request(i), 10*time.Second)
+					})
+				}
+				wg.Wait()
+				return statuses, elapsed, errs
+			}
+			// slowed runs a burst while the actor runs a function that
+			// waits for release, and asserts every request got 503 in
+			// time. It returns once the actor runs again.
+			slowed := func(round string) {
+				release := make(chan struct{})
+				blocked := make(chan struct{})
+				doErr := make(chan error, 1)
+				go func() {
+					doErr <- s.lim.Actors()[0].Do(context.Background(), func(*buckets.Store, int64) {
+						close(blocked)
+						<-release
+					})
+				}()
+				<-blocked
+				statuses, elapsed, errs := burst()
+				for i := range clients {
+					require.NoError(t, errs[i], "%s: request %d", round, i)
+					assert.Equal(t, 503, statuses[i], "%s: request %d while the actor is blocked", round, i)
+					assert.GreaterOrEqual(t, elapsed[i], timeout, "%s: request %d answered before the timeout: it was not waiting", round, i)
+					assert.Less(t, elapsed[i], timeout+margin, "%s: request %d", round, i)
+				}
+				t.Logf("%s: %d requests on a blocked actor, all 503, fastest after %v, slowest after %v (timeout %v); %d goroutines",
+					round, clients, slices.Min(elapsed).Round(time.Millisecond), slices.Max(elapsed).Round(time.Millisecond), timeout, runtime.NumGoroutine())
+				close(release)
+				require.NoError(t, <-doErr)
+			}
+
+			statuses, _, errs := burst()
+			for i := range clients {
+				require.NoError(t, errs[i])
+				require.Equal(t, 200, statuses[i], "request %d before the actor is slowed", i)
+			}
+			// A first slowed round leaves the server's worker pool holding
+			// one idle goroutine per connection it served at once (fasthttp
+			// keeps idle workers for 10 s): the baseline is taken after it,
+			// so the second round measures what a slowed actor leaves.
+			slowed("round 1")
+			baseline := stableGoroutines()
+			slowed("round 2")
+			got := settleGoroutines(baseline, 5*time.Second)
+			t.Logf("goroutines: baseline %d, after round 2 %d", baseline, got)
+			assert.LessOrEqual(t, got, baseline, "goroutines left behind:\n%s", goroutineDump())
+			dump := goroutineDump()
+			for _, fn := range []string{"actor.(*Actor).call", "api.(*Server).checkRate", "api.(*Server).checkRates", "api.(*Server).healthz", "memory.(*Limiter).CheckRates"} {
+				assert.NotContains(t, dump, fn, "a goroutine still waits in %s", fn)
+			}
+			assert.Zero(t, s.lim.Stats().Pending, "the mailbox drains once the actor runs again")
+
+			// Served again: the same burst is answered 200.
+			statuses, _, errs = burst()
+			for i := range clients {
+				require.NoError(t, errs[i])
+				assert.Equal(t, 200, statuses[i], "request %d after release", i)
+			}
+		})
+	}
+}
+
+// TestHostileClientsDoNotStopHealthyOnes runs a healthy client's checks
+// while other connections send garbage, oversized parts, invalid JSON and
+// headers one byte at a time (slowloris): every hostile request is answered
+// with the limit it hit (or its connection closed), and every healthy check
+// succeeds meanwhile.
+func TestHostileClientsDoNotStopHealthyOnes(t *testing.T) {
+	// readTimeout is short enough for a fast test and long enough that a
+	// whole small request is read within it on a busy machine.
+	const readTimeout = time.Second
+	s := startRelServer(t, memory.Config{SweepInterval: -1},
+		api.Config{ReadTimeout: readTimeout, WriteTimeout: time.Second, IdleTimeout: 2 * time.Second})
+
+	// The healthy client: checks on a kept-alive connection until told to
+	// stop, each answered 200 or 429 with a body.
+	stop := make(chan struct{})
+	var (
+		healthy   atomic.Int64
+		slowest   atomic.Int64 // ns
+		healthyMu sync.Mutex
+		failures  []string
+	)
+	tr := &http.Transport{MaxConnsPerHost: 1}
+	defer tr.CloseIdleConnections()
+	hc := &http.Client{Transport: tr, Timeout: 5 * time.Second}
+	var hw sync.WaitGroup
+	hw.Go(func() {
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			start := time.Now()
+			resp, err := hc.Get("http://" + s.addr + "/check_rate?id=healthy&scale=1000&limit=1000000")
+			var b []byte
+			if err == nil {
+				b, err = io.ReadAll(resp.Body)
+				resp.Body.Close()
+			}
+			if d := time.Since(start); int64(d) > slowest.Load() {
+				slowest.Store(int64(d))
+			}
+			if err != nil || resp.StatusCode != 200 || !bytes.Contains(b, []byte(`"allowed":true`)) {
+				healthyMu.Lock()
+				failures = append(failures, fmt.Sprintf("check %d: %v %v %q", i, err, resp, b))
+				healthyMu.Unlock()
+				continue
+			}
+			healthy.Add(1)
+		}
+	})
+	// The healthy client is served before anything hostile starts.
+	for healthy.Load() < 10 {
+		runtime.Gosched()
+	}
+	before := healthy.Load()
+
+	big := strings.Repeat("x", 3*api.DefaultReadBufferSize)
+	json := func(body string) string {
+		return fmt.Sprintf("POST /check_rate HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+	}
+	hostile := []struct {
+		name string
+		req  string
+		want []int // acceptable statuses; 0 is a closed connection
+	}{
+		{"oversized URI", "GET /check_rate?id=" + big + "&scale=1000&limit=1 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", []int{431}},
+		{"oversized header", "GET /check_rate?id=a&scale=1000&limit=1 HTTP/1.1\r\nHost: x\r\nX-Pad: " + big + "\r\nConnection: close\r\n\r\n", []int{431}},
+		{"many headers", "GET /check_rate?id=a&scale=1000&limit=1 HTTP/1.1\r\nHost: x\r\n" + strings.Repeat("X-A: b\r\n", 2000) + "Connection: close\r\n\r\n", []int{431}},
+		{"body claims 1 GB", "POST /check_rates HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: 1000000000\r\n\r\n[", []int{413}},
+		{"oversized body", json(`{"id":"` + strings.Repeat("y", 3<<20) + `","scale":1000,"limit":1}`), []int{413, 0}},
+		{"invalid JSON", json(`{"id":"a","scale":1000,`), []int{400}},
+		{"JSON of the wrong shape", json(`[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[`), []int{400}},
+		{"binary garbage", "\x00\xff\xfe\x16\x03\x01 garbage\r\n\r\n", []int{400, 0}},
+		{"not HTTP", "HELLO WORLD\r\n\r\n", []int{400, 0}},
+		{"bad content length", "POST /check_rate HTTP/1.1\r\nHost: x\r\nContent-Length: -5\r\nConnection: close\r\n\r\n", []int{400, 0}},
+		{"headers never end", "GET /check_rate?id=a&scale=1000&limit=1 HTTP/1.1\r\nHost: x\r\n", []int{408, 0}},
+		{"body never comes", "POST /check_rate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{", []int{408, 0}},
+	}
+	const rounds = 5
+	var wg sync.WaitGroup
+	type outcome struct {
+		name    string
+		status  int
+		err     error
+		elapsed time.Duration
+	}
+	outcomes := make(chan outcome, rounds*len(hostile)+64)
+	for range rounds {
+		for _, h := range hostile {
+			wg.Go(func() {
+				st, _, took, err := rawExchange(s.addr, h.req, 10*time.Second)
+				outcomes <- outcome{h.name, st, err, took}
+			})
+		}
+	}
+	// Slowloris: connections that send a request's headers one byte every
+	// 20 ms; the read timeout must end each one.
+	const slowloris = 20
+	for range slowloris {
+		wg.Go(func() {
+			start := time.Now()
+			st, err := slowlorisConn(s.addr, 20*time.Millisecond, 10*time.Second)
+			outcomes <- outcome{"slowloris", st, err, time.Since(start)}
+		})
+	}
+	// Connections opened and left silent.
+	for range slowloris {
+		wg.Go(func() {
+			start := time.Now()
+			c, err := net.Dial("tcp", s.addr)
+			if err == nil {
+				_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+				var b []byte
+				b, err = io.ReadAll(c)
+				c.Close()
+				st := 0
+				if bytes.HasPrefix(b, []byte("HTTP/1.1 408")) {
+					st = 408
+				}
+				outcomes <- outcome{"silent connection", st, err, time.Since(start)}
+				return
+			}
+			outcomes <- outcome{"silent connection", 0, err, time.Since(start)}
+		})
+	}
+	wg.Wait()
+	close(outcomes)
+	want := map[string][]int{"slowloris": {408, 0}, "silent connection": {408, 0}}
+	for _, h := range hostile {
+		want[h.name] = h.want
+	}
+	seen := map[string]map[int]int{}
+	for o := range outcomes {
+		assert.NoError(t, o.err, o.name)
+		assert.Contains(t, want[o.name], o.status, o.name)
+		assert.Less(t, o.elapsed, 5*time.Second, "%s: ended by a limit, not by the test's deadline", o.name)
+		if seen[o.name] == nil {
+			seen[o.name] = map[int]int{}
+		}
+		seen[o.name][o.status]++
+	}
+	during := healthy.Load() - before
+	close(stop)
+	hw.Wait()
+	for name, st := range seen {
+		t.Logf("%-24s answered %v (status: count; 0 = closed without an answer)", name, st)
+	}
+	t.Logf("healthy client: %d checks served while the hostile ones ran, slowest %v", during, time.Duration(slowest.Load()).Round(time.Millisecond))
+	assert.Empty(t, failures, "the healthy client's checks failed")
+	// The hostile phase lasts at least the read timeout (slowloris): a
+	// healthy client that was stalled would have done next to nothing.
+	assert.Greater(t, during, int64(20), "the healthy client was not being served")
+
+	r, err := hc.Get("http://" + s.addr + "/check_rate?id=healthy&scale=1000&limit=1000000&hits=0")
+	require.NoError(t, err)
+	resp, _ := io.ReadAll(r.Body)
+	r.Body.Close()
+	assert.Equal(t, 200, r.StatusCode, string(resp))
+}
+
+// slowlorisConn sends a request's line and headers one byte per gap, never
+// finishing, and returns the status the server answered (0 for a closed
+// connection) once it stops listening.
+func slowlorisConn(addr string, gap, limit time.Duration) (int, error) {
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		return 0, err
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(limit))
+	got := make(chan []byte, 1)
+	go func() {
+		b, _ := io.ReadAll(c)
+		got <- b
+	}()
+	head := "GET /check_rate?id=slow&scale=1000&limit=1 HTTP/1.1\r\nHost: x\r\nX-Slow: " + strings.Repeat("z", 1000)
+	tick := time.NewTicker(gap)
+	defer tick.Stop()
+	for i := 0; ; i = (i + 1) % len(head) {
+		select {
+		case b := <-got:
+			if bytes.HasPrefix(b, []byte("HTTP/1.1 408")) {
+				return 408, nil
+			}
+			if len(b) > 0 {
+				return -1, fmt.Errorf("slowloris: unexpected answer %q", b)
+			}
+			return 0, nil
+		case <-tick.C:
+			// A write on a connection the server closed may fail: the
+			// reader reports how it ended.
+			_, _ = c.Write([]byte{head[i]})
+		}
+	}
+}
+
+// TestRunWarnsWhenExposedWithoutToken starts run on every interface with an
+// already-ended context (it listens, logs and stops at once, serving no
+// one): without -admin-token it logs the warning, with one it does not.
+func TestRunWarnsWhenExposedWithoutToken(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	for _, tc := range []struct {
+		name string
+		args []string
+		warn bool
+	}{
+		{"all interfaces, no token", []string{"-listen", "0.0.0.0:0"}, true},
+		{"all interfaces, token", []string{"-listen", "0.0.0.0:0", "-admin-token", "s3cret"}, false},
+		{"loopback, no token", []string{"-listen", "127.0.0.1:0"}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var out, errOut bytes.Buffer
+			require.NoError(t, run(ctx, tc.args, noEnv, &out, &errOut))
+			if tc.warn {
+				assert.Contains(t, errOut.String(), `level=WARN msg="listening beyond loopback without -admin-token`)
+			} else {
+				assert.NotContains(t, errOut.String(), "level=WARN")
+			}
+			assert.Contains(t, errOut.String(), `msg="raterlimiter stopped"`)
+		})
+	}
+}
