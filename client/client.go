@@ -131,7 +131,7 @@ type Config struct {
 }
 
 // Client calls a raterlimiter sidecar. It is safe for concurrent use. Close
-// releases its idle connections.
+// stops it.
 type Client struct {
 	hc       *fasthttp.HostClient
 	batch    *batcher // nil unless Config.Batching
@@ -201,9 +201,6 @@ func New(cfg Config) (*Client, error) {
 		// that met a connection the sidecar had closed while idle.
 		RetryIfErr: func(_ *fasthttp.Request, attempts int, err error) (bool, bool) {
 			return false, attempts < 2 && (errors.Is(err, io.EOF) || errors.Is(err, fasthttp.ErrConnectionClosed))
-		},
-		DialTimeout: func(addr string, timeout time.Duration) (net.Conn, error) {
-			return fasthttp.DialTimeout(addr, min(timeout, 5*time.Second))
 		},
 	}
 	if cfg.Batching {
