@@ -1,0 +1,45 @@
+package nethttp_test
+
+import (
+	"fmt"
+	"log"
+	"net/http"
+	"net/http/httptest"
+
+	"github.com/raterlimiter/raterlimiter/memory"
+	"github.com/raterlimiter/raterlimiter/middleware"
+	"github.com/raterlimiter/raterlimiter/middleware/nethttp"
+)
+
+// Two requests per minute per client address; the third is refused. Behind
+// a load balancer at 10.0.0.0/8, the client address comes from
+// X-Forwarded-For.
+func Example() {
+	// A fixed clock keeps the output stable; leave Clock out in real use.
+	lim := memory.New(memory.Config{Clock: func() int64 { return 1_700_000_000_000 }})
+	defer lim.Close()
+	mw, err := nethttp.New(nethttp.Config{Config: middleware.Config{
+		Limiter:        lim, // or a *client.Client of a sidecar
+		Policy:         middleware.Policy{Scale: 60_000, Limit: 2},
+		TrustedProxies: []string{"10.0.0.0/8"},
+	}})
+	if err != nil {
+		log.Fatal(err)
+	}
+	app := mw.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintln(w, "hello")
+	}))
+
+	for range 3 {
+		req := httptest.NewRequest(http.MethodGet, "/", nil)
+		req.RemoteAddr = "10.0.0.7:41000" // the load balancer
+		req.Header.Set("X-Forwarded-For", "198.51.100.7")
+		w := httptest.NewRecorder()
+		app.ServeHTTP(w, req)
+		fmt.Println(w.Code, w.Header().Get("X-RateLimit-Remaining"), w.Header().Get("Retry-After") != "")
+	}
+	// Output:
+	// 200 1 false
+	// 200 0 false
+	// 429 0 true
+}
