@@ -17,7 +17,8 @@ import (
 // startSidecar runs a sidecar on a loopback port, as `raterlimiter
 // -listen 127.0.0.1:0` would, and returns its URL and a stop function.
 func startSidecar() (string, func()) {
-	lim := memory.New(memory.Config{})
+	// A fixed clock keeps the example's output stable.
+	lim := memory.New(memory.Config{Clock: func() int64 { return 1_700_000_000_000 }})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		log.Fatal(err)
