@@ -94,8 +94,12 @@ func (b *batcher) loop() {
 			}
 		}
 		if !slot && !closing {
-			b.slots <- struct{}{} // a full batch waits for its turn
-			slot = true
+			select { // a full batch waits for its turn
+			case b.slots <- struct{}{}:
+				slot = true
+			case <-b.closed:
+				closing = true
+			}
 		}
 		if timer != nil && !closing {
 			timer.Reset(b.window)
