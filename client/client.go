@@ -4,8 +4,8 @@
 // sidecar by changing the line that builds its Limiter.
 //
 // Requests travel over a fasthttp.HostClient: keep-alive connections to the
-// one sidecar, pooled request and response buffers (BENCHMARKS.md and the
-// README's client section give the measurement behind this choice over
+// one sidecar, pooled request and response buffers (the README's client
+// section gives the measurement, BenchmarkTransport, behind this choice over
 // net/http). Every call honours its context (a cancelled call returns at
 // once) and is bounded by Config.Timeout. Requests are validated locally
 // before they are sent, so an invalid one costs no round trip.
