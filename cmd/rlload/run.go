@@ -268,14 +268,17 @@ func load(ctx context.Context, cfg *config, stderr io.Writer) (result, error) {
 	)
 	for i := range callers {
 		cl := &callers[i]
-		rng := rand.New(rand.NewPCG(cfg.seed, uint64(i)))
+		rng := rand.NewPCG(cfg.seed, uint64(i))
+		n := uint64(len(ids))
 		wg.Go(func() {
 			bg := context.Background() // no per-check context: the tool stops by the flag
+			// One clock reading per check: a check starts when the one
+			// before it ended (the loop between them is part of neither).
+			t0 := time.Now()
 			for !stop.Load() {
-				r := cfg.request(ids[rng.IntN(len(ids))], a)
-				t0 := time.Now()
+				r := cfg.request(ids[rng.Uint64()%n], a)
 				_, err := chk.CheckRate(bg, r)
-				lat := time.Since(t0)
+				t1 := time.Now()
 				if err != nil {
 					firstErr.CompareAndSwap(nil, &err)
 					cl.errors.Add(1)
@@ -283,8 +286,9 @@ func load(ctx context.Context, cfg *config, stderr io.Writer) (result, error) {
 					cl.checks.Add(1)
 				}
 				if measuring.Load() {
-					cl.hist.record(lat)
+					cl.hist.record(t1.Sub(t0))
 				}
+				t0 = t1
 			}
 		})
 	}
