@@ -3,6 +3,8 @@ package redisbackend_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"runtime"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -66,159 +68,210 @@ type degraded interface {
 
 // TestOutage kills Redis (and, separately, hangs it with SIGSTOP) under load
 // from several goroutines, then brings it back, for every fail mode. It wants:
-// no call waits longer than the timeout (plus scheduling slack on a shared
-// machine); while Redis is gone every call answers as the mode documents;
-// Redis is asked at most about once per probe interval meanwhile; and the
-// backend recovers by itself.
+// no call waits longer than the timeout (plus the scheduling delay measured
+// meanwhile on this shared machine); while Redis is gone every call answers
+// as the mode documents; Redis is asked at most about once per probe interval
+// meanwhile; and the backend recovers by itself. When a try fails while the
+// machine was too busy to judge timing (a 1 ms sleep woke up later than the
+// timeout), it is tried again, up to three times.
 func TestOutage(t *testing.T) {
-	const (
-		timeout = 50 * time.Millisecond
-		probe   = 100 * time.Millisecond
-		slack   = 20 * time.Millisecond
-		workers = 4
-	)
 	for _, how := range []string{"kill", "hang"} {
 		for _, mode := range []redisbackend.FailMode{redisbackend.FailClosed, redisbackend.FailOpen, redisbackend.FailLocal} {
 			t.Run(how+"/"+mode.String(), func(t *testing.T) {
-				srv := redistest.Start(t)
-				fb := newLocal()
-				var redisCalls atomic.Int64
-				var ups, downs, degraded atomic.Int64
-				b, err := redisbackend.New(redisbackend.Config{
-					URL: srv.URL(), Timeout: timeout, ProbeInterval: probe, Fail: mode, Fallback: fb,
-					OnCall: func(string, time.Duration, error) { redisCalls.Add(1) },
-					OnDegraded: func(m redisbackend.FailMode, n int) {
-						assert.Equal(t, mode, m)
-						degraded.Add(int64(n))
-					},
-					OnState: func(up bool, _ error) {
-						if up {
-							ups.Add(1)
-						} else {
-							downs.Add(1)
-						}
-					},
-				})
-				require.NoError(t, err)
-				defer b.Close()
-
-				var mu sync.Mutex
-				var outs []outcome
-				stop := make(chan struct{})
-				var wg sync.WaitGroup
-				// The machine is shared: how late a 1 ms sleep wakes up is
-				// the scheduling delay any call may suffer on top of its own.
-				var late atomic.Int64
-				wg.Go(func() {
-					for {
-						select {
-						case <-stop:
-							return
-						default:
-						}
-						t0 := time.Now()
-						time.Sleep(time.Millisecond)
-						if d := int64(time.Since(t0) - time.Millisecond); d > late.Load() {
-							late.Store(d)
-						}
+				for try := 1; ; try++ {
+					rec := &recorder{}
+					lateness := outage(t, rec, how, mode)
+					if len(rec.errs) == 0 {
+						return
 					}
-				})
-				for w := range workers {
-					wg.Go(func() {
-						r := rl.Request{ID: "load", Scale: 1000, Limit: 1 << 30, Hits: 1, Algo: rl.Algos[w%3]}
-						for {
-							select {
-							case <-stop:
-								return
-							default:
-							}
-							start := time.Now()
-							d, err := b.CheckRate(context.Background(), r)
-							o := outcome{start: start, end: time.Now(), d: d, err: err}
-							mu.Lock()
-							outs = append(outs, o)
-							mu.Unlock()
-							time.Sleep(time.Millisecond) // bounded load, not a synchronisation
-						}
-					})
-				}
-				phase := func(d time.Duration) (time.Time, time.Time) {
-					s := time.Now()
-					time.Sleep(d)
-					return s, time.Now()
-				}
-				phase(150 * time.Millisecond)
-				if how == "kill" {
-					srv.Kill()
-				} else {
-					srv.Pause()
-				}
-				callsBefore := redisCalls.Load()
-				// Calls that start after the first timeout has passed see the
-				// outage fully.
-				downStart, downEnd := phase(700 * time.Millisecond)
-				callsDown := redisCalls.Load() - callsBefore
-				if how == "kill" {
-					srv.Restart(t)
-				} else {
-					srv.Resume()
-				}
-				upAt := time.Now()
-				deadline := upAt.Add(5 * time.Second)
-				for !b.Up() && time.Now().Before(deadline) {
-					time.Sleep(5 * time.Millisecond)
-				}
-				recovered := time.Since(upAt)
-				phase(150 * time.Millisecond)
-				close(stop)
-				wg.Wait()
-
-				require.True(t, b.Up(), "recovered by itself")
-				t.Logf("recovered %v after Redis came back; %d redis calls during %v down; %d calls in all",
-					recovered, callsDown, downEnd.Sub(downStart), len(outs))
-				assert.Less(t, recovered, 2*probe+timeout+time.Duration(late.Load())+slack, "recovery within a probe interval or so")
-				assert.Positive(t, downs.Load(), "the circuit opened")
-				assert.Equal(t, downs.Load(), ups.Load(), "and closed as often")
-				// At most one probe per interval, plus the calls in flight
-				// when the circuit opened.
-				maxCalls := int64(downEnd.Sub(downStart)/probe) + 1 + 2*workers
-				assert.LessOrEqual(t, callsDown, maxCalls, "redis calls while down")
-
-				var longest time.Duration
-				var inDown, after int
-				for _, o := range outs {
-					longest = max(longest, o.end.Sub(o.start))
-					if o.end.Sub(o.start) > timeout+10*time.Millisecond {
-						t.Logf("long call: %v, started %v after the outage began: %v", o.end.Sub(o.start), o.start.Sub(downStart), o.err)
+					if lateness > outageTimeout && try < 3 {
+						t.Logf("try %d: the machine was too busy to judge (a 1 ms sleep woke %v late); it saw: %v; trying again",
+							try, lateness, rec.errs)
+						continue
 					}
-					switch {
-					case o.start.After(downStart.Add(timeout+slack)) && o.end.Before(downEnd):
-						inDown++
-						checkDown(t, mode, o)
-					case o.start.After(upAt.Add(recovered)):
-						after++
-						assert.NoError(t, o.err, "after recovery, %v after the restart", o.start.Sub(upAt))
+					for _, e := range rec.errs {
+						t.Error(e)
 					}
-				}
-				lateness := time.Duration(late.Load())
-				t.Logf("longest call %v (timeout %v, worst scheduling delay seen %v); %d calls fully in the outage, %d after recovery",
-					longest, timeout, lateness, inDown, after)
-				assert.LessOrEqual(t, longest, timeout+lateness+slack, "no call waits longer than the timeout, beyond what scheduling explains")
-				assert.Positive(t, inDown)
-				assert.GreaterOrEqual(t, degraded.Load(), int64(inDown), "OnDegraded counts every answer without Redis")
-				assert.Positive(t, after)
-				if mode == redisbackend.FailLocal {
-					assert.Positive(t, fb.calls.Load(), "the fallback decided")
-				} else {
-					assert.Zero(t, fb.calls.Load(), "the fallback is for fail-local only")
+					return
 				}
 			})
 		}
 	}
 }
 
-func checkDown(t *testing.T, mode redisbackend.FailMode, o outcome) {
-	t.Helper()
+// recorder collects what assert and require report for one try of
+// TestOutage; require's FailNow ends the try's goroutine.
+type recorder struct {
+	mu   sync.Mutex
+	errs []string
+}
+
+func (r *recorder) Errorf(format string, args ...any) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.errs = append(r.errs, fmt.Sprintf(format, args...))
+}
+
+func (r *recorder) FailNow() { runtime.Goexit() }
+
+const outageTimeout = 100 * time.Millisecond
+
+// outage is one try of TestOutage: it reports to rec, and returns the worst
+// scheduling delay it saw.
+func outage(t *testing.T, rec *recorder, how string, mode redisbackend.FailMode) time.Duration {
+	var late atomic.Int64
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		outageTry(t, rec, how, mode, &late)
+	}()
+	<-done
+	return time.Duration(late.Load())
+}
+
+func outageTry(t *testing.T, rec *recorder, how string, mode redisbackend.FailMode, late *atomic.Int64) {
+	const (
+		timeout = outageTimeout
+		probe   = 200 * time.Millisecond
+		slack   = 20 * time.Millisecond
+		workers = 4
+	)
+	srv := redistest.Start(t)
+	fb := newLocal()
+	var redisCalls atomic.Int64
+	var ups, downs, degraded atomic.Int64
+	b, err := redisbackend.New(redisbackend.Config{
+		URL: srv.URL(), Timeout: timeout, ProbeInterval: probe, Fail: mode, Fallback: fb,
+		OnCall: func(string, time.Duration, error) { redisCalls.Add(1) },
+		OnDegraded: func(m redisbackend.FailMode, n int) {
+			assert.Equal(rec, mode, m)
+			degraded.Add(int64(n))
+		},
+		OnState: func(up bool, _ error) {
+			if up {
+				ups.Add(1)
+			} else {
+				downs.Add(1)
+			}
+		},
+	})
+	require.NoError(rec, err)
+	defer b.Close()
+
+	var mu sync.Mutex
+	var outs []outcome
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var once sync.Once
+	halt := func() { once.Do(func() { close(stop) }); wg.Wait() }
+	defer halt() // also when a require ends the try early
+	// The machine is shared: how late a 1 ms sleep wakes up is
+	// the scheduling delay any call may suffer on top of its own.
+	wg.Go(func() {
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			t0 := time.Now()
+			time.Sleep(time.Millisecond)
+			if d := int64(time.Since(t0) - time.Millisecond); d > late.Load() {
+				late.Store(d)
+			}
+		}
+	})
+	for w := range workers {
+		wg.Go(func() {
+			r := rl.Request{ID: "load", Scale: 1000, Limit: 1 << 30, Hits: 1, Algo: rl.Algos[w%3]}
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				start := time.Now()
+				d, err := b.CheckRate(context.Background(), r)
+				o := outcome{start: start, end: time.Now(), d: d, err: err}
+				mu.Lock()
+				outs = append(outs, o)
+				mu.Unlock()
+				time.Sleep(time.Millisecond) // bounded load, not a synchronisation
+			}
+		})
+	}
+	phase := func(d time.Duration) (time.Time, time.Time) {
+		s := time.Now()
+		time.Sleep(d)
+		return s, time.Now()
+	}
+	phase(150 * time.Millisecond)
+	if how == "kill" {
+		srv.Kill()
+	} else {
+		srv.Pause()
+	}
+	callsBefore := redisCalls.Load()
+	// Calls that start after the first timeout has passed see the
+	// outage fully.
+	downStart, downEnd := phase(1000 * time.Millisecond)
+	callsDown := redisCalls.Load() - callsBefore
+	if how == "kill" {
+		srv.Restart(t)
+	} else {
+		srv.Resume()
+	}
+	upAt := time.Now()
+	deadline := upAt.Add(10 * time.Second)
+	for !b.Up() && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	recovered := time.Since(upAt)
+	phase(150 * time.Millisecond)
+	halt()
+
+	require.True(rec, b.Up(), "recovered by itself")
+	t.Logf("recovered %v after Redis came back; %d redis calls during %v down; %d calls in all",
+		recovered, callsDown, downEnd.Sub(downStart), len(outs))
+	assert.Less(rec, recovered, 2*probe+timeout+time.Duration(late.Load())+slack, "recovery within a probe interval or so")
+	assert.Positive(rec, downs.Load(), "the circuit opened")
+	assert.Equal(rec, downs.Load(), ups.Load(), "and closed as often")
+	// At most one probe per interval, plus the calls in flight
+	// when the circuit opened.
+	maxCalls := int64(downEnd.Sub(downStart)/probe) + 1 + 2*workers
+	assert.LessOrEqual(rec, callsDown, maxCalls, "redis calls while down")
+
+	var longest time.Duration
+	var inDown, after int
+	for _, o := range outs {
+		longest = max(longest, o.end.Sub(o.start))
+		if o.end.Sub(o.start) > timeout+10*time.Millisecond {
+			t.Logf("long call: %v, started %v after the outage began: %v", o.end.Sub(o.start), o.start.Sub(downStart), o.err)
+		}
+		switch {
+		case o.start.After(downStart.Add(timeout+slack)) && o.end.Before(downEnd):
+			inDown++
+			checkDown(rec, mode, o)
+		case o.start.After(upAt.Add(recovered)):
+			after++
+			assert.NoError(rec, o.err, "after recovery, %v after the restart", o.start.Sub(upAt))
+		}
+	}
+	lateness := time.Duration(late.Load())
+	t.Logf("longest call %v (timeout %v, worst scheduling delay seen %v); %d calls fully in the outage, %d after recovery",
+		longest, timeout, lateness, inDown, after)
+	assert.LessOrEqual(rec, longest, timeout+lateness+slack, "no call waits longer than the timeout, beyond what scheduling explains")
+	assert.Positive(rec, inDown)
+	assert.GreaterOrEqual(rec, degraded.Load(), int64(inDown), "OnDegraded counts every answer without Redis")
+	assert.Positive(rec, after)
+	if mode == redisbackend.FailLocal {
+		assert.Positive(rec, fb.calls.Load(), "the fallback decided")
+	} else {
+		assert.Zero(rec, fb.calls.Load(), "the fallback is for fail-local only")
+	}
+}
+
+func checkDown(t require.TestingT, mode redisbackend.FailMode, o outcome) {
 	require.Error(t, o.err)
 	assert.ErrorIs(t, o.err, rl.ErrUnavailable)
 	var dg degraded
