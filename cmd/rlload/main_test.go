@@ -90,7 +90,7 @@ func TestAgainstSidecar(t *testing.T) {
 			lim := memory.New(memory.Config{Clock: clock.Now, SweepInterval: -1})
 			t.Cleanup(func() { lim.Close() })
 			url := sidecar(t, lim)
-			args := append([]string{"-url", url, "-d", "300ms", "-ids", "50", "-c", "8", "-progress"}, tc.args...)
+			args := append([]string{"-url", url, "-d", "300ms", "-ids", "50", "-c", "8", "-progress", "-timeout", "30s"}, tc.args...)
 
 			var cfg config
 			require.NoError(t, cfg.parse(args, &bytes.Buffer{}))
