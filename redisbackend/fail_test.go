@@ -297,7 +297,7 @@ func checkDown(t require.TestingT, mode redisbackend.FailMode, o outcome) {
 
 func TestIgnoreDegraded(t *testing.T) {
 	srv := redistest.Start(t)
-	b, err := redisbackend.New(redisbackend.Config{URL: srv.URL(), Timeout: 50 * time.Millisecond, Fail: redisbackend.FailOpen})
+	b, err := redisbackend.New(redisbackend.Config{URL: srv.URL(), Timeout: 2 * time.Second, Fail: redisbackend.FailOpen})
 	require.NoError(t, err)
 	defer b.Close()
 	l := redisbackend.IgnoreDegraded(b)
@@ -323,7 +323,7 @@ func TestIgnoreDegraded(t *testing.T) {
 // error says so.
 func TestClusterMasterDown(t *testing.T) {
 	c := redistest.StartCluster(t, "--cluster-require-full-coverage", "no")
-	b, err := redisbackend.New(redisbackend.Config{URL: c.URL(), Timeout: time.Second, Fail: redisbackend.FailOpen})
+	b, err := redisbackend.New(redisbackend.Config{URL: c.URL(), Timeout: 3 * time.Second, Fail: redisbackend.FailOpen})
 	require.NoError(t, err)
 	defer b.Close()
 	ctx := context.Background()

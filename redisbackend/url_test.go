@@ -67,7 +67,7 @@ func TestURL(t *testing.T) {
 
 func TestClose(t *testing.T) {
 	srv := redistest.Start(t)
-	b, err := redisbackend.New(redisbackend.Config{URL: srv.URL(), Fail: redisbackend.FailOpen})
+	b, err := redisbackend.New(redisbackend.Config{URL: srv.URL(), Fail: redisbackend.FailOpen, Timeout: 2 * time.Second})
 	require.NoError(t, err)
 	require.NoError(t, b.Close())
 	require.NoError(t, b.Close(), "idempotent")
