@@ -1,0 +1,102 @@
+package raterlimiter_test
+
+import (
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	rl "github.com/raterlimiter/raterlimiter"
+)
+
+func TestValidate(t *testing.T) {
+	ok := rl.Request{ID: "u", Scale: 1000, Limit: 5, Hits: 1}
+	with := func(f func(*rl.Request)) rl.Request { r := ok; f(&r); return r }
+	tests := []struct {
+		name  string
+		r     rl.Request
+		field string // "" means valid
+	}{
+		{"ordinary", ok, ""},
+		{"id of one byte", with(func(r *rl.Request) { r.ID = "x" }), ""},
+		{"id at the limit", with(func(r *rl.Request) { r.ID = strings.Repeat("x", rl.DefaultMaxIDBytes) }), ""},
+		{"id past the limit", with(func(r *rl.Request) { r.ID = strings.Repeat("x", rl.DefaultMaxIDBytes+1) }), "id"},
+		{"empty id", with(func(r *rl.Request) { r.ID = "" }), "id"},
+		{"scale 1", with(func(r *rl.Request) { r.Scale = 1 }), ""},
+		{"scale 0", with(func(r *rl.Request) { r.Scale = 0 }), "scale"},
+		{"largest scale", with(func(r *rl.Request) { r.Scale = rl.MaxScale }), ""},
+		{"scale past ten years", with(func(r *rl.Request) { r.Scale = rl.MaxScale + 1 }), "scale"},
+		{"limit 0", with(func(r *rl.Request) { r.Limit = 0 }), ""},
+		{"limit -1", with(func(r *rl.Request) { r.Limit = -1 }), "limit"},
+		{"largest limit", with(func(r *rl.Request) { r.Limit = rl.MaxLimit }), ""},
+		{"limit past 2^32-1", with(func(r *rl.Request) { r.Limit = rl.MaxLimit + 1 }), "limit"},
+		{"hits 0 peeks", with(func(r *rl.Request) { r.Hits = 0 }), ""},
+		{"hits -1", with(func(r *rl.Request) { r.Hits = -1 }), "hits"},
+		{"largest hits", with(func(r *rl.Request) { r.Hits = rl.MaxHits }), ""},
+		{"hits past 2^32-1", with(func(r *rl.Request) { r.Hits = rl.MaxHits + 1 }), "hits"},
+		{"unknown algo", with(func(r *rl.Request) { r.Algo = 3 }), "algo"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := tt.r.Validate(0)
+			if tt.field == "" {
+				require.NoError(t, err)
+				return
+			}
+			require.ErrorIs(t, err, rl.ErrInvalid)
+			var fe *rl.FieldError
+			require.ErrorAs(t, err, &fe)
+			assert.Equal(t, tt.field, fe.Field)
+			assert.True(t, strings.HasPrefix(err.Error(), "raterlimiter: invalid "+tt.field+": "), err.Error())
+		})
+	}
+	assert.Error(t, rl.Request{ID: "abc", Scale: 1, Limit: 1}.Validate(2), "a configured id bound")
+}
+
+func TestValidateBatchNamesTheItem(t *testing.T) {
+	rs := []rl.Request{{ID: "a", Scale: 1}, {ID: "b", Scale: 1}, {ID: "c", Scale: 0}, {ID: "", Scale: 0}}
+	err := rl.ValidateBatch(rs, 0)
+	var ie *rl.ItemError
+	require.ErrorAs(t, err, &ie)
+	assert.Equal(t, 2, ie.Index)
+	assert.ErrorIs(t, err, rl.ErrInvalid)
+	assert.Equal(t, "raterlimiter: item 2: invalid scale: must be an integer from 1 to 315360000000 (milliseconds)", err.Error())
+	assert.NoError(t, rl.ValidateBatch(rs[:2], 0))
+}
+
+func TestAlgoText(t *testing.T) {
+	for _, a := range rl.Algos {
+		b, err := a.MarshalText()
+		require.NoError(t, err)
+		var back rl.Algo
+		require.NoError(t, back.UnmarshalText(b))
+		assert.Equal(t, a, back)
+		p, err := rl.ParseAlgo(a.String())
+		require.NoError(t, err)
+		assert.Equal(t, a, p)
+	}
+	def, err := rl.ParseAlgo("")
+	require.NoError(t, err)
+	assert.Equal(t, rl.Fixed, def, "the default")
+	for _, bad := range []string{"Fixed", "gcra", " token", "sliding\x00"} {
+		_, err := rl.ParseAlgo(bad)
+		assert.ErrorIs(t, err, rl.ErrInvalid, "%q", bad)
+	}
+	_, err = rl.Algo(9).MarshalText()
+	assert.Error(t, err)
+	assert.Equal(t, "algo(9)", rl.Algo(9).String())
+
+	var r rl.Request
+	require.NoError(t, json.Unmarshal([]byte(`{"id":"u","scale":1000,"limit":3,"hits":1,"algo":"token"}`), &r))
+	assert.Equal(t, rl.Request{ID: "u", Scale: 1000, Limit: 3, Hits: 1, Algo: rl.Token}, r)
+}
+
+func TestErrorsAreDistinct(t *testing.T) {
+	assert.False(t, errors.Is(rl.ErrClosed, rl.ErrUnavailable))
+	assert.False(t, errors.Is(&rl.FieldError{Field: "id", Rule: "x"}, rl.ErrUnavailable))
+	d := rl.Decision{Now: 1000, ResetMS: 250}
+	assert.Equal(t, int64(1250), d.ResetAt())
+}
