@@ -57,7 +57,6 @@ type Server struct {
 
 	dir     string
 	cluster bool
-	tb      testing.TB
 	tls     *tls.Config // the client's side, for a StartTLS server
 	tlsArgs []string
 
@@ -87,7 +86,7 @@ func (s *Server) URL() string {
 func Start(t testing.TB, extra ...string) *Server {
 	t.Helper()
 	Available(t)
-	s := &Server{dir: t.TempDir(), tb: t}
+	s := &Server{dir: t.TempDir()}
 	s.startFresh(t, extra)
 	return s
 }
@@ -300,7 +299,7 @@ func StartCluster(t testing.TB, extra ...string) *Cluster {
 	c := &Cluster{}
 	dir := t.TempDir()
 	for i := 0; i < 3; i++ {
-		s := &Server{dir: filepath.Join(dir, strconv.Itoa(i)), cluster: true, tb: t}
+		s := &Server{dir: filepath.Join(dir, strconv.Itoa(i)), cluster: true}
 		if err := os.MkdirAll(s.dir, 0o755); err != nil {
 			t.Fatal(err)
 		}

@@ -23,7 +23,7 @@ import (
 func StartTLS(t testing.TB, extra ...string) *Server {
 	t.Helper()
 	Available(t)
-	s := &Server{dir: t.TempDir(), tb: t}
+	s := &Server{dir: t.TempDir()}
 	certFile, keyFile, pool := selfSigned(t, s.dir)
 	s.tls = &tls.Config{RootCAs: pool, ServerName: "127.0.0.1", MinVersion: tls.VersionTLS12}
 	s.tlsArgs = []string{"--tls-cert-file", certFile, "--tls-key-file", keyFile, "--tls-ca-cert-file", certFile,
