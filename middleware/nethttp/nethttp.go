@@ -22,8 +22,9 @@ type Config struct {
 
 // Middleware limits the requests to a handler. It is safe for concurrent use.
 type Middleware struct {
-	core *middleware.Core
-	key  func(r *http.Request) string
+	core  *middleware.Core
+	key   func(r *http.Request) string
+	canon map[string]string // header name -> its canonical form, read only
 }
 
 // New returns the middleware cfg describes, or an error if cfg is invalid
@@ -33,7 +34,10 @@ func New(cfg Config) (*Middleware, error) {
 	if err != nil {
 		return nil, err
 	}
-	m := &Middleware{core: core, key: cfg.Key}
+	m := &Middleware{core: core, key: cfg.Key, canon: map[string]string{}}
+	for _, k := range []string{headers.Policy, headers.RateLimit, headers.Limit, headers.Remaining, headers.Reset, headers.RetryAfter} {
+		m.canon[k] = http.CanonicalHeaderKey(k)
+	}
 	if m.key == nil {
 		m.key = m.ClientIP
 	}
@@ -60,14 +64,22 @@ func (m *Middleware) Handler(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		req, d, out := m.core.Check(r.Context(), m.key(r))
 		h := w.Header()
+		// As h.Set, without canonicalising the same names on every request.
+		set := func(k, v string) {
+			c, ok := m.canon[k]
+			if !ok {
+				c = http.CanonicalHeaderKey(k)
+			}
+			h[c] = []string{v}
+		}
 		switch out {
 		case middleware.Pass:
-			headers.Set(h.Set, req, d)
+			headers.Set(set, req, d)
 			next.ServeHTTP(w, r)
 		case middleware.Unlimited:
 			next.ServeHTTP(w, r)
 		case middleware.Deny:
-			headers.Set(h.Set, req, d)
+			headers.Set(set, req, d)
 			writeText(w, http.StatusTooManyRequests, m.core.DenyBody(d))
 		case middleware.Unavailable:
 			h.Set("Retry-After", "1")
