@@ -24,6 +24,9 @@
 -- limbs hi*2^40 + lo (mul, add, le, divmod below). The fixed counter, which
 -- sums hits without bound, is added with HINCRBY (exact int64, saturated at
 -- 2^63-1 as algo.Fixed saturates).
+-- Redis before 5 refuses writes after TIME unless the script replicates its
+-- effects rather than itself; since 7.0 this call does nothing.
+if redis.replicate_commands then redis.replicate_commands() end
 local key, idx = KEYS[1], KEYS[2]
 local algo = ARGV[1]
 local scale, limit, hits = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])

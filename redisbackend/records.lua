@@ -9,6 +9,7 @@
 -- cluster node holds them all. Returns {now, F, c, cr, m, pc, pcr, pm, d, F, ...}
 -- for each record hash listed or deleted; index fields whose hash has expired
 -- are dropped on the way.
+if redis.replicate_commands then redis.replicate_commands() end -- see check.lua
 local idx = KEYS[1]
 local mode, prefix, scale = ARGV[1], ARGV[2], ARGV[3]
 local now
