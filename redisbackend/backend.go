@@ -97,7 +97,9 @@ func New(cfg Config) (*Backend, error) {
 		opt.TLSConfig = cfg.TLS
 	}
 	opt.DisableCache = true
-	opt.Dialer = net.Dialer{Timeout: max(cfg.Timeout, time.Second), KeepAlive: time.Second}
+	// Connecting may take longer than a call (a TLS handshake on a busy
+	// host); a call's own dial is bounded by the call's deadline anyway.
+	opt.Dialer = net.Dialer{Timeout: max(cfg.Timeout, 5*time.Second), KeepAlive: time.Second}
 	opt.ConnWriteTimeout = max(10*cfg.Timeout, time.Second)
 	opt.DisableRetry = true
 	opt.ClientName = "raterlimiter"
