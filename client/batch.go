@@ -3,8 +3,12 @@ package client
 import (
 	"context"
 	"errors"
+	"fmt"
+	"sync"
 	"time"
 	"unicode/utf8"
+
+	"github.com/valyala/fasthttp"
 
 	rl "github.com/raterlimiter/raterlimiter"
 )
@@ -20,7 +24,9 @@ const (
 	DefaultBatchInFlight = 1
 )
 
-// waiting is one CheckRate call waiting in the batcher.
+// waiting is one CheckRate call waiting in the batcher. A caller that got
+// its answer returns its waiting to the pool; one that left on its
+// context's end does not (the batch may still answer it).
 type waiting struct {
 	ctx   context.Context
 	r     rl.Request
@@ -33,14 +39,30 @@ type answerOf struct {
 }
 
 // batcher coalesces concurrent CheckRate calls into POST /check_rates.
+//
+// Callers append to a queue under a mutex (no channel operation or select
+// per check on the way in); a flight is a goroutine that takes the queue,
+// up to maxSize checks, sends it, answers its callers, and goes on while
+// checks are waiting, or ends. At most inFlight flights run: a check that
+// finds fewer starts one. So under light load a check leaves at once,
+// alone, and under heavy load each batch holds what arrived while the
+// previous ones travelled.
 type batcher struct {
 	c       *Client
-	in      chan waiting // unbuffered: a check is either taken or refused
-	closed  chan struct{}
-	done    chan struct{} // closed when the loop has returned
+	closed  chan struct{} // closed by Client.Close
+	done    chan struct{} // closed when every flight has ended after closed
 	window  time.Duration
 	maxSize int
-	slots   chan struct{} // one per batch on its way
+	uri     string
+	pool    sync.Pool // of *waiting
+
+	mu       sync.Mutex
+	queue    []*waiting
+	full     chan struct{}  // if not nil, closed when the queue holds maxSize
+	flying   int            // flights running
+	shut     bool           // closed was seen: no new flights
+	inFlight int            // most flights at once
+	flights  sync.WaitGroup // the flights, for Close
 }
 
 func newBatcher(c *Client, window time.Duration, maxSize, inFlight int) *batcher {
@@ -50,144 +72,185 @@ func newBatcher(c *Client, window time.Duration, maxSize, inFlight int) *batcher
 	if inFlight <= 0 {
 		inFlight = DefaultBatchInFlight
 	}
-	b := &batcher{c: c, in: make(chan waiting), closed: make(chan struct{}), done: make(chan struct{}),
-		window: max(window, 0), maxSize: maxSize, slots: make(chan struct{}, inFlight)}
-	go b.loop()
+	b := &batcher{c: c, closed: make(chan struct{}), done: make(chan struct{}),
+		window: max(window, 0), maxSize: maxSize, inFlight: inFlight, uri: c.base + "/check_rates"}
+	b.pool.New = func() any { return &waiting{reply: make(chan answerOf, 1)} }
+	go func() {
+		<-b.closed
+		b.mu.Lock()
+		b.shut = true
+		b.mu.Unlock()
+		b.flights.Wait() // they answer what is queued (ErrClosed, as the client is closed)
+		close(b.done)
+	}()
 	return b
 }
 
-// loop collects a batch from its first check until a batch may leave (fewer
-// than inFlight are on their way) or it is full; then, with a window, it
-// waits that long for more; then it takes every check already waiting to
-// join, and sends the batch off while it collects the next. So under light
-// load a check leaves at once, alone, and under heavy load batches grow to
-// what arrives while the previous ones travel.
-func (b *batcher) loop() {
-	defer close(b.done)
-	var timer *time.Timer
-	if b.window > 0 {
-		timer = time.NewTimer(time.Hour)
-		timer.Stop()
+// check sends r through the batcher and waits for its answer or ctx.
+func (b *batcher) check(ctx context.Context, r rl.Request) (rl.Decision, error) {
+	w := b.pool.Get().(*waiting)
+	w.ctx, w.r = ctx, r
+	b.mu.Lock()
+	if b.shut {
+		b.mu.Unlock()
+		b.pool.Put(w)
+		return rl.Decision{}, rl.ErrClosed
 	}
-	for {
-		var first waiting
-		select {
-		case first = <-b.in:
-		case <-b.closed:
-			return
-		}
-		batch := make([]waiting, 1, min(b.maxSize, 64))
-		batch[0] = first
-		closing := false
-		slot := false
-	wait:
-		for len(batch) < b.maxSize {
-			select {
-			case w := <-b.in:
-				batch = append(batch, w)
-			case b.slots <- struct{}{}:
-				slot = true
-				break wait
-			case <-b.closed:
-				closing = true
-				break wait
-			}
-		}
-		if !slot && !closing {
-			select { // a full batch waits for its turn
-			case b.slots <- struct{}{}:
-				slot = true
-			case <-b.closed:
-				closing = true
-			}
-		}
-		if timer != nil && !closing {
-			timer.Reset(b.window)
-		window:
-			for len(batch) < b.maxSize {
-				select {
-				case w := <-b.in:
-					batch = append(batch, w)
-				case <-timer.C:
-					break window
-				case <-b.closed:
-					break window
-				}
-			}
-			timer.Stop()
-		}
-	ready:
-		for len(batch) < b.maxSize {
-			select {
-			case w := <-b.in:
-				batch = append(batch, w)
-			default:
-				break ready
-			}
-		}
-		go func() {
-			b.flush(batch)
-			if slot {
-				<-b.slots
-			}
-		}()
+	b.queue = append(b.queue, w)
+	if b.full != nil && len(b.queue) >= b.maxSize {
+		close(b.full)
+		b.full = nil
+	}
+	start := b.flying < b.inFlight
+	if start {
+		b.flying++
+		b.flights.Add(1)
+	}
+	b.mu.Unlock()
+	if start {
+		go b.fly()
+	}
+	done := ctx.Done()
+	if done == nil {
+		a := <-w.reply
+		w.ctx = nil
+		b.pool.Put(w)
+		return a.d, a.err
+	}
+	select {
+	case a := <-w.reply:
+		w.ctx = nil
+		b.pool.Put(w)
+		return a.d, a.err
+	case <-done:
+		return rl.Decision{}, &Error{Err: ctx.Err()}
 	}
 }
 
-// flush sends one batch and answers each caller. Callers whose context has
+// flight is the reusable state of one flight.
+type flight struct {
+	batch []*waiting
+	live  []*waiting
+	reqs  []rl.Request
+	ds    []rl.Decision
+	body  []byte
+}
+
+// fly sends batches while checks are waiting, then ends.
+func (b *batcher) fly() {
+	defer b.flights.Done()
+	var f flight
+	var timer *time.Timer
+	if b.window > 0 {
+		timer = time.NewTimer(b.window)
+		defer timer.Stop()
+	}
+	for {
+		if timer != nil {
+			b.waitWindow(timer)
+		}
+		b.mu.Lock()
+		n := min(len(b.queue), b.maxSize)
+		if n == 0 {
+			b.flying--
+			b.mu.Unlock()
+			return
+		}
+		f.batch = append(f.batch[:0], b.queue[:n]...)
+		rest := copy(b.queue, b.queue[n:])
+		clear(b.queue[rest:])
+		b.queue = b.queue[:rest]
+		b.mu.Unlock()
+		b.flush(&f)
+		clear(f.batch)
+	}
+}
+
+// waitWindow waits for the window to pass or the queue to fill.
+func (b *batcher) waitWindow(timer *time.Timer) {
+	b.mu.Lock()
+	if len(b.queue) >= b.maxSize {
+		b.mu.Unlock()
+		return
+	}
+	if b.full == nil {
+		b.full = make(chan struct{})
+	}
+	full := b.full
+	b.mu.Unlock()
+	timer.Reset(b.window)
+	select {
+	case <-timer.C:
+	case <-full:
+		timer.Stop()
+	case <-b.closed:
+		timer.Stop()
+	}
+}
+
+// flush sends f.batch and answers each caller. Callers whose context has
 // ended are left out (they have gone). If the sidecar refuses one item (a
 // 400 naming its index, as when its -max-id-bytes is smaller than the
 // client's), that caller gets the item's error and the rest are sent again:
 // a refused batch counts nothing.
-func (b *batcher) flush(batch []waiting) {
-	live := make([]waiting, 0, len(batch))
-	for _, w := range batch {
+func (b *batcher) flush(f *flight) {
+	f.live = f.live[:0]
+	for _, w := range f.batch {
 		if err := w.ctx.Err(); err != nil {
 			w.reply <- answerOf{err: &Error{Err: err}}
 			continue
 		}
-		live = append(live, w)
+		f.live = append(f.live, w)
 	}
-	rs := make([]rl.Request, len(live))
-	for len(live) > 0 {
-		rs = rs[:len(live)]
-		for i, w := range live {
-			rs[i] = w.r
+	defer clear(f.live)
+	for len(f.live) > 0 {
+		f.reqs = f.reqs[:0]
+		for _, w := range f.live {
+			f.reqs = append(f.reqs, w.r)
 		}
-		ds, err := b.c.checkRates(context.Background(), rs)
+		err := b.send(f)
+		clear(f.reqs) // drop the ids
 		var ie *rl.ItemError
-		if errors.As(err, &ie) && ie.Index >= 0 && ie.Index < len(live) {
-			live[ie.Index].reply <- answerOf{err: ie.Err}
-			live = append(live[:ie.Index], live[ie.Index+1:]...)
+		if errors.As(err, &ie) && ie.Index >= 0 && ie.Index < len(f.live) {
+			f.live[ie.Index].reply <- answerOf{err: ie.Err}
+			f.live = append(f.live[:ie.Index], f.live[ie.Index+1:]...)
 			continue
 		}
-		for i, w := range live {
-			if err != nil {
+		if err != nil {
+			for _, w := range f.live {
 				w.reply <- answerOf{err: err}
-			} else {
-				w.reply <- answerOf{d: ds[i]}
 			}
+			return
+		}
+		now := b.c.clock()
+		for i, w := range f.live {
+			d := f.ds[i]
+			d.Now = now
+			w.reply <- answerOf{d: d}
 		}
 		return
 	}
 }
 
-// check sends r through the batcher and waits for its answer or ctx.
-func (b *batcher) check(ctx context.Context, r rl.Request) (rl.Decision, error) {
-	w := waiting{ctx: ctx, r: r, reply: make(chan answerOf, 1)}
-	select {
-	case b.in <- w:
-	case <-b.closed:
-		return rl.Decision{}, rl.ErrClosed
-	case <-ctx.Done():
-		return rl.Decision{}, &Error{Err: ctx.Err()}
-	}
-	select {
-	case a := <-w.reply:
-		return a.d, a.err
-	case <-ctx.Done():
-		return rl.Decision{}, &Error{Err: ctx.Err()}
-	}
+// send posts f.reqs and decodes the answer into f.ds. It reuses the
+// flight's buffers: the exchange runs under no context that could abandon
+// it, so the body is not read after send returns.
+func (b *batcher) send(f *flight) error {
+	f.body = appendBatchJSON(f.body[:0], f.reqs)
+	return b.c.do(context.Background(), fasthttp.MethodPost, b.uri, f.body, false, func(status int, body []byte) error {
+		if status != fasthttp.StatusOK {
+			return errUnexpected
+		}
+		ds, err := decodeBatchAnswer(body, f.ds)
+		if err != nil {
+			return err
+		}
+		if len(ds) != len(f.reqs) {
+			return fmt.Errorf("client: %d decisions for %d requests", len(ds), len(f.reqs))
+		}
+		f.ds = ds
+		return nil
+	})
 }
 
 // batchable reports whether r can travel in a batch (JSON carries text).

@@ -32,13 +32,14 @@ func TestFlushLeavesOutEndedContexts(t *testing.T) {
 	r := rl.Request{ID: "u", Scale: 60_000, Limit: 10, Hits: 1}
 	gone, cancel := context.WithCancel(context.Background())
 	cancel()
-	batch := []waiting{
-		{ctx: context.Background(), r: r, reply: make(chan answerOf, 1)},
-		{ctx: gone, r: r, reply: make(chan answerOf, 1)},
-		{ctx: context.Background(), r: r, reply: make(chan answerOf, 1)},
+	batch := []*waiting{
+		&waiting{ctx: context.Background(), r: r, reply: make(chan answerOf, 1)},
+		&waiting{ctx: gone, r: r, reply: make(chan answerOf, 1)},
+		&waiting{ctx: context.Background(), r: r, reply: make(chan answerOf, 1)},
 	}
-	b := &batcher{c: c}
-	b.flush(batch)
+	b := newBatcher(c, 0, 0, 0)
+	t.Cleanup(func() { close(b.closed) })
+	b.flush(&flight{batch: batch})
 	first, left, last := <-batch[0].reply, <-batch[1].reply, <-batch[2].reply
 	require.NoError(t, first.err)
 	require.NoError(t, last.err)
