@@ -71,7 +71,11 @@ func TestAppendBatchJSON(t *testing.T) {
 	var got []rl.Request
 	require.NoError(t, json.Unmarshal(b, &got), "%s", b)
 	assert.Equal(t, rs, got)
-	assert.Equal(t, appendBatch(nil, rs), b, "the same bytes as the client's CheckRates")
+	for _, r := range rs {
+		q, err := json.Marshal(r.ID)
+		require.NoError(t, err)
+		assert.Contains(t, string(b), `{"id":`+string(q)+`,"scale":`, "ids written as encoding/json writes them")
+	}
 }
 
 // FuzzDecodeBatchAnswer: whatever the body, the batch decoder gives what

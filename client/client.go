@@ -321,7 +321,7 @@ func (c *Client) CheckRates(ctx context.Context, rs []rl.Request) ([]rl.Decision
 
 // checkRates sends one valid, non-empty batch; a batching mode reuses it.
 func (c *Client) checkRates(ctx context.Context, rs []rl.Request) ([]rl.Decision, error) {
-	body := appendBatch(make([]byte, 0, 80*len(rs)), rs)
+	body := appendBatchJSON(make([]byte, 0, 80*len(rs)), rs)
 	var ds []rl.Decision
 	err := c.do(ctx, fasthttp.MethodPost, c.base+"/check_rates", body, false, func(status int, b []byte) error {
 		var err error
@@ -344,41 +344,14 @@ func decodeDecisions(status int, body []byte, n int) ([]rl.Decision, error) {
 	if status != fasthttp.StatusOK {
 		return nil, errUnexpected
 	}
-	ds := make([]rl.Decision, 0, n)
-	if err := json.Unmarshal(body, &ds); err != nil {
+	ds, err := decodeBatchAnswer(body, make([]rl.Decision, 0, n))
+	if err != nil {
 		return nil, err
 	}
 	if len(ds) != n {
 		return nil, fmt.Errorf("client: %d decisions for %d requests", len(ds), n)
 	}
 	return ds, nil
-}
-
-// appendBatch appends rs as the JSON array /check_rates takes.
-func appendBatch(b []byte, rs []rl.Request) []byte {
-	b = append(b, '[')
-	for i, r := range rs {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = append(b, `{"id":`...)
-		b = appendJSONString(b, r.ID)
-		b = append(b, `,"scale":`...)
-		b = strconv.AppendInt(b, r.Scale, 10)
-		b = append(b, `,"limit":`...)
-		b = strconv.AppendInt(b, r.Limit, 10)
-		b = append(b, `,"hits":`...)
-		b = strconv.AppendInt(b, r.Hits, 10)
-		b = append(b, `,"algo":"`...)
-		b = append(b, r.Algo.String()...)
-		b = append(b, `"}`...)
-	}
-	return append(b, ']')
-}
-
-func appendJSONString(b []byte, s string) []byte {
-	q, _ := json.Marshal(s) // a string always marshals
-	return append(b, q...)
 }
 
 // Buckets lists the live records of id (GET /buckets), sending the admin
