@@ -125,7 +125,8 @@ func TestFlood(t *testing.T) {
 		// ids sent rather than the cap would pass it 20 times over.
 		heapBound = float64(32<<20 + maxBuckets*256)
 	)
-	s := start(t, nil, "-max-buckets", strconv.Itoa(maxBuckets))
+	// RATERLIMITER_FLOOD_ARGS adds flags to the sidecar's (e.g. "-shards 2").
+	s := start(t, nil, append([]string{"-max-buckets", strconv.Itoa(maxBuckets)}, strings.Fields(os.Getenv("RATERLIMITER_FLOOD_ARGS"))...)...)
 	pid := s.cmd.Process.Pid
 	began := time.Now()
 
