@@ -21,6 +21,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/valyala/fasthttp"
 
 	rl "github.com/raterlimiter/raterlimiter"
@@ -75,6 +76,9 @@ type Config struct {
 	AdminToken string
 	// Stats, if set, feeds the backend gauges of /metrics.
 	Stats func() BackendStats
+	// Collectors are more series for /metrics, a backend's own (the Redis
+	// backend's call latency and errors, for one).
+	Collectors []prometheus.Collector
 	// Logger receives errors the client is not told about. Default
 	// slog.Default().
 	Logger *slog.Logger
@@ -166,7 +170,7 @@ func New(cfg Config) *Server {
 		maxID:    cfg.MaxIDBytes,
 		log:      cfg.Logger,
 		rules:    newRules(cfg.MaxIDBytes),
-		metrics:  newMetrics(cfg.Stats),
+		metrics:  newMetrics(cfg.Stats, cfg.Collectors),
 	}
 	if cfg.AdminToken != "" {
 		s.hasToken = true
@@ -558,6 +562,14 @@ func (s *Server) healthz(ctx *fasthttp.RequestCtx) {
 	c, cancel := context.WithTimeout(context.Background(), min(s.timeout, time.Second))
 	defer cancel()
 	_, err := s.lim.CheckRate(c, rl.Request{ID: HealthID, Scale: 1000, Limit: 1, Hits: 0})
+	if mode, ds := degradedAnswer(err); len(ds) > 0 {
+		// Checks are answered, without the shared state: healthy enough to
+		// keep serving, and saying so.
+		ctx.Response.Header.Set(DegradedHeader, mode)
+		ctx.SetContentType("text/plain; charset=utf-8")
+		ctx.SetBodyString("degraded: " + mode)
+		return
+	}
 	if err != nil {
 		s.limiterFailed(ctx, err)
 		return

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/valyala/fasthttp"
@@ -538,11 +539,26 @@ func TestDegradedAnswersAreServedAndSaySo(t *testing.T) {
 	assert.Equal(t, "open", r.headers[api.DegradedHeader])
 	assert.Contains(t, r.body, `"id":"b","count":0,"limit":1,"remaining":1,"reset_ms":2000`)
 
+	r = h.get(t, "/healthz")
+	assert.Equal(t, 200, r.status, "checks are answered: healthy, degraded")
+	assert.Equal(t, "degraded: open", r.body)
+	assert.Equal(t, "open", r.headers[api.DegradedHeader])
+
 	// A plain unavailable error still fails closed.
 	h = newHarness(t, api.Config{Limiter: &stuck{}, Timeout: 10 * time.Millisecond})
 	r = h.get(t, "/check_rate?id=a&scale=1000&limit=3")
 	assert.Equal(t, 503, r.status)
 	assert.Empty(t, r.headers[api.DegradedHeader])
+	assert.Equal(t, 503, h.get(t, "/healthz").status)
+}
+
+func TestMetricsTakeTheBackendsCollectors(t *testing.T) {
+	c := prometheus.NewCounter(prometheus.CounterOpts{Name: "backend_things_total", Help: "Things."})
+	c.Add(4)
+	h := newHarness(t, api.Config{Collectors: []prometheus.Collector{c}})
+	r := h.get(t, "/metrics")
+	require.Equal(t, 200, r.status)
+	assert.Contains(t, r.body, "backend_things_total 4")
 }
 
 func TestShutdownBeforeOrDuringServeReturns(t *testing.T) {

@@ -46,7 +46,7 @@ type metrics struct {
 	swept     prometheus.Counter
 }
 
-func newMetrics(stats func() BackendStats) *metrics {
+func newMetrics(stats func() BackendStats, extra []prometheus.Collector) *metrics {
 	m := &metrics{reg: prometheus.NewRegistry()}
 	checks := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "raterlimiter_checks_total",
@@ -76,6 +76,7 @@ func newMetrics(stats func() BackendStats) *metrics {
 	})
 	m.reg.MustRegister(checks, duration, m.batchSize, m.swept,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m.reg.MustRegister(extra...)
 	if stats != nil {
 		m.reg.MustRegister(
 			prometheus.NewGaugeFunc(prometheus.GaugeOpts{

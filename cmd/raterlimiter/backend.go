@@ -5,6 +5,8 @@ import (
 	"errors"
 	"log/slog"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	rl "github.com/raterlimiter/raterlimiter"
 	"github.com/raterlimiter/raterlimiter/actor"
 	"github.com/raterlimiter/raterlimiter/api"
@@ -17,6 +19,8 @@ type backend struct {
 	rl.Limiter
 	// Stats feeds /metrics; nil when the backend has none to give.
 	Stats func() api.BackendStats
+	// Collectors are the backend's own series for /metrics.
+	Collectors []prometheus.Collector
 	// Close releases the backend.
 	Close func() error
 }
@@ -62,6 +66,8 @@ func openBackend(cfg config, logger *slog.Logger, onSwept func(n int)) (backend,
 		}
 		rc := redisbackend.Config{URL: cfg.redisURL, Timeout: cfg.redisTimeout, Fail: fail,
 			MaxIDBytes: cfg.maxIDBytes, Logger: logger}
+		metrics := newRedisMetrics()
+		metrics.hook(&rc)
 		var fallback *memory.Limiter
 		if fail == redisbackend.FailLocal {
 			fallback = memory.New(memory.Config{Shards: cfg.shards, SweepInterval: cfg.sweepInterval,
@@ -79,7 +85,8 @@ func openBackend(cfg config, logger *slog.Logger, onSwept func(n int)) (backend,
 			// Decisions made without Redis (-redis-fail open or local)
 			// come with a *redisbackend.DegradedError: the API serves
 			// them with an X-RateLimit-Degraded header.
-			Limiter: rb,
+			Limiter:    rb,
+			Collectors: metrics.collectors(),
 			Close: func() error {
 				err := rb.Close()
 				if fallback != nil {

@@ -21,6 +21,10 @@ func TestE2ERedisDegradedHeader(t *testing.T) {
 		require.Equal(t, []int{200, 200, 429}[i], r.status, r.body)
 		assert.Empty(t, r.header.Get("X-RateLimit-Degraded"), "Redis answered")
 	}
+	m := s.get(t, "/metrics")
+	assert.Contains(t, m.body, `raterlimiter_redis_calls_total{op="check",result="ok"} 3`)
+	assert.Contains(t, m.body, `raterlimiter_redis_call_seconds_count{op="check"} 3`)
+	assert.Contains(t, m.body, "raterlimiter_redis_up 1")
 	rs.Kill()
 	r := s.get(t, "/check_rate?id=deg&scale=60000&limit=2")
 	assert.Equal(t, 200, r.status, "fail-open allows while Redis is down: %s", r.body)
@@ -28,5 +32,12 @@ func TestE2ERedisDegradedHeader(t *testing.T) {
 	r = s.do(t, "POST", "/check_rates", "", `[{"id":"deg","scale":60000,"limit":2}]`)
 	assert.Equal(t, 200, r.status, r.body)
 	assert.Equal(t, "open", r.header.Get("X-RateLimit-Degraded"))
+	r = s.get(t, "/healthz")
+	assert.Equal(t, 200, r.status, "fail-open still answers checks")
+	assert.Equal(t, "degraded: open", r.body)
+	m = s.get(t, "/metrics")
+	assert.Contains(t, m.body, "raterlimiter_redis_up 0")
+	assert.Contains(t, m.body, `raterlimiter_redis_degraded_total{mode="open"}`)
+	assert.Contains(t, m.body, `raterlimiter_redis_calls_total{op="check",result="error"}`)
 	require.NoError(t, s.stop(t))
 }

@@ -50,6 +50,7 @@ func run(ctx context.Context, args []string, lookupEnv func(string) (string, boo
 		MaxIDBytes: cfg.maxIDBytes,
 		AdminToken: cfg.adminToken,
 		Stats:      be.Stats,
+		Collectors: be.Collectors,
 		Logger:     logger,
 	})
 	srv.Store(s)

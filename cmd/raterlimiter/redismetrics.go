@@ -1,0 +1,67 @@
+package main
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/raterlimiter/raterlimiter/redisbackend"
+)
+
+// redisMetrics are the Redis backend's series on /metrics, fed by its hooks.
+type redisMetrics struct {
+	calls    *prometheus.CounterVec
+	latency  *prometheus.HistogramVec
+	up       prometheus.Gauge
+	degraded *prometheus.CounterVec
+}
+
+func newRedisMetrics() *redisMetrics {
+	m := &redisMetrics{
+		calls: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "raterlimiter_redis_calls_total",
+			Help: "Calls to Redis, by operation and result (ok, error).",
+		}, []string{"op", "result"}),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "raterlimiter_redis_call_seconds",
+			Help:    "Time of a call to Redis, by operation, failures included.",
+			Buckets: prometheus.ExponentialBuckets(50e-6, 2, 14), // 50µs .. 0.4s
+		}, []string{"op"}),
+		up: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "raterlimiter_redis_up",
+			Help: "1 while Redis answers (the circuit is closed), 0 while it is open.",
+		}),
+		degraded: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "raterlimiter_redis_degraded_total",
+			Help: "Checks answered without Redis, by fail mode (closed, open, local).",
+		}, []string{"mode"}),
+	}
+	m.up.Set(1)
+	return m
+}
+
+// hook installs the metrics in a backend's configuration.
+func (m *redisMetrics) hook(rc *redisbackend.Config) {
+	rc.OnCall = func(op string, d time.Duration, err error) {
+		result := "ok"
+		if err != nil {
+			result = "error"
+		}
+		m.calls.WithLabelValues(op, result).Inc()
+		m.latency.WithLabelValues(op).Observe(d.Seconds())
+	}
+	rc.OnDegraded = func(mode redisbackend.FailMode, n int) {
+		m.degraded.WithLabelValues(mode.String()).Add(float64(n))
+	}
+	rc.OnState = func(up bool, _ error) {
+		if up {
+			m.up.Set(1)
+		} else {
+			m.up.Set(0)
+		}
+	}
+}
+
+func (m *redisMetrics) collectors() []prometheus.Collector {
+	return []prometheus.Collector{m.calls, m.latency, m.up, m.degraded}
+}
