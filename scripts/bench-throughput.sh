@@ -17,13 +17,16 @@
 #
 # Usage: scripts/bench-throughput.sh [ROUNDS=3] [DURATION=5s]
 # Environment: SINGLE_ARGS, BATCH_ARGS, EMBEDDED_ARGS override each subject's
-# rlload flags (defaults below).
+# rlload flags (defaults below). COMPARE_REV=REV adds a fourth subject,
+# "batched@REV": rlload (and so the client) built from git revision REV,
+# with BATCH_ARGS, against the same sidecar: a before/after of the client.
 set -euo pipefail
 ROUNDS=${1:-3}
 DURATION=${2:-5s}
 EMBEDDED_ARGS=${EMBEDDED_ARGS:--embedded -c 256}
 SINGLE_ARGS=${SINGLE_ARGS:--c 256}
-BATCH_ARGS=${BATCH_ARGS:--batch -c 4096}
+BATCH_ARGS=${BATCH_ARGS:--batch -c 1024}
+COMPARE_REV=${COMPARE_REV:-}
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 tmp=$(mktemp -d)
@@ -36,6 +39,13 @@ cleanup() {
 trap cleanup EXIT
 
 (cd "$root" && go build -o "$tmp/raterlimiter" ./cmd/raterlimiter && go build -o "$tmp/rlload" ./cmd/rlload)
+subjects="embedded single batched"
+if [ -n "$COMPARE_REV" ]; then
+  mkdir "$tmp/rev"
+  (cd "$root" && git archive "$COMPARE_REV") | tar -x -C "$tmp/rev"
+  (cd "$tmp/rev" && go build -o "$tmp/rlload-rev" ./cmd/rlload)
+  subjects="$subjects batched@$COMPARE_REV"
+fi
 
 "$tmp/raterlimiter" -listen 127.0.0.1:0 2>"$tmp/sidecar.log" &
 sidecar_pid=$!
@@ -57,10 +67,11 @@ hz=$(getconf CLK_TCK)
 # "name rate p50 p99 errors loadcpu sidecarcpu" to results.
 run() {
   local name=$1; shift
-  local t0 t1 out err
+  local t0 t1 out err bin=$tmp/rlload
+  [ "$name" = "batched@$COMPARE_REV" ] && bin=$tmp/rlload-rev
   t0=$(cputicks "$sidecar_pid")
   # shellcheck disable=SC2068
-  out=$("$tmp/rlload" -url "$url" -d "$DURATION" -warmup 1s -progress $@ 2>"$tmp/rlload.err")
+  out=$("$bin" -url "$url" -d "$DURATION" -warmup 1s -timeout 10s -progress $@ 2>"$tmp/rlload.err")
   t1=$(cputicks "$sidecar_pid")
   err=$(cat "$tmp/rlload.err")
   local rate p50 p99 errors total loadcpu sidecarcpu
@@ -79,7 +90,7 @@ run() {
   printf '| %d | %s | %s | %s | %s | %s | %s | %s |\n' "$round" "$name" "$rate" "$p50" "$p99" "$loadcpu" "$sidecarcpu" "$errors"
 }
 
-echo "rlload -d $DURATION -warmup 1s; embedded: $EMBEDDED_ARGS; single: $SINGLE_ARGS; batched: $BATCH_ARGS; $(nproc) CPUs; load average $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "rlload -d $DURATION -warmup 1s -timeout 10s; embedded: $EMBEDDED_ARGS; single: $SINGLE_ARGS; batched: $BATCH_ARGS; $(nproc) CPUs; load average $(cut -d' ' -f1-3 /proc/loadavg)"
 echo
 echo "| round | subject | checks/s | p50 ms | p99 ms | rlload CPU µs/check | sidecar CPU µs/check | errors |"
 echo "|---|---|---|---|---|---|---|---|"
@@ -90,6 +101,10 @@ for round in $(seq "$ROUNDS"); do
   run single $SINGLE_ARGS
   # shellcheck disable=SC2086
   run batched $BATCH_ARGS
+  if [ -n "$COMPARE_REV" ]; then
+    # shellcheck disable=SC2086
+    run "batched@$COMPARE_REV" $BATCH_ARGS
+  fi
 done
 echo
 echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
@@ -99,7 +114,7 @@ col() { awk -v s="$1" -v c="$2" '$1 == s { print $c }' "$tmp/results" | median; 
 echo
 echo "| subject | median checks/s | median p50 ms | median p99 ms | median rlload CPU µs/check | median sidecar CPU µs/check | median total CPU µs/check |"
 echo "|---|---|---|---|---|---|---|"
-for s in embedded single batched; do
+for s in $subjects; do
   tot=$(awk -v s="$s" '$1 == s { printf "%.3f\n", $6 + $7 }' "$tmp/results" | median)
   printf '| %s | %s | %s | %s | %s | %s | %s |\n' "$s" "$(col $s 2)" "$(col $s 3)" "$(col $s 4)" "$(col $s 6)" "$(col $s 7)" "$tot"
 done
@@ -109,3 +124,8 @@ for s in embedded batched; do
   awk -v a="$(col $s 2)" -v b="$single" -v s="$s" 'BEGIN { printf "ratio %s / single: %.2fx the checks/s\n", s, a / b }'
 done
 awk -v a="$(col batched 2)" -v b="$(col embedded 2)" 'BEGIN { printf "ratio batched / embedded: %.2f of the checks/s\n", a / b }'
+if [ -n "$COMPARE_REV" ]; then
+  r="batched@$COMPARE_REV"
+  awk -v a="$(col batched 2)" -v b="$(col "$r" 2)" -v ca="$(col batched 6)" -v cb="$(col "$r" 6)" -v r="$r" \
+    'BEGIN { printf "ratio batched / %s: %.2fx the checks/s, %.2fx the rlload CPU per check\n", r, a / b, ca / cb }'
+fi
