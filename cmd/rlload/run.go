@@ -280,7 +280,10 @@ func load(ctx context.Context, cfg *config, stderr io.Writer) (result, error) {
 				_, err := chk.CheckRate(bg, r)
 				t1 := time.Now()
 				if err != nil {
-					firstErr.CompareAndSwap(nil, &err)
+					if firstErr.Load() == nil {
+						e := err // a copy: taking err's address would move it to the heap on every check
+						firstErr.CompareAndSwap(nil, &e)
+					}
 					cl.errors.Add(1)
 				} else {
 					cl.checks.Add(1)
