@@ -174,7 +174,8 @@ func TestFlood(t *testing.T) {
 	gen.Env = append(os.Environ(),
 		"RATERLIMITER_FLOOD_GEN_TARGET="+s.base,
 		"RATERLIMITER_FLOOD_GEN_IDS="+strconv.Itoa(ids),
-		"RATERLIMITER_FLOOD_GEN_CONNS="+strconv.Itoa(conns))
+		"RATERLIMITER_FLOOD_GEN_CONNS="+strconv.Itoa(conns),
+		"RATERLIMITER_FLOOD_BATCH="+strconv.Itoa(envInt(t, "RATERLIMITER_FLOOD_BATCH", 1000)))
 	gen.Stdout, gen.Stderr = &out, &out
 	require.NoError(t, gen.Start())
 	genDone := make(chan error, 1)
@@ -224,8 +225,8 @@ cycles:
 	require.NotNil(t, m, "the generator reports what it sent:\n%s", out.String())
 	sent, _ := strconv.Atoi(m[1])
 	assert.Equal(t, ids, sent, "distinct ids sent and answered")
-	t.Logf("flood: %d distinct ids in %v, half of it paused (%.0f ids/s while running) over %d connections, batches of 1000",
-		sent, floodTook.Round(time.Millisecond), 2*float64(sent)/floodTook.Seconds(), conns)
+	t.Logf("flood: %d distinct ids in %v, half of it paused (%.0f ids/s while running) over %d connections, batches of %d",
+		sent, floodTook.Round(time.Millisecond), 2*float64(sent)/floodTook.Seconds(), conns, envInt(t, "RATERLIMITER_FLOOD_BATCH", 1000))
 
 	// The sidecar stayed up and answers.
 	require.Equal(t, 200, s.get(t, "/healthz").status)
@@ -312,7 +313,7 @@ func TestFloodGenerator(t *testing.T) {
 	}
 	ids := envInt(t, "RATERLIMITER_FLOOD_GEN_IDS", 10_000_000)
 	conns := envInt(t, "RATERLIMITER_FLOOD_GEN_CONNS", 4)
-	const batch = 1000
+	batch := envInt(t, "RATERLIMITER_FLOOD_BATCH", 1000)
 	batches := (ids + batch - 1) / batch
 	tr := &http.Transport{MaxConnsPerHost: conns, MaxIdleConnsPerHost: conns}
 	client := &http.Client{Transport: tr, Timeout: 30 * time.Second}
