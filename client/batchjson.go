@@ -103,6 +103,20 @@ func (s *scanner) next() byte {
 // what encoding/json refuses (control characters, bad escapes); other
 // bytes it passes, as encoding/json does.
 func (s *scanner) str() (raw []byte, plain, ok bool) {
+	if j := bytes.IndexByte(s.b[s.i:], '"'); j >= 0 {
+		seg := s.b[s.i : s.i+j]
+		clean := true
+		for _, c := range seg {
+			if c < 0x20 || c == '\\' || c >= utf8.RuneSelf {
+				clean = false
+				break
+			}
+		}
+		if clean {
+			s.i += j + 1
+			return seg, true, true
+		}
+	}
 	start := s.i
 	plain = true
 	for s.i < len(s.b) {
@@ -259,17 +273,19 @@ func fastDecisions(b []byte, ds []rl.Decision) (_ []rl.Decision, ok bool) {
 // object reads the members of a decision object after its '{' up to and
 // including its '}'.
 func (s *scanner) object(d *rl.Decision) bool {
+	hint := keyAllowed
 	for {
 		if s.next() != '"' {
 			return false
 		}
-		key, ok := s.key()
+		k, other, ok := s.key(hint)
 		if !ok || s.next() != ':' {
 			return false
 		}
+		hint = k + 1
 		var field *int64
-		switch string(key) {
-		case "allowed":
+		switch k {
+		case keyAllowed:
 			s.ws()
 			switch {
 			case s.literal("true"):
@@ -279,29 +295,27 @@ func (s *scanner) object(d *rl.Decision) bool {
 			default:
 				return false
 			}
-		case "count":
+		case keyCount:
 			field = &d.Count
-		case "limit":
+		case keyLimit:
 			field = &d.Limit
-		case "remaining":
+		case keyRemaining:
 			field = &d.Remaining
-		case "reset_ms":
+		case keyResetMS:
 			field = &d.ResetMS
-		case "retry_after_ms":
+		case keyRetryAfterMS:
 			field = &d.RetryAfterMS
-		case "status", "id":
+		case keyStatus, keyID:
 			if !s.skipScalar() {
 				return false
 			}
 		default:
 			// encoding/json matches keys without regard to case:
 			// leave those to it.
-			if foldsToField(key) {
+			if foldsToField(other) || !s.skipScalar() {
 				return false
 			}
-			if !s.skipScalar() {
-				return false
-			}
+			hint = keyAllowed
 		}
 		if field != nil {
 			n, ok := s.int()
@@ -343,18 +357,57 @@ func (s *scanner) skipScalar() bool {
 	return false
 }
 
-// key reads a key after its opening quote; ok is false unless it is plain
-// (see str). The API's own keys are compared whole, without a scan.
-func (s *scanner) key() (key []byte, ok bool) {
+// The keys of a decision, in the order the API writes them.
+const (
+	keyAllowed = iota
+	keyStatus
+	keyID
+	keyCount
+	keyLimit
+	keyRemaining
+	keyResetMS
+	keyRetryAfterMS
+	numKeys
+	keyOther = -1
+)
+
+// keyName returns key k with its closing quote.
+func keyName(k int) string {
+	switch k {
+	case keyAllowed:
+		return `allowed"`
+	case keyStatus:
+		return `status"`
+	case keyID:
+		return `id"`
+	case keyCount:
+		return `count"`
+	case keyLimit:
+		return `limit"`
+	case keyRemaining:
+		return `remaining"`
+	case keyResetMS:
+		return `reset_ms"`
+	}
+	return `retry_after_ms"`
+}
+
+// key reads a key after its opening quote and returns which it is
+// (keyOther and its bytes for a key not a decision's); ok is false unless
+// the key is plain (see str). The API's keys are compared whole, the one
+// it writes after hint first.
+func (s *scanner) key(hint int) (k int, other []byte, ok bool) {
 	rest := s.b[s.i:]
-	for _, k := range [...]string{`allowed"`, `status"`, `id"`, `count"`, `limit"`, `remaining"`, `reset_ms"`, `retry_after_ms"`} {
-		if len(rest) >= len(k) && string(rest[:len(k)]) == k {
-			s.i += len(k)
-			return rest[:len(k)-1], true
+	for j := range numKeys {
+		k := (hint + j) % numKeys
+		name := keyName(k)
+		if len(rest) >= len(name) && string(rest[:len(name)]) == name {
+			s.i += len(name)
+			return k, nil, true
 		}
 	}
-	key, plain, ok := s.str()
-	return key, ok && plain
+	other, plain, ok := s.str()
+	return keyOther, other, ok && plain
 }
 
 // foldsToField reports whether key, which is ASCII, names a Decision
