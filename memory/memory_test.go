@@ -111,3 +111,12 @@ func TestClosedLimiterRefuses(t *testing.T) {
 	_, err = l.CheckRate(context.Background(), rl.Request{ID: "", Scale: 1, Limit: 1, Hits: 1})
 	assert.ErrorIs(t, err, rl.ErrInvalid, "validation comes first")
 }
+
+func TestResetRefusesANegativeScale(t *testing.T) {
+	l := memory.New(memory.Config{SweepInterval: -1})
+	defer l.Close()
+	_, err := l.Reset(context.Background(), "u", -1)
+	var fe *rl.FieldError
+	require.ErrorAs(t, err, &fe)
+	assert.Equal(t, "scale", fe.Field)
+}
