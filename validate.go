@@ -48,3 +48,12 @@ func ValidateBatch(rs []Request, maxIDBytes int) error {
 	}
 	return nil
 }
+
+// ValidateReset checks the arguments of Limiter.Reset: an id within the
+// bounds, and a scale of 0 (every scale) or within the bounds.
+func ValidateReset(id string, scale int64, maxIDBytes int) error {
+	if scale < 0 {
+		return &FieldError{"scale", "must be 0 (every scale) or an integer from 1 to " + strconv.FormatInt(MaxScale, 10)}
+	}
+	return Request{ID: id, Scale: max(scale, 1)}.Validate(maxIDBytes)
+}

@@ -257,6 +257,10 @@ func commonCases() []Case {
 				assert.Empty(t, bs)
 				_, err = l.Buckets(ctx, "")
 				require.ErrorIs(t, err, rl.ErrInvalid)
+				_, err = l.Reset(ctx, "u", -1)
+				require.ErrorIs(t, err, rl.ErrInvalid, "a negative scale")
+				_, err = l.Reset(ctx, "", 0)
+				require.ErrorIs(t, err, rl.ErrInvalid, "an empty id")
 			}},
 		}})
 	}

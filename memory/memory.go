@@ -8,7 +8,6 @@ import (
 	"hash/maphash"
 	"log/slog"
 	"runtime"
-	"strconv"
 	"sync"
 	"time"
 
@@ -182,10 +181,7 @@ func (l *Limiter) Buckets(ctx context.Context, id string) ([]rl.Bucket, error) {
 // Reset deletes the records of id (of every scale when scale is 0) and
 // returns how many it deleted.
 func (l *Limiter) Reset(ctx context.Context, id string, scale int64) (int, error) {
-	if scale < 0 {
-		return 0, &rl.FieldError{Field: "scale", Rule: "must be 0 (every scale) or an integer from 1 to " + strconv.FormatInt(rl.MaxScale, 10)}
-	}
-	if err := (rl.Request{ID: id, Scale: max(scale, 1)}).Validate(l.maxID); err != nil {
+	if err := rl.ValidateReset(id, scale, l.maxID); err != nil {
 		return 0, err
 	}
 	var n int

@@ -694,7 +694,7 @@ func (b *Backend) Buckets(ctx context.Context, id string) ([]rl.Bucket, error) {
 // Reset deletes the records of id, of every scale when scale is 0, and
 // returns how many live ones it deleted. It needs Redis, like Buckets.
 func (b *Backend) Reset(ctx context.Context, id string, scale int64) (int, error) {
-	if err := (rl.Request{ID: id, Scale: max(scale, 1)}).Validate(b.cfg.MaxIDBytes); err != nil {
+	if err := rl.ValidateReset(id, scale, b.cfg.MaxIDBytes); err != nil {
 		return 0, err
 	}
 	now, ls, err := b.recordsCall(ctx, "reset", id, scale)
