@@ -72,14 +72,17 @@ func (d *decoder) check(r *rl.Request, ids []byte, maxID int, rules *rules) ([]b
 			return ids, d.syntax("expected a key")
 		}
 		var err error
-		if d.key, err = d.str(d.key[:0]); err != nil {
-			return ids, err
+		f := d.knownKey()
+		if f == 0 {
+			if d.key, err = d.str(d.key[:0]); err != nil {
+				return ids, err
+			}
+			f = fieldOf(d.key)
 		}
 		if d.peek() != ':' {
 			return ids, d.syntax("expected ':'")
 		}
 		d.i++
-		f := fieldOf(d.key)
 		if f != 0 {
 			if seen&f != 0 {
 				return ids, f.once()
@@ -109,6 +112,10 @@ func (d *decoder) check(r *rl.Request, ids []byte, maxID int, rules *rules) ([]b
 			if c != '"' {
 				return ids, rules.algo
 			}
+			if a, ok := d.knownAlgo(); ok {
+				r.Algo = a
+				break
+			}
 			if d.key, err = d.str(d.key[:0]); err != nil {
 				return ids, err
 			}
@@ -130,6 +137,38 @@ func (d *decoder) check(r *rl.Request, ids []byte, maxID int, rules *rules) ([]b
 			return ids, d.syntax("expected ',' or '}'")
 		}
 	}
+}
+
+// knownKey consumes the string at d.i (which holds '"') if it is one of a
+// check's keys written without escapes, and returns its field; else it
+// returns 0 and consumes nothing. Comparing the known keys whole saves the
+// batch path a byte-by-byte decoding of four or five keys per check.
+func (d *decoder) knownKey() fields {
+	rest := d.b[d.i+1:]
+	for _, k := range [...]struct {
+		s string
+		f fields
+	}{{`id"`, fieldID}, {`scale"`, fieldScale}, {`limit"`, fieldLimit}, {`hits"`, fieldHits}, {`algo"`, fieldAlgo}} {
+		if len(rest) >= len(k.s) && string(rest[:len(k.s)]) == k.s {
+			d.i += 1 + len(k.s)
+			return k.f
+		}
+	}
+	return 0
+}
+
+// knownAlgo consumes the string at d.i (which holds '"') if it is an
+// algorithm's name written without escapes.
+func (d *decoder) knownAlgo() (rl.Algo, bool) {
+	rest := d.b[d.i+1:]
+	for _, a := range rl.Algos {
+		n := a.String()
+		if len(rest) > len(n) && string(rest[:len(n)]) == n && rest[len(n)] == '"' {
+			d.i += len(n) + 2
+			return a, true
+		}
+	}
+	return 0, false
 }
 
 // int reads a non-negative JSON integer; anything else breaks rule.
