@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -157,11 +158,18 @@ func (a *Actor) CheckRate(ctx context.Context, r rl.Request) (rl.Decision, error
 
 // CheckRates decides rs in order into out (len(out) == len(rs)), in one
 // message. Invalid requests are refused before anything is counted.
+//
+// The message carries copies of rs and out: a caller whose context ends
+// gets its error at once and may reuse both slices, while the message can
+// still wait in the mailbox and be decided later.
 func (a *Actor) CheckRates(ctx context.Context, rs []rl.Request, out []rl.Decision) error {
-	m := &msg{kind: kindBatch, reqs: rs, out: out, reply: make(chan result, 1)}
+	m := &msg{kind: kindBatch, reqs: slices.Clone(rs), out: make([]rl.Decision, len(rs)), reply: make(chan result, 1)}
 	res, err := a.call(ctx, m)
 	if err != nil {
 		return err
+	}
+	if res.err == nil {
+		copy(out, m.out)
 	}
 	return res.err
 }

@@ -190,3 +190,33 @@ func TestBatchRefusesInvalidWhole(t *testing.T) {
 	assert.Equal(t, int64(1), out[0].Count, "the refused batch counted nothing")
 	assert.Equal(t, int64(2), out[1].Count)
 }
+
+// TestAbandonedBatchOwnsItsRequests: a caller that gives up on a batch may
+// reuse its slices at once; the actor still decides the batch it was sent.
+func TestAbandonedBatchOwnsItsRequests(t *testing.T) {
+	release, started := make(chan struct{}), make(chan struct{})
+	a := newActor(t, actor.Config{})
+	a.SetHook(func(r any) {
+		if req, ok := r.(rl.Request); ok && req.ID == "block" {
+			close(started)
+			<-release
+		}
+	})
+	go a.CheckRate(context.Background(), hit("block"))
+	<-started
+	rs := []rl.Request{hit("a"), hit("a")}
+	out := make([]rl.Decision, 2)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	require.Error(t, a.CheckRates(ctx, rs, out), "given up before the actor was free")
+	rs[0], rs[1] = hit("b"), hit("b") // the caller reuses its slice
+	out[0] = rl.Decision{Count: 42}
+	close(release)
+	d, err := a.CheckRate(waitCtx(t), rl.Request{ID: "a", Scale: 1000, Limit: 100})
+	require.NoError(t, err)
+	assert.Equal(t, int64(2), d.Count, "the abandoned batch counted its own ids")
+	d, err = a.CheckRate(waitCtx(t), rl.Request{ID: "b", Scale: 1000, Limit: 100})
+	require.NoError(t, err)
+	assert.Equal(t, int64(0), d.Count, "not the caller's later contents")
+	assert.Equal(t, int64(42), out[0].Count, "nor written into the caller's out")
+}
