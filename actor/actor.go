@@ -72,6 +72,7 @@ type Actor struct {
 	now      int64
 	current  *msg
 	sweeping []*msg // sweep requests waiting for the pass to end
+	batches  []*msg // large batches being decided, a chunk at a time
 	swept    SweepStats
 	hook     func(*msg) // test hook, run before each message
 }
@@ -87,6 +88,11 @@ const actorSpins = 8
 
 // maxDrain bounds how many queued messages share one reading of the clock.
 const maxDrain = 256
+
+// batchChunk is how many requests of a batch the actor decides before it
+// answers the messages waiting behind it: a flood of large batches must not
+// make a single check wait for whole batches.
+const batchChunk = 64
 
 type kind uint8
 
@@ -104,6 +110,7 @@ type msg struct {
 	req   rl.Request
 	reqs  []rl.Request
 	out   []rl.Decision
+	next  int // a batch's first request not yet decided
 	fn    func(s *buckets.Store, now int64)
 	reply chan result
 }
@@ -280,13 +287,19 @@ func (a *Actor) loop() (clean bool) {
 			"panic", fmt.Sprint(v), "restarts", a.restarts.Load(), "stack", string(debug.Stack()))
 		if m := a.current; m != nil {
 			a.current = nil
+			a.batches = slices.DeleteFunc(a.batches, func(b *msg) bool { return b == m })
 			m.reply <- result{err: ErrPanicked}
 		}
 		clean = false
 	}()
 	for {
-		if len(a.sweeping) > 0 {
-			a.sweepStep()
+		if len(a.sweeping) > 0 || len(a.batches) > 0 {
+			if len(a.batches) > 0 {
+				a.batchStep()
+			}
+			if len(a.sweeping) > 0 {
+				a.sweepStep()
+			}
 			// Answer what waits before the next step, then yield: the
 			// callers just answered wait to run, and on a busy processor
 			// they would wait for a thread to wake up elsewhere.
@@ -351,7 +364,17 @@ func (a *Actor) handle(m *msg) {
 	case kindCheck:
 		res.d, res.err = a.store.Check(a.now, m.req)
 	case kindBatch:
-		res.err = a.batch(m)
+		if err := rl.ValidateBatch(m.reqs, a.cfg.Store.MaxIDBytes); err != nil {
+			res.err = err
+			break
+		}
+		if len(m.reqs) > batchChunk {
+			// Decided a chunk at a time between other messages (batchStep).
+			a.current = nil
+			a.batches = append(a.batches, m)
+			return
+		}
+		res.err = a.decide(m, len(m.reqs))
 	case kindFunc:
 		m.fn(a.store, a.now)
 	case kindSweep:
@@ -366,18 +389,36 @@ func (a *Actor) handle(m *msg) {
 	m.reply <- res
 }
 
-func (a *Actor) batch(m *msg) error {
-	if err := rl.ValidateBatch(m.reqs, a.cfg.Store.MaxIDBytes); err != nil {
-		return err
-	}
-	for i, r := range m.reqs {
-		d, err := a.store.Check(a.now, r)
+// decide decides up to n more requests of the batch m.
+func (a *Actor) decide(m *msg, n int) error {
+	end := min(len(m.reqs), m.next+n)
+	for ; m.next < end; m.next++ {
+		d, err := a.store.Check(a.now, m.reqs[m.next])
 		if err != nil {
-			return &rl.ItemError{Index: i, Err: err}
+			return &rl.ItemError{Index: m.next, Err: err}
 		}
-		m.out[i] = d
+		m.out[m.next] = d
 	}
 	return nil
+}
+
+// batchStep decides the next chunk of the oldest large batch, and answers
+// it when it is done.
+func (a *Actor) batchStep() {
+	a.tick()
+	m := a.batches[0]
+	a.current = m
+	if a.hook != nil {
+		a.hook(m)
+	}
+	err := a.decide(m, batchChunk)
+	a.current = nil
+	if err == nil && m.next < len(m.reqs) {
+		return
+	}
+	a.batches = a.batches[1:]
+	m.reply <- result{err: err}
+	a.publish()
 }
 
 func (a *Actor) sweepStep() {
@@ -401,6 +442,10 @@ func (a *Actor) drain() {
 		m.reply <- result{err: rl.ErrClosed}
 	}
 	a.sweeping = nil
+	for _, m := range a.batches {
+		m.reply <- result{err: rl.ErrClosed}
+	}
+	a.batches = nil
 	for {
 		select {
 		case m := <-a.mailbox:

@@ -220,3 +220,43 @@ func TestAbandonedBatchOwnsItsRequests(t *testing.T) {
 	assert.Equal(t, int64(0), d.Count, "not the caller's later contents")
 	assert.Equal(t, int64(42), out[0].Count, "nor written into the caller's out")
 }
+
+// TestLargeBatchLetsChecksThrough: a check sent while a large batch is being
+// decided is answered between two of its chunks, not after the whole batch.
+func TestLargeBatchLetsChecksThrough(t *testing.T) {
+	firstChunk, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	a := newActor(t, actor.Config{})
+	a.SetHook(func(r any) {
+		if req, ok := r.(rl.Request); ok && req.ID == "" { // a batch
+			once.Do(func() { close(firstChunk); <-release })
+		}
+	})
+	ctx := waitCtx(t)
+	rs := make([]rl.Request, 10_000)
+	for i := range rs {
+		rs[i] = hit("batch")
+		rs[i].Limit = 1 << 20
+	}
+	batchDone := make(chan error, 1)
+	out := make([]rl.Decision, len(rs))
+	go func() { batchDone <- a.CheckRates(ctx, rs, out) }()
+	<-firstChunk
+	single := make(chan rl.Decision, 1)
+	go func() {
+		d, err := a.CheckRate(ctx, rl.Request{ID: "batch", Scale: 1000, Limit: 1 << 20})
+		assert.NoError(t, err)
+		single <- d
+	}()
+	for a.Pending() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	close(release)
+	d := <-single
+	assert.Less(t, d.Count, int64(len(rs)), "answered between chunks, before the batch ended")
+	assert.Positive(t, d.Count)
+	require.NoError(t, <-batchDone)
+	for i, d := range out {
+		require.Equal(t, int64(i+1), d.Count, "the batch decides in order")
+	}
+}
