@@ -27,7 +27,7 @@ type Options struct {
 	Seed uint64
 }
 
-// evictSamples is how many records an eviction samples.
+// evictSamples is how many records an eviction looks at.
 const evictSamples = 8
 
 // DefaultCacheSlots is the cache's largest size when Options.CacheSlots is
@@ -79,28 +79,33 @@ func (s *Store) get(id string, scale int64, a rl.Algo, bucket int64) (*rec, bool
 	return p, ok
 }
 
-// evict removes one record: an expired one among evictSamples sampled at
-// random, else the least recently modified of them.
+// evict removes one record: an expired one among evictSamples neighbours
+// read from a random place in the tree, else the least recently modified of
+// them. Reading neighbours costs one descent of the tree instead of one per
+// sample.
 func (s *Store) evict(now int64) {
 	n := s.tree.Len()
+	// xorshift64*: cheap, and seeded for reproducible tests.
+	s.rng ^= s.rng >> 12
+	s.rng ^= s.rng << 25
+	s.rng ^= s.rng >> 27
+	start, ok := s.tree.GetAt(int((s.rng * 0x2545f4914f6cdd1d) % uint64(max(1, n-evictSamples+1))))
+	if !ok {
+		return
+	}
 	var victim *rec
-	for range evictSamples {
-		// xorshift64*: cheap, and seeded for reproducible tests.
-		s.rng ^= s.rng >> 12
-		s.rng ^= s.rng << 25
-		s.rng ^= s.rng >> 27
-		p, ok := s.tree.GetAt(int((s.rng * 0x2545f4914f6cdd1d) % uint64(n)))
-		if !ok {
-			continue
-		}
+	seen := 0
+	s.tree.Ascend(start, func(p *rec) bool {
+		seen++
 		if algo.Expired(p.algo(), p.scale(), p.record(), now) {
 			victim = p
-			break
+			return false
 		}
 		if victim == nil || p.modified < victim.modified {
 			victim = p
 		}
-	}
+		return seen < evictSamples
+	})
 	if victim != nil {
 		s.remove(victim)
 		s.tree.Delete(victim)
@@ -122,8 +127,8 @@ func (s *Store) Len() int { return s.tree.Len() }
 // changes nothing.
 //
 // When the store holds MaxRecords records, a check that needs a new record
-// first evicts one: of a few records sampled at random, an expired one if
-// there is one (that costs no decision anything), else the one modified
+// first evicts one: of a few neighbouring records read from a random place,
+// an expired one if there is one (that costs no decision anything), else the one modified
 // least recently (an idle id: it loses its count, which a busy abuser's
 // record, modified all the time, is unlikely to). A flood of distinct ids
 // thus costs a bounded amount of memory, and mostly its own records.
