@@ -53,6 +53,9 @@ type BackendStats struct {
 	Restarts uint64
 	// Pending is the number of checks waiting in the actors' mailboxes.
 	Pending int
+	// Evicted counts records evicted to stay within the bound on live
+	// buckets (a counter).
+	Evicted uint64
 }
 
 // Config configures a Server. Limiter is required; every other zero field

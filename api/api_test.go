@@ -418,7 +418,7 @@ func TestClosedLimiterIs503(t *testing.T) {
 
 func TestMetrics(t *testing.T) {
 	h := newHarness(t, api.Config{Stats: func() api.BackendStats {
-		return api.BackendStats{Live: 7, Restarts: 2, Pending: 3}
+		return api.BackendStats{Live: 7, Restarts: 2, Pending: 3, Evicted: 11}
 	}})
 	h.get(t, "/check_rate?id=m&scale=60000&limit=1")
 	h.get(t, "/check_rate?id=m&scale=60000&limit=1")
@@ -441,6 +441,7 @@ func TestMetrics(t *testing.T) {
 		`raterlimiter_live_buckets 7`,
 		`raterlimiter_actor_restarts_total 2`,
 		`raterlimiter_mailbox_depth 3`,
+		`raterlimiter_evicted_buckets_total 11`,
 		`raterlimiter_swept_buckets_total 5`,
 		`go_goroutines `,
 	} {

@@ -87,6 +87,10 @@ func newMetrics(stats func() BackendStats, extra []prometheus.Collector) *metric
 				Name: "raterlimiter_actor_restarts_total",
 				Help: "Actor restarts after a panic.",
 			}, func() float64 { return float64(stats().Restarts) }),
+			prometheus.NewCounterFunc(prometheus.CounterOpts{
+				Name: "raterlimiter_evicted_buckets_total",
+				Help: "Live bucket records evicted to stay within -max-buckets.",
+			}, func() float64 { return float64(stats().Evicted) }),
 			prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 				Name: "raterlimiter_mailbox_depth",
 				Help: "Checks waiting in the actors' mailboxes.",

@@ -30,15 +30,11 @@ type backend struct {
 func openBackend(cfg config, logger *slog.Logger, onSwept func(n int)) (backend, error) {
 	switch cfg.backend {
 	case "memory":
-		maxBuckets := cfg.maxBuckets
-		if maxBuckets == 0 {
-			maxBuckets = -1 // -max-buckets 0: no bound
-		}
 		m := memory.New(memory.Config{
 			Shards:        cfg.shards,
 			SweepInterval: cfg.sweepInterval,
 			MaxIDBytes:    cfg.maxIDBytes,
-			MaxBuckets:    maxBuckets,
+			MaxBuckets:    maxBuckets(cfg),
 			Logger:        logger,
 			OnSweep: func(_ int, s actor.SweepStats, err error) {
 				if err == nil {
@@ -55,7 +51,7 @@ func openBackend(cfg config, logger *slog.Logger, onSwept func(n int)) (backend,
 			Limiter: m,
 			Stats: func() api.BackendStats {
 				st := m.Stats()
-				return api.BackendStats{Live: st.Live, Restarts: st.Restarts, Pending: st.Pending}
+				return api.BackendStats{Live: st.Live, Restarts: st.Restarts, Pending: st.Pending, Evicted: st.Evicted}
 			},
 			Close: func() error { return errors.Join(finalSnapshot(), m.Close()) },
 		}, nil
@@ -71,7 +67,7 @@ func openBackend(cfg config, logger *slog.Logger, onSwept func(n int)) (backend,
 		var fallback *memory.Limiter
 		if fail == redisbackend.FailLocal {
 			fallback = memory.New(memory.Config{Shards: cfg.shards, SweepInterval: cfg.sweepInterval,
-				MaxIDBytes: cfg.maxIDBytes, Logger: logger})
+				MaxIDBytes: cfg.maxIDBytes, MaxBuckets: maxBuckets(cfg), Logger: logger})
 			rc.Fallback = fallback
 		}
 		rb, err := redisbackend.New(rc)
@@ -97,4 +93,13 @@ func openBackend(cfg config, logger *slog.Logger, onSwept func(n int)) (backend,
 		}, nil
 	}
 	return backend{}, errors.New("unknown backend " + cfg.backend)
+}
+
+// maxBuckets is memory.Config.MaxBuckets for -max-buckets, whose 0 means no
+// bound.
+func maxBuckets(cfg config) int {
+	if cfg.maxBuckets == 0 {
+		return -1
+	}
+	return cfg.maxBuckets
 }
