@@ -20,6 +20,8 @@
 # rlload flags (defaults below). COMPARE_REV=REV adds a fourth subject,
 # "batched@REV": rlload (and so the client) built from git revision REV,
 # with BATCH_ARGS, against the same sidecar: a before/after of the client.
+# SIDECAR_GOMAXPROCS=N runs the sidecar with GOMAXPROCS=N (default: the
+# runtime's, one per CPU).
 set -euo pipefail
 ROUNDS=${1:-3}
 DURATION=${2:-5s}
@@ -47,7 +49,11 @@ if [ -n "$COMPARE_REV" ]; then
   subjects="$subjects batched@$COMPARE_REV"
 fi
 
-"$tmp/raterlimiter" -listen 127.0.0.1:0 2>"$tmp/sidecar.log" &
+if [ -n "${SIDECAR_GOMAXPROCS:-}" ]; then
+  GOMAXPROCS=$SIDECAR_GOMAXPROCS "$tmp/raterlimiter" -listen 127.0.0.1:0 2>"$tmp/sidecar.log" &
+else
+  "$tmp/raterlimiter" -listen 127.0.0.1:0 2>"$tmp/sidecar.log" &
+fi
 sidecar_pid=$!
 pids+=("$sidecar_pid")
 addr=
@@ -90,7 +96,7 @@ run() {
   printf '| %d | %s | %s | %s | %s | %s | %s | %s |\n' "$round" "$name" "$rate" "$p50" "$p99" "$loadcpu" "$sidecarcpu" "$errors"
 }
 
-echo "rlload -d $DURATION -warmup 1s -timeout 10s; embedded: $EMBEDDED_ARGS; single: $SINGLE_ARGS; batched: $BATCH_ARGS; $(nproc) CPUs; load average $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "rlload -d $DURATION -warmup 1s -timeout 10s; embedded: $EMBEDDED_ARGS; single: $SINGLE_ARGS; batched: $BATCH_ARGS; sidecar GOMAXPROCS ${SIDECAR_GOMAXPROCS:-default}; $(nproc) CPUs; load average $(cut -d' ' -f1-3 /proc/loadavg)"
 echo
 echo "| round | subject | checks/s | p50 ms | p99 ms | rlload CPU µs/check | sidecar CPU µs/check | errors |"
 echo "|---|---|---|---|---|---|---|---|"
