@@ -3,7 +3,6 @@ package client_test
 import (
 	"context"
 	"errors"
-	"net"
 	"strconv"
 	"testing"
 	"time"
@@ -14,6 +13,7 @@ import (
 	rl "github.com/raterlimiter/raterlimiter"
 	"github.com/raterlimiter/raterlimiter/api"
 	"github.com/raterlimiter/raterlimiter/client"
+	"github.com/raterlimiter/raterlimiter/internal/sidecartest"
 	"github.com/raterlimiter/raterlimiter/limitertest"
 	"github.com/raterlimiter/raterlimiter/memory"
 )
@@ -26,18 +26,7 @@ const testTimeout = 30 * time.Second
 // returns its URL; the test's cleanup shuts it down.
 func sidecar(t testing.TB, lim rl.Limiter, token string) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	srv := api.New(api.Config{Limiter: lim, AdminToken: token})
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(ln) }()
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		assert.NoError(t, srv.Shutdown(ctx))
-		assert.NoError(t, <-done)
-	})
-	return "http://" + ln.Addr().String()
+	return sidecartest.Serve(t, api.Config{Limiter: lim, AdminToken: token})
 }
 
 // TestSemantics runs the shared table against the client talking to a real

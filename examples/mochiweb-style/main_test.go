@@ -4,16 +4,15 @@ import (
 	"context"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/raterlimiter/raterlimiter/api"
+	"github.com/raterlimiter/raterlimiter/internal/sidecartest"
 	"github.com/raterlimiter/raterlimiter/memory"
 )
 
@@ -26,18 +25,7 @@ func startSidecar(t *testing.T) string {
 	t.Helper()
 	lim := memory.New(memory.Config{Clock: clock, SweepInterval: -1})
 	t.Cleanup(func() { lim.Close() })
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	srv := api.New(api.Config{Limiter: lim})
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(ln) }()
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		assert.NoError(t, srv.Shutdown(ctx))
-		assert.NoError(t, <-done)
-	})
-	return "http://" + ln.Addr().String()
+	return sidecartest.Serve(t, api.Config{Limiter: lim})
 }
 
 func get(h http.Handler, peer string) (*http.Response, string) {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -17,6 +16,7 @@ import (
 	rl "github.com/raterlimiter/raterlimiter"
 	"github.com/raterlimiter/raterlimiter/api"
 	"github.com/raterlimiter/raterlimiter/client"
+	"github.com/raterlimiter/raterlimiter/internal/sidecartest"
 	"github.com/raterlimiter/raterlimiter/memory"
 	"github.com/raterlimiter/raterlimiter/middleware"
 	"github.com/raterlimiter/raterlimiter/middleware/nethttp"
@@ -35,18 +35,8 @@ func limiters(t *testing.T) map[string]rl.Limiter {
 	t.Cleanup(func() { embedded.Close() })
 	behind := memory.New(memory.Config{Clock: clock, SweepInterval: -1})
 	t.Cleanup(func() { behind.Close() })
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	srv := api.New(api.Config{Limiter: behind})
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(ln) }()
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		assert.NoError(t, srv.Shutdown(ctx))
-		assert.NoError(t, <-done)
-	})
-	c, err := client.New(client.Config{URL: "http://" + ln.Addr().String(), Clock: clock, Timeout: 30 * time.Second})
+	url := sidecartest.Serve(t, api.Config{Limiter: behind})
+	c, err := client.New(client.Config{URL: url, Clock: clock, Timeout: 30 * time.Second})
 	require.NoError(t, err)
 	t.Cleanup(func() { c.Close() })
 	return map[string]rl.Limiter{"embedded": embedded, "client": c}
