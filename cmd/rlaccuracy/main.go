@@ -29,6 +29,8 @@ import (
 	"os/signal"
 	"strings"
 	"time"
+
+	"github.com/raterlimiter/raterlimiter/internal/term"
 )
 
 func main() {
@@ -104,7 +106,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	for _, tr := range traces {
 		total += int64(len(tr.events)) * 5
 	}
-	bar := newProgress(stderr, total, o.progress || isTerminal(stderr))
+	bar := newProgress(stderr, total, o.progress || term.IsTerminal(stderr))
 	defer bar.done()
 
 	fmt.Fprintf(stdout, "rlaccuracy -seed %d -sources %d -limit %d -size %g\n\n", o.seed, o.sources, o.limit, o.size)
@@ -170,16 +172,6 @@ func pct(n, of int64) string {
 // pctN formats n/of as a percentage and the count.
 func pctN(n, of int64) string {
 	return fmt.Sprintf("%s (%d)", pct(n, of), n)
-}
-
-// isTerminal reports whether w is a character device, as a terminal is.
-func isTerminal(w io.Writer) bool {
-	f, ok := w.(*os.File)
-	if !ok {
-		return false
-	}
-	fi, err := f.Stat()
-	return err == nil && fi.Mode()&os.ModeCharDevice != 0
 }
 
 // progress draws a bar on w at most ten times a second.

@@ -21,6 +21,7 @@ import (
 	rl "github.com/raterlimiter/raterlimiter"
 	"github.com/raterlimiter/raterlimiter/api"
 	"github.com/raterlimiter/raterlimiter/client"
+	"github.com/raterlimiter/raterlimiter/internal/term"
 	"github.com/raterlimiter/raterlimiter/memory"
 )
 
@@ -183,16 +184,6 @@ func cpuTime() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-// isTerminal reports whether w is a character device (a terminal).
-func isTerminal(w io.Writer) bool {
-	f, ok := w.(*os.File)
-	if !ok {
-		return false
-	}
-	fi, err := f.Stat()
-	return err == nil && fi.Mode()&os.ModeCharDevice != 0
-}
-
 // caller is one caller's counters, on cache lines of its own: the progress
 // reader loads them, only the caller stores them.
 type caller struct {
@@ -332,7 +323,7 @@ func load(ctx context.Context, cfg *config, stderr io.Writer) (result, error) {
 	start := time.Now()
 	cpu0 := cpuTime()
 	checks0, errs0 := totals()
-	progress := cfg.progress || isTerminal(stderr)
+	progress := cfg.progress || term.IsTerminal(stderr)
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	end := time.NewTimer(cfg.duration)
