@@ -166,19 +166,31 @@ func (a *Actor) CheckRate(ctx context.Context, r rl.Request) (rl.Decision, error
 // CheckRates decides rs in order into out (len(out) == len(rs)), in one
 // message. Invalid requests are refused before anything is counted.
 //
-// The message carries copies of rs and out: a caller whose context ends
-// gets its error at once and may reuse both slices, while the message can
-// still wait in the mailbox and be decided later.
+// The message carries a copy of rs and decisions of its own: a caller whose
+// context ends gets its error at once and may reuse both slices, while the
+// message can still wait in the mailbox and be decided later.
 func (a *Actor) CheckRates(ctx context.Context, rs []rl.Request, out []rl.Decision) error {
-	m := &msg{kind: kindBatch, reqs: slices.Clone(rs), out: make([]rl.Decision, len(rs)), reply: make(chan result, 1)}
+	ds, err := a.Decide(ctx, slices.Clone(rs))
+	if err == nil {
+		copy(out, ds)
+	}
+	return err
+}
+
+// Decide is CheckRates for a caller that hands rs over: the actor may read
+// rs until it has decided them, even after Decide returned an error, so the
+// caller must not change rs again. The decisions come in a slice of their
+// own.
+func (a *Actor) Decide(ctx context.Context, rs []rl.Request) ([]rl.Decision, error) {
+	m := &msg{kind: kindBatch, reqs: rs, out: make([]rl.Decision, len(rs)), reply: make(chan result, 1)}
 	res, err := a.call(ctx, m)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	if res.err == nil {
-		copy(out, m.out)
+	if res.err != nil {
+		return nil, res.err
 	}
-	return res.err
+	return m.out, nil
 }
 
 // Do runs fn on the actor's goroutine with its store and the time, and

@@ -8,6 +8,7 @@ import (
 	"hash/maphash"
 	"log/slog"
 	"runtime"
+	"slices"
 	"sync"
 	"time"
 
@@ -126,20 +127,23 @@ func (l *Limiter) CheckRates(ctx context.Context, rs []rl.Request) ([]rl.Decisio
 	if err := rl.ValidateBatch(rs, l.maxID); err != nil {
 		return nil, err
 	}
-	out := make([]rl.Decision, len(rs))
 	if len(rs) == 0 {
-		return out, nil
+		return []rl.Decision{}, nil
 	}
 	if len(l.actors) == 1 {
-		return out, l.actors[0].CheckRates(ctx, rs, out)
+		// The actor gets a copy: the caller may reuse rs once we return,
+		// even if the message is still waiting in the mailbox.
+		return l.actors[0].Decide(ctx, slices.Clone(rs))
 	}
-	// Group the requests by shard, keeping their order within a shard.
+	// Group the requests by shard, keeping their order within a shard; each
+	// shard's group is a slice of its own, handed over to its actor.
 	n := len(l.actors)
 	idx := make([][]int, n)
 	for i := range rs {
 		s := int(maphash.String(l.seed, rs[i].ID) % uint64(n))
 		idx[s] = append(idx[s], i)
 	}
+	out := make([]rl.Decision, len(rs))
 	var wg sync.WaitGroup
 	errs := make([]error, n)
 	for s := range n {
@@ -151,8 +155,8 @@ func (l *Limiter) CheckRates(ctx context.Context, rs []rl.Request) ([]rl.Decisio
 			for j, i := range idx[s] {
 				sub[j] = rs[i]
 			}
-			dec := make([]rl.Decision, len(sub))
-			if errs[s] = l.actors[s].CheckRates(ctx, sub, dec); errs[s] == nil {
+			var dec []rl.Decision
+			if dec, errs[s] = l.actors[s].Decide(ctx, sub); errs[s] == nil {
 				for j, i := range idx[s] {
 					out[i] = dec[j]
 				}
