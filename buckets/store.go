@@ -81,34 +81,34 @@ func (s *Store) get(id string, scale int64, a rl.Algo, bucket int64) (*rec, bool
 
 // evict removes one record: an expired one among evictSamples neighbours
 // read from a random place in the tree, else the least recently modified of
-// them. Reading neighbours costs one descent of the tree instead of one per
-// sample.
+// them. The neighbours are read and the victim deleted by position, which
+// walks the tree's node counts and compares no keys: a comparison reads a
+// record's id, a cache miss in a large tree.
 func (s *Store) evict(now int64) {
 	n := s.tree.Len()
+	if n == 0 {
+		return
+	}
 	// xorshift64*: cheap, and seeded for reproducible tests.
 	s.rng ^= s.rng >> 12
 	s.rng ^= s.rng << 25
 	s.rng ^= s.rng >> 27
-	start, ok := s.tree.GetAt(int((s.rng * 0x2545f4914f6cdd1d) % uint64(max(1, n-evictSamples+1))))
-	if !ok {
-		return
-	}
+	start := int((s.rng * 0x2545f4914f6cdd1d) % uint64(max(1, n-evictSamples+1)))
 	var victim *rec
-	seen := 0
-	s.tree.Ascend(start, func(p *rec) bool {
-		seen++
+	at := -1
+	for i := start; i < min(n, start+evictSamples); i++ {
+		p, _ := s.tree.GetAt(i)
 		if algo.Expired(p.algo(), p.scale(), p.record(), now) {
-			victim = p
-			return false
+			victim, at = p, i
+			break
 		}
 		if victim == nil || p.modified < victim.modified {
-			victim = p
+			victim, at = p, i
 		}
-		return seen < evictSamples
-	})
+	}
 	if victim != nil {
 		s.remove(victim)
-		s.tree.Delete(victim)
+		s.tree.DeleteAt(at)
 		s.Evicted++
 	}
 }
