@@ -9,8 +9,10 @@ import (
 )
 
 // rec is the header of a record. The record is a []uint64 allocation: these
-// four words, then the id's bytes. The id is never changed after creation, nor
-// is meta or, for windowed algorithms, created (which fixes the bucket).
+// four words, then the id's bytes. While the record is in the store its id
+// never changes, nor does meta or, for windowed algorithms, created (which
+// fixes the bucket); once evicted, its memory may become a new record
+// (newRecIn).
 type rec struct {
 	meta     uint64 // scale<<metaScaleShift | algo<<metaAlgoShift | len(id)
 	count    int64
@@ -33,6 +35,20 @@ func newRec(id string, scale int64, a rl.Algo, r algo.Record) *rec {
 	p.set(r)
 	copy(unsafe.Slice(p.idData(), len(id)), id)
 	return p
+}
+
+// newRecIn is newRec in the memory of old, a record no longer in the store
+// (evicted, and forgotten by the cache), when it has room for id: a flood of
+// new ids at the bound then costs no allocation per id. With old nil or too
+// short it allocates.
+func newRecIn(old *rec, id string, scale int64, a rl.Algo, r algo.Record) *rec {
+	if old == nil || (old.meta&MaxIDBytes+7)/8 < uint64(len(id)+7)/8 {
+		return newRec(id, scale, a, r)
+	}
+	old.meta = makeMeta(len(id), scale, a)
+	old.set(r)
+	copy(unsafe.Slice(old.idData(), len(id)), id)
+	return old
 }
 
 func makeMeta(idLen int, scale int64, a rl.Algo) uint64 {

@@ -81,13 +81,14 @@ func (s *Store) get(id string, scale int64, a rl.Algo, bucket int64) (*rec, bool
 
 // evict removes one record: an expired one among evictSamples neighbours
 // read from a random place in the tree, else the least recently modified of
-// them. The neighbours are read and the victim deleted by position, which
-// walks the tree's node counts and compares no keys: a comparison reads a
-// record's id, a cache miss in a large tree.
-func (s *Store) evict(now int64) {
+// them, and returns it (nil if the store is empty). The neighbours are read
+// and the victim deleted by position, which walks the tree's node counts and
+// compares no keys: a comparison reads a record's id, a cache miss in a large
+// tree.
+func (s *Store) evict(now int64) *rec {
 	n := s.tree.Len()
 	if n == 0 {
-		return
+		return nil
 	}
 	// xorshift64*: cheap, and seeded for reproducible tests.
 	s.rng ^= s.rng >> 12
@@ -111,6 +112,7 @@ func (s *Store) evict(now int64) {
 		s.tree.DeleteAt(at)
 		s.Evicted++
 	}
+	return victim
 }
 
 // remove is the hook every deletion passes through: it keeps the cache from
@@ -156,10 +158,11 @@ func (s *Store) Check(now int64, r rl.Request) (rl.Decision, error) {
 		if ok {
 			cur.set(next)
 		} else {
+			var old *rec
 			if s.max > 0 && s.tree.Len() >= s.max {
-				s.evict(now)
+				old = s.evict(now)
 			}
-			p := newRec(r.ID, r.Scale, r.Algo, next)
+			p := newRecIn(old, r.ID, r.Scale, r.Algo, next)
 			s.tree.Set(p)
 			s.cache.grow(s.tree.Len())
 			s.cache.put(s.cache.slot(r.ID, p.meta), p)

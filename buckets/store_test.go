@@ -202,6 +202,50 @@ func TestEvictionKeepsTheStoreBounded(t *testing.T) {
 	assert.Equal(t, uint64(10_000-99), s.Evicted)
 }
 
+// TestEvictedMemoryBecomesNewRecords floods a small store with ids of
+// random lengths, some repeated, so that evicted records' memory is reused
+// for ids shorter, as long and (when it has room) longer than the one it
+// held. After every check each record in the store must hold exactly the
+// hits its id had since it last entered the store, and the check's count
+// must say the same.
+func TestEvictedMemoryBecomesNewRecords(t *testing.T) {
+	seed := rand.Uint64()
+	t.Logf("seed %d", seed)
+	rng := rand.New(rand.NewPCG(seed, 1))
+	s := New(Options{MaxRecords: 50, Seed: seed})
+	model := map[string]int64{} // hits since the id last entered the store
+	ids := make([]string, 200)
+	for i := range ids {
+		b := make([]byte, 1+rng.IntN(40))
+		for j := range b {
+			b[j] = 'a' + byte(rng.IntN(26))
+		}
+		ids[i] = string(b) + strconv.Itoa(i)
+	}
+	now := int64(t0)
+	for step := range 20_000 {
+		now++
+		id := ids[rng.IntN(len(ids))]
+		d, err := s.Check(now, hit(id, 3_600_000, 1<<30))
+		require.NoError(t, err)
+		model[id]++
+		require.Equal(t, model[id], d.Count, "seed %d step %d: the count of %q", seed, step, id)
+		seen := map[string]bool{}
+		s.Scan(func(rid string, _ int64, _ rl.Algo, r algo.Record) bool {
+			require.Equal(t, model[rid], r.Count, "seed %d step %d: the record of %q", seed, step, rid)
+			seen[rid] = true
+			return true
+		})
+		require.LessOrEqual(t, len(seen), 50)
+		for mid := range model {
+			if !seen[mid] {
+				delete(model, mid) // evicted: it starts again from 0
+			}
+		}
+	}
+	require.Greater(t, s.Evicted, uint64(10_000), "the test must evict")
+}
+
 func TestEvictionPrefersExpiredRecords(t *testing.T) {
 	s := New(Options{MaxRecords: 4, Seed: 1})
 	s.Check(t0, hit("old", 1000, 5))
