@@ -182,15 +182,27 @@ func (a *Actor) CheckRates(ctx context.Context, rs []rl.Request, out []rl.Decisi
 // caller must not change rs again. The decisions come in a slice of their
 // own.
 func (a *Actor) Decide(ctx context.Context, rs []rl.Request) ([]rl.Decision, error) {
-	m := &msg{kind: kindBatch, reqs: rs, out: make([]rl.Decision, len(rs)), reply: make(chan result, 1)}
-	res, err := a.call(ctx, m)
-	if err != nil {
+	out := make([]rl.Decision, len(rs))
+	if err := a.DecideInto(ctx, rs, out); err != nil {
 		return nil, err
 	}
-	if res.err != nil {
-		return nil, res.err
+	return out, nil
+}
+
+// DecideInto is Decide writing the decisions into out, which must be as
+// long as rs. Both are handed over until it returns nil: after an error the
+// actor may still read rs and write out, so the caller must not touch
+// either again.
+func (a *Actor) DecideInto(ctx context.Context, rs []rl.Request, out []rl.Decision) error {
+	if len(out) != len(rs) {
+		return fmt.Errorf("actor: %d requests but room for %d decisions", len(rs), len(out))
 	}
-	return m.out, nil
+	m := &msg{kind: kindBatch, reqs: rs, out: out, reply: make(chan result, 1)}
+	res, err := a.call(ctx, m)
+	if err != nil {
+		return err
+	}
+	return res.err
 }
 
 // Do runs fn on the actor's goroutine with its store and the time, and
@@ -320,6 +332,9 @@ func (a *Actor) loop() (clean bool) {
 				a.handle(<-a.mailbox)
 			}
 			runtime.Gosched()
+			if len(a.batches) > 0 {
+				osYield()
+			}
 			select {
 			case <-a.done:
 				a.drain()

@@ -260,3 +260,15 @@ func TestLargeBatchLetsChecksThrough(t *testing.T) {
 		require.Equal(t, int64(i+1), d.Count, "the batch decides in order")
 	}
 }
+
+func TestDecideIntoWritesTheCallersSlice(t *testing.T) {
+	a := newActor(t, actor.Config{})
+	rs := []rl.Request{hit("a"), hit("b"), hit("a")}
+	out := make([]rl.Decision, len(rs))
+	require.NoError(t, a.DecideInto(waitCtx(t), rs, out))
+	assert.Equal(t, []int64{1, 1, 2}, []int64{out[0].Count, out[1].Count, out[2].Count})
+	require.ErrorContains(t, a.DecideInto(waitCtx(t), rs, out[:2]), "3 requests but room for 2 decisions")
+	d, err := a.CheckRate(waitCtx(t), rl.Request{ID: "a", Scale: 1000, Limit: 100})
+	require.NoError(t, err)
+	assert.Equal(t, int64(2), d.Count, "the refused batch counted nothing")
+}

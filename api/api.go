@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -376,13 +377,24 @@ type batch struct {
 	ends []int // the end of each item's id in ids
 	ids  []byte
 	out  []byte
+	ds   []rl.Decision
+	// lent is set when reqs and ds may still be in the limiter's hands
+	// (it failed after CheckRatesInto): the batch is not reused.
+	lent bool
+}
+
+// checkRatesInto is the limiter that decides a batch into the caller's
+// buffers (memory.Limiter.CheckRatesInto): rs and out are lent to it until
+// it returns nil, and after an error must not be touched again.
+type checkRatesInto interface {
+	CheckRatesInto(ctx context.Context, rs []rl.Request, out []rl.Decision) error
 }
 
 func (s *Server) checkRates(ctx *fasthttp.RequestCtx) {
 	start := startTime(ctx)
 	b := s.batches.Get().(*batch)
 	defer func() {
-		if cap(b.ids) <= 1<<20 && cap(b.out) <= 1<<20 {
+		if !b.lent && cap(b.ids) <= 1<<20 && cap(b.out) <= 1<<20 {
 			clear(b.reqs) // drop the ids' string
 			s.batches.Put(b)
 		}
@@ -412,7 +424,17 @@ func (s *Server) checkRates(ctx *fasthttp.RequestCtx) {
 		return
 	}
 	s.metrics.batchSize.Observe(float64(len(b.reqs)))
-	ds, err := s.lim.CheckRates(s.deadlines.get(start), b.reqs)
+	var ds []rl.Decision
+	var err error
+	if li, ok := s.lim.(checkRatesInto); ok {
+		b.ds = slices.Grow(b.ds[:0], len(b.reqs))[:len(b.reqs)]
+		if err = li.CheckRatesInto(s.deadlines.get(start), b.reqs, b.ds); err != nil {
+			b.lent = true
+		}
+		ds = b.ds
+	} else {
+		ds, err = s.lim.CheckRates(s.deadlines.get(start), b.reqs)
+	}
 	if err != nil {
 		mode, dds := degradedAnswer(err)
 		if dds == nil {

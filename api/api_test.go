@@ -598,3 +598,62 @@ func TestSlowClientIsCutOffAfterReadTimeout(t *testing.T) {
 	assert.True(t, strings.HasPrefix(string(got), "HTTP/1.1 408 Request Timeout\r\n"), "%q", got)
 	assert.Contains(t, string(got), `{"error":"api: request not read in time"}`)
 }
+
+// lateLimiter decides batches into the caller's buffers; its first batch
+// fails as a timed-out one does, and is decided 20 ms later all the same.
+// It records whether a later batch came in the failed one's buffers.
+type lateLimiter struct {
+	rl.Limiter
+	mu       sync.Mutex
+	calls    int
+	lentReqs *rl.Request
+	lentOut  *rl.Decision
+	reused   int
+	late     sync.WaitGroup
+}
+
+func (l *lateLimiter) CheckRatesInto(_ context.Context, rs []rl.Request, out []rl.Decision) error {
+	decide := func() {
+		for i := range rs {
+			out[i] = rl.Decision{Allowed: true, Count: int64(len(rs[i].ID)), Limit: rs[i].Limit, Remaining: rs[i].Limit - 1}
+		}
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.calls++
+	if l.calls == 1 {
+		l.lentReqs, l.lentOut = &rs[0], &out[0]
+		l.late.Go(func() {
+			time.Sleep(20 * time.Millisecond)
+			decide()
+		})
+		return fmt.Errorf("%w: gave up", rl.ErrUnavailable)
+	}
+	if &rs[0] == l.lentReqs || &out[0] == l.lentOut {
+		l.reused++
+	}
+	decide()
+	return nil
+}
+
+// TestBatchGivenUpOnIsNotReused: after the limiter failed a batch lent to
+// it (CheckRatesInto), the server must not reuse that batch's buffers for
+// the next ones, which the late decisions would overwrite.
+func TestBatchGivenUpOnIsNotReused(t *testing.T) {
+	lim := &lateLimiter{}
+	h := newHarness(t, api.Config{Limiter: lim})
+	body := `[{"id":"aaaa","scale":60000,"limit":5},{"id":"bb","scale":60000,"limit":5}]`
+	r := h.do(t, "POST", "/check_rates", "application/json", body)
+	require.Equal(t, 503, r.status, r.body)
+	want := `[{"allowed":true,"status":"ok","id":"aaaa","count":4,"limit":5,"remaining":4,"reset_ms":0,"retry_after_ms":0},` +
+		`{"allowed":true,"status":"ok","id":"bb","count":2,"limit":5,"remaining":4,"reset_ms":0,"retry_after_ms":0}]`
+	for range 200 {
+		r = h.do(t, "POST", "/check_rates", "application/json", body)
+		require.Equal(t, 200, r.status, r.body)
+		require.Equal(t, want, r.body)
+	}
+	lim.late.Wait()
+	lim.mu.Lock()
+	defer lim.mu.Unlock()
+	assert.Zero(t, lim.reused, "batches decided in the buffers of the one given up on")
+}

@@ -75,6 +75,48 @@ func TestBatchAcrossShardsKeepsOrder(t *testing.T) {
 	assert.Equal(t, 13, l.Stats().Live)
 }
 
+// TestCheckRatesIntoDecidesAsCheckRates: the same batches, sent to twin
+// limiters through CheckRates and CheckRatesInto, get the same decisions,
+// with one shard (the batch lent to the actor) and with several.
+func TestCheckRatesIntoDecidesAsCheckRates(t *testing.T) {
+	for _, shards := range []int{1, 3} {
+		t.Run(strconv.Itoa(shards), func(t *testing.T) {
+			clock := limitertest.NewClock(limitertest.T0)
+			a := memory.New(memory.Config{Shards: shards, Clock: clock.Now, SweepInterval: -1})
+			defer a.Close()
+			b := memory.New(memory.Config{Shards: shards, Clock: clock.Now, SweepInterval: -1})
+			defer b.Close()
+			for round := range 5 {
+				var rs []rl.Request
+				for i := range 150 { // more than the actor decides at once
+					rs = append(rs, rl.Request{ID: "id" + strconv.Itoa(i%17), Scale: 1000, Limit: 20, Hits: 1, Algo: rl.Algos[i%len(rl.Algos)]})
+				}
+				want, err := a.CheckRates(context.Background(), rs)
+				require.NoError(t, err)
+				got := make([]rl.Decision, len(rs))
+				require.NoError(t, b.CheckRatesInto(context.Background(), rs, got))
+				require.Equal(t, want, got, "round %d", round)
+				clock.Advance(300)
+			}
+		})
+	}
+}
+
+func TestCheckRatesIntoRefusesWithoutCounting(t *testing.T) {
+	clock := limitertest.NewClock(limitertest.T0)
+	l := memory.New(memory.Config{Clock: clock.Now, SweepInterval: -1})
+	defer l.Close()
+	ok := rl.Request{ID: "a", Scale: 1000, Limit: 5, Hits: 1}
+	err := l.CheckRatesInto(context.Background(), []rl.Request{ok, ok}, make([]rl.Decision, 1))
+	require.ErrorContains(t, err, "2 requests but room for 1 decisions")
+	err = l.CheckRatesInto(context.Background(), []rl.Request{ok, {ID: "a", Scale: 0, Limit: 5, Hits: 1}}, make([]rl.Decision, 2))
+	require.ErrorIs(t, err, rl.ErrInvalid)
+	require.NoError(t, l.CheckRatesInto(context.Background(), nil, nil))
+	d, err := l.CheckRate(context.Background(), rl.Request{ID: "a", Scale: 1000, Limit: 5})
+	require.NoError(t, err)
+	assert.Zero(t, d.Count, "refused batches counted nothing")
+}
+
 func TestPeriodicSweep(t *testing.T) {
 	clock := limitertest.NewClock(limitertest.T0)
 	swept := make(chan actor.SweepStats, 16)
