@@ -30,6 +30,7 @@ import (
 	"strings"
 	"time"
 
+	rl "github.com/raterlimiter/raterlimiter"
 	"github.com/raterlimiter/raterlimiter/internal/term"
 )
 
@@ -104,7 +105,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 
 	var total int64
 	for _, tr := range traces {
-		total += int64(len(tr.events)) * 5
+		total += int64(len(tr.events)) * int64(len(rl.Algos)+4) // the rows replay adds up
 	}
 	bar := newProgress(stderr, total, o.progress || term.IsTerminal(stderr))
 	defer bar.done()
@@ -210,8 +211,9 @@ func (p *progress) add(n int64) bool {
 
 func (p *progress) draw() {
 	const width = 40
-	filled := int(int64(width) * p.n / p.total)
-	fmt.Fprintf(p.w, "\r[%s%s] %3d%% %-40s", strings.Repeat("#", filled), strings.Repeat(".", width-filled), 100*p.n/p.total, p.name)
+	n := min(p.n, p.total)
+	filled := int(int64(width) * n / p.total)
+	fmt.Fprintf(p.w, "\r[%s%s] %3d%% %-40s", strings.Repeat("#", filled), strings.Repeat(".", width-filled), 100*n/p.total, p.name)
 }
 
 func (p *progress) done() {

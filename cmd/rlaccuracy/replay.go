@@ -201,7 +201,71 @@ func replay(tr *trace, keepTimes bool, tick func()) []result {
 		j.record(ev.at, ev.id, ok)
 		tick()
 	}
-	return append(out, j.result(), estimate(tr, tick))
+	return append(out, j.result(), estimate(tr, tick), belowLimit(tr, tick), spread(tr, tick))
+}
+
+// belowName is the row of the sliding window under Cloudflare's own test,
+// which is not the contract's.
+const belowName = "sliding, allowed iff est < limit"
+
+// belowLimit replays the sliding window with the test Cloudflare describes,
+// est < limit (for one hit), where the contract (SPEC.md) has est + hits <=
+// limit: the same two-window estimate of the allowed requests, with the
+// previous window's part rounded down instead of taken whole. It is not an
+// algorithm raterlimiter offers; it shows what that change of the contract
+// would do to the wrong-decision share.
+func belowLimit(tr *trace, tick func()) result {
+	per := make([]windows, tr.ids)
+	j := newJudge(tr, belowName, false) // not plotted
+	for _, ev := range tr.events {
+		c := &per[ev.id]
+		b := algo.Bucket(ev.at, tr.scale)
+		c.roll(b)
+		e := ev.at - b*tr.scale
+		// floor(prev*(S-e)/S) + cur + 1 <= limit, in integers (the traces'
+		// counts and scales keep the products far below 2^63).
+		ok := c.cur+1 <= tr.limit && c.prev*(tr.scale-e) < (tr.limit-c.cur)*tr.scale
+		j.record(ev.at, ev.id, ok)
+		if ok {
+			c.count(ev.at)
+		}
+		tick()
+	}
+	return j.result()
+}
+
+// windows is one source's counts in the current and previous aligned
+// window of a two-window estimate, with the first and last counted request
+// of each (for the spread variant).
+type windows struct {
+	bucket              int64
+	cur, prev           int64
+	curFirst, curLast   int64
+	prevFirst, prevLast int64
+	seen                bool
+}
+
+// roll moves w to bucket b: the current window becomes the previous one
+// when b is the next bucket, and both empty when b is further on.
+func (w *windows) roll(b int64) {
+	switch {
+	case !w.seen:
+		w.seen, w.bucket = true, b
+	case b == w.bucket+1:
+		w.prev, w.prevFirst, w.prevLast = w.cur, w.curFirst, w.curLast
+		w.cur, w.bucket = 0, b
+	case b > w.bucket+1:
+		w.prev, w.cur, w.bucket = 0, 0, b
+	}
+}
+
+// count counts one request at t in the current window.
+func (w *windows) count(t int64) {
+	if w.cur == 0 {
+		w.curFirst = t
+	}
+	w.curLast = t
+	w.cur++
 }
 
 // estimateName is the row of Cloudflare's measure.
@@ -214,26 +278,14 @@ const estimateName = "sliding, every request counted"
 // source's requests in the last scale ms says otherwise. The verdict comes
 // from algo.Sliding itself, given records that count every request.
 func estimate(tr *trace, tick func()) result {
-	type counts struct {
-		bucket    int64
-		cur, prev int64
-		seen      bool
-	}
-	per := make([]counts, tr.ids)
+	per := make([]windows, tr.ids)
 	logs := make([]idLog, tr.ids)
 	res := result{name: estimateName, mismatches: -1}
 	req := rl.Request{ID: "x", Scale: tr.scale, Limit: tr.limit, Hits: 1, Algo: rl.Sliding}
 	for _, ev := range tr.events {
 		c := &per[ev.id]
 		b := algo.Bucket(ev.at, tr.scale)
-		switch {
-		case !c.seen:
-			c.seen, c.bucket = true, b
-		case b == c.bucket+1:
-			c.prev, c.cur, c.bucket = c.cur, 0, b
-		case b > c.bucket+1:
-			c.prev, c.cur, c.bucket = 0, 0, b
-		}
+		c.roll(b)
 		cur := algo.Record{Count: c.cur, Created: b * tr.scale}
 		prev := algo.Record{Count: c.prev, Created: (b - 1) * tr.scale}
 		d, _, _ := algo.Sliding(cur, c.cur > 0, prev, c.prev > 0, ev.at, req)
@@ -263,8 +315,42 @@ func estimate(tr *trace, tick func()) result {
 			}
 		}
 		l.times = append(l.times, ev.at)
-		c.cur++
+		c.count(ev.at)
 		tick()
 	}
 	return res
+}
+
+// spreadName is the row of a sliding window whose estimate spreads the
+// previous window's allowed requests evenly between the first and the last
+// of them, rather than over the whole window.
+const spreadName = "sliding, spread over first..last"
+
+// spread replays that variant with the contract's test (est + 1 <= limit).
+// It needs the first and last allowed time of each window, which a record
+// has (created, modified), but the contract's estimate does not use; like
+// belowLimit it is not an algorithm raterlimiter offers.
+func spread(tr *trace, tick func()) result {
+	per := make([]windows, tr.ids)
+	j := newJudge(tr, spreadName, false) // not plotted
+	for _, ev := range tr.events {
+		c := &per[ev.id]
+		c.roll(algo.Bucket(ev.at, tr.scale))
+		from := ev.at - tr.scale // the requests after it are in the window
+		var est float64
+		switch {
+		case c.prev == 0 || c.prevLast <= from:
+		case c.prevFirst > from:
+			est = float64(c.prev)
+		default:
+			est = float64(c.prev) * float64(c.prevLast-from) / float64(c.prevLast-c.prevFirst)
+		}
+		ok := est+float64(c.cur)+1 <= float64(tr.limit)
+		j.record(ev.at, ev.id, ok)
+		if ok {
+			c.count(ev.at)
+		}
+		tick()
+	}
+	return j.result()
 }
