@@ -19,7 +19,8 @@
 # RATERLIMITER_FLOOD_CONNS (4), RATERLIMITER_FLOOD_MAX_BUCKETS (200000),
 # RATERLIMITER_FLOOD_WINDOW (5s), RATERLIMITER_FLOOD_STEADY_RATE (200),
 # RATERLIMITER_FLOOD_ARGS (more sidecar flags, e.g. "-shards 2"),
-# RATERLIMITER_FLOOD_BATCH (1000: ids per batch).
+# RATERLIMITER_FLOOD_BATCH (1000: ids per batch), RATERLIMITER_FLOOD_GEN_NICE
+# (0: the generator's nice value).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
