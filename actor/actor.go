@@ -329,7 +329,11 @@ func (a *Actor) loop() (clean bool) {
 			}
 			// Answer what waits before the next step, then yield: the
 			// callers just answered wait to run, and on a busy processor
-			// they would wait for a thread to wake up elsewhere.
+			// they would wait for a thread to wake up elsewhere; so does a
+			// request the network just delivered. (Yielding only after
+			// answering someone saved a fifth of a flood batch's CPU, but
+			// the flood test's steady p99 ratio went from 1.45-1.74 to
+			// 2.00-2.51.)
 			a.tick()
 			for range len(a.mailbox) {
 				a.handle(<-a.mailbox)

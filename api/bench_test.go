@@ -147,3 +147,49 @@ func reportCPU(b *testing.B) func() {
 		b.ReportMetric(float64((cpu()-start).Nanoseconds())/float64(b.N), "cpu-ns/op")
 	}
 }
+
+// BenchmarkCheckRatesAtCap runs POST /check_rates of 1000 new ids each on
+// the memory limiter at its bound of 200,000 buckets (every id evicts one),
+// as a flood of distinct ids does: per batch, its cost and what it
+// allocates (what makes the collector run during a flood).
+func BenchmarkCheckRatesAtCap(b *testing.B) {
+	lim := memory.New(memory.Config{SweepInterval: -1, MaxBuckets: 200_000, Shards: 1})
+	b.Cleanup(func() { lim.Close() })
+	h := New(Config{Limiter: lim}).Handler
+	next := 0
+	bodies := make([][]byte, 400) // 400,000 ids: the bound is full after the first 200
+	for i := range bodies {
+		body := []byte("[")
+		for j := range 1000 {
+			if j > 0 {
+				body = append(body, ',')
+			}
+			body = append(body, `{"id":"f`+strconv.Itoa(next)+`","scale":600000,"limit":100}`...)
+			next++
+		}
+		bodies[i] = append(body, ']')
+	}
+	var ctx fasthttp.RequestCtx
+	var req fasthttp.Request
+	for i := range 200 { // fill the bound
+		req.Reset()
+		req.Header.SetMethod("POST")
+		req.SetRequestURI("/check_rates")
+		req.SetBody(bodies[i])
+		ctx.Init(&req, nil, nil)
+		h(&ctx)
+	}
+	b.ReportAllocs()
+	defer reportCPU(b)()
+	for i := 0; b.Loop(); i++ {
+		req.Reset()
+		req.Header.SetMethod("POST")
+		req.SetRequestURI("/check_rates")
+		req.SetBody(bodies[200+i%200])
+		ctx.Init(&req, nil, nil)
+		h(&ctx)
+		if ctx.Response.StatusCode() != 200 {
+			b.Fatalf("status %d: %s", ctx.Response.StatusCode(), ctx.Response.Body())
+		}
+	}
+}
