@@ -39,9 +39,27 @@ func benchURL(b *testing.B) string {
 // benchIDs is the number of distinct ids the benchmarks spread over.
 const benchIDs = 10_000
 
-// perSecond reports the checks per second of the whole benchmark.
-func perSecond(b *testing.B, checks int64, start time.Time) {
-	b.ReportMetric(float64(checks)/time.Since(start).Seconds(), "checks/s")
+// runChecks runs the benchmark's loop from parallelism goroutines per
+// GOMAXPROCS. Each goroutine gets its own step from newStep (room for its
+// buffers); each call of a step makes per checks, numbered from first on a
+// counter shared by all, and the whole run's checks per second are
+// reported.
+func runChecks(b *testing.B, parallelism int, per int64, newStep func() func(ctx context.Context, first int64) error) {
+	var n atomic.Int64
+	b.SetParallelism(parallelism)
+	b.ReportAllocs()
+	start := time.Now()
+	b.RunParallel(func(pb *testing.PB) {
+		ctx := context.Background()
+		step := newStep()
+		for pb.Next() {
+			if err := step(ctx, n.Add(per)); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+	b.ReportMetric(float64(n.Load())/time.Since(start).Seconds(), "checks/s")
 }
 
 // BenchmarkClient compares the two Go clients on the same workload: many
@@ -64,21 +82,12 @@ func BenchmarkClient(b *testing.B) {
 		require.NoError(b, err)
 		defer c.Close()
 		require.NoError(b, c.Do(context.Background(), c.B().ScriptLoad().Script(checkLua).Build()).Error())
-		var n atomic.Int64
-		b.SetParallelism(16)
-		b.ReportAllocs()
-		start := time.Now()
-		b.RunParallel(func(pb *testing.PB) {
-			ctx := context.Background()
-			for pb.Next() {
-				k, a := args(n.Add(1))
-				if err := c.Do(ctx, c.B().Evalsha().Sha1(sha).Numkeys(2).Key(k...).Arg(a...).Build()).Error(); err != nil {
-					b.Error(err)
-					return
-				}
+		runChecks(b, 16, 1, func() func(context.Context, int64) error {
+			return func(ctx context.Context, i int64) error {
+				k, a := args(i)
+				return c.Do(ctx, c.B().Evalsha().Sha1(sha).Numkeys(2).Key(k...).Arg(a...).Build()).Error()
 			}
 		})
-		perSecond(b, n.Load(), start)
 	})
 	b.Run("go-redis", func(b *testing.B) {
 		opt, err := goredis.ParseURL(url)
@@ -87,25 +96,16 @@ func BenchmarkClient(b *testing.B) {
 		c := goredis.NewClient(opt)
 		defer c.Close()
 		require.NoError(b, c.ScriptLoad(context.Background(), checkLua).Err())
-		var n atomic.Int64
-		b.SetParallelism(16)
-		b.ReportAllocs()
-		start := time.Now()
-		b.RunParallel(func(pb *testing.PB) {
-			ctx := context.Background()
-			for pb.Next() {
-				k, a := args(n.Add(1))
+		runChecks(b, 16, 1, func() func(context.Context, int64) error {
+			return func(ctx context.Context, i int64) error {
+				k, a := args(i)
 				av := make([]any, len(a))
-				for i := range a {
-					av[i] = a[i]
+				for j := range a {
+					av[j] = a[j]
 				}
-				if err := c.EvalSha(ctx, sha, k, av...).Err(); err != nil {
-					b.Error(err)
-					return
-				}
+				return c.EvalSha(ctx, sha, k, av...).Err()
 			}
 		})
-		perSecond(b, n.Load(), start)
 	})
 }
 
@@ -121,42 +121,15 @@ func BenchmarkBackend(b *testing.B) {
 		return rl.Request{ID: "id" + strconv.FormatInt(i%benchIDs, 10), Scale: 60_000, Limit: 1_000_000, Hits: 1}
 	}
 	b.Run("CheckRate", func(b *testing.B) {
-		var n atomic.Int64
-		b.SetParallelism(16)
-		b.ReportAllocs()
-		start := time.Now()
-		b.RunParallel(func(pb *testing.PB) {
-			ctx := context.Background()
-			for pb.Next() {
-				if _, err := be.CheckRate(ctx, req(n.Add(1))); err != nil {
-					b.Error(err)
-					return
-				}
+		runChecks(b, 16, 1, func() func(context.Context, int64) error {
+			return func(ctx context.Context, i int64) error {
+				_, err := be.CheckRate(ctx, req(i))
+				return err
 			}
 		})
-		perSecond(b, n.Load(), start)
 	})
 	b.Run("CheckRates100", func(b *testing.B) {
-		const batch = 100
-		var n atomic.Int64
-		b.SetParallelism(2)
-		b.ReportAllocs()
-		start := time.Now()
-		b.RunParallel(func(pb *testing.PB) {
-			ctx := context.Background()
-			rs := make([]rl.Request, batch)
-			for pb.Next() {
-				base := n.Add(batch)
-				for i := range rs {
-					rs[i] = req(base + int64(i))
-				}
-				if _, err := be.CheckRates(ctx, rs); err != nil {
-					b.Error(err)
-					return
-				}
-			}
-		})
-		perSecond(b, n.Load(), start)
+		runChecks(b, 2, 100, batchStep(100, req, be.CheckRates))
 	})
 }
 
@@ -176,24 +149,24 @@ func BenchmarkSidecarBatch(b *testing.B) {
 	c, err := client.New(client.Config{URL: "http://" + addr, Timeout: 5 * time.Second})
 	require.NoError(b, err)
 	defer c.Close()
-	const batch = 100
-	var n atomic.Int64
-	b.SetParallelism(4)
-	b.ReportAllocs()
-	start := time.Now()
-	b.RunParallel(func(pb *testing.PB) {
-		ctx := context.Background()
-		rs := make([]rl.Request, batch)
-		for pb.Next() {
-			base := n.Add(batch)
+	req := func(i int64) rl.Request {
+		return rl.Request{ID: "sc" + strconv.FormatInt(i%benchIDs, 10), Scale: 60_000, Limit: 1_000_000_000, Hits: 1}
+	}
+	runChecks(b, 4, 100, batchStep(100, req, c.CheckRates))
+}
+
+// batchStep makes runChecks steps that send batches of n checks req(first),
+// req(first+1), ... through checkRates, each goroutine in a buffer of its
+// own.
+func batchStep(n int, req func(int64) rl.Request, checkRates func(context.Context, []rl.Request) ([]rl.Decision, error)) func() func(context.Context, int64) error {
+	return func() func(context.Context, int64) error {
+		rs := make([]rl.Request, n)
+		return func(ctx context.Context, first int64) error {
 			for i := range rs {
-				rs[i] = rl.Request{ID: "sc" + strconv.FormatInt((base+int64(i))%benchIDs, 10), Scale: 60_000, Limit: 1_000_000_000, Hits: 1}
+				rs[i] = req(first + int64(i))
 			}
-			if _, err := c.CheckRates(ctx, rs); err != nil {
-				b.Error(err)
-				return
-			}
+			_, err := checkRates(ctx, rs)
+			return err
 		}
-	})
-	perSecond(b, n.Load(), start)
+	}
 }
