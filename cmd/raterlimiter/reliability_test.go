@@ -54,6 +54,26 @@ func startRelServer(t *testing.T, mcfg memory.Config, cfg api.Config) *relServer
 	return s
 }
 
+// blockActor makes lim's first actor run a function that waits for the
+// returned release, and returns once it does. release lets the actor go on
+// and returns the error of that call.
+func blockActor(lim *memory.Limiter) (release func() error) {
+	rel := make(chan struct{})
+	blocked := make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		done <- lim.Actors()[0].Do(context.Background(), func(*buckets.Store, int64) {
+			close(blocked)
+			<-rel
+		})
+	}()
+	<-blocked
+	return func() error {
+		close(rel)
+		return <-done
+	}
+}
+
 // stop shuts the server down and closes the limiter; it is idempotent.
 func (s *relServer) stop() {
 	if s.done == nil {
@@ -187,16 +207,7 @@ func TestSlowedActorAnswers503WithinTimeoutAndLeaksNothing(t *testing.T) {
 			// waits for release, and asserts every request got 503 in
 			// time. It returns once the actor runs again.
 			slowed := func(round string) {
-				release := make(chan struct{})
-				blocked := make(chan struct{})
-				doErr := make(chan error, 1)
-				go func() {
-					doErr <- s.lim.Actors()[0].Do(context.Background(), func(*buckets.Store, int64) {
-						close(blocked)
-						<-release
-					})
-				}()
-				<-blocked
+				release := blockActor(s.lim)
 				statuses, elapsed, errs := burst()
 				for i := range clients {
 					require.NoError(t, errs[i], "%s: request %d", round, i)
@@ -206,8 +217,7 @@ func TestSlowedActorAnswers503WithinTimeoutAndLeaksNothing(t *testing.T) {
 				}
 				t.Logf("%s: %d requests on a blocked actor, all 503, fastest after %v, slowest after %v (timeout %v); %d goroutines",
 					round, clients, slices.Min(elapsed).Round(time.Millisecond), slices.Max(elapsed).Round(time.Millisecond), timeout, runtime.NumGoroutine())
-				close(release)
-				require.NoError(t, <-doErr)
+				require.NoError(t, release())
 			}
 
 			statuses, _, errs := burst()
@@ -484,16 +494,7 @@ func TestAbandonedBatchKeepsItsOwnChecks(t *testing.T) {
 		return fmt.Sprintf("POST /check_rates HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(b), b)
 	}
 	for round := range 5 {
-		release := make(chan struct{})
-		blocked := make(chan struct{})
-		doErr := make(chan error, 1)
-		go func() {
-			doErr <- s.lim.Actors()[0].Do(context.Background(), func(*buckets.Store, int64) {
-				close(blocked)
-				<-release
-			})
-		}()
-		<-blocked
+		release := blockActor(s.lim)
 		// A: given up on while the actor is blocked.
 		st, body, _, err := rawExchange(s.addr, batch(fmt.Sprintf("a%d-", round)), 10*time.Second)
 		require.NoError(t, err)
@@ -511,8 +512,7 @@ func TestAbandonedBatchKeepsItsOwnChecks(t *testing.T) {
 			bDone <- answer{st, body, err}
 		}()
 		time.Sleep(timeout / 4) // B reaches the mailbox; nothing to wait on from outside
-		close(release)
-		require.NoError(t, <-doErr)
+		require.NoError(t, release())
 		b := <-bDone
 		require.NoError(t, b.err)
 		if b.st != 200 {
