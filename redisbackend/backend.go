@@ -1,6 +1,7 @@
 package redisbackend
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha1"
 	_ "embed"
@@ -657,24 +658,14 @@ func live(now int64, ls []listed) []rl.Bucket {
 	}
 	slices.SortFunc(out, func(x, y rl.Bucket) int {
 		if x.Scale != y.Scale {
-			return cmpInt(x.Scale, y.Scale)
+			return cmp.Compare(x.Scale, y.Scale)
 		}
 		if x.Algo != y.Algo {
-			return cmpInt(int64(x.Algo), int64(y.Algo))
+			return cmp.Compare(x.Algo, y.Algo)
 		}
-		return cmpInt(x.Bucket, y.Bucket)
+		return cmp.Compare(x.Bucket, y.Bucket)
 	})
 	return out
-}
-
-func cmpInt(a, b int64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // Buckets lists the live records of id. It needs Redis: with the circuit

@@ -2,6 +2,7 @@ package snapshot
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"encoding/binary"
 	"fmt"
@@ -173,21 +174,11 @@ func (k key) compare(o key) int {
 	}
 	switch {
 	case k.scale != o.scale:
-		return cmp64(k.scale, o.scale)
+		return cmp.Compare(k.scale, o.scale)
 	case k.algo != o.algo:
-		return cmp64(int64(k.algo), int64(o.algo))
+		return cmp.Compare(k.algo, o.algo)
 	}
-	return cmp64(k.b, o.b)
-}
-
-func cmp64(a, b int64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
+	return cmp.Compare(k.b, o.b)
 }
 
 // copyShard encodes a's records in visits of at most chunk records each.
