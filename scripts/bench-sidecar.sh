@@ -15,45 +15,20 @@ CONNS=${3:-50}
 THREADS=${4:-2}
 QUERY=${QUERY:-scale=60000&limit=1000000}
 
-root=$(cd "$(dirname "$0")/.." && pwd)
-tmp=$(mktemp -d)
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
-
-command -v wrk >/dev/null || { echo "bench-sidecar: wrk not found (apt-get install -y wrk)" >&2; exit 1; }
+me=bench-sidecar
+. "$(dirname "$0")/lib.sh"
+need "apt-get install -y wrk" wrk go
 (cd "$root" && go build -o "$tmp/raterlimiter" ./cmd/raterlimiter && go build -o "$tmp/barecheck" ./scripts/barecheck)
 
-# start NAME CMD... : runs CMD, waits for its "listening" log line, sets $addr
-# and records the process id in pid_NAME.
-start() {
-  local name=$1; shift
-  "$@" 2>"$tmp/$name.log" &
-  pids+=($!)
-  eval "pid_$name=$!"
-  for _ in $(seq 100); do
-    addr=$(grep -o 'addr=[0-9.:]*' "$tmp/$name.log" | head -1 | cut -d= -f2 || true)
-    [ -n "$addr" ] && return 0
-    sleep 0.1
-  done
-  echo "bench-sidecar: $name did not start" >&2; cat "$tmp/$name.log" >&2; exit 1
-}
 start sidecar "$tmp/raterlimiter" -listen 127.0.0.1:0
-sidecar=$addr
+sidecar=$addr pid_sidecar=$last_pid
 start bare "$tmp/barecheck" -listen 127.0.0.1:0
-bare=$addr
+bare=$addr pid_bare=$last_pid
 start apinop "$tmp/barecheck" -api -listen 127.0.0.1:0
-apinop=$addr
+apinop=$addr pid_apinop=$last_pid
 
 # ms VALUE: wrk's latency (e.g. 812.00us, 1.50ms, 1.02s) in milliseconds.
 ms() { awk -v v="$1" 'BEGIN { n = v + 0; if (v ~ /us$/) n /= 1000; else if (v ~ /ms$/) n += 0; else if (v ~ /s$/) n *= 1000; printf "%.3f", n }'; }
-
-# cputicks PID: user+system CPU time of PID so far, in clock ticks.
-cputicks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
 
 # run NAME ADDR PID: one wrk run; appends "name rps p50 p99 non2xx cpu" to
 # results, cpu being the server's CPU time per request in microseconds (less
@@ -84,7 +59,6 @@ for round in $(seq "$ROUNDS"); do
   run sidecar "$sidecar" "$pid_sidecar"
 done
 
-median() { sort -g | awk '{ a[NR] = $1 } END { if (NR % 2) print a[(NR + 1) / 2]; else printf "%.3f\n", (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
 echo
 echo "| server | median req/s | median p50 ms | median p99 ms | median CPU µs/req |"
 echo "|---|---|---|---|---|"

@@ -30,16 +30,8 @@ SINGLE_ARGS=${SINGLE_ARGS:--c 256}
 BATCH_ARGS=${BATCH_ARGS:--batch -c 1024}
 COMPARE_REV=${COMPARE_REV:-}
 
-root=$(cd "$(dirname "$0")/.." && pwd)
-tmp=$(mktemp -d)
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
-
+me=bench-throughput
+. "$(dirname "$0")/lib.sh"
 (cd "$root" && go build -o "$tmp/raterlimiter" ./cmd/raterlimiter && go build -o "$tmp/rlload" ./cmd/rlload)
 subjects="embedded single batched"
 if [ -n "$COMPARE_REV" ]; then
@@ -50,23 +42,13 @@ if [ -n "$COMPARE_REV" ]; then
 fi
 
 if [ -n "${SIDECAR_GOMAXPROCS:-}" ]; then
-  GOMAXPROCS=$SIDECAR_GOMAXPROCS "$tmp/raterlimiter" -listen 127.0.0.1:0 2>"$tmp/sidecar.log" &
+  start sidecar env GOMAXPROCS="$SIDECAR_GOMAXPROCS" "$tmp/raterlimiter" -listen 127.0.0.1:0
 else
-  "$tmp/raterlimiter" -listen 127.0.0.1:0 2>"$tmp/sidecar.log" &
+  start sidecar "$tmp/raterlimiter" -listen 127.0.0.1:0
 fi
-sidecar_pid=$!
-pids+=("$sidecar_pid")
-addr=
-for _ in $(seq 100); do
-  addr=$(grep -o 'addr=[0-9.:]*' "$tmp/sidecar.log" | head -1 | cut -d= -f2 || true)
-  [ -n "$addr" ] && break
-  sleep 0.1
-done
-[ -n "$addr" ] || { echo "bench-throughput: the sidecar did not start" >&2; cat "$tmp/sidecar.log" >&2; exit 1; }
+sidecar_pid=$last_pid
 url="http://$addr"
 
-# cputicks PID: user+system CPU time of PID so far, in clock ticks.
-cputicks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
 hz=$(getconf CLK_TCK)
 
 # run NAME ARGS...: one rlload run; prints a table row and appends
@@ -115,7 +97,6 @@ done
 echo
 echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
 
-median() { sort -g | awk '{ a[NR] = $1 } END { if (NR % 2) print a[(NR + 1) / 2]; else printf "%.3f\n", (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
 col() { awk -v s="$1" -v c="$2" '$1 == s { print $c }' "$tmp/results" | median; }
 echo
 echo "| subject | median checks/s | median p50 ms | median p99 ms | median rlload CPU µs/check | median sidecar CPU µs/check | median total CPU µs/check |"

@@ -21,45 +21,18 @@
 set -euo pipefail
 ROUNDS=${1:-3}
 SECS=${2:-5}
-root=$(cd "$(dirname "$0")/.." && pwd)
-tmp=$(mktemp -d)
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
-for bin in redis-server redis-cli redis-benchmark wrk go; do
-  command -v "$bin" >/dev/null || { echo "redis-bench: $bin not found (apt-get install -y redis-server wrk)" >&2; exit 1; }
-done
+me=redis-bench
+. "$(dirname "$0")/lib.sh"
+need "apt-get install -y redis-server wrk" redis-server redis-cli redis-benchmark wrk go
 
-# freeport: a port nothing listens on, in the ephemeral range.
-freeport() {
-  local p
-  while :; do
-    p=$((20000 + RANDOM % 40000))
-    (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null || { echo "$p"; return; }
-  done
-}
 port=$(freeport)
-redis-server --bind 127.0.0.1 --port "$port" --save "" --appendonly no --dir "$tmp" --logfile "$tmp/redis.log" &
-pids+=($!)
-for _ in $(seq 100); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep 0.1; done
-redis-cli -p "$port" ping >/dev/null || { echo "redis-bench: redis-server did not start" >&2; cat "$tmp/redis.log" >&2; exit 1; }
+start_redis "$port"
 url="redis://127.0.0.1:$port/0"
 sha=$(redis-cli -p "$port" -x script load <"$root/redisbackend/check.lua")
 
 (cd "$root" && go build -o "$tmp/raterlimiter" ./cmd/raterlimiter && go test -c -o "$tmp/redisbackend.test" ./redisbackend)
-"$tmp/raterlimiter" -listen 127.0.0.1:0 -backend redis -redis-url "$url" -redis-timeout 1s -timeout 2s 2>"$tmp/sidecar.log" &
-pids+=($!)
-sidecar=
-for _ in $(seq 100); do
-  sidecar=$(grep -o 'addr=[0-9.:]*' "$tmp/sidecar.log" | head -1 | cut -d= -f2 || true)
-  [ -n "$sidecar" ] && break
-  sleep 0.1
-done
-[ -n "$sidecar" ] || { echo "redis-bench: sidecar did not start" >&2; cat "$tmp/sidecar.log" >&2; exit 1; }
+start sidecar "$tmp/raterlimiter" -listen 127.0.0.1:0 -backend redis -redis-url "$url" -redis-timeout 1s -timeout 2s
+sidecar=$addr
 
 # rb P: redis-benchmark's EVALSHA requests per second with pipeline P.
 rb() {
@@ -103,7 +76,6 @@ for round in $(seq "$ROUNDS"); do
   done
 done
 
-median() { sort -g | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }'; }
 echo
 echo "| measurement | median checks/s | median ratio to the pipelined EVALSHA ceiling |"
 echo "|---|---|---|"

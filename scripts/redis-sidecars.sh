@@ -14,54 +14,18 @@
 # Usage: scripts/redis-sidecars.sh        (exit status 0 when every check holds)
 # Needs redis-server, redis-cli, curl and go.
 set -euo pipefail
-root=$(cd "$(dirname "$0")/.." && pwd)
-tmp=$(mktemp -d)
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
-for bin in redis-server redis-cli curl go; do
-  command -v "$bin" >/dev/null || { echo "redis-sidecars: $bin not found (apt-get install -y redis-server curl)" >&2; exit 1; }
-done
+me=redis-sidecars
+. "$(dirname "$0")/lib.sh"
+need "apt-get install -y redis-server curl" redis-server redis-cli curl go
 fails=0
 check() { # check DESCRIPTION WANT GOT
   if [ "$2" == "$3" ]; then echo "ok   $1: $3"; else echo "FAIL $1: want $2, got $3"; fails=$((fails + 1)); fi
-}
-freeport() {
-  local p
-  while :; do
-    p=$((20000 + RANDOM % 40000))
-    (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null || { echo "$p"; return; }
-  done
-}
-# redis PORT [ARGS...]: starts redis-server on PORT; sets $last_pid.
-redis() {
-  local port=$1; shift
-  mkdir -p "$tmp/r$port"
-  redis-server --bind 127.0.0.1 --port "$port" --save "" --appendonly no --dir "$tmp/r$port" \
-    --logfile "$tmp/r$port/log" "$@" &
-  last_pid=$!
-  pids+=("$last_pid")
-  for _ in $(seq 100); do redis-cli -p "$port" ping >/dev/null 2>&1 && return; sleep 0.05; done
-  echo "redis-sidecars: redis-server on $port did not start" >&2; exit 1
 }
 (cd "$root" && go build -o "$tmp/raterlimiter" ./cmd/raterlimiter)
 # sidecar NAME ARGS...: starts a sidecar on Redis; sets $addr and $last_pid.
 sidecar() {
   local name=$1; shift
-  "$tmp/raterlimiter" -listen 127.0.0.1:0 -backend redis "$@" 2>"$tmp/$name.log" &
-  last_pid=$!
-  pids+=("$last_pid")
-  addr=
-  for _ in $(seq 100); do
-    addr=$(grep -o 'addr=[0-9.:]*' "$tmp/$name.log" | head -1 | cut -d= -f2 || true)
-    [ -n "$addr" ] && return
-    sleep 0.05
-  done
-  echo "redis-sidecars: sidecar $name did not start" >&2; cat "$tmp/$name.log" >&2; exit 1
+  start "$name" "$tmp/raterlimiter" -listen 127.0.0.1:0 -backend redis "$@"
 }
 
 # shared URL NAME: two sidecars on URL, concurrent hits through both.
@@ -89,7 +53,7 @@ shared() {
 
 echo "## two sidecars on one redis-server"
 single=$(freeport)
-redis "$single"
+start_redis "$single"
 single_pid=$last_pid
 shared "redis://127.0.0.1:$single/0" single
 
@@ -97,7 +61,7 @@ echo "## two sidecars on a three-master cluster"
 ports=()
 for i in 1 2 3; do
   p=$(freeport); bus=$(freeport)
-  redis "$p" --cluster-enabled yes --cluster-port "$bus" --cluster-config-file "$tmp/nodes-$p.conf" --cluster-node-timeout 2000
+  start_redis "$p" --cluster-enabled yes --cluster-port "$bus" --cluster-config-file "$tmp/nodes-$p.conf" --cluster-node-timeout 2000
   ports+=("$p")
 done
 redis-cli --cluster create "127.0.0.1:${ports[0]}" "127.0.0.1:${ports[1]}" "127.0.0.1:${ports[2]}" \
@@ -129,7 +93,7 @@ for mode in closed open local; do
   fi
   slowest=$(awk '{ if ($2 > m) m = $2 } END { printf "%.3f", m }' "$tmp/down")
   check "$mode, redis down: slowest request under 0.2 s (timeout 50 ms)" yes "$(awk -v s="$slowest" -v l="$(cut -d' ' -f1 /proc/loadavg)" 'BEGIN { print (s < 0.2) ? "yes" : "no (" s " s, load average " l ")" }')"
-  redis "$single"
+  start_redis "$single"
   single_pid=$last_pid
   got=
   for _ in $(seq 40); do

@@ -1,0 +1,70 @@
+# Shared by the scripts in this directory; source it after `set -euo
+# pipefail` with $me set to the script's name (for messages). It sets $root
+# (the repository) and $tmp (a directory removed on exit, when every process
+# added to $pids is killed too), and defines the helpers below.
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+tmp=$(mktemp -d)
+pids=()
+cleanup() {
+  {
+    for p in "${pids[@]}"; do kill -9 "$p" || true; done
+    wait || true
+  } 2>/dev/null # not the shell's "Killed" for each
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+
+# need HINT CMD...: exits unless every CMD is installed; HINT says how to get them.
+need() {
+  local hint=$1; shift
+  for bin in "$@"; do
+    command -v "$bin" >/dev/null || { echo "$me: $bin not found ($hint)" >&2; exit 1; }
+  done
+}
+
+# freeport: a loopback port nothing listens on, in the ephemeral range.
+freeport() {
+  local p
+  while :; do
+    p=$((20000 + RANDOM % 40000))
+    (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null || { echo "$p"; return; }
+  done
+}
+
+# start NAME CMD...: runs CMD (a server that logs addr=HOST:PORT once it
+# listens) in the background with its stderr in $tmp/NAME.log, waits for that
+# line, and sets $addr and $last_pid.
+start() {
+  local name=$1; shift
+  "$@" 2>"$tmp/$name.log" &
+  last_pid=$!
+  pids+=("$last_pid")
+  addr=
+  for _ in $(seq 200); do
+    addr=$(grep -o 'addr=[0-9.:]*' "$tmp/$name.log" | head -1 | cut -d= -f2 || true)
+    [ -n "$addr" ] && return 0
+    sleep 0.05
+  done
+  echo "$me: $name did not start" >&2; cat "$tmp/$name.log" >&2; exit 1
+}
+
+# cputicks PID: user+system CPU time of PID so far, in clock ticks.
+cputicks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
+
+# median: the median of the numbers on stdin (the mean of the middle two for
+# an even count).
+median() { sort -g | awk '{ a[NR] = $1 } END { if (NR % 2) print a[(NR + 1) / 2]; else printf "%.3f\n", (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
+
+# start_redis PORT [ARGS...]: starts a private redis-server on 127.0.0.1:PORT
+# (no persistence, files under $tmp/rPORT), waits until it answers, and sets
+# $last_pid.
+start_redis() {
+  local port=$1; shift
+  mkdir -p "$tmp/r$port"
+  redis-server --bind 127.0.0.1 --port "$port" --save "" --appendonly no --dir "$tmp/r$port" \
+    --logfile "$tmp/r$port/log" "$@" &
+  last_pid=$!
+  pids+=("$last_pid")
+  for _ in $(seq 200); do redis-cli -p "$port" ping >/dev/null 2>&1 && return; sleep 0.05; done
+  echo "$me: redis-server on $port did not start" >&2; cat "$tmp/r$port/log" >&2; exit 1
+}
