@@ -22,11 +22,14 @@ need() {
   done
 }
 
-# freeport: a loopback port nothing listens on, in the ephemeral range.
+# freeport: a loopback port nothing listens on, below the range the kernel
+# gives outgoing connections (net.ipv4.ip_local_port_range, 32768 up by
+# default): a port from that range can be taken by a client socket between
+# the check and the bind (a cluster node once failed to start so).
 freeport() {
   local p
   while :; do
-    p=$((20000 + RANDOM % 40000))
+    p=$((20000 + RANDOM % 12000))
     (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null || { echo "$p"; return; }
   done
 }
