@@ -6,10 +6,9 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 tmp=$(mktemp -d)
 pids=()
 cleanup() {
-  {
-    for p in "${pids[@]}"; do kill -9 "$p" || true; done
-    wait || true
-  } 2>/dev/null # not the shell's "Killed" for each
+  exec 2>/dev/null # the script is done: not the shell's "Killed" for each
+  for p in "${pids[@]}"; do kill -9 "$p" || true; done
+  wait || true
   rm -rf "$tmp"
 }
 trap cleanup EXIT
