@@ -29,14 +29,20 @@ const (
 	// Token is GCRA: limit hits per scale with a burst of limit; it counts
 	// allowed hits only.
 	Token
+	// Log is the sliding window log: every allowed hit is remembered with
+	// its time until it leaves the window, and a check is allowed iff the
+	// hits of the last scale milliseconds plus its own stay within the
+	// limit. Exact, with no boundary burst and no estimate; its memory
+	// grows with the limit, which is at most MaxLogLimit.
+	Log
 
 	numAlgos
 )
 
-var algoNames = [numAlgos]string{Fixed: "fixed", Sliding: "sliding", Token: "token"}
+var algoNames = [numAlgos]string{Fixed: "fixed", Sliding: "sliding", Token: "token", Log: "log"}
 
 // Algos lists every algorithm, in the order of their values.
-var Algos = []Algo{Fixed, Sliding, Token}
+var Algos = []Algo{Fixed, Sliding, Token, Log}
 
 // String returns the algorithm's name as the HTTP API spells it.
 func (a Algo) String() string {
@@ -49,7 +55,7 @@ func (a Algo) String() string {
 // Valid reports whether a names a known algorithm.
 func (a Algo) Valid() bool { return a < numAlgos }
 
-// ParseAlgo returns the algorithm named s ("fixed", "sliding" or "token"). The
+// ParseAlgo returns the algorithm named s ("fixed", "sliding", "token" or "log"). The
 // empty string means Fixed, the default.
 func ParseAlgo(s string) (Algo, error) {
 	switch s {
@@ -59,14 +65,18 @@ func ParseAlgo(s string) (Algo, error) {
 		return Sliding, nil
 	case "token":
 		return Token, nil
+	case "log":
+		return Log, nil
 	}
-	return 0, &FieldError{Field: "algo", Rule: "must be one of fixed, sliding, token"}
+	return 0, errAlgo
 }
+
+var errAlgo = &FieldError{Field: "algo", Rule: "must be one of fixed, sliding, token, log"}
 
 // MarshalText implements encoding.TextMarshaler.
 func (a Algo) MarshalText() ([]byte, error) {
 	if !a.Valid() {
-		return nil, &FieldError{Field: "algo", Rule: "must be one of fixed, sliding, token"}
+		return nil, errAlgo
 	}
 	return []byte(a.String()), nil
 }
@@ -165,4 +175,15 @@ type Limiter interface {
 	// Reset deletes the records of id, of every scale when scale is 0, and
 	// returns how many it deleted.
 	Reset(ctx context.Context, id string, scale int64) (int, error)
+}
+
+// PolicyChecker decides checks by the name of a policy that the server owns
+// (the sidecar's gateway mode): the policy, not the caller, sets the
+// algorithm, limit and scale. The sidecar's client implements it.
+type PolicyChecker interface {
+	// CheckPolicy decides hits more requests of id under the policy named
+	// policy (hits 0: the policy's own hits per request). It returns the
+	// decision and the request as the policy made it (ID is id). An unknown
+	// policy or a bad id fails with an error matching ErrInvalid.
+	CheckPolicy(ctx context.Context, policy, id string, hits int64) (Decision, Request, error)
 }

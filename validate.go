@@ -12,6 +12,9 @@ const (
 	MaxLimit int64 = 4294967295
 	// MaxHits is the largest number of hits one check may count.
 	MaxHits int64 = 4294967295
+	// MaxLogLimit is the largest limit of the Log algorithm, which keeps up
+	// to one entry per allowed hit.
+	MaxLogLimit int64 = 65536
 )
 
 // Validate checks r against the bounds, with ids up to maxIDBytes long
@@ -33,7 +36,9 @@ func (r Request) Validate(maxIDBytes int) error {
 	case r.Hits < 0 || r.Hits > MaxHits:
 		return &FieldError{"hits", "must be an integer from 0 to " + strconv.FormatInt(MaxHits, 10)}
 	case !r.Algo.Valid():
-		return &FieldError{"algo", "must be one of fixed, sliding, token"}
+		return errAlgo
+	case r.Algo == Log && r.Limit > MaxLogLimit:
+		return &FieldError{"limit", "must be an integer from 0 to " + strconv.FormatInt(MaxLogLimit, 10) + " with algo=log"}
 	}
 	return nil
 }

@@ -37,7 +37,10 @@ func TestValidate(t *testing.T) {
 		{"hits -1", with(func(r *rl.Request) { r.Hits = -1 }), "hits"},
 		{"largest hits", with(func(r *rl.Request) { r.Hits = rl.MaxHits }), ""},
 		{"hits past 2^32-1", with(func(r *rl.Request) { r.Hits = rl.MaxHits + 1 }), "hits"},
-		{"unknown algo", with(func(r *rl.Request) { r.Algo = 3 }), "algo"},
+		{"unknown algo", with(func(r *rl.Request) { r.Algo = 4 }), "algo"},
+		{"log at its largest limit", with(func(r *rl.Request) { r.Algo, r.Limit = rl.Log, rl.MaxLogLimit }), ""},
+		{"log past its largest limit", with(func(r *rl.Request) { r.Algo, r.Limit = rl.Log, rl.MaxLogLimit+1 }), "limit"},
+		{"fixed past the log's largest limit", with(func(r *rl.Request) { r.Limit = rl.MaxLogLimit + 1 }), ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -22,14 +22,18 @@ import (
 // Config configures an Actor. The zero value is usable: every zero field
 // means the default its comment names.
 type Config struct {
-	// Clock returns the time in Unix milliseconds. Default: the system clock.
-	// The actor never lets time go backwards: a reading earlier than one it
-	// already used is taken as that one.
+	// Clock returns the time in Unix milliseconds. Default: a SteadyClock of
+	// the system's clocks (of its own per actor), which advances with the
+	// monotonic clock, anchored to the wall clock, so a wall-clock jump that
+	// is soon corrected neither freezes nor rewinds decisions. Whatever the
+	// clock, the actor never lets time go backwards: a reading earlier than
+	// one it already used is taken as that one.
 	Clock func() int64
-	// Mailbox is how many messages may wait for the actor. Default 1024.
+	// Mailbox is how many messages may wait for the actor. Default
+	// DefaultMailbox (1024).
 	Mailbox int
 	// SweepBudget is how many records one step of a sweep examines before the
-	// actor answers waiting checks again. Default 1024.
+	// actor answers waiting checks again. Default DefaultSweepBudget (256).
 	SweepBudget int
 	// Store configures the actor's store.
 	Store buckets.Options
@@ -43,6 +47,12 @@ const (
 	DefaultSweepBudget = 256
 )
 
+// ErrExpired is returned to a caller whose deadline passed while its
+// message waited in the mailbox: the actor skipped it, so nothing was
+// counted. It matches raterlimiter.ErrUnavailable and
+// context.DeadlineExceeded.
+var ErrExpired = fmt.Errorf("actor: the deadline passed before the actor took the check; not counted: %w (%w)", rl.ErrUnavailable, context.DeadlineExceeded)
+
 // ErrPanicked is returned to the caller whose message was being handled when
 // the actor's goroutine panicked. The actor restarts with its store intact.
 var ErrPanicked = fmt.Errorf("actor: check aborted by a panic in the actor, which restarted: %w", rl.ErrUnavailable)
@@ -53,6 +63,8 @@ func SystemClock() int64 { return time.Now().UnixMilli() }
 // SweepStats reports a finished sweep.
 type SweepStats struct {
 	Examined, Deleted int
+	// Took is the sweep's duration, as the sweeper measured it.
+	Took time.Duration
 }
 
 // Actor owns one store and the goroutine that serves it. It is safe for
@@ -70,6 +82,7 @@ type Actor struct {
 
 	// Owned by the actor's goroutine.
 	now      int64
+	wallNS   int64 // Unix ns for deadlines, read once per drain; 0: not yet
 	current  *msg
 	sweeping []*msg // sweep requests waiting for the pass to end
 	batches  []*msg // large batches being decided, a chunk at a time
@@ -106,16 +119,26 @@ const (
 	kindFunc
 )
 
+// Message states (msg.state): a message is taken by the actor or abandoned
+// by its caller, whichever comes first, exactly once.
+const (
+	queued    uint32 = iota
+	taken            // the actor applies it and replies
+	abandoned        // not applied: the caller gave up, or its deadline passed
+)
+
 // msg is one request to the actor. Check messages are pooled with their
 // reply channel.
 type msg struct {
-	kind  kind
-	req   rl.Request
-	reqs  []rl.Request
-	out   []rl.Decision
-	next  int // a batch's first request not yet decided
-	fn    func(s *buckets.Store, now int64)
-	reply chan result
+	kind     kind
+	state    atomic.Uint32
+	deadline int64 // the caller's deadline in Unix ns, 0 if none
+	req      rl.Request
+	reqs     []rl.Request
+	out      []rl.Decision
+	next     int // a batch's first request not yet decided
+	fn       func(s *buckets.Store, now int64)
+	reply    chan result
 }
 
 type result struct {
@@ -129,7 +152,7 @@ var msgPool = sync.Pool{New: func() any { return &msg{reply: make(chan result, 1
 // New starts an actor with an empty store.
 func New(cfg Config) *Actor {
 	if cfg.Clock == nil {
-		cfg.Clock = SystemClock
+		cfg.Clock = NewSteadyClock(nil, nil, 0, 0).Now
 	}
 	if cfg.Mailbox <= 0 {
 		cfg.Mailbox = DefaultMailbox
@@ -151,12 +174,15 @@ func New(cfg Config) *Actor {
 	return a
 }
 
-// CheckRate decides r. It fails with ctx's error if ctx ends first, with
-// raterlimiter.ErrClosed after Close, and with ErrPanicked if the actor
-// panicked on it.
+// CheckRate decides r. It fails with ctx's error if ctx ends before the
+// actor took r, with ErrExpired if ctx's deadline had passed when the actor
+// came to it, with raterlimiter.ErrClosed after Close, and with ErrPanicked
+// if the actor panicked on it. After any error but ErrPanicked, r was not
+// counted: the actor skips messages whose caller is gone.
 func (a *Actor) CheckRate(ctx context.Context, r rl.Request) (rl.Decision, error) {
 	m := msgPool.Get().(*msg)
 	m.kind, m.req = kindCheck, r
+	m.state.Store(queued)
 	res, err := a.call(ctx, m)
 	if err != nil {
 		return rl.Decision{}, err
@@ -255,7 +281,18 @@ func (a *Actor) Close() error {
 
 // call sends m and waits for its reply. A non-nil error means m may still be
 // in the actor's hands and must not be reused.
+//
+// A caller that gives up (its context ends) before the actor took m marks
+// it abandoned, and the actor skips it: an error from call means m was not
+// applied, so nothing it asked for was counted. Once the actor has taken m,
+// the caller waits for the reply, which follows within the message's own
+// handling time.
 func (a *Actor) call(ctx context.Context, m *msg) (result, error) {
+	if d, ok := ctx.Deadline(); ok {
+		m.deadline = d.UnixNano()
+	} else {
+		m.deadline = 0
+	}
 	select {
 	case a.mailbox <- m: // the common case, without locking three channels
 	default:
@@ -283,7 +320,21 @@ func (a *Actor) call(ctx context.Context, m *msg) (result, error) {
 	case res := <-m.reply:
 		return res, nil
 	case <-ctx.Done():
-		return result{}, gaveUp(ctx)
+		if m.state.CompareAndSwap(queued, abandoned) {
+			return result{}, gaveUp(ctx)
+		}
+		// Taken (or found expired) by the actor: its reply is on the way.
+		select {
+		case res := <-m.reply:
+			return res, nil
+		case <-a.stopped:
+			select {
+			case res := <-m.reply:
+				return res, nil
+			default:
+				return result{}, rl.ErrClosed
+			}
+		}
 	case <-a.stopped:
 		select {
 		case res := <-m.reply:
@@ -383,12 +434,34 @@ func (a *Actor) publish() {
 
 // tick reads the clock, never going backwards.
 func (a *Actor) tick() {
+	a.wallNS = 0
 	if t := a.cfg.Clock(); t > a.now {
 		a.now = t
 	}
 }
 
+// take claims m for applying. It reports false, and answers m's caller if
+// it still waits, when m was abandoned or its deadline has passed: such a
+// message is skipped, never applied.
+func (a *Actor) take(m *msg) bool {
+	if m.deadline != 0 {
+		if a.wallNS == 0 {
+			a.wallNS = time.Now().UnixNano()
+		}
+		if a.wallNS >= m.deadline {
+			if m.state.CompareAndSwap(queued, abandoned) {
+				m.reply <- result{err: ErrExpired}
+			}
+			return false
+		}
+	}
+	return m.state.CompareAndSwap(queued, taken)
+}
+
 func (a *Actor) handle(m *msg) {
+	if !a.take(m) {
+		return
+	}
 	a.current = m
 	if a.hook != nil {
 		a.hook(m)
@@ -420,6 +493,9 @@ func (a *Actor) handle(m *msg) {
 		return
 	}
 	a.current = nil
+	if m.kind != kindCheck {
+		a.publish() // before the reply: its caller may read Len next
+	}
 	m.reply <- res
 }
 
@@ -451,8 +527,8 @@ func (a *Actor) batchStep() {
 		return
 	}
 	a.batches = a.batches[1:]
+	a.publish() // before the reply: its caller may read Len next
 	m.reply <- result{err: err}
-	a.publish()
 }
 
 func (a *Actor) sweepStep() {
@@ -483,7 +559,9 @@ func (a *Actor) drain() {
 	for {
 		select {
 		case m := <-a.mailbox:
-			m.reply <- result{err: rl.ErrClosed}
+			if m.state.CompareAndSwap(queued, abandoned) {
+				m.reply <- result{err: rl.ErrClosed}
+			}
 		default:
 			return
 		}

@@ -21,6 +21,9 @@ import (
 //     (so Count may read as negative), TAT = Modified + num/den. A check with
 //     another limit converts the fraction, rounding up. A TAT at or before now
 //     reads as a fresh (full) bucket. Created is the record's creation time.
+//   - Log: the hits live in a Log kept beside the record (the store's);
+//     Modified is the time of the newest hit, Created the record's creation
+//     time, and Count whatever the store uses to find the Log.
 type Record struct {
 	Count    int64
 	Created  int64
@@ -40,7 +43,7 @@ func Bucket(now, scale int64) int64 {
 // Created falls in for Fixed and Sliding, 0 for Token (one record per id and
 // scale).
 func BucketOf(a rl.Algo, scale int64, rec Record) int64 {
-	if a == rl.Token {
+	if a == rl.Token || a == rl.Log {
 		return 0
 	}
 	return Bucket(rec.Created, scale)
@@ -49,7 +52,8 @@ func BucketOf(a rl.Algo, scale int64, rec Record) int64 {
 // Expired reports whether no decision at now or later can read rec again, so
 // a sweep may delete it: Fixed once its window has ended, Sliding one window
 // later (the next window still weighs it), Token once its state equals a
-// fresh one (the theoretical arrival time has passed).
+// fresh one (the theoretical arrival time has passed), Log once its newest
+// hit has left the window.
 func Expired(a rl.Algo, scale int64, rec Record, now int64) bool {
 	switch a {
 	case rl.Fixed:
@@ -58,6 +62,8 @@ func Expired(a rl.Algo, scale int64, rec Record, now int64) bool {
 		return now >= (Bucket(rec.Created, scale)+2)*scale
 	case rl.Token:
 		return tokenExpired(rec, now)
+	case rl.Log:
+		return now-scale >= rec.Modified
 	}
 	return false
 }
@@ -65,13 +71,16 @@ func Expired(a rl.Algo, scale int64, rec Record, now int64) bool {
 // Check dispatches r to its algorithm. cur is the record of the current window
 // (for Token the id's single record), ok whether it exists; prev and prevOK
 // the previous window's record, read by Sliding only. It returns the decision,
-// and the record to store when write is true.
+// and the record to store when write is true. Log keeps its hits outside a
+// Record: decide it with LogCheck.
 func Check(cur Record, ok bool, prev Record, prevOK bool, now int64, r rl.Request) (d rl.Decision, next Record, write bool) {
 	switch r.Algo {
 	case rl.Sliding:
 		return Sliding(cur, ok, prev, prevOK, now, r)
 	case rl.Token:
 		return Token(cur, ok, now, r)
+	case rl.Log:
+		panic("algo: Check cannot decide Log, whose hits are not in a Record; use LogCheck")
 	}
 	return Fixed(cur, ok, now, r)
 }
@@ -85,8 +94,12 @@ func satAdd(a, b int64) int64 {
 
 // View presents a stored record as the admin API shows it.
 func View(a rl.Algo, scale int64, rec Record) rl.Bucket {
-	if a == rl.Token {
+	switch a {
+	case rl.Token:
 		return tokenView(scale, rec)
+	case rl.Log:
+		// Count is the hits in the log; one record per id and scale.
+		return rl.Bucket{Scale: scale, Algo: a, Count: rec.Count, Created: rec.Created, Modified: rec.Modified}
 	}
 	return rl.Bucket{
 		Scale: scale, Algo: a, Bucket: Bucket(rec.Created, scale),

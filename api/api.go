@@ -9,6 +9,7 @@ package api
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
@@ -20,6 +21,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -27,6 +29,7 @@ import (
 
 	rl "github.com/raterlimiter/raterlimiter"
 	"github.com/raterlimiter/raterlimiter/headers"
+	"github.com/raterlimiter/raterlimiter/policy"
 )
 
 // Defaults of Config's zero fields.
@@ -37,6 +40,10 @@ const (
 	DefaultWriteTimeout = 10 * time.Second
 	DefaultIdleTimeout  = 60 * time.Second
 	DefaultConcurrency  = 16384
+	// MaxDefaultBodyBytes caps the default MaxBodyBytes: room for a full
+	// batch of ordinary ids, but not the 131 MB a batch of 1,000 ids of
+	// 64 KiB would claim; such a batch is refused with 413.
+	MaxDefaultBodyBytes = 16 << 20
 	// DefaultReadBufferSize bounds a request's line and headers: enough for
 	// an id of DefaultMaxIDBytes bytes, each percent-encoded.
 	DefaultReadBufferSize = 8192
@@ -103,6 +110,40 @@ type Config struct {
 	// Concurrency is the most connections served at once; beyond it a new
 	// connection gets 503. Default DefaultConcurrency.
 	Concurrency int
+
+	// Policies, if set, are the server-side policies of gateway mode, for
+	// /auth and for checks by policy name. The limiter must accept ids of
+	// MaxIDBytes + policy.IDOverhead bytes: a policy counts a key under an
+	// id that carries the policy's name.
+	Policies *policy.File
+	// LoadPolicies, if set, reads the policies file again, for
+	// ReloadPolicies and POST /reload.
+	LoadPolicies func() (*policy.File, error)
+	// PoliciesOnly refuses checks that do not name a policy: callers
+	// cannot choose their own limits.
+	PoliciesOnly bool
+	// AuthDenyStatus is /auth's status for a denied request: 429 (the
+	// default), or 401 or 403 for proxies that treat other statuses as
+	// errors (nginx auth_request).
+	AuthDenyStatus int
+
+	// Admin says where the admin endpoints answer. Default AdminOnMain.
+	Admin AdminAccess
+	// MetricsPublic serves /metrics on the main listener whatever Admin.
+	MetricsPublic bool
+	// ConnLimits bounds the connections of one client address on the
+	// listeners given to Serve.
+	ConnLimits ConnLimits
+	// BucketsPage is the records one GET /buckets answers without a limit.
+	// Default DefaultBucketsPage.
+	BucketsPage int
+	// Stale, if set, tells /healthz what is stale ("" when nothing is): a
+	// snapshot that has not been written for too long. /healthz then still
+	// answers 200 (checks are answered), saying so in its body and in the
+	// header StaleHeader.
+	Stale func() string
+	// Dashboard configures GET /dashboard and /dashboard/data (admin).
+	Dashboard DashboardConfig
 }
 
 // Server serves the HTTP API. It is safe for concurrent use.
@@ -121,6 +162,24 @@ type Server struct {
 	scratch  sync.Pool // of *scratch
 	// deadlines bounds the wait for the limiter.
 	deadlines *deadlines
+
+	// Gateway mode.
+	pols         atomic.Pointer[policyState]
+	policiesOnly bool
+	denyStatus   int
+	loadPolicies func() (*policy.File, error)
+	engine       policy.Engine
+	pmetrics     *policyMetrics
+	authScratch  sync.Pool // of *authScratch
+
+	admin         AdminAccess
+	metricsPublic bool
+	adminSrv      *fasthttp.Server
+	connLimits    ConnLimits
+	bucketsPage   int
+	stale         func() string
+	dash          *dashboard
+	stats         func() BackendStats
 
 	mu   sync.Mutex
 	shut bool           // Shutdown was called
@@ -159,13 +218,20 @@ func New(cfg Config) *Server {
 	if cfg.MaxBodyBytes <= 0 {
 		// An item is about 100 bytes of JSON around its id; an id may
 		// need escapes, so allow twice its length.
-		cfg.MaxBodyBytes = max(1<<20, cfg.MaxBatch*(2*cfg.MaxIDBytes+128)+1024)
+		cfg.MaxBodyBytes = min(max(1<<20, cfg.MaxBatch*(2*cfg.MaxIDBytes+128)+1024), MaxDefaultBodyBytes)
 	}
 	if cfg.ReadBufferSize <= 0 {
 		cfg.ReadBufferSize = max(DefaultReadBufferSize, 3*cfg.MaxIDBytes+4096)
 	}
 	if cfg.Concurrency <= 0 {
 		cfg.Concurrency = DefaultConcurrency
+	}
+	switch cfg.AuthDenyStatus {
+	case 0:
+		cfg.AuthDenyStatus = fasthttp.StatusTooManyRequests
+	case fasthttp.StatusTooManyRequests, fasthttp.StatusUnauthorized, fasthttp.StatusForbidden:
+	default:
+		panic("api: Config.AuthDenyStatus must be 401, 403 or 429")
 	}
 	s := &Server{
 		lim:      cfg.Limiter,
@@ -180,9 +246,31 @@ func New(cfg Config) *Server {
 		s.hasToken = true
 		s.token = sha256.Sum256([]byte("Bearer " + cfg.AdminToken))
 	}
+	s.policiesOnly, s.denyStatus, s.loadPolicies = cfg.PoliciesOnly, cfg.AuthDenyStatus, cfg.LoadPolicies
+	s.admin, s.metricsPublic = cfg.Admin, cfg.MetricsPublic
+	s.connLimits = cfg.ConnLimits
+	s.stale = cfg.Stale
+	s.bucketsPage = cmp.Or(min(max(cfg.BucketsPage, 0), MaxBucketsPage), DefaultBucketsPage)
+	if s.connLimits.PerIP == 0 {
+		s.connLimits.PerIP = DefaultMaxConnsPerIP
+	}
+	if s.connLimits.PerProxy == 0 {
+		s.connLimits.PerProxy = DefaultMaxConnsPerProxy
+	}
+	if s.connLimits.FirstByteTimeout <= 0 {
+		s.connLimits.FirstByteTimeout = DefaultFirstByteTimeout
+	}
+	if s.connLimits.BodyBudget == 0 {
+		s.connLimits.BodyBudget = DefaultBodyBudget
+	}
+	s.engine = policy.Engine{Limiter: cfg.Limiter, MaxKeyBytes: cfg.MaxIDBytes}
+	s.pmetrics = newPolicyMetrics(s.metrics.reg)
+	s.SetPolicies(cfg.Policies)
+	s.authScratch.New = func() any { return new(authScratch) }
 	s.batches.New = func() any { return new(batch) }
 	s.scratch.New = func() any { return &scratch{b: make([]byte, 0, 256)} }
 	s.deadlines = newDeadlines(cfg.Timeout)
+	s.dash, s.stats = newDashboard(cfg.Dashboard), cfg.Stats
 	s.srv = &fasthttp.Server{
 		Handler:            s.Handler,
 		ErrorHandler:       s.errorHandler,
@@ -195,6 +283,18 @@ func New(cfg Config) *Server {
 		Concurrency:        cfg.Concurrency,
 		CloseOnShutdown:    true,
 		Logger:             fasthttpLogger{cfg.Logger},
+	}
+	s.adminSrv = &fasthttp.Server{
+		Handler:         s.AdminHandler,
+		ErrorHandler:    s.errorHandler,
+		Name:            "raterlimiter",
+		ReadTimeout:     cfg.ReadTimeout,
+		WriteTimeout:    max(cfg.WriteTimeout, time.Minute), // a CPU profile takes its seconds
+		IdleTimeout:     cfg.IdleTimeout,
+		ReadBufferSize:  cfg.ReadBufferSize,
+		Concurrency:     256,
+		CloseOnShutdown: true,
+		Logger:          fasthttpLogger{cfg.Logger},
 	}
 	return s
 }
@@ -219,7 +319,7 @@ func (s *Server) Serve(ln net.Listener) error {
 	}
 	s.lns = append(s.lns, ln)
 	s.mu.Unlock()
-	return s.srv.Serve(ln)
+	return s.srv.Serve(newLimitListener(ln, s.connLimits, s.metrics.refusedConns, s.metrics.overBudget))
 }
 
 // Shutdown stops accepting connections, answers the requests in flight,
@@ -230,7 +330,11 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.shut = true
 	lns := s.lns
 	s.mu.Unlock()
+	s.stopDashboard()
 	err := s.srv.ShutdownWithContext(ctx)
+	if aerr := s.adminSrv.ShutdownWithContext(ctx); err == nil {
+		err = aerr
+	}
 	// A Serve that had not yet handed its listener to fasthttp when
 	// fasthttp shut down would serve on: closing the listener ends it.
 	for _, ln := range lns {
@@ -247,6 +351,25 @@ func (s *Server) AddSwept(n int) { s.metrics.swept.Add(float64(n)) }
 // for callers that run their own fasthttp.Server.
 func (s *Server) Handler(ctx *fasthttp.RequestCtx) {
 	ctx.Response.Header.DisableNormalizing() // send names as the contract spells them
+	if ambiguousLength(ctx) {
+		// Two framings of one body: a proxy in front may have read it by
+		// one and this server by the other, and the bytes after it would
+		// be a request nobody sent (RFC 9112 §6.1: reject and close).
+		ctx.SetConnectionClose()
+		s.fail(ctx, fasthttp.StatusBadRequest, "api: a request with both Content-Length and Transfer-Encoding is refused")
+		return
+	}
+	if s.adminRefusal(ctx) {
+		return
+	}
+	if s.admin == AdminOnMain && s.profiles(ctx) {
+		return
+	}
+	s.route(ctx)
+}
+
+// route answers every endpoint but the profiles.
+func (s *Server) route(ctx *fasthttp.RequestCtx) {
 	switch string(ctx.Path()) {
 	case "/check_rate":
 		if ctx.IsGet() || ctx.IsPost() {
@@ -257,6 +380,14 @@ func (s *Server) Handler(ctx *fasthttp.RequestCtx) {
 	case "/check_rates":
 		if ctx.IsPost() {
 			s.checkRates(ctx)
+			return
+		}
+		s.methodNotAllowed(ctx, "POST")
+	case "/auth":
+		s.auth(ctx)
+	case "/reload":
+		if ctx.IsPost() {
+			s.reload(ctx)
 			return
 		}
 		s.methodNotAllowed(ctx, "POST")
@@ -278,19 +409,36 @@ func (s *Server) Handler(ctx *fasthttp.RequestCtx) {
 			return
 		}
 		s.methodNotAllowed(ctx, "GET, HEAD")
+	case "/dashboard", "/dashboard/data":
+		if s.dash.cfg.Off {
+			s.fail(ctx, fasthttp.StatusNotFound, "api: the dashboard is off")
+			return
+		}
+		if !ctx.IsGet() {
+			s.methodNotAllowed(ctx, "GET")
+			return
+		}
+		if len(ctx.Path()) == len("/dashboard") {
+			s.serveDashboard(ctx)
+		} else {
+			s.serveDashboardData(ctx)
+		}
 	default:
-		s.fail(ctx, fasthttp.StatusNotFound, "api: no such endpoint; see /check_rate, /check_rates, /buckets, /healthz, /metrics")
+		s.fail(ctx, fasthttp.StatusNotFound, "api: no such endpoint; see /check_rate, /check_rates, /auth, /buckets, /reload, /healthz, /metrics, /dashboard")
 	}
 }
 
 func (s *Server) checkRate(ctx *fasthttp.RequestCtx) {
 	start := startTime(ctx)
 	var r rl.Request
+	var shown string // the id as the caller gave it
 	var err error
+	pc := s.policyCheck()
+	var pol *policy.Policy
 	if ctx.IsGet() {
-		err = parseArgs(ctx.QueryArgs(), &r, s.maxID, s.rules)
+		pol, err = parseArgs(ctx.QueryArgs(), &r, &shown, s.maxID, s.rules, &pc)
 	} else {
-		err = s.parseBody(ctx, &r)
+		pol, err = s.parseBody(ctx, &r, &shown, &pc)
 	}
 	if err != nil {
 		s.metrics.check(r.Algo, resultInvalid)
@@ -302,25 +450,71 @@ func (s *Server) checkRate(ctx *fasthttp.RequestCtx) {
 	if err != nil {
 		var ds []rl.Decision
 		if mode, ds = degradedAnswer(err); len(ds) != 1 {
-			s.metrics.check(r.Algo, s.limiterFailed(ctx, err))
+			res := s.limiterFailed(ctx, err)
+			s.metrics.check(r.Algo, res)
+			if pol != nil {
+				s.countPolicy(pc.st, &pol.Rule, res)
+			}
 			return
 		}
 		d = ds[0]
 		ctx.Response.Header.Set(DegradedHeader, mode)
 	}
 	sc := s.scratch.Get().(*scratch)
-	sc.b = headers.SetOn(&ctx.Response.Header, sc.b, r, d)
-	sc.b = appendDecision(sc.b[:0], r.ID, d)
+	name := headers.PolicyName
+	if pol != nil {
+		name = pol.Name
+	}
+	sc.b = headers.SetOnNamed(&ctx.Response.Header, sc.b, name, r, d)
+	sc.b = appendDecision(sc.b[:0], shown, d)
+	if pol != nil {
+		sc.b = appendPolicyFields(sc.b, pol)
+	}
 	ctx.SetContentType("application/json")
-	if d.Allowed {
-		s.metrics.check(r.Algo, resultAllowed)
-	} else {
-		s.metrics.check(r.Algo, resultDenied)
+	res := resultAllowed
+	if !d.Allowed {
+		res = resultDenied
 		ctx.SetStatusCode(fasthttp.StatusTooManyRequests)
+	}
+	s.metrics.check(r.Algo, res)
+	if pol != nil {
+		s.countPolicy(pc.st, &pol.Rule, res)
+		s.dash.observe(shown, pol.Name, res == resultDenied)
+	} else {
+		s.dash.observe(shown, "", res == resultDenied)
 	}
 	ctx.SetBody(sc.b)
 	s.scratch.Put(sc)
 	s.metrics.latency(endpointCheck, start)
+}
+
+// ambiguousLength reports whether the request came with both a
+// Content-Length and a Transfer-Encoding header.
+// fasthttp frames the body by Transfer-Encoding and, once it has read it,
+// keeps neither header as sent, so the raw header lines are read.
+func ambiguousLength(ctx *fasthttp.RequestCtx) bool {
+	raw := ctx.Request.Header.RawHeaders()
+	var cl, te bool
+	for len(raw) > 0 {
+		line := raw
+		if i := bytes.IndexByte(raw, '\n'); i >= 0 {
+			line, raw = raw[:i], raw[i+1:]
+		} else {
+			raw = nil
+		}
+		cl = cl || hasHeaderName(line, nameContentLength)
+		te = te || hasHeaderName(line, nameTransferEncoding)
+	}
+	return cl && te
+}
+
+var (
+	nameContentLength    = []byte("content-length:")
+	nameTransferEncoding = []byte("transfer-encoding:")
+)
+
+func hasHeaderName(line, name []byte) bool {
+	return len(line) >= len(name) && bytes.EqualFold(line[:len(name)], name)
 }
 
 // startTime is when the server began the request: fasthttp reads the clock
@@ -335,7 +529,7 @@ func startTime(ctx *fasthttp.RequestCtx) time.Time {
 
 // parseBody reads a POSTed check: JSON when the content type says so or the
 // body starts with '{' and no content type is given; a form otherwise.
-func (s *Server) parseBody(ctx *fasthttp.RequestCtx, r *rl.Request) error {
+func (s *Server) parseBody(ctx *fasthttp.RequestCtx, r *rl.Request, shown *string, pc *policyCheck) (*policy.Policy, error) {
 	ct := ctx.Request.Header.ContentType()
 	if i := bytes.IndexByte(ct, ';'); i >= 0 {
 		ct = ct[:i]
@@ -350,31 +544,37 @@ func (s *Server) parseBody(ctx *fasthttp.RequestCtx, r *rl.Request) error {
 		isJSON = true
 	case bytes.EqualFold(ct, []byte("application/x-www-form-urlencoded")):
 	default:
-		return &rl.FieldError{Field: "body", Rule: "must be application/json or application/x-www-form-urlencoded"}
+		return nil, &rl.FieldError{Field: "body", Rule: "must be application/json or application/x-www-form-urlencoded"}
 	}
 	if !isJSON {
 		args := fasthttp.AcquireArgs()
 		defer fasthttp.ReleaseArgs(args)
 		args.ParseBytes(body)
-		return parseArgs(args, r, s.maxID, s.rules)
+		return parseArgs(args, r, shown, s.maxID, s.rules, pc)
 	}
 	var idbuf [128]byte
 	d := decoder{b: body}
-	ids, err := d.check(r, idbuf[:0], s.maxID, s.rules)
+	ids, pol, err := d.check(r, idbuf[:0], s.maxID, s.rules, pc)
 	if err == nil {
 		err = d.end()
 	}
 	if err != nil {
-		return err
+		return nil, err
 	}
-	r.ID = string(ids)
-	return r.Validate(s.maxID)
+	*shown = string(ids)
+	if pol != nil {
+		r.ID = counterID(pol, ids)
+		return pol, r.Validate(s.maxID + policyOverhead)
+	}
+	r.ID = *shown
+	return nil, r.Validate(s.maxID)
 }
 
 // batch is the reusable state of one POST /check_rates.
 type batch struct {
 	reqs []rl.Request
-	ends []int // the end of each item's id in ids
+	pols []*policy.Policy // each item's policy, nil for an explicit check
+	ends []int            // the end of each item's id in ids
 	ids  []byte
 	out  []byte
 	ds   []rl.Decision
@@ -399,9 +599,10 @@ func (s *Server) checkRates(ctx *fasthttp.RequestCtx) {
 			s.batches.Put(b)
 		}
 	}()
-	b.reqs, b.ends, b.ids = b.reqs[:0], b.ends[:0], b.ids[:0]
+	b.reqs, b.pols, b.ends, b.ids = b.reqs[:0], b.pols[:0], b.ends[:0], b.ids[:0]
 	d := decoder{b: ctx.PostBody()}
-	if err := s.parseBatch(&d, b); err != nil {
+	pc := s.policyCheck()
+	if err := s.parseBatch(&d, b, &pc); err != nil {
 		var te tooLarge
 		if errors.As(err, &te) {
 			s.fail(ctx, fasthttp.StatusRequestEntityTooLarge, err.Error())
@@ -411,14 +612,24 @@ func (s *Server) checkRates(ctx *fasthttp.RequestCtx) {
 		s.invalid(ctx, err)
 		return
 	}
-	// One string holds every id; each request's ID is a piece of it.
+	// One string holds every id; each request's ID is a piece of it, or
+	// for a check by policy the policy's counter id of it.
 	all := string(b.ids)
 	from := 0
+	anyPolicy := false
 	for i := range b.reqs {
 		b.reqs[i].ID = all[from:b.ends[i]]
+		if p := b.pols[i]; p != nil {
+			b.reqs[i].ID = counterID(p, b.ids[from:b.ends[i]])
+			anyPolicy = true
+		}
 		from = b.ends[i]
 	}
-	if err := rl.ValidateBatch(b.reqs, s.maxID); err != nil {
+	maxID := s.maxID
+	if anyPolicy {
+		maxID += policyOverhead // explicit ids were held to s.maxID as they were read
+	}
+	if err := rl.ValidateBatch(b.reqs, maxID); err != nil {
 		s.metrics.check(rl.Fixed, resultInvalid)
 		s.invalid(ctx, err)
 		return
@@ -453,16 +664,25 @@ func (s *Server) checkRates(ctx *fasthttp.RequestCtx) {
 		return
 	}
 	out := append(b.out[:0], '[')
+	from = 0
 	for i := range ds {
 		if i > 0 {
 			out = append(out, ',')
 		}
-		out = appendDecision(out, b.reqs[i].ID, ds[i])
+		id := all[from:b.ends[i]]
+		out = appendDecision(out, id, ds[i])
+		from = b.ends[i]
 		res := resultAllowed
 		if !ds[i].Allowed {
 			res = resultDenied
 		}
 		s.metrics.check(b.reqs[i].Algo, res)
+		if p := b.pols[i]; p != nil {
+			s.countPolicy(pc.st, &p.Rule, res)
+			s.dash.observe(id, p.Name, res == resultDenied)
+		} else {
+			s.dash.observe(id, "", res == resultDenied)
+		}
 	}
 	out = append(out, ']')
 	b.out = out
@@ -478,7 +698,7 @@ func (t tooLarge) Error() string {
 	return "api: a batch may hold at most " + strconv.Itoa(t.max) + " checks"
 }
 
-func (s *Server) parseBatch(d *decoder, b *batch) error {
+func (s *Server) parseBatch(d *decoder, b *batch, pc *policyCheck) error {
 	if d.peek() != '[' {
 		return d.syntax("expected an array of checks")
 	}
@@ -493,10 +713,12 @@ func (s *Server) parseBatch(d *decoder, b *batch) error {
 		}
 		b.reqs = append(b.reqs, rl.Request{})
 		var err error
-		b.ids, err = d.check(&b.reqs[len(b.reqs)-1], b.ids, s.maxID, s.rules)
+		var p *policy.Policy
+		b.ids, p, err = d.check(&b.reqs[len(b.reqs)-1], b.ids, s.maxID, s.rules, pc)
 		if err != nil {
 			return &rl.ItemError{Index: len(b.reqs) - 1, Err: err}
 		}
+		b.pols = append(b.pols, p)
 		b.ends = append(b.ends, len(b.ids))
 		switch d.peek() {
 		case ',':
@@ -510,10 +732,51 @@ func (s *Server) parseBatch(d *decoder, b *batch) error {
 	}
 }
 
+// Pages of GET /buckets.
+const (
+	// DefaultBucketsPage is the records one GET /buckets answers without
+	// a limit; MaxBucketsPage the most it answers with one.
+	DefaultBucketsPage = 1000
+	MaxBucketsPage     = 10_000
+	// NextCursorHeader carries the cursor of the next page of GET
+	// /buckets, when there is one: send it back as ?cursor=.
+	NextCursorHeader = "X-Next-Cursor"
+)
+
+// pageArgs reads GET /buckets' limit (1 to MaxBucketsPage) and cursor (the
+// records already seen).
+func pageArgs(args *fasthttp.Args, page int) (limit, cursor int, err error) {
+	limit = page
+	if v := args.Peek("limit"); v != nil {
+		n, ok := parseUint(v)
+		if !ok || n < 1 || n > MaxBucketsPage {
+			return 0, 0, &rl.FieldError{Field: "limit", Rule: "must be an integer from 1 to " + strconv.Itoa(MaxBucketsPage)}
+		}
+		limit = int(n)
+	}
+	if v := args.Peek("cursor"); v != nil {
+		n, ok := parseUint(v)
+		if !ok || n > 1<<31 {
+			return 0, 0, &rl.FieldError{Field: "cursor", Rule: "must be a cursor an earlier page's " + NextCursorHeader + " gave"}
+		}
+		cursor = int(n)
+	}
+	return limit, cursor, nil
+}
+
+// requireAdmin answers 401 and returns false unless the request carries the
+// admin token (when one is set).
+func (s *Server) requireAdmin(ctx *fasthttp.RequestCtx, path string) bool {
+	if s.authorized(ctx) {
+		return true
+	}
+	ctx.Response.Header.Set("WWW-Authenticate", `Bearer realm="raterlimiter"`)
+	s.fail(ctx, fasthttp.StatusUnauthorized, "api: "+path+" needs the header Authorization: Bearer <admin token>")
+	return false
+}
+
 func (s *Server) buckets(ctx *fasthttp.RequestCtx) {
-	if !s.authorized(ctx) {
-		ctx.Response.Header.Set("WWW-Authenticate", `Bearer realm="raterlimiter"`)
-		s.fail(ctx, fasthttp.StatusUnauthorized, "api: /buckets needs the header Authorization: Bearer <admin token>")
+	if !s.requireAdmin(ctx, "/buckets") {
 		return
 	}
 	// id is required; scale only with DELETE (0 or absent: every scale).
@@ -552,10 +815,20 @@ func (s *Server) buckets(ctx *fasthttp.RequestCtx) {
 	c, cancel := context.WithTimeout(context.Background(), s.timeout)
 	defer cancel()
 	if ctx.IsGet() {
+		limit, cursor, err := pageArgs(ctx.QueryArgs(), s.bucketsPage)
+		if err != nil {
+			s.invalid(ctx, err)
+			return
+		}
 		bs, err := s.lim.Buckets(c, id)
 		if err != nil {
 			s.limiterFailed(ctx, err)
 			return
+		}
+		bs = bs[min(cursor, len(bs)):]
+		if len(bs) > limit {
+			bs = bs[:limit]
+			ctx.Response.Header.Set(NextCursorHeader, strconv.Itoa(cursor+limit))
 		}
 		if bs == nil {
 			bs = []rl.Bucket{}
@@ -600,8 +873,19 @@ func (s *Server) healthz(ctx *fasthttp.RequestCtx) {
 		return
 	}
 	ctx.SetContentType("text/plain; charset=utf-8")
+	if s.stale != nil {
+		if msg := s.stale(); msg != "" {
+			ctx.Response.Header.Set(StaleHeader, msg)
+			ctx.SetBodyString("ok; " + msg)
+			return
+		}
+	}
 	ctx.SetBodyString("ok")
 }
+
+// StaleHeader is set on /healthz when something the sidecar keeps is stale
+// (a snapshot not written for three intervals).
+const StaleHeader = "X-RateLimiter-Stale"
 
 // DegradedHeader is set, to the backend's fail mode ("open" or "local"), on
 // answers a backend decided without its shared state: the Redis backend
@@ -633,6 +917,9 @@ func (s *Server) limiterFailed(ctx *fasthttp.RequestCtx, err error) result {
 		return resultInvalid
 	case errors.Is(err, rl.ErrUnavailable), errors.Is(err, rl.ErrClosed),
 		errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
+		// Retry-After: a client that backs off a second gives an overloaded
+		// or reconnecting backend room; the check was not counted.
+		ctx.Response.Header.Set("Retry-After", "1")
 		s.fail(ctx, fasthttp.StatusServiceUnavailable, "api: the limiter cannot answer now: "+err.Error())
 		return resultUnavailable
 	}

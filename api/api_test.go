@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/url"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -146,10 +147,11 @@ func TestCheckRateExactBodiesAndHeaders(t *testing.T) {
 
 func TestHeaderNamesOnTheWire(t *testing.T) {
 	h := newHarness(t, api.Config{})
+	require.Equal(t, 200, h.get(t, "/check_rate?id=w&scale=1000&limit=1").status)
 	c, err := h.ln.Dial()
 	require.NoError(t, err)
 	defer c.Close()
-	_, err = io.WriteString(c, "GET /check_rate?id=w&scale=1000&limit=0 HTTP/1.1\r\nHost: x\r\n\r\n")
+	_, err = io.WriteString(c, "GET /check_rate?id=w&scale=1000&limit=1 HTTP/1.1\r\nHost: x\r\n\r\n")
 	require.NoError(t, err)
 	br := bufio.NewReader(c)
 	var names []string
@@ -335,6 +337,25 @@ func TestAdmin(t *testing.T) {
 	// /check_rate never needs the token.
 	r = h.get(t, "/check_rate?id=adm&scale=60000&limit=5")
 	assert.Equal(t, 200, r.status)
+}
+
+// TestProfiles: Go's profiles answer under /debug/pprof/, each by its own
+// handler, behind the admin token.
+func TestProfiles(t *testing.T) {
+	h := newHarness(t, api.Config{AdminToken: "s3cret"})
+	auth := []string{"Authorization", "Bearer s3cret"}
+	for uri, want := range map[string]string{
+		"/debug/pprof/":             "Types of profiles available",
+		"/debug/pprof/cmdline":      os.Args[0],
+		"/debug/pprof/symbol":       "num_symbols:",
+		"/debug/pprof/heap?debug=1": "heap profile:",
+	} {
+		r := h.do(t, "GET", uri, "", "")
+		assert.Equal(t, 401, r.status, uri)
+		r = h.do(t, "GET", uri, "", "", auth...)
+		assert.Equal(t, 200, r.status, uri)
+		assert.Contains(t, r.body, want, uri)
+	}
 }
 
 func TestRoutes(t *testing.T) {

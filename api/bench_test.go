@@ -28,7 +28,9 @@ func (instant) CheckRate(_ context.Context, r rl.Request) (rl.Decision, error) {
 func bareParse(rs *rules) fasthttp.RequestHandler {
 	return func(ctx *fasthttp.RequestCtx) {
 		var r rl.Request
-		if err := parseArgs(ctx.QueryArgs(), &r, rl.DefaultMaxIDBytes, rs); err != nil {
+		var shown string
+		var pc policyCheck
+		if _, err := parseArgs(ctx.QueryArgs(), &r, &shown, rl.DefaultMaxIDBytes, rs, &pc); err != nil {
 			ctx.SetStatusCode(400)
 			return
 		}

@@ -1,11 +1,13 @@
 package api
 
 import (
+	"encoding/base64"
 	"strconv"
 	"unicode/utf16"
 	"unicode/utf8"
 
 	rl "github.com/raterlimiter/raterlimiter"
+	"github.com/raterlimiter/raterlimiter/policy"
 )
 
 // maxJSONDepth bounds the nesting of values skipped under unknown keys.
@@ -19,6 +21,7 @@ type decoder struct {
 	b   []byte
 	i   int
 	key []byte // scratch for decoded keys and algo names
+	pol []byte // the policy name of the check being decoded
 }
 
 // syntax returns the error for malformed JSON at the current offset.
@@ -56,36 +59,52 @@ func (d *decoder) end() error {
 
 // check decodes one check object into r (Hits defaults to 1) and appends its
 // decoded id to ids, returning the grown buffer. The caller validates bounds.
-func (d *decoder) check(r *rl.Request, ids []byte, maxID int, rules *rules) ([]byte, error) {
+// A check by policy ("policy": NAME, or every check under -policies-only)
+// takes scale, limit, algo and default hits from the policy, which check
+// returns; the caller then makes the counter id from the decoded id.
+func (d *decoder) check(r *rl.Request, ids []byte, maxID int, rules *rules, pc *policyCheck) ([]byte, *policy.Policy, error) {
 	*r = rl.Request{Hits: 1}
 	if d.peek() != '{' {
-		return ids, d.syntax("expected an object")
+		return ids, nil, d.syntax("expected an object")
 	}
 	d.i++
 	var seen fields
+	idStart := len(ids)
+	d.pol = d.pol[:0]
+	finish := func() ([]byte, *policy.Policy, error) {
+		if seen&fieldPolicy != 0 || pc.only {
+			p, err := pc.resolve(d.pol, seen, ids[idStart:])
+			if err != nil {
+				return ids, nil, err
+			}
+			pc.apply(r, p, seen)
+			return ids, p, nil
+		}
+		return ids, nil, seen.missing()
+	}
 	if d.peek() == '}' {
 		d.i++
-		return ids, seen.missing()
+		return finish()
 	}
 	for {
 		if d.peek() != '"' {
-			return ids, d.syntax("expected a key")
+			return ids, nil, d.syntax("expected a key")
 		}
 		var err error
 		f := d.knownKey()
 		if f == 0 {
 			if d.key, err = d.str(d.key[:0]); err != nil {
-				return ids, err
+				return ids, nil, err
 			}
 			f = fieldOf(d.key)
 		}
 		if d.peek() != ':' {
-			return ids, d.syntax("expected ':'")
+			return ids, nil, d.syntax("expected ':'")
 		}
 		d.i++
 		if f != 0 {
 			if seen&f != 0 {
-				return ids, f.once()
+				return ids, nil, f.once()
 			}
 			seen |= f
 		}
@@ -93,38 +112,45 @@ func (d *decoder) check(r *rl.Request, ids []byte, maxID int, rules *rules) ([]b
 		switch f {
 		case fieldID:
 			if c != '"' {
-				return ids, &rl.FieldError{Field: "id", Rule: "must be a string"}
+				return ids, nil, &rl.FieldError{Field: "id", Rule: "must be a string"}
 			}
 			start := len(ids)
 			if ids, err = d.str(ids); err != nil {
-				return ids, err
+				return ids, nil, err
 			}
 			if len(ids)-start > maxID {
-				return ids, rules.id
+				return ids, nil, rules.id
 			}
 		case fieldScale, fieldLimit, fieldHits:
 			var n int64
 			if n, err = d.int(rules.of(f)); err != nil {
-				return ids, err
+				return ids, nil, err
 			}
 			f.set(r, n)
 		case fieldAlgo:
 			if c != '"' {
-				return ids, rules.algo
+				return ids, nil, rules.algo
 			}
 			if a, ok := d.knownAlgo(); ok {
 				r.Algo = a
 				break
 			}
 			if d.key, err = d.str(d.key[:0]); err != nil {
-				return ids, err
+				return ids, nil, err
 			}
 			if r.Algo, err = parseAlgo(d.key); err != nil {
-				return ids, err
+				return ids, nil, err
+			}
+		case fieldPolicy:
+			if c != '"' {
+				return ids, nil, &rl.FieldError{Field: "policy", Rule: "must be a string"}
+			}
+			if d.pol, err = d.str(d.pol[:0]); err != nil {
+				return ids, nil, err
 			}
 		default:
 			if err = d.skip(0); err != nil {
-				return ids, err
+				return ids, nil, err
 			}
 		}
 		switch d.peek() {
@@ -132,9 +158,9 @@ func (d *decoder) check(r *rl.Request, ids []byte, maxID int, rules *rules) ([]b
 			d.i++
 		case '}':
 			d.i++
-			return ids, seen.missing()
+			return finish()
 		default:
-			return ids, d.syntax("expected ',' or '}'")
+			return ids, nil, d.syntax("expected ',' or '}'")
 		}
 	}
 }
@@ -473,7 +499,17 @@ func appendDecision(dst []byte, id string, d rl.Decision) []byte {
 	} else {
 		dst = append(dst, `{"allowed":false,"status":"fail","id":`...)
 	}
-	dst = appendString(dst, id)
+	if utf8.ValidString(id) {
+		dst = appendString(dst, id)
+	} else {
+		// JSON strings are text: an id that is not UTF-8 would come back
+		// as U+FFFD, two ids alike. Its bytes go as base64 (RFC 4648,
+		// padded) under a key of their own instead.
+		dst = dst[:len(dst)-len(`"id":`)]
+		dst = append(dst, `"id_b64":"`...)
+		dst = base64.StdEncoding.AppendEncode(dst, []byte(id))
+		dst = append(dst, '"')
+	}
 	dst = append(dst, `,"count":`...)
 	dst = strconv.AppendInt(dst, d.Count, 10)
 	dst = append(dst, `,"limit":`...)

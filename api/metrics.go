@@ -31,19 +31,27 @@ type endpoint uint8
 const (
 	endpointCheck endpoint = iota
 	endpointBatch
+	endpointAuth
 	numEndpoints
 )
 
-var endpointNames = [numEndpoints]string{"check_rate", "check_rates"}
+var endpointNames = [numEndpoints]string{"check_rate", "check_rates", "auth"}
 
 // metrics are the server's Prometheus series, in a registry of its own (no
 // global state). The hot path touches pre-resolved children only.
 type metrics struct {
 	reg       *prometheus.Registry
-	checks    [3][numResults]prometheus.Counter // [algo][result]
+	checks    [4][numResults]prometheus.Counter // [algo][result]
 	duration  [numEndpoints]prometheus.Observer
 	batchSize prometheus.Histogram
 	swept     prometheus.Counter
+	// refusedConns counts connections refused at accept.
+	refusedConns prometheus.Counter
+	// overBudget counts connections closed holding request bytes past the
+	// body budget.
+	overBudget prometheus.Counter
+	// sweepSeconds is the time of one shard's sweep.
+	sweepSeconds prometheus.Histogram
 }
 
 func newMetrics(stats func() BackendStats, extra []prometheus.Collector) *metrics {
@@ -59,7 +67,7 @@ func newMetrics(stats func() BackendStats, extra []prometheus.Collector) *metric
 	}
 	duration := prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "raterlimiter_request_duration_seconds",
-		Help:    "Time to answer a successful /check_rate or /check_rates request, from parsed request to written body.",
+		Help:    "Time to answer a successful /check_rate, /check_rates or /auth request, from parsed request to written body.",
 		Buckets: prometheus.ExponentialBuckets(25e-6, 2, 16), // 25µs .. 0.8s
 	}, []string{"endpoint"})
 	for e := range numEndpoints {
@@ -74,7 +82,20 @@ func newMetrics(stats func() BackendStats, extra []prometheus.Collector) *metric
 		Name: "raterlimiter_swept_buckets_total",
 		Help: "Stale bucket records removed by the sweeper.",
 	})
-	m.reg.MustRegister(checks, duration, m.batchSize, m.swept,
+	m.refusedConns = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "raterlimiter_connections_refused_total",
+		Help: "Connections refused at accept because their address held its bound (-max-conns-per-ip, -max-conns-per-proxy).",
+	})
+	m.sweepSeconds = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "raterlimiter_sweep_duration_seconds",
+		Help:    "Time of one shard's sweep of stale bucket records.",
+		Buckets: prometheus.ExponentialBuckets(100e-6, 4, 10), // 100µs .. 26s
+	})
+	m.overBudget = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "raterlimiter_connections_over_body_budget_total",
+		Help: "Connections closed while holding more than 64 KiB of an unanswered request, the server holding its whole budget of such bytes (-body-budget).",
+	})
+	m.reg.MustRegister(checks, duration, m.batchSize, m.swept, m.refusedConns, m.overBudget, m.sweepSeconds,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.reg.MustRegister(extra...)
 	if stats != nil {

@@ -6,6 +6,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	rl "github.com/raterlimiter/raterlimiter"
+	"github.com/raterlimiter/raterlimiter/policy"
 )
 
 // fields is a set of the check's fields, one bit each.
@@ -17,6 +18,7 @@ const (
 	fieldLimit
 	fieldHits
 	fieldAlgo
+	fieldPolicy
 )
 
 func fieldOf(name []byte) fields {
@@ -31,6 +33,8 @@ func fieldOf(name []byte) fields {
 		return fieldHits
 	case "algo":
 		return fieldAlgo
+	case "policy":
+		return fieldPolicy
 	}
 	return 0
 }
@@ -47,6 +51,8 @@ func (f fields) name() string {
 		return "hits"
 	case fieldAlgo:
 		return "algo"
+	case fieldPolicy:
+		return "policy"
 	}
 	return "?"
 }
@@ -159,41 +165,59 @@ func parseAlgo(b []byte) (rl.Algo, error) {
 
 // parseArgs reads a check from a query string or a form. Unknown names are
 // ignored (a cache buster is harmless); a known name given twice is refused.
-// It copies the id: nothing it returns refers to args.
-func parseArgs(args *fasthttp.Args, r *rl.Request, maxID int, rs *rules) error {
+// It copies the id: nothing it returns refers to args. A check by policy
+// (policy=NAME) takes its scale, limit, algo and default hits from the
+// policy found in pc, and its id becomes the policy's counter id; *shown is
+// then the id as the caller gave it (else r.ID).
+func parseArgs(args *fasthttp.Args, r *rl.Request, shown *string, maxID int, rs *rules, pc *policyCheck) (*policy.Policy, error) {
 	*r = rl.Request{Hits: 1}
 	var seen fields
+	var pname, id []byte
 	for k, v := range args.All() {
 		f := fieldOf(k)
 		if f == 0 {
 			continue
 		}
 		if seen&f != 0 {
-			return f.once()
+			return nil, f.once()
 		}
 		seen |= f
 		switch f {
 		case fieldID:
 			if len(v) > maxID {
-				return rs.id
+				return nil, rs.id
 			}
-			r.ID = string(v)
+			id = v
+		case fieldPolicy:
+			pname = v
 		case fieldAlgo:
 			a, err := parseAlgo(v)
 			if err != nil {
-				return err
+				return nil, err
 			}
 			r.Algo = a
 		default:
 			n, ok := parseUint(v)
 			if !ok {
-				return rs.of(f)
+				return nil, rs.of(f)
 			}
 			f.set(r, n)
 		}
 	}
-	if err := seen.missing(); err != nil {
-		return err
+	if seen&fieldPolicy != 0 || pc.only {
+		p, err := pc.resolve(pname, seen, id)
+		if err != nil {
+			return nil, err
+		}
+		*shown = string(id)
+		pc.apply(r, p, seen)
+		r.ID = counterID(p, id)
+		return p, r.Validate(maxID + policyOverhead)
 	}
-	return r.Validate(maxID)
+	if err := seen.missing(); err != nil {
+		return nil, err
+	}
+	r.ID = string(id)
+	*shown = r.ID
+	return nil, r.Validate(maxID)
 }

@@ -33,3 +33,42 @@ func BenchmarkMemory(b *testing.B) {
 		runtime.KeepAlive(s)
 	}
 }
+
+// BenchmarkLogMemory holds 10,000 full sliding window logs (ids of 16 bytes,
+// one hit every scale/limit ms, so each log holds limit entries) at limits
+// of 10, 100 and 1000, and reports the heap per id: record, slab entry and
+// ring.
+func BenchmarkLogMemory(b *testing.B) {
+	const ids = 10_000
+	const scale = 60_000
+	for _, limit := range []int64{10, 100, 1000} {
+		b.Run(fmt.Sprintf("limit=%d", limit), func(b *testing.B) {
+			for b.Loop() {
+				runtime.GC()
+				var before, after runtime.MemStats
+				runtime.ReadMemStats(&before)
+				s := New(Options{CacheSlots: -1})
+				names := make([]string, ids)
+				for i := range names {
+					names[i] = fmt.Sprintf("id-%013d", i)
+				}
+				now := int64(1_700_000_000_000)
+				step := scale / limit
+				for range limit {
+					now += step
+					for _, id := range names {
+						if _, err := s.Check(now, rl.Request{ID: id, Scale: scale, Limit: limit, Hits: 1, Algo: rl.Log}); err != nil {
+							b.Fatal(err)
+						}
+					}
+				}
+				names = nil // the ids live on in the records only
+				runtime.GC()
+				runtime.ReadMemStats(&after)
+				b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/ids, "B/id")
+				b.ReportMetric(float64(s.logs.ringBytes)/ids, "ring-B/id")
+				runtime.KeepAlive(s)
+			}
+		})
+	}
+}

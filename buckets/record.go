@@ -9,7 +9,8 @@ import (
 )
 
 // rec is the header of a record. The record is a []uint64 allocation: these
-// four words, then the id's bytes. While the record is in the store its id
+// four words, then the id's bytes. meta also holds a mark, set while the
+// record's last check was denied. While the record is in the store its id
 // never changes, nor does meta or, for windowed algorithms, created (which
 // fixes the bucket); once evicted, its memory may become a new record
 // (newRecIn).
@@ -24,8 +25,11 @@ const (
 	headerWords    = 4
 	metaAlgoShift  = 22
 	metaScaleShift = 24
+	// metaDenying marks a record whose last check was denied: eviction
+	// spares it while it has other candidates.
+	metaDenying = 1 << 21
 	// MaxIDBytes is the longest id a record can hold.
-	MaxIDBytes = 1<<metaAlgoShift - 1
+	MaxIDBytes = metaDenying - 1
 )
 
 func newRec(id string, scale int64, a rl.Algo, r algo.Record) *rec {
@@ -68,6 +72,21 @@ func (p *rec) id() string {
 func (p *rec) scale() int64  { return int64(p.meta >> metaScaleShift) }
 func (p *rec) algo() rl.Algo { return rl.Algo(p.meta >> metaAlgoShift & 3) }
 func (p *rec) key() uint64   { return p.meta >> metaAlgoShift } // scale and algo
+
+// keyMeta is the record's meta without the denying mark: what lookups and
+// the cache compare and hash.
+func (p *rec) keyMeta() uint64 { return p.meta &^ metaDenying }
+
+func (p *rec) denying() bool { return p.meta&metaDenying != 0 }
+
+// setDenying marks or clears the record as denying.
+func (p *rec) setDenying(on bool) {
+	if on {
+		p.meta |= metaDenying
+	} else {
+		p.meta &^= metaDenying
+	}
+}
 func (p *rec) record() algo.Record {
 	return algo.Record{Count: p.count, Created: p.created, Modified: p.modified}
 }
@@ -77,7 +96,7 @@ func (p *rec) set(r algo.Record) {
 }
 
 func (p *rec) bucket() int64 {
-	if p.algo() == rl.Token {
+	if a := p.algo(); a == rl.Token || a == rl.Log {
 		return 0
 	}
 	return algo.Bucket(p.created, p.scale())

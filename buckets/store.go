@@ -25,7 +25,17 @@ type Options struct {
 	MaxRecords int
 	// Seed seeds the sampling of eviction candidates. Any value works.
 	Seed uint64
+	// MaxScalesPerID bounds the distinct scales one id may hold records
+	// of; a check that would add one more is refused (ErrTooManyScales).
+	// 0 or negative means no bound.
+	MaxScalesPerID int
 }
+
+// ErrTooManyScales refuses a check that would give an id records of more
+// distinct scales than Options.MaxScalesPerID: one id planted under
+// thousands of scales would make its listing, and its memory, unbounded.
+// It matches raterlimiter.ErrInvalid.
+var ErrTooManyScales = &rl.FieldError{Field: "scale", Rule: "this id already has records of as many scales as the sidecar allows (-max-scales-per-id)"}
 
 // evictSamples is how many records an eviction looks at.
 const evictSamples = 8
@@ -44,6 +54,9 @@ type Store struct {
 	cache cache
 	max   int
 	rng   uint64
+	// maxScales is Options.MaxScalesPerID.
+	maxScales int
+	logs      logSlab
 	// Evicted counts records evicted to stay within MaxRecords.
 	Evicted uint64
 }
@@ -56,11 +69,12 @@ func New(opts Options) *Store {
 	}
 	maxID = min(maxID, MaxIDBytes)
 	return &Store{
-		tree:  btree.NewBTreeGOptions(less, btree.Options{NoLocks: true, Degree: opts.Degree}),
-		maxID: maxID,
-		cache: newCache(opts.CacheSlots),
-		max:   opts.MaxRecords,
-		rng:   opts.Seed | 1,
+		tree:      btree.NewBTreeGOptions(less, btree.Options{NoLocks: true, Degree: opts.Degree}),
+		maxID:     maxID,
+		cache:     newCache(opts.CacheSlots),
+		max:       opts.MaxRecords,
+		rng:       opts.Seed | 1,
+		maxScales: opts.MaxScalesPerID,
 	}
 }
 
@@ -69,7 +83,7 @@ func New(opts Options) *Store {
 func (s *Store) get(id string, scale int64, a rl.Algo, bucket int64) (*rec, bool) {
 	meta := makeMeta(len(id), scale, a)
 	slot := s.cache.slot(id, meta)
-	if p := s.cache.at(slot); p != nil && p.meta == meta && p.bucket() == bucket && p.id() == id {
+	if p := s.cache.at(slot); p != nil && p.keyMeta() == meta && p.bucket() == bucket && p.id() == id {
 		return p, true
 	}
 	p, ok := s.tree.Get(s.pv.set(id, scale, a, bucket))
@@ -103,7 +117,10 @@ func (s *Store) evict(now int64) *rec {
 			victim, at = p, i
 			break
 		}
-		if victim == nil || p.modified < victim.modified {
+		// A record that is denying goes last: taking it would hand its id
+		// a fresh limit. Among the rest, the least recently seen goes.
+		if victim == nil || (victim.denying() && !p.denying()) ||
+			(victim.denying() == p.denying() && p.modified < victim.modified) {
 			victim, at = p, i
 		}
 	}
@@ -116,9 +133,30 @@ func (s *Store) evict(now int64) *rec {
 }
 
 // remove is the hook every deletion passes through: it keeps the cache from
-// pointing at a record no longer in the tree.
+// pointing at a record no longer in the tree, and frees a Log record's log.
 func (s *Store) remove(p *rec) {
 	s.cache.forget(p)
+	if p.algo() == rl.Log {
+		s.logs.release(p.count)
+	}
+}
+
+// makeRoom evicts records while the store is at its bound, before a new
+// record is added, and returns the last one evicted (whose memory the new
+// record may take), or nil.
+func (s *Store) makeRoom(now int64) *rec {
+	var old *rec
+	for s.max > 0 && s.load() >= s.max && s.tree.Len() > 0 {
+		old = s.evict(now)
+	}
+	return old
+}
+
+// insert adds the new record p of id to the tree and the cache.
+func (s *Store) insert(id string, p *rec) {
+	s.tree.Set(p)
+	s.cache.grow(s.tree.Len())
+	s.cache.put(s.cache.slot(id, p.keyMeta()), p)
 }
 
 // Len returns the number of live records.
@@ -130,13 +168,20 @@ func (s *Store) Len() int { return s.tree.Len() }
 //
 // When the store holds MaxRecords records, a check that needs a new record
 // first evicts one: of a few neighbouring records read from a random place,
-// an expired one if there is one (that costs no decision anything), else the one modified
-// least recently (an idle id: it loses its count, which a busy abuser's
-// record, modified all the time, is unlikely to). A flood of distinct ids
-// thus costs a bounded amount of memory, and mostly its own records.
+// an expired one if there is one (that costs no decision anything), else the
+// one seen least recently (an idle id: it loses its count, which a busy
+// abuser's record, seen all the time, is unlikely to). Denied checks count
+// as seen: fixed counts them, a token bucket's throttled record holds a
+// theoretical arrival time in the future, and sliding and log records take
+// the time of a denied check as their last change. A flood of distinct ids
+// thus costs a bounded amount of memory, and mostly its own records; a
+// throttled id cannot reset itself by minting fresh ids.
 func (s *Store) Check(now int64, r rl.Request) (rl.Decision, error) {
 	if err := r.Validate(s.maxID); err != nil {
 		return rl.Decision{}, err
+	}
+	if r.Algo == rl.Log {
+		return s.checkLog(now, r)
 	}
 	var b int64
 	if r.Algo != rl.Token {
@@ -144,31 +189,84 @@ func (s *Store) Check(now int64, r rl.Request) (rl.Decision, error) {
 	}
 	cur, ok := s.get(r.ID, r.Scale, r.Algo, b)
 	var curRec, prevRec algo.Record
+	var prev *rec
 	var prevOK bool
 	if ok {
 		curRec = cur.record()
 	}
 	if r.Algo == rl.Sliding {
-		if prev, found := s.tree.Get(s.pv.set(r.ID, r.Scale, r.Algo, b-1)); found {
-			prevRec, prevOK = prev.record(), true
+		if prev, prevOK = s.tree.Get(s.pv.set(r.ID, r.Scale, r.Algo, b-1)); prevOK {
+			prevRec = prev.record()
 		}
 	}
 	d, next, write := algo.Check(curRec, ok, prevRec, prevOK, now, r)
-	if write {
+	if r.Hits > 0 {
 		if ok {
-			cur.set(next)
-		} else {
-			var old *rec
-			if s.max > 0 && s.tree.Len() >= s.max {
-				old = s.evict(now)
-			}
-			p := newRecIn(old, r.ID, r.Scale, r.Algo, next)
-			s.tree.Set(p)
-			s.cache.grow(s.tree.Len())
-			s.cache.put(s.cache.slot(r.ID, p.meta), p)
+			cur.setDenying(!d.Allowed)
+		}
+		if prevOK {
+			prev.setDenying(!d.Allowed)
+		}
+	}
+	switch {
+	case write && ok:
+		cur.set(next)
+	case write:
+		if s.overScales(r.ID, r.Scale) {
+			return rl.Decision{}, ErrTooManyScales
+		}
+		p := newRecIn(s.makeRoom(now), r.ID, r.Scale, r.Algo, next)
+		p.setDenying(!d.Allowed)
+		s.insert(r.ID, p)
+	case r.Algo == rl.Sliding && r.Hits > 0:
+		// A denied sliding check writes nothing, but its id is busy: its
+		// records count as seen now, so eviction (least recently modified
+		// first) does not take a throttled id for an idle one and hand it
+		// a fresh limit. Sliding decides by counts and created times only.
+		if ok {
+			cur.modified = max(cur.modified, now)
+		}
+		if prevOK {
+			prev.modified = max(prev.modified, now)
 		}
 	}
 	return d, nil
+}
+
+// overScales reports whether a new record of (id, scale) would pass
+// MaxScalesPerID. It walks id's records only when a record is about to be
+// made, so checks of existing records pay nothing.
+func (s *Store) overScales(id string, scale int64) bool {
+	return s.maxScales > 0 && !s.hasScale(id, scale) && s.scalesOf(id) >= s.maxScales
+}
+
+// hasScale reports whether id has a record of scale (any algorithm).
+func (s *Store) hasScale(id string, scale int64) bool {
+	found := false
+	var pv pivot
+	s.tree.Ascend(pv.set(id, scale, 0, 0), func(p *rec) bool {
+		found = p.id() == id && p.scale() == scale
+		return false
+	})
+	return found
+}
+
+// scalesOf counts the distinct scales of id's records, stopping once past
+// the bound.
+func (s *Store) scalesOf(id string) int {
+	n := 0
+	last := int64(-1)
+	var pv pivot
+	s.tree.Ascend(pv.set(id, 0, 0, 0), func(p *rec) bool {
+		if p.id() != id {
+			return false
+		}
+		if sc := p.scale(); sc != last {
+			n, last = n+1, sc
+		}
+		return n <= s.maxScales
+	})
+	return n
 }
 
 // Put stores rec under (id, scale, a), replacing the record with the same key
@@ -179,6 +277,9 @@ func (s *Store) Put(id string, scale int64, a rl.Algo, r algo.Record) error {
 	req := rl.Request{ID: id, Scale: scale, Algo: a}
 	if err := req.Validate(s.maxID); err != nil {
 		return err
+	}
+	if a == rl.Log {
+		return errPutLog
 	}
 	p := newRec(id, scale, a, r)
 	if s.max > 0 && s.tree.Len() >= s.max {
@@ -192,12 +293,19 @@ func (s *Store) Put(id string, scale int64, a rl.Algo, r algo.Record) error {
 	return nil
 }
 
+// errPutLog refuses a Log record in Put: its hits are not in a Record.
+var errPutLog = &rl.FieldError{Field: "algo", Rule: "log records cannot be restored from a record"}
+
 // Buckets returns the records of id in key order.
 func (s *Store) Buckets(id string) []rl.Bucket {
 	var out []rl.Bucket
 	s.tree.Ascend(s.pv.set(id, 0, 0, 0), func(p *rec) bool {
 		if p.id() != id {
 			return false
+		}
+		if p.algo() == rl.Log {
+			out = append(out, s.logView(p))
+			return true
 		}
 		out = append(out, algo.View(p.algo(), p.scale(), p.record()))
 		return true
@@ -222,11 +330,21 @@ func (s *Store) Delete(id string, scale int64) int {
 
 // Scan calls fn for every record in key order until fn returns false. fn
 // must not change the store. The id passed to fn shares the store's memory:
-// clone it to keep it past the call.
+// clone it to keep it past the call. A Log record's Count is the hits its
+// log held at its last check.
 func (s *Store) Scan(fn func(id string, scale int64, a rl.Algo, r algo.Record) bool) {
 	s.tree.Scan(func(p *rec) bool {
-		return fn(p.id(), p.scale(), p.algo(), p.record())
+		return fn(p.id(), p.scale(), p.algo(), s.recordOf(p))
 	})
+}
+
+// recordOf is p's record as Scan shows it.
+func (s *Store) recordOf(p *rec) algo.Record {
+	r := p.record()
+	if p.algo() == rl.Log {
+		r.Count = int64(s.logs.logs[p.count].Hits())
+	}
+	return r
 }
 
 // ScanFrom is Scan starting at the first record whose key (id, scale, algo,
@@ -234,6 +352,6 @@ func (s *Store) Scan(fn func(id string, scale int64, a rl.Algo, r algo.Record) b
 // across calls without passing over what it already saw.
 func (s *Store) ScanFrom(id string, scale int64, a rl.Algo, bucket int64, fn func(id string, scale int64, a rl.Algo, r algo.Record) bool) {
 	s.tree.Ascend(s.pv.set(id, scale, a, bucket), func(p *rec) bool {
-		return fn(p.id(), p.scale(), p.algo(), p.record())
+		return fn(p.id(), p.scale(), p.algo(), s.recordOf(p))
 	})
 }

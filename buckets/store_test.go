@@ -78,6 +78,13 @@ func TestPutAndScanRoundTrip(t *testing.T) {
 	}
 	c := New(Options{})
 	s.Scan(func(id string, scale int64, a rl.Algo, r algo.Record) bool {
+		if a == rl.Log {
+			require.ErrorIs(t, c.Put(id, scale, a, r), rl.ErrInvalid, "a log's hits are not in its record")
+			data, ok := s.AppendLog(nil, id, scale)
+			require.True(t, ok)
+			require.NoError(t, c.PutLog(id, scale, r.Created, data))
+			return true
+		}
 		require.NoError(t, c.Put(id, scale, a, r))
 		return true
 	})
@@ -106,6 +113,16 @@ func TestSweepDeletesOnlyWhatNoDecisionReads(t *testing.T) {
 	_, del, _ = s.Sweep(t0+2000, 0)
 	assert.Equal(t, 1, del)
 	assert.Equal(t, 0, s.Len())
+
+	lg := hit("log", 1000, 5)
+	lg.Algo = rl.Log
+	s.Check(t0, lg)
+	s.Check(t0+400, lg)
+	_, del, _ = s.Sweep(t0+1399, 0)
+	assert.Equal(t, 0, del, "the log's newest hit is still in the window")
+	_, del, _ = s.Sweep(t0+1400, 0)
+	assert.Equal(t, 1, del, "a log is removed once its newest hit has left the window, not earlier")
+	assert.Zero(t, s.logs.ringBytes, "its ring is given back")
 }
 
 func TestSweepIsIncremental(t *testing.T) {
@@ -286,4 +303,62 @@ func TestScanFromResumes(t *testing.T) {
 		return len(seen) < 1
 	})
 	assert.Equal(t, []string{"b"}, seen, "starts after a key that sorts past a's last record; stops on false")
+}
+
+// TestEvictionKeepsThrottledIDsThrottled: at the bound, a flood of fresh
+// ids evicts idle records, never the record of an id that is being denied
+// (it keeps hammering): a client cannot reset its own limit by minting ids.
+func TestEvictionKeepsThrottledIDsThrottled(t *testing.T) {
+	for _, a := range rl.Algos {
+		t.Run(a.String(), func(t *testing.T) {
+			s := New(Options{MaxRecords: 200, Seed: 7})
+			thr := rl.Request{ID: "throttled", Scale: 3_600_000, Limit: 3, Hits: 1, Algo: a}
+			now := int64(t0)
+			for range 3 {
+				d, err := s.Check(now, thr)
+				require.NoError(t, err)
+				require.True(t, d.Allowed)
+			}
+			allowed := 0
+			for i := range 20_000 {
+				now++
+				_, err := s.Check(now, rl.Request{ID: "fresh-" + strconv.Itoa(i), Scale: 3_600_000, Limit: 3, Hits: 1, Algo: a})
+				require.NoError(t, err)
+				if i%50 == 0 {
+					d, err := s.Check(now, thr)
+					require.NoError(t, err)
+					if d.Allowed {
+						allowed++
+					}
+				}
+			}
+			assert.Zero(t, allowed, "the throttled id stayed throttled through 20,000 fresh ids")
+			assert.LessOrEqual(t, s.load(), 200)
+			assert.Positive(t, s.Evicted)
+		})
+	}
+}
+
+func TestScalesPerIDAreBounded(t *testing.T) {
+	s := New(Options{MaxScalesPerID: 3})
+	for scale := int64(1000); scale <= 3000; scale += 1000 {
+		_, err := s.Check(t0, hit("u", scale, 5))
+		require.NoError(t, err)
+	}
+	_, err := s.Check(t0, hit("u", 4000, 5))
+	require.ErrorIs(t, err, ErrTooManyScales)
+	require.ErrorIs(t, err, rl.ErrInvalid)
+	lg := hit("u", 5000, 5)
+	lg.Algo = rl.Log
+	_, err = s.Check(t0, lg)
+	require.ErrorIs(t, err, ErrTooManyScales, "a log record too")
+	_, err = s.Check(t0+1, hit("u", 2000, 5))
+	require.NoError(t, err, "its scales go on counting")
+	sl := hit("u", 3000, 5)
+	sl.Algo = rl.Sliding
+	_, err = s.Check(t0+1, sl)
+	require.NoError(t, err, "another algorithm at a scale it has")
+	_, err = s.Check(t0, hit("other", 4000, 5))
+	require.NoError(t, err, "other ids are not bound by it")
+	assert.Len(t, s.Buckets("u"), 4)
 }

@@ -77,7 +77,9 @@ func (m FailMode) String() string {
 // Config configures a Client. Only URL is required; every other zero field
 // means the default its comment names.
 type Config struct {
-	// URL is the sidecar's base URL, for example "http://127.0.0.1:8080".
+	// URL is the sidecar's base URL, for example "http://127.0.0.1:8080",
+	// "https://sidecar:8443" (see TLSConfig), or "unix:/run/raterlimiter.sock"
+	// for a sidecar listening on a unix socket (-listen unix:/path).
 	URL string
 	// Timeout bounds each call (the caller's context may end it sooner).
 	// Default DefaultTimeout; negative means no bound but the context's.
@@ -149,8 +151,15 @@ type Client struct {
 var _ rl.Limiter = (*Client)(nil)
 
 // New returns a client of the sidecar at cfg.URL. It fails only on a URL that
-// is not an absolute http or https URL.
+// is not an absolute http or https URL or a unix: socket path.
 func New(cfg Config) (*Client, error) {
+	var sock string // unix socket path, for a unix: URL
+	if path, ok := strings.CutPrefix(cfg.URL, "unix:"); ok {
+		if path == "" {
+			return nil, fmt.Errorf("client: bad URL %q: want unix:/path/to/socket", cfg.URL)
+		}
+		sock, cfg.URL = path, "http://localhost"
+	}
 	u, err := url.Parse(cfg.URL)
 	if err != nil {
 		return nil, fmt.Errorf("client: bad URL: %w", err)
@@ -202,6 +211,10 @@ func New(cfg Config) (*Client, error) {
 		RetryIfErr: func(_ *fasthttp.Request, attempts int, err error) (bool, bool) {
 			return false, attempts < 2 && (errors.Is(err, io.EOF) || errors.Is(err, fasthttp.ErrConnectionClosed))
 		},
+	}
+	if sock != "" {
+		var d net.Dialer
+		c.hc.Dial = func(string) (net.Conn, error) { return d.Dial("unix", sock) }
 	}
 	if cfg.Batching {
 		c.batch = newBatcher(c, cfg.BatchWindow, cfg.BatchMaxSize, cfg.BatchInFlight)
@@ -360,17 +373,29 @@ func (c *Client) Buckets(ctx context.Context, id string) ([]rl.Bucket, error) {
 	if err := (rl.Request{ID: id, Scale: 1}).Validate(c.maxID); err != nil {
 		return nil, err
 	}
-	var bs []rl.Bucket
-	err := c.do(ctx, fasthttp.MethodGet, c.base+"/buckets?id="+url.QueryEscape(id), nil, true, func(status int, b []byte) error {
-		return decodeBuckets(status, b, &bs)
-	})
-	if err != nil {
-		return nil, err
+	all := []rl.Bucket{}
+	cursor := ""
+	for range 1000 { // pages of at most api.MaxBucketsPage records
+		uri := c.base + "/buckets?id=" + url.QueryEscape(id)
+		if cursor != "" {
+			uri += "&cursor=" + url.QueryEscape(cursor)
+		}
+		var bs []rl.Bucket
+		var next string
+		err := c.doHeaders(ctx, fasthttp.MethodGet, uri, nil, true, func(status int, b []byte, h *fasthttp.ResponseHeader) error {
+			next = string(h.Peek("X-Next-Cursor"))
+			return decodeBuckets(status, b, &bs)
+		})
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, bs...)
+		if next == "" {
+			break
+		}
+		cursor = next
 	}
-	if bs == nil {
-		bs = []rl.Bucket{}
-	}
-	return bs, nil
+	return all, nil
 }
 
 // decodeBuckets accepts a JSON array of records or an object holding one
@@ -440,6 +465,13 @@ var errUnexpected = errors.New("client: unexpected status")
 // 200 and 429 answers to decode. Every error it returns is a *Error, an
 // error rebuilt from the API's 400 body, or raterlimiter.ErrClosed.
 func (c *Client) do(ctx context.Context, method, uri string, body []byte, admin bool, decode func(status int, body []byte) error) error {
+	return c.doHeaders(ctx, method, uri, body, admin, func(status int, b []byte, _ *fasthttp.ResponseHeader) error {
+		return decode(status, b)
+	})
+}
+
+// doHeaders is do for answers whose headers matter too.
+func (c *Client) doHeaders(ctx context.Context, method, uri string, body []byte, admin bool, decode func(status int, body []byte, h *fasthttp.ResponseHeader) error) error {
 	if c.closed.Load() {
 		return rl.ErrClosed
 	}
@@ -491,7 +523,7 @@ func (c *Client) do(ctx context.Context, method, uri string, body []byte, admin 
 		}
 		return &Error{Err: err}
 	}
-	return answer(resp.StatusCode(), resp.Body(), decode)
+	return answer(resp.StatusCode(), resp.Body(), func(status int, b []byte) error { return decode(status, b, &resp.Header) })
 }
 
 // answer turns an answer into the call's error: nil when decode accepts a

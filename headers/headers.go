@@ -30,7 +30,8 @@ const PolicyName = "default"
 
 // Set calls set once for each header that the contract puts on the answer to
 // r: RateLimit-Policy, RateLimit, X-RateLimit-Limit, X-RateLimit-Remaining,
-// X-RateLimit-Reset and, when d denies, Retry-After. For example:
+// X-RateLimit-Reset and, when d denies a check that can pass later,
+// Retry-After (see Retryable). For example:
 //
 //	RateLimit-Policy: "default";q=10;w=60
 //	RateLimit: "default";r=7;t=42
@@ -43,15 +44,27 @@ func Set(set func(key, value string), r rl.Request, d rl.Decision) {
 	SetBytes(func(key string, value []byte) { set(key, string(value)) }, buf[:0], r, d)
 }
 
+// SetNamed is Set with the RateLimit-Policy and RateLimit items named name.
+func SetNamed(set func(key, value string), name string, r rl.Request, d rl.Decision) {
+	var buf [64]byte
+	SetBytesNamed(func(key string, value []byte) { set(key, string(value)) }, buf[:0], name, r, d)
+}
+
 // SetBytes is Set for stacks that copy a header value from a byte slice, such
 // as fasthttp's ResponseHeader.SetBytesV: it formats each value into buf
 // (reusing its capacity; 64 bytes are always enough) and calls set with it.
 // The value is valid only during the call. SetBytes returns buf, possibly
 // grown, so a caller can keep it for the next response.
 func SetBytes(set func(key string, value []byte), buf []byte, r rl.Request, d rl.Decision) []byte {
-	buf = AppendPolicy(buf[:0], r)
+	return SetBytesNamed(set, buf, PolicyName, r, d)
+}
+
+// SetBytesNamed is SetBytes with the RateLimit-Policy and RateLimit items
+// named name (a server-side policy's name) instead of "default".
+func SetBytesNamed(set func(key string, value []byte), buf []byte, name string, r rl.Request, d rl.Decision) []byte {
+	buf = AppendPolicyItem(buf[:0], name, r.Limit, r.Scale)
 	set(Policy, buf)
-	buf = AppendRateLimit(buf[:0], d)
+	buf = AppendRateLimitItem(buf[:0], name, d)
 	set(RateLimit, buf)
 	buf = strconv.AppendInt(buf[:0], d.Limit, 10)
 	set(Limit, buf)
@@ -59,7 +72,7 @@ func SetBytes(set func(key string, value []byte), buf []byte, r rl.Request, d rl
 	set(Remaining, buf)
 	buf = strconv.AppendInt(buf[:0], ResetUnix(d), 10)
 	set(Reset, buf)
-	if !d.Allowed {
+	if Retryable(r, d) {
 		buf = strconv.AppendInt(buf[:0], RetryAfterSeconds(d), 10)
 		set(RetryAfter, buf)
 	}
@@ -78,19 +91,54 @@ func SetOn(h Setter, buf []byte, r rl.Request, d rl.Decision) []byte {
 	return SetBytes(h.SetBytesV, buf, r, d)
 }
 
+// SetOnNamed is SetBytesNamed for a Setter.
+func SetOnNamed(h Setter, buf []byte, name string, r rl.Request, d rl.Decision) []byte {
+	return SetBytesNamed(h.SetBytesV, buf, name, r, d)
+}
+
 // AppendPolicy appends the value of RateLimit-Policy for r:
 // "default";q=LIMIT;w=WINDOW, the window in seconds rounded up, at least 1.
 func AppendPolicy(dst []byte, r rl.Request) []byte {
-	dst = append(dst, `"`+PolicyName+`";q=`...)
-	dst = strconv.AppendInt(dst, r.Limit, 10)
+	return AppendPolicyItem(dst, PolicyName, r.Limit, r.Scale)
+}
+
+// AppendPolicyItem appends one item of RateLimit-Policy:
+// "NAME";q=LIMIT;w=WINDOW, the window (scale, ms) in seconds rounded up, at
+// least 1. Several items of one header are joined with ", ".
+func AppendPolicyItem(dst []byte, name string, limit, scale int64) []byte {
+	dst = appendQuoted(dst, name)
+	dst = append(dst, ";q="...)
+	dst = strconv.AppendInt(dst, limit, 10)
 	dst = append(dst, ";w="...)
-	return strconv.AppendInt(dst, max(1, ceilSeconds(r.Scale)), 10)
+	return strconv.AppendInt(dst, max(1, ceilSeconds(scale)), 10)
+}
+
+// appendQuoted appends name as a structured-field string: in quotes, with
+// backslash and quote escaped, and bytes outside printable ASCII left out.
+func appendQuoted(dst []byte, name string) []byte {
+	dst = append(dst, '"')
+	for i := 0; i < len(name); i++ {
+		switch c := name[i]; {
+		case c == '"' || c == '\\':
+			dst = append(dst, '\\', c)
+		case c >= 0x20 && c < 0x7f:
+			dst = append(dst, c)
+		}
+	}
+	return append(dst, '"')
 }
 
 // AppendRateLimit appends the value of RateLimit for d:
 // "default";r=REMAINING;t=RESET, the reset in seconds rounded up.
 func AppendRateLimit(dst []byte, d rl.Decision) []byte {
-	dst = append(dst, `"`+PolicyName+`";r=`...)
+	return AppendRateLimitItem(dst, PolicyName, d)
+}
+
+// AppendRateLimitItem appends one item of RateLimit for d:
+// "NAME";r=REMAINING;t=RESET, the reset in seconds rounded up.
+func AppendRateLimitItem(dst []byte, name string, d rl.Decision) []byte {
+	dst = appendQuoted(dst, name)
+	dst = append(dst, ";r="...)
 	dst = strconv.AppendInt(dst, d.Remaining, 10)
 	dst = append(dst, ";t="...)
 	return strconv.AppendInt(dst, ceilSeconds(d.ResetMS), 10)
@@ -99,6 +147,12 @@ func AppendRateLimit(dst []byte, d rl.Decision) []byte {
 // ResetUnix returns the value of X-RateLimit-Reset: the Unix time in seconds,
 // rounded up, at which d's window ends (d.Now + d.ResetMS).
 func ResetUnix(d rl.Decision) int64 { return ceilSeconds(d.Now + d.ResetMS) }
+
+// Retryable reports whether a denial can pass later, so its answer carries
+// Retry-After: a check of more hits than its limit (limit 0 included)
+// never passes, and a Retry-After would invite a client to retry forever;
+// its 429 comes without one.
+func Retryable(r rl.Request, d rl.Decision) bool { return !d.Allowed && r.Hits <= r.Limit }
 
 // RetryAfterSeconds returns the value of Retry-After for a denial: d's
 // RetryAfterMS in seconds, rounded up, at least 1.

@@ -51,12 +51,12 @@ func TestSet(t *testing.T) {
 		},
 		{
 			name: "window shorter than a second is at least 1",
-			r:    rl.Request{ID: "u1", Scale: 1, Limit: 0, Hits: 1},
-			d:    rl.Decision{Allowed: false, Count: 1, Limit: 0, Remaining: 0, ResetMS: 1, RetryAfterMS: 1, Now: 5},
+			r:    rl.Request{ID: "u1", Scale: 1, Limit: 1, Hits: 1},
+			d:    rl.Decision{Allowed: false, Count: 2, Limit: 1, Remaining: 0, ResetMS: 1, RetryAfterMS: 1, Now: 5},
 			want: map[string]string{
-				"RateLimit-Policy":      `"default";q=0;w=1`,
+				"RateLimit-Policy":      `"default";q=1;w=1`,
 				"RateLimit":             `"default";r=0;t=1`,
-				"X-RateLimit-Limit":     "0",
+				"X-RateLimit-Limit":     "1",
 				"X-RateLimit-Remaining": "0",
 				"X-RateLimit-Reset":     "1",
 				"Retry-After":           "1",

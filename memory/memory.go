@@ -27,7 +27,9 @@ type Config struct {
 	// GOMAXPROCS, at least 1: one processor runs each actor, the others the
 	// callers (on 2 cores one shard measured fastest; see BENCHMARKS.md).
 	Shards int
-	// Clock returns the time in Unix milliseconds. Default: the system clock.
+	// Clock returns the time in Unix milliseconds. Default: each actor's own
+	// actor.SteadyClock of the system's clocks, which advances with the
+	// monotonic clock, anchored to the wall clock (see actor.SteadyClock).
 	Clock func() int64
 	// SweepInterval is the time between sweeps of stale buckets. Default
 	// sweeper.DefaultInterval (10s); negative disables the sweeper.
@@ -39,6 +41,11 @@ type Config struct {
 	// shards; past it a new record evicts an old one (see buckets.Store.Check).
 	// Default DefaultMaxBuckets; negative means no bound.
 	MaxBuckets int
+	// MaxScalesPerID bounds the distinct scales one id may have records
+	// of; a check that would add another is refused with
+	// buckets.ErrTooManyScales (matching raterlimiter.ErrInvalid).
+	// Default DefaultMaxScalesPerID; negative means no bound.
+	MaxScalesPerID int
 	// Mailbox is each actor's mailbox size. Default actor.DefaultMailbox.
 	Mailbox int
 	// SweepBudget is how many records a sweep step examines before the actor
@@ -54,6 +61,11 @@ type Config struct {
 // DefaultMaxBuckets is Config.MaxBuckets's default: about 240 MB of records
 // with 16-byte ids.
 const DefaultMaxBuckets = 4_000_000
+
+// DefaultMaxScalesPerID is Config.MaxScalesPerID's default: far more than
+// any real use (a per-second, -minute, -hour and -day limit per algorithm),
+// and a bound on what one id can be made to hold.
+const DefaultMaxScalesPerID = 64
 
 // Limiter is the embedded rate limiter. It is safe for concurrent use.
 type Limiter struct {
@@ -75,6 +87,12 @@ func New(cfg Config) *Limiter {
 		cfg.MaxIDBytes = rl.DefaultMaxIDBytes
 	}
 	cfg.MaxIDBytes = min(cfg.MaxIDBytes, buckets.MaxIDBytes)
+	switch {
+	case cfg.MaxScalesPerID == 0:
+		cfg.MaxScalesPerID = DefaultMaxScalesPerID
+	case cfg.MaxScalesPerID < 0:
+		cfg.MaxScalesPerID = 0
+	}
 	if cfg.MaxBuckets == 0 {
 		cfg.MaxBuckets = DefaultMaxBuckets
 	}
@@ -88,8 +106,9 @@ func New(cfg Config) *Limiter {
 			Clock:       cfg.Clock,
 			Mailbox:     cfg.Mailbox,
 			SweepBudget: cfg.SweepBudget,
-			Store:       buckets.Options{MaxIDBytes: cfg.MaxIDBytes, MaxRecords: perShard, Seed: uint64(i) + 1},
-			Logger:      cfg.Logger,
+			Store: buckets.Options{MaxIDBytes: cfg.MaxIDBytes, MaxRecords: perShard, Seed: uint64(i) + 1,
+				MaxScalesPerID: cfg.MaxScalesPerID},
+			Logger: cfg.Logger,
 		}))
 	}
 	if cfg.SweepInterval >= 0 {
@@ -114,7 +133,9 @@ func (l *Limiter) shard(id string) *actor.Actor {
 }
 
 // CheckRate decides r. Invalid requests fail with an error matching
-// raterlimiter.ErrInvalid and cost the actors nothing.
+// raterlimiter.ErrInvalid and cost the actors nothing. A check that fails
+// because ctx ended (or its deadline passed in the mailbox) was not counted:
+// the actor skips messages whose caller is gone (see actor.Actor.CheckRate).
 func (l *Limiter) CheckRate(ctx context.Context, r rl.Request) (rl.Decision, error) {
 	if err := r.Validate(l.maxID); err != nil {
 		return rl.Decision{}, err
@@ -123,7 +144,9 @@ func (l *Limiter) CheckRate(ctx context.Context, r rl.Request) (rl.Decision, err
 }
 
 // CheckRates decides a batch, one message per shard, the shards in parallel.
-// If any request is invalid nothing is counted.
+// If any request is invalid nothing is counted. A batch that fails because
+// ctx ended was not counted on a single shard; over several shards, a shard
+// that had already taken its part counted it.
 func (l *Limiter) CheckRates(ctx context.Context, rs []rl.Request) ([]rl.Decision, error) {
 	if err := rl.ValidateBatch(rs, l.maxID); err != nil {
 		return nil, err
@@ -141,9 +164,8 @@ func (l *Limiter) CheckRates(ctx context.Context, rs []rl.Request) ([]rl.Decisio
 
 // CheckRatesInto is CheckRates writing the decisions into out, which must be
 // as long as rs, without copying rs: both are lent to the limiter until it
-// returns nil. After an error a check given up on may still be decided, its
-// requests read and its decisions written, so the caller must not touch rs
-// or out again. A server that reuses its buffers saves two allocations per
+// returns nil. After an error the caller must not touch rs or out again:
+// a part already taken by a shard's actor may still be read and written. A server that reuses its buffers saves two allocations per
 // batch this way.
 func (l *Limiter) CheckRatesInto(ctx context.Context, rs []rl.Request, out []rl.Decision) error {
 	if len(out) != len(rs) {
@@ -230,6 +252,18 @@ func (l *Limiter) Reset(ctx context.Context, id string, scale int64) (int, error
 func (l *Limiter) Restore(ctx context.Context, id string, scale int64, a rl.Algo, r algo.Record) error {
 	var err error
 	if derr := l.shard(id).Do(ctx, func(s *buckets.Store, _ int64) { err = s.Put(id, scale, a, r) }); derr != nil {
+		return derr
+	}
+	return err
+}
+
+// RestoreLog stores a Log record, as read from a snapshot (its entries
+// marshalled by algo.Log.AppendBinary), in the shard that owns id. Entries
+// that do not decode are refused with an error matching
+// raterlimiter.ErrInvalid.
+func (l *Limiter) RestoreLog(ctx context.Context, id string, scale, created int64, data []byte) error {
+	var err error
+	if derr := l.shard(id).Do(ctx, func(s *buckets.Store, _ int64) { err = s.PutLog(id, scale, created, data) }); derr != nil {
 		return derr
 	}
 	return err

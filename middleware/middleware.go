@@ -29,6 +29,8 @@ import (
 	"strings"
 
 	rl "github.com/raterlimiter/raterlimiter"
+	"github.com/raterlimiter/raterlimiter/headers"
+	"github.com/raterlimiter/raterlimiter/policy"
 )
 
 // Policy is the limit every request is checked against: Limit requests per
@@ -54,8 +56,13 @@ func (p Policy) Request(key string) rl.Request {
 type Config struct {
 	// Limiter decides the checks: an embedded limiter or a sidecar client.
 	Limiter rl.Checker
-	// Policy is the limit per key.
+	// Policy is the limit per key. It is not used with PolicyName.
 	Policy Policy
+	// PolicyName, if set, checks every request by the sidecar's policy of
+	// that name (gateway mode) instead of Policy: the sidecar owns the
+	// limit, and Limiter must implement raterlimiter.PolicyChecker (the
+	// sidecar's client does). The headers name the policy.
+	PolicyName string
 	// TrustedProxies lists the addresses ("10.0.0.1") and networks
 	// ("10.0.0.0/8", "::1/128") of the proxies in front of the application.
 	// Only when the peer is one of them does the default key believe
@@ -96,6 +103,8 @@ const (
 type Core struct {
 	limiter    rl.Checker
 	policy     Policy
+	byName     rl.PolicyChecker // with Config.PolicyName
+	name       string           // the headers' policy name
 	proxies    Proxies
 	failClosed bool
 	onError    func(error)
@@ -109,19 +118,33 @@ func New(cfg Config) (*Core, error) {
 	if cfg.Limiter == nil {
 		return nil, errors.New("middleware: Config.Limiter is nil")
 	}
-	if cfg.Policy.Hits == 0 {
-		cfg.Policy.Hits = 1
-	}
-	if err := cfg.Policy.Request("x").Validate(0); err != nil {
-		return nil, fmt.Errorf("middleware: bad policy: %w", err)
+	c := &Core{limiter: cfg.Limiter, policy: cfg.Policy, name: headers.PolicyName,
+		failClosed: cfg.FailClosed, onError: cfg.OnError, message: cfg.Message}
+	if cfg.PolicyName != "" {
+		pc, ok := cfg.Limiter.(rl.PolicyChecker)
+		if !ok {
+			return nil, fmt.Errorf("middleware: Config.PolicyName needs a limiter that checks by policy (the sidecar's client), not %T", cfg.Limiter)
+		}
+		c.byName, c.name = pc, cfg.PolicyName
+	} else {
+		if c.policy.Hits == 0 {
+			c.policy.Hits = 1
+		}
+		if err := c.policy.Request("x").Validate(0); err != nil {
+			return nil, fmt.Errorf("middleware: bad policy: %w", err)
+		}
 	}
 	p, err := ParseProxies(cfg.TrustedProxies...)
 	if err != nil {
 		return nil, err
 	}
-	return &Core{limiter: cfg.Limiter, policy: cfg.Policy, proxies: p,
-		failClosed: cfg.FailClosed, onError: cfg.OnError, message: cfg.Message}, nil
+	c.proxies = p
+	return c, nil
 }
+
+// PolicyName is the name the RateLimit headers give the policy: "default",
+// or Config.PolicyName.
+func (c *Core) PolicyName() string { return c.name }
 
 // Proxies returns the trusted proxies.
 func (c *Core) Proxies() Proxies { return c.proxies }
@@ -132,8 +155,15 @@ func (c *Core) Check(ctx context.Context, key string) (rl.Request, rl.Decision, 
 	if key == "" {
 		return rl.Request{}, rl.Decision{}, Unlimited
 	}
-	r := c.policy.Request(key)
-	d, err := c.limiter.CheckRate(ctx, r)
+	var r rl.Request
+	var d rl.Decision
+	var err error
+	if c.byName != nil {
+		d, r, err = c.byName.CheckPolicy(ctx, c.name, key, 0)
+	} else {
+		r = c.policy.Request(key)
+		d, err = c.limiter.CheckRate(ctx, r)
+	}
 	switch {
 	case err == nil && d.Allowed:
 		return r, d, Pass
@@ -166,107 +196,20 @@ const (
 	BadKeyBody      = "Bad request: rate-limit key refused\n"
 )
 
-// Proxies is a set of trusted proxy networks. The zero value trusts nobody.
-type Proxies struct {
-	nets []netip.Prefix
-}
+// Proxies is a set of trusted proxy networks (see policy.Proxies, whose
+// ClientIP walks X-Forwarded-For). The zero value trusts nobody.
+type Proxies = policy.Proxies
 
 // ParseProxies parses addresses ("10.0.0.1", "::1") and networks
 // ("10.0.0.0/8") into a Proxies.
 func ParseProxies(list ...string) (Proxies, error) {
-	var p Proxies
-	for _, s := range list {
-		s = strings.TrimSpace(s)
-		if strings.Contains(s, "/") {
-			n, err := netip.ParsePrefix(s)
-			if err != nil {
-				return Proxies{}, fmt.Errorf("middleware: trusted proxy %q: %w", s, err)
-			}
-			p.nets = append(p.nets, n.Masked())
-			continue
-		}
-		a, err := netip.ParseAddr(s)
-		if err != nil {
-			return Proxies{}, fmt.Errorf("middleware: trusted proxy %q: %w", s, err)
-		}
-		a = a.Unmap().WithZone("")
-		p.nets = append(p.nets, netip.PrefixFrom(a, a.BitLen()))
+	p, err := policy.ParseProxies(list...)
+	if err != nil {
+		return Proxies{}, fmt.Errorf("middleware: %s", strings.TrimPrefix(err.Error(), "policy: "))
 	}
 	return p, nil
 }
 
-// Trusted reports whether a is a trusted proxy.
-func (p Proxies) Trusted(a netip.Addr) bool {
-	a = a.Unmap().WithZone("")
-	for _, n := range p.nets {
-		if n.Contains(a) {
-			return true
-		}
-	}
-	return false
-}
-
-// ClientIP returns the address a request came from. If the peer is not a
-// trusted proxy, that is the peer. Otherwise it walks the X-Forwarded-For
-// values (forwardedFor, each a comma-separated list, in the order the
-// headers came) from the right and returns the first address that is not a
-// trusted proxy: addresses to its left were written by the client and prove
-// nothing. If an entry does not parse, the walk stops at the address to its
-// right (the last one a trusted proxy vouched for); if every entry is
-// trusted, the left-most is returned. Without X-Forwarded-For, a valid
-// X-Real-IP (realIP) from a trusted peer is believed. Addresses may carry a
-// port; IPv4-mapped IPv6 addresses are returned as IPv4.
-func (p Proxies) ClientIP(peer netip.Addr, forwardedFor []string, realIP string) netip.Addr {
-	peer = peer.Unmap().WithZone("")
-	if !p.Trusted(peer) {
-		return peer
-	}
-	last := peer
-	seen := false
-	for i := len(forwardedFor) - 1; i >= 0; i-- {
-		list := forwardedFor[i]
-		for list != "" {
-			j := strings.LastIndexByte(list, ',')
-			entry := strings.TrimSpace(list[j+1:])
-			list = list[:max(j, 0)]
-			if entry == "" {
-				continue
-			}
-			seen = true
-			a, ok := parseAddr(entry)
-			if !ok {
-				return last
-			}
-			if !p.Trusted(a) {
-				return a
-			}
-			last = a
-		}
-	}
-	if !seen && realIP != "" {
-		if a, ok := parseAddr(strings.TrimSpace(realIP)); ok {
-			return a
-		}
-	}
-	return last
-}
-
-// parseAddr parses "1.2.3.4", "1.2.3.4:80", "::1" or "[::1]:80".
-func parseAddr(s string) (netip.Addr, bool) {
-	if a, err := netip.ParseAddr(s); err == nil {
-		return a.Unmap().WithZone(""), true
-	}
-	if ap, err := netip.ParseAddrPort(s); err == nil {
-		return ap.Addr().Unmap().WithZone(""), true
-	}
-	if len(s) > 2 && s[0] == '[' && s[len(s)-1] == ']' {
-		if a, err := netip.ParseAddr(s[1 : len(s)-1]); err == nil {
-			return a.Unmap().WithZone(""), true
-		}
-	}
-	return netip.Addr{}, false
-}
-
 // PeerAddr parses a peer address as net/http's Request.RemoteAddr spells it
 // ("1.2.3.4:5678", "[::1]:5678"), or a bare address.
-func PeerAddr(remoteAddr string) (netip.Addr, bool) { return parseAddr(remoteAddr) }
+func PeerAddr(remoteAddr string) (netip.Addr, bool) { return policy.ParseAddr(remoteAddr) }

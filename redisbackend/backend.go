@@ -9,13 +9,16 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -47,6 +50,11 @@ type Backend struct {
 	log     *slog.Logger
 	slack   string // ms added to every TTL
 	closed  atomic.Bool
+	// slots bounds the calls in flight; queued counts those waiting.
+	slots  chan struct{}
+	queued atomic.Int64
+	// lastAnswer is when Redis last answered a call, UnixNano.
+	lastAnswer atomic.Int64
 }
 
 var _ rl.Limiter = (*Backend)(nil)
@@ -72,11 +80,20 @@ func New(cfg Config) (*Backend, error) {
 	if strings.ContainsAny(cfg.Prefix, "{}") {
 		return nil, errors.New("redisbackend: prefix must not contain { or }")
 	}
-	if cfg.Timeout <= 0 {
+	if cfg.Timeout < 0 {
 		cfg.Timeout = DefaultTimeout
 	}
 	if cfg.ProbeInterval <= 0 {
 		cfg.ProbeInterval = DefaultProbeInterval
+	}
+	if cfg.DownAfter <= 0 {
+		cfg.DownAfter = DefaultDownAfter
+	}
+	if cfg.MaxInFlight <= 0 {
+		cfg.MaxInFlight = DefaultMaxInFlight
+	}
+	if cfg.MaxQueued <= 0 {
+		cfg.MaxQueued = DefaultMaxQueued
 	}
 	if cfg.MaxIDBytes <= 0 {
 		cfg.MaxIDBytes = rl.DefaultMaxIDBytes
@@ -101,7 +118,10 @@ func New(cfg Config) (*Backend, error) {
 	// Connecting may take longer than a call (a TLS handshake on a busy
 	// host); a call's own dial is bounded by the call's deadline anyway.
 	opt.Dialer = net.Dialer{Timeout: max(cfg.Timeout, 5*time.Second), KeepAlive: time.Second}
-	opt.ConnWriteTimeout = max(10*cfg.Timeout, time.Second)
+	// A connection whose writes and answers stall past this is dropped and
+	// made again: longer than a caller's deadline, so a stall a caller can
+	// wait out never costs the connection.
+	opt.ConnWriteTimeout = max(10*cfg.Timeout, 2*DefaultCallTimeout)
 	opt.DisableRetry = true
 	opt.ClientName = "raterlimiter"
 	b := &Backend{
@@ -110,6 +130,7 @@ func New(cfg Config) (*Backend, error) {
 		records: newScript(recordsLua),
 		log:     cfg.Logger,
 		br:      breaker{interval: cfg.ProbeInterval, now: time.Now},
+		slots:   make(chan struct{}, cfg.MaxInFlight),
 		slack:   "0",
 		done:    make(chan struct{}),
 	}
@@ -192,7 +213,7 @@ func (b *Backend) Ping(ctx context.Context) error {
 	if c == nil {
 		return &unavailableError{cause: errNotConnected}
 	}
-	cctx, cancel := context.WithTimeout(ctx, b.cfg.Timeout)
+	cctx, cancel := b.callContext(ctx)
 	defer cancel()
 	start := time.Now()
 	err := c.Do(cctx, c.B().Ping().Build()).Error()
@@ -240,6 +261,8 @@ func algoCode(a rl.Algo) string {
 		return "s"
 	case rl.Token:
 		return "t"
+	case rl.Log:
+		return "l"
 	}
 	return "f"
 }
@@ -252,6 +275,8 @@ func parseAlgoCode(s string) (rl.Algo, bool) {
 		return rl.Sliding, true
 	case "t":
 		return rl.Token, true
+	case "l":
+		return rl.Log, true
 	}
 	return 0, false
 }
@@ -276,7 +301,7 @@ func (b *Backend) now() string {
 	return strconv.FormatInt(b.cfg.Clock(), 10)
 }
 
-func (b *Backend) checkArgs(r rl.Request, now string) (keys, args []string) {
+func (b *Backend) checkArgs(r rl.Request, now, deadline string) (keys, args []string) {
 	// Both keys and the field from one buffer: PREFIX:{ID}:ALGO:SCALE, the
 	// index PREFIX:{ID}:i, the field ALGO:SCALE.
 	var stack [128]byte
@@ -293,7 +318,7 @@ func (b *Backend) checkArgs(r rl.Request, now string) (keys, args []string) {
 	f := key[tagLen:]
 	keys = []string{key, index}
 	args = []string{algoCode(r.Algo), f[2:], strconv.FormatInt(r.Limit, 10),
-		strconv.FormatInt(r.Hits, 10), now, f, b.slack}
+		strconv.FormatInt(r.Hits, 10), now, f, b.slack, deadline}
 	return keys, args
 }
 
@@ -360,11 +385,16 @@ func (b *Backend) decide(ctx context.Context, op string, rs []rl.Request) ([]rl.
 	if !b.br.allow() {
 		return b.degrade(ctx, rs, make([]rl.Decision, len(rs)), allIndexes(len(rs)), ErrCircuitOpen)
 	}
-	cctx, cancel := context.WithTimeout(ctx, b.cfg.Timeout)
+	if err := b.admit(ctx); err != nil {
+		return nil, err
+	}
+	defer b.release()
+	cctx, cancel := b.callContext(ctx)
 	defer cancel()
 	now := b.now()
 	start := time.Now()
-	res := b.run(cctx, b.check, len(rs), func(i int) ([]string, []string) { return b.checkArgs(rs[i], now) })
+	dl := b.deadlineArg(cctx)
+	res := b.run(cctx, b.check, len(rs), func(i int) ([]string, []string) { return b.checkArgs(rs[i], now, dl) })
 	ds := make([]rl.Decision, len(rs))
 	var failed []int
 	var cause, firstErr error
@@ -379,10 +409,19 @@ func (b *Backend) decide(ctx context.Context, op string, rs []rl.Request) ([]rl.
 		if firstErr == nil {
 			firstErr = err
 		}
+		if isPastDeadline(err) {
+			// Redis answers, late: not down, and this check counted nothing.
+			b.observe(op, start, err)
+			return nil, &unavailableError{cause: fmt.Errorf("%w: %w", ErrPastDeadline, err)}
+		}
 		if !b.unavailable(ctx, err) {
 			b.observe(op, start, err)
-			if ctx.Err() != nil {
-				return nil, fmt.Errorf("redisbackend: %w", ctx.Err())
+			if cctx.Err() != nil || isDeadline(err) {
+				// The caller's deadline passed: Redis is slow, perhaps
+				// stalled. That alone never opens the circuit, unless
+				// nothing has been answered for DownAfter.
+				b.unanswered(err)
+				return nil, &unavailableError{cause: fmt.Errorf("waiting for redis: %w", err)}
 			}
 			return nil, fmt.Errorf("redisbackend: %s: %w", op, err)
 		}
@@ -460,7 +499,18 @@ func (b *Backend) unavailable(ctx context.Context, err error) bool {
 	if errors.Is(err, errParse) {
 		return false
 	}
+	if b.cfg.Timeout == 0 && isDeadline(err) {
+		// No ceiling of our own: a deadline is the caller's, and the wait
+		// for its answer says Redis is slow, not that it is down (see
+		// unanswered).
+		return false
+	}
 	return ctx.Err() == nil
+}
+
+// isDeadline reports whether err is a wait that ran out of time.
+func isDeadline(err error) bool {
+	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, os.ErrDeadlineExceeded)
 }
 
 func (b *Backend) observe(op string, start time.Time, err error) {
@@ -469,9 +519,107 @@ func (b *Backend) observe(op string, start time.Time, err error) {
 	}
 }
 
+// unanswered notes a call whose caller gave up waiting; after DownAfter
+// without a single answer, Redis counts as down.
+func (b *Backend) unanswered(cause error) {
+	if last := b.lastAnswer.Load(); last != 0 && time.Since(time.Unix(0, last)) > b.cfg.DownAfter {
+		b.fail(&noAnswerError{since: b.cfg.DownAfter, cause: cause})
+	}
+}
+
+// noAnswerError is why the circuit opens when calls only time out.
+type noAnswerError struct {
+	since time.Duration
+	cause error
+}
+
+func (e *noAnswerError) Error() string {
+	return "redisbackend: no answer from redis for more than " + e.since.String() + ": " + e.cause.Error()
+}
+
+func (e *noAnswerError) Unwrap() error { return e.cause }
+
+// errShed is the cause of calls refused before reaching Redis: too many
+// waiting, or too little time left to wait.
+var errShed = errors.New("redisbackend: overloaded: too many calls waiting for redis")
+
+// minBudget is the least time a call must have left to be worth sending.
+const minBudget = time.Millisecond
+
+// admit waits for a slot among MaxInFlight, as long as ctx allows; a call
+// beyond MaxQueued waiting, or with less than minBudget left, is shed at
+// once with an error matching raterlimiter.ErrUnavailable (nothing sent,
+// nothing counted).
+func (b *Backend) admit(ctx context.Context) error {
+	if d, ok := ctx.Deadline(); ok && time.Until(d) < minBudget {
+		return &unavailableError{cause: fmt.Errorf("%w (deadline too close)", errShed)}
+	}
+	select {
+	case b.slots <- struct{}{}:
+		return nil
+	default:
+	}
+	if b.queued.Add(1) > int64(b.cfg.MaxQueued) {
+		b.queued.Add(-1)
+		return &unavailableError{cause: errShed}
+	}
+	defer b.queued.Add(-1)
+	select {
+	case b.slots <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return &unavailableError{cause: fmt.Errorf("%w: %w", errShed, ctx.Err())}
+	}
+}
+
+func (b *Backend) release() { <-b.slots }
+
+// callContext bounds one call: the caller's deadline, shortened to
+// Config.Timeout when that is set, or DefaultCallTimeout without either.
+func (b *Backend) callContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	if b.cfg.Timeout > 0 {
+		return context.WithTimeout(ctx, b.cfg.Timeout)
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		return context.WithTimeout(ctx, DefaultCallTimeout)
+	}
+	return context.WithCancel(ctx)
+}
+
+// Reason names why the circuit changed, for logs and metrics: "refused",
+// "reset", "closed" (EOF), "loading", "clusterdown", "masterdown",
+// "tryagain", "readonly", "busy", "noreplicas", "no_answer", "not_connected",
+// or "other".
+func Reason(err error) string {
+	var na *noAnswerError
+	switch {
+	case err == nil:
+		return "answered"
+	case errors.As(err, &na):
+		return "no_answer"
+	case errors.Is(err, errNotConnected):
+		return "not_connected"
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return "refused"
+	case errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE):
+		return "reset"
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, net.ErrClosed):
+		return "closed"
+	}
+	if re, ok := rueidis.IsRedisErr(err); ok {
+		msg := re.Error()
+		for _, p := range []string{"LOADING", "BUSY", "CLUSTERDOWN", "MASTERDOWN", "TRYAGAIN", "READONLY", "NOREPLICAS"} {
+			if strings.HasPrefix(msg, p) {
+				return strings.ToLower(p)
+			}
+		}
+	}
+	return "other"
+}
+
 func (b *Backend) fail(err error) {
 	if b.br.failure() {
-		b.log.Warn("redisbackend: redis unavailable, circuit open", "err", err, "fail", b.cfg.Fail.String(),
+		b.log.Warn("redisbackend: redis unavailable, circuit open", "reason", Reason(err), "err", err, "fail", b.cfg.Fail.String(),
 			"probe_interval", b.cfg.ProbeInterval)
 		if b.cfg.OnState != nil {
 			b.cfg.OnState(false, err)
@@ -480,6 +628,7 @@ func (b *Backend) fail(err error) {
 }
 
 func (b *Backend) succeed() {
+	b.lastAnswer.Store(time.Now().UnixNano())
 	if b.br.success() {
 		b.log.Info("redisbackend: redis answers again, circuit closed")
 		if b.cfg.OnState != nil {
@@ -543,12 +692,31 @@ func decision(r rueidis.RedisResult, req rl.Request) (rl.Decision, error) {
 	if err != nil {
 		return rl.Decision{}, err
 	}
+	if req.Algo == rl.Log {
+		return logDecision(now, req, ms[1:5])
+	}
 	c, p, err := parseRecords(req.Algo, ms[1:])
 	if err != nil {
 		return rl.Decision{}, err
 	}
 	cur, ok, prev, prevOK := current(req.Algo, req.Scale, now, c, p)
 	d, _, _ := algo.Check(cur, ok, prev, prevOK, now, req)
+	return d, nil
+}
+
+// logDecision reads the decision the check script made for a Log request:
+// allowed (1 or 0), count, reset and retry-after.
+func logDecision(now int64, req rl.Request, ms []rueidis.RedisMessage) (rl.Decision, error) {
+	var v [4]int64
+	for i := range v {
+		var ok bool
+		var err error
+		if v[i], ok, err = parseInt(ms[i]); err != nil || !ok {
+			return rl.Decision{}, fmt.Errorf("%w: log decision field %d: %v", errParse, i, err)
+		}
+	}
+	d := rl.Decision{Allowed: v[0] == 1, Count: v[1], Limit: req.Limit, ResetMS: v[2], RetryAfterMS: v[3], Now: now}
+	d.Remaining = max(0, req.Limit-d.Count)
 	return d, nil
 }
 
@@ -590,7 +758,7 @@ func (b *Backend) recordsCall(ctx context.Context, op, id string, scale int64) (
 	if !b.br.allow() {
 		return 0, nil, &unavailableError{cause: ErrCircuitOpen}
 	}
-	cctx, cancel := context.WithTimeout(ctx, b.cfg.Timeout)
+	cctx, cancel := b.callContext(ctx)
 	defer cancel()
 	mode := "list"
 	if op == "reset" {

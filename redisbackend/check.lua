@@ -6,8 +6,9 @@
 --              window's. A record's window is floor(created/scale).
 --            token: m = the TAT's whole ms, c/d = its fraction (numerator,
 --              denominator = the limit it was computed with), cr = created.
+--            log: see the log's branch below (it decides in the script).
 -- KEYS[2]  the id's index hash: one field "ALGO:SCALE" per record hash
--- ARGV     algo ("f", "s", "t"), scale, limit, hits, now ("" = Redis TIME),
+-- ARGV     algo ("f", "s", "t", "l"), scale, limit, hits, now ("" = Redis TIME),
 --          index field, TTL slack in ms (added to every TTL: with a clock
 --          given by the client, Redis still expires keys by its own)
 --
@@ -36,6 +37,14 @@ if ARGV[5] == '' then
   now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 else
   now = tonumber(ARGV[5])
+end
+-- ARGV[8], when given and not '', is the caller's deadline in absolute Unix
+-- ms on the same clock as now (the client's Clock, or Redis's TIME). A script
+-- that Redis runs after it (the call waited in a queue or behind a stall,
+-- and its caller has given up and answered 503) changes nothing and returns
+-- an error beginning with DEADLINE: a 503 means not counted.
+if ARGV[8] and ARGV[8] ~= '' and now > tonumber(ARGV[8]) then
+  return redis.error_reply('DEADLINE script ran after the caller\'s deadline, nothing counted')
 end
 
 local floor = math.floor
@@ -77,7 +86,84 @@ local function bucket(t)
   return b
 end
 
+if algo == 'l' then
+  -- algo.LogCheck, the sliding window log, decided here: the record hash
+  -- holds c = the hits in the log, cr = created, m = the newest entry's
+  -- time, h and n = the sequence numbers of the oldest entry and of the
+  -- next, and one field e<seq> = "TIME:HITS" per entry, oldest first. Hits
+  -- of one millisecond share an entry. Returns
+  --   {now, allowed (1 or 0), count, reset_ms, retry_after_ms}
+  local st = redis.call('HMGET', key, 'c', 'cr', 'm', 'h', 'n')
+  local total = tonumber(st[1] or '0')
+  local head, nxt = tonumber(st[4] or '0'), tonumber(st[5] or '0')
+  local newest = tonumber(st[3] or '0')
+  if total > 0 and now < newest then now = newest end -- never rewind
+  local function entry(seq)
+    local e = redis.call('HGET', key, 'e' .. int(seq))
+    local t, c = string.match(e or '', '^(%d+):(%d+)$')
+    return tonumber(t), tonumber(c)
+  end
+  local dropped = false
+  while head < nxt do
+    local t, c = entry(head)
+    if t and t > now - scale then break end
+    redis.call('HDEL', key, 'e' .. int(head))
+    total, head, dropped = total - (c or 0), head + 1, true
+  end
+  if head >= nxt then total = 0 end
+  local allowed = total + hits <= limit
+  if allowed and hits > 0 then
+    if head < nxt and newest == now then
+      local _, c = entry(nxt - 1)
+      redis.call('HSET', key, 'e' .. int(nxt - 1), int(now) .. ':' .. int(c + hits))
+    else
+      redis.call('HSET', key, 'e' .. int(nxt), int(now) .. ':' .. int(hits))
+      nxt = nxt + 1
+    end
+    total = total + hits
+    redis.call('HSET', key, 'c', int(total), 'm', int(now), 'h', int(head), 'n', int(nxt))
+    if not st[2] or total == hits then redis.call('HSET', key, 'cr', int(now)) end
+    local ttl = scale + tonumber(ARGV[7])
+    redis.call('PEXPIRE', key, int(ttl))
+    redis.call('HSET', idx, ARGV[6], '1')
+    if redis.call('PTTL', idx) < ttl then redis.call('PEXPIRE', idx, int(ttl)) end
+  elseif dropped then
+    if total == 0 then
+      redis.call('DEL', key)
+    else
+      redis.call('HSET', key, 'c', int(total), 'h', int(head))
+    end
+  end
+  local reset, retry = 0, 0
+  if head < nxt then
+    local t = entry(head)
+    reset = t + scale - now
+  end
+  if not allowed then
+    if hits > limit then
+      retry = math.max(reset, 1)
+    else
+      local need, sum, seq = total + hits - limit, 0, head
+      while seq < nxt do
+        local t, c = entry(seq)
+        sum = sum + c
+        if sum >= need then retry = math.max(t + scale - now, 1) break end
+        seq = seq + 1
+      end
+    end
+  end
+  local a = '0'
+  if allowed then a = '1' end
+  return {int(now), a, int(total), int(reset), int(retry), false, false, false}
+end
+
 local st = redis.call('HMGET', key, 'c', 'cr', 'm', 'pc', 'pcr', 'pm', 'd')
+-- A record never moves back in time: a clock behind the record's last change
+-- (another sidecar's clock ahead of this one's, or Redis failed over to a
+-- replica whose clock is behind) decides at that last change, as if no time
+-- had passed, instead of opening an earlier window and dropping the count.
+-- (token's m is the TAT, which already never moves back.)
+if algo ~= 't' and st[3] and tonumber(st[3]) > now then now = tonumber(st[3]) end
 local out = {int(now), st[1], st[2], st[3], st[4], st[5], st[6], st[7]}
 if hits == 0 then return out end
 

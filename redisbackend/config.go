@@ -15,11 +15,26 @@ const (
 	DefaultURL = "redis://127.0.0.1:6379/0"
 	// DefaultPrefix starts every key.
 	DefaultPrefix = "rl"
-	// DefaultTimeout bounds each call to Redis.
-	DefaultTimeout = 50 * time.Millisecond
+	// DefaultTimeout is Config.Timeout's zero value: no ceiling of the
+	// backend's own; a call waits for Redis as long as its caller's
+	// deadline allows (the sidecar's -timeout, 1 s by default).
+	DefaultTimeout = 0
+	// DefaultCallTimeout bounds a call whose context has no deadline.
+	DefaultCallTimeout = time.Second
 	// DefaultProbeInterval is how often an open circuit lets one call try
-	// Redis.
-	DefaultProbeInterval = 500 * time.Millisecond
+	// Redis: soon after it opens, and as often after.
+	DefaultProbeInterval = 100 * time.Millisecond
+	// DefaultDownAfter is how long calls may go unanswered (their callers'
+	// deadlines passing) with no success at all before the circuit opens:
+	// well beyond a stall (a fork, a pause, a blip), which costs latency,
+	// not answers.
+	DefaultDownAfter = 2 * time.Second
+	// DefaultMaxInFlight bounds the calls to Redis at once; the rest wait
+	// their turn (rueidis pipelines what is in flight).
+	DefaultMaxInFlight = 512
+	// DefaultMaxQueued bounds the calls waiting for a turn; beyond it a
+	// call is shed at once (503, not counted).
+	DefaultMaxQueued = 8192
 )
 
 // FailMode is what a Backend does when Redis does not answer in time. The
@@ -79,8 +94,18 @@ type Config struct {
 	// Prefix starts every key, so several limiters can share a Redis.
 	// Default DefaultPrefix.
 	Prefix string
-	// Timeout bounds every call to Redis. Default DefaultTimeout.
+	// Timeout, if positive, is a ceiling on a call's wait for Redis, past
+	// which Redis counts as unavailable (the circuit and Fail apply). Zero
+	// (the default): a call waits as long as its caller's deadline allows
+	// (DefaultCallTimeout without one), and a caller giving up is only a
+	// caller giving up, never a reason to open the circuit.
 	Timeout time.Duration
+	// DownAfter is how long calls may fail to get any answer before the
+	// circuit opens. Default DefaultDownAfter.
+	DownAfter time.Duration
+	// MaxInFlight and MaxQueued bound the calls to Redis at once and those
+	// waiting for a turn. Defaults DefaultMaxInFlight, DefaultMaxQueued.
+	MaxInFlight, MaxQueued int
 	// Fail is what to do while Redis does not answer. Default FailClosed.
 	Fail FailMode
 	// Fallback decides while Redis does not answer, with Fail = FailLocal

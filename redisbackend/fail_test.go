@@ -28,7 +28,9 @@ type local struct {
 	calls atomic.Int64
 }
 
-func newLocal() *local { return &local{m: model{recs: map[mkey]algo.Record{}}} }
+func newLocal() *local {
+	return &local{m: model{recs: map[mkey]algo.Record{}, logs: map[mkey]*algo.Log{}}}
+}
 
 func (l *local) CheckRate(ctx context.Context, r rl.Request) (rl.Decision, error) {
 	ds, err := l.CheckRates(ctx, []rl.Request{r})

@@ -22,7 +22,10 @@ import (
 // model is the reference: the records of every (id, algo, scale, bucket) in
 // a map, decided by the pure functions of package algo, as the embedded
 // limiter's store does.
-type model struct{ recs map[mkey]algo.Record }
+type model struct {
+	recs map[mkey]algo.Record
+	logs map[mkey]*algo.Log
+}
 
 type mkey struct {
 	id            string
@@ -31,6 +34,13 @@ type mkey struct {
 }
 
 func (m *model) check(now int64, r rl.Request) rl.Decision {
+	if r.Algo == rl.Log {
+		k := mkey{r.ID, r.Algo, r.Scale, 0}
+		if m.logs[k] == nil {
+			m.logs[k] = new(algo.Log)
+		}
+		return algo.LogCheck(m.logs[k], now, r)
+	}
 	cur := mkey{r.ID, r.Algo, r.Scale, 0}
 	prev := cur
 	if r.Algo != rl.Token {
@@ -75,6 +85,9 @@ func (p profile) randomRequest(rnd *rand.Rand) rl.Request {
 		Scale: p.scales[rnd.IntN(len(p.scales))],
 		Limit: p.limits[rnd.IntN(len(p.limits))],
 	}
+	if r.Algo == rl.Log {
+		r.Limit = min(r.Limit, rl.MaxLogLimit)
+	}
 	switch rnd.IntN(8) {
 	case 0:
 		r.Hits = 0
@@ -110,7 +123,7 @@ func TestMatchesAlgo(t *testing.T) {
 			b, err := redisbackend.New(redisbackend.Config{URL: srv.URL(), Prefix: "m" + mode, Clock: clock.Now, Timeout: 5 * time.Second})
 			require.NoError(t, err)
 			defer b.Close()
-			ref := &model{recs: map[mkey]algo.Record{}}
+			ref := &model{recs: map[mkey]algo.Record{}, logs: map[mkey]*algo.Log{}}
 			ctx := context.Background()
 			steps := 3000
 			if testing.Short() {

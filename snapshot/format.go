@@ -17,8 +17,14 @@ import (
 // this build can read: foreign, truncated, damaged or of another version.
 var ErrCorrupt = errors.New("snapshot: corrupt or foreign file")
 
-// Version is the format version this build writes and reads.
-const Version = 1
+// Version is the format version this build writes. It reads it and every
+// older one: version 2 added the entries of Log records, which version 1
+// has none of.
+const Version = 2
+
+// maxLogBytes bounds a Log record's entries in a file: a log holds at most
+// raterlimiter.MaxLogLimit hits, a few bytes each.
+const maxLogBytes = 1 << 20
 
 const (
 	magic      = "RLSNAP"
@@ -42,6 +48,9 @@ type Record struct {
 	Algo rl.Algo
 	// State is what the store holds (see algo.Record for its meaning).
 	State algo.Record
+	// Log is a Log record's entries, marshalled (algo.Log.AppendBinary);
+	// nil for the other algorithms.
+	Log []byte
 }
 
 // corrupt returns an error matching ErrCorrupt.
@@ -69,6 +78,8 @@ type encoder struct {
 	buf  []byte // encoded, not yet written
 	n    uint64 // records encoded
 	tmp  [binary.MaxVarintLen64]byte
+	// logBuf is reused for a Log record's entries.
+	logBuf []byte
 }
 
 func appendHeader(b []byte, base int64) []byte {
@@ -78,8 +89,9 @@ func appendHeader(b []byte, base int64) []byte {
 }
 
 // add encodes one record. id must be 1 to buckets.MaxIDBytes bytes, scale 1
-// to rl.MaxScale and a valid: the store guarantees it.
-func (e *encoder) add(id string, scale int64, a rl.Algo, r algo.Record) {
+// to rl.MaxScale and a valid: the store guarantees it. logData is a Log
+// record's marshalled entries, written after its times with their length.
+func (e *encoder) add(id string, scale int64, a rl.Algo, r algo.Record, logData []byte) {
 	shared := 0
 	for shared < len(id) && shared < len(e.prev) && id[shared] == e.prev[shared] {
 		shared++
@@ -92,6 +104,10 @@ func (e *encoder) add(id string, scale int64, a rl.Algo, r algo.Record) {
 	b = binary.AppendVarint(b, r.Count)
 	b = binary.AppendVarint(b, r.Created-e.base) // wraps, and unwraps on read
 	b = binary.AppendVarint(b, r.Modified-r.Created)
+	if a == rl.Log {
+		b = binary.AppendUvarint(b, uint64(len(logData)))
+		b = append(b, logData...)
+	}
 	e.buf = b
 	e.prev = append(e.prev[:shared], id[shared:]...)
 	e.n++
@@ -105,6 +121,8 @@ func (e *encoder) end() {
 
 // Info describes a snapshot that was read.
 type Info struct {
+	// Version is the file's format version.
+	Version int
 	// Written is the writer's clock when it began, Unix ms.
 	Written int64
 	// Records is the number of records in the file.
@@ -141,8 +159,8 @@ func verify(r io.ReaderAt, size int64) error {
 	if n < len(magic)+2 {
 		return corrupt("truncated header: %v", err)
 	}
-	if v := binary.BigEndian.Uint16(h[len(magic):]); v != Version {
-		return corrupt("unsupported format version %d (this build reads version %d)", v, Version)
+	if v := binary.BigEndian.Uint16(h[len(magic):]); v < 1 || v > Version {
+		return corrupt("unsupported format version %d (this build reads versions 1 to %d)", v, Version)
 	}
 	if size < int64(headerSize)+2+1+crcSize {
 		return corrupt("truncated: %d bytes", size)
@@ -168,9 +186,10 @@ func decode(sr io.Reader, fn func(Record) error) (Info, error) {
 	if _, err := io.ReadFull(br, h[:]); err != nil {
 		return Info{}, corrupt("truncated header")
 	}
-	info := Info{Written: int64(binary.BigEndian.Uint64(h[len(magic)+2:]))}
+	info := Info{Version: int(binary.BigEndian.Uint16(h[len(magic):])), Written: int64(binary.BigEndian.Uint64(h[len(magic)+2:]))}
 	base := info.Written
 	var id []byte
+	var prevKey key
 	for {
 		shared, err := uvarint(br, "id prefix")
 		if err != nil {
@@ -211,9 +230,41 @@ func decode(sr io.Reader, fn func(Record) error) (Info, error) {
 			return info, err
 		}
 		rec.State = algo.Record{Count: c, Created: base + dc, Modified: base + dc + dm}
+		if why := implausible(rec, info.Written); why != "" {
+			return info, corrupt("record %d: %s", info.Records, why)
+		}
+		k := keyOf(string(id), rec.Scale, rec.Algo, rec.State)
+		if info.Records > 0 && k.compare(prevKey) == 0 {
+			return info, corrupt("record %d: the same key as the record before it", info.Records)
+		}
+		prevKey = k
+		var logData []byte
+		if rec.Algo == rl.Log {
+			if info.Version < 2 {
+				return info, corrupt("record %d: a log record in a version %d file", info.Records, info.Version)
+			}
+			n, err := uvarint(br, "log length")
+			if err != nil {
+				return info, err
+			}
+			if n > maxLogBytes {
+				return info, corrupt("record %d: a log of %d bytes (at most %d)", info.Records, n, maxLogBytes)
+			}
+			if logData, err = readN(br, nil, int(n)); err != nil {
+				return info, corrupt("record %d: truncated log", info.Records)
+			}
+			var l algo.Log
+			if err := l.UnmarshalBinary(logData); err != nil {
+				return info, corrupt("record %d: log entries: %v", info.Records, err)
+			}
+			if newest, ok := l.Newest(); !ok || newest > rec.State.Modified {
+				return info, corrupt("record %d: the log's newest entry is after its record's last change", info.Records)
+			}
+		}
 		info.Records++
 		if fn != nil {
 			rec.ID = string(id)
+			rec.Log = logData
 			if err := fn(rec); err != nil {
 				return info, err
 			}
@@ -230,6 +281,49 @@ func decode(sr io.Reader, fn func(Record) error) (Info, error) {
 		return info, corrupt("bytes after the trailer")
 	}
 	return info, nil
+}
+
+// clockSlack is how far ahead of the file's own write time a record's times
+// may lie: the clocks of the writer's shards and of the machine differ by
+// less.
+const clockSlack = int64(10 * 60_000)
+
+// implausible says why a record that decodes cannot have been written by a
+// store at written (Unix ms), or "" when it could: a planted file must not
+// give a limit of 5 a million hits, or hold a window from the future.
+func implausible(r Record, written int64) string {
+	st := r.State
+	switch r.Algo {
+	case rl.Fixed, rl.Sliding:
+		switch {
+		case st.Count < 0:
+			return fmt.Sprintf("a negative count (%d)", st.Count)
+		case r.Algo == rl.Sliding && st.Count > rl.MaxLimit:
+			return fmt.Sprintf("a sliding count (%d) above any limit", st.Count)
+		case st.Modified < st.Created:
+			return "changed before it was created"
+		case st.Modified > written+clockSlack:
+			return "changed after the file was written"
+		}
+	case rl.Token:
+		num, den := uint32(st.Count), uint32(uint64(st.Count)>>32)
+		switch {
+		case num != 0 && num >= den:
+			return "a token fraction that is not below its denominator"
+		case st.Modified > written+r.Scale+clockSlack:
+			return "a theoretical arrival time more than a window after the file was written"
+		case st.Created > written+clockSlack:
+			return "created after the file was written"
+		}
+	case rl.Log:
+		switch {
+		case st.Modified < st.Created:
+			return "changed before it was created"
+		case st.Modified > written+clockSlack:
+			return "changed after the file was written"
+		}
+	}
+	return ""
 }
 
 // readN appends n bytes from r to b, growing b no faster than the data

@@ -15,9 +15,11 @@ import (
 )
 
 // Target is what Load fills: memory.Limiter's Restore, which puts a record
-// into the shard that owns its id.
+// into the shard that owns its id, and RestoreLog, which does the same for a
+// Log record and its marshalled entries.
 type Target interface {
 	Restore(ctx context.Context, id string, scale int64, a rl.Algo, r algo.Record) error
+	RestoreLog(ctx context.Context, id string, scale, created int64, data []byte) error
 }
 
 // LoadOptions configures Load. The zero value is ready to use.
@@ -130,7 +132,13 @@ func Load(ctx context.Context, path string, dst Target, opts LoadOptions) (LoadS
 					if err != nil {
 						break
 					}
-					switch e := dst.Restore(ctx, r.ID, r.Scale, r.Algo, r.State); {
+					var e error
+					if r.Algo == rl.Log {
+						e = dst.RestoreLog(ctx, r.ID, r.Scale, r.State.Created, r.Log)
+					} else {
+						e = dst.Restore(ctx, r.ID, r.Scale, r.Algo, r.State)
+					}
+					switch {
 					case e == nil:
 						loaded++
 					case errors.Is(e, rl.ErrInvalid):

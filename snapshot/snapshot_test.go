@@ -174,11 +174,13 @@ func TestLoadDropsWhatExpiredMeanwhile(t *testing.T) {
 		at   int64
 		want []rl.Algo
 	}{
-		{name: "at once", at: base + 500, want: []rl.Algo{rl.Fixed, rl.Sliding, rl.Token}},
-		{name: "just before the token bucket is full", at: base + 599, want: []rl.Algo{rl.Fixed, rl.Sliding, rl.Token}},
-		{name: "token bucket full again", at: base + 600, want: []rl.Algo{rl.Fixed, rl.Sliding}},
-		{name: "last ms of the fixed window", at: base + 999, want: []rl.Algo{rl.Fixed, rl.Sliding}},
-		{name: "next window", at: base + 1000, want: []rl.Algo{rl.Sliding}},
+		{name: "at once", at: base + 500, want: []rl.Algo{rl.Fixed, rl.Sliding, rl.Token, rl.Log}},
+		{name: "just before the token bucket is full", at: base + 599, want: []rl.Algo{rl.Fixed, rl.Sliding, rl.Token, rl.Log}},
+		{name: "token bucket full again", at: base + 600, want: []rl.Algo{rl.Fixed, rl.Sliding, rl.Log}},
+		{name: "last ms of the fixed window", at: base + 999, want: []rl.Algo{rl.Fixed, rl.Sliding, rl.Log}},
+		{name: "next window", at: base + 1000, want: []rl.Algo{rl.Sliding, rl.Log}},
+		{name: "last ms the log holds its hit", at: base + 1499, want: []rl.Algo{rl.Sliding, rl.Log}},
+		{name: "the log's hit has left", at: base + 1500, want: []rl.Algo{rl.Sliding}},
 		{name: "last ms the sliding window weighs it", at: base + 1999, want: []rl.Algo{rl.Sliding}},
 		{name: "two windows later", at: base + 2000, want: nil},
 		{name: "a year later", at: base + 365*86_400_000, want: nil},
@@ -205,7 +207,7 @@ func TestLoadDropsWhatExpiredMeanwhile(t *testing.T) {
 			}
 			assert.Equal(t, tc.want, got)
 			assert.Equal(t, len(tc.want), st.Loaded)
-			assert.Equal(t, 3-len(tc.want), st.Expired)
+			assert.Equal(t, len(rl.Algos)-len(tc.want), st.Expired)
 		})
 	}
 }
@@ -263,7 +265,8 @@ func TestCorruptFilesAreRefusedNamingTheFile(t *testing.T) {
 		{name: "empty file", data: []byte{}, msg: "empty file"},
 		{name: "wrong magic", data: mutate(func(b []byte) []byte { b[0] = 'X'; return b }), msg: "bad magic"},
 		{name: "foreign file", data: []byte("{\"buckets\": []}\n"), msg: "bad magic"},
-		{name: "wrong version", data: withCRC(mutate(func(b []byte) []byte { b[7] = 2; return b })), msg: "unsupported format version 2"},
+		{name: "wrong version", data: withCRC(mutate(func(b []byte) []byte { b[7] = 3; return b })), msg: "unsupported format version 3"},
+		{name: "version 0", data: withCRC(mutate(func(b []byte) []byte { b[7] = 0; return b })), msg: "unsupported format version 0"},
 		{name: "flipped byte in a record", data: mutate(func(b []byte) []byte { b[20] ^= 0x10; return b }), msg: "checksum mismatch"},
 		{name: "flipped byte in the checksum", data: mutate(func(b []byte) []byte { b[len(b)-1] ^= 1; return b }), msg: "checksum mismatch"},
 		{name: "truncated in the records", data: good[:len(good)/2], msg: "checksum mismatch"},

@@ -246,7 +246,13 @@ func (c *cursor) visit(s *buckets.Store, now int64, e *encoder, chunk int) (done
 			return false
 		}
 		if !algo.Expired(al, scale, r, now) {
-			e.add(id, scale, al, r)
+			var logData []byte
+			if al == rl.Log {
+				// A log's hits are not in its record: its entries follow.
+				e.logBuf, _ = s.AppendLog(e.logBuf[:0], id, scale)
+				logData = e.logBuf
+			}
+			e.add(id, scale, al, r, logData)
 		}
 		prev = k
 		n++

@@ -82,7 +82,9 @@ func (s *Sweeper) sweepAll() {
 	var wg sync.WaitGroup
 	for i, t := range s.targets {
 		wg.Go(func() {
+			start := time.Now()
 			st, err := t.Sweep(s.ctx)
+			st.Took = time.Since(start)
 			if err != nil && s.ctx.Err() == nil {
 				s.cfg.Logger.Warn("sweeper: sweep failed", "target", i, "err", err)
 			}

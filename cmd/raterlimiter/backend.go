@@ -4,13 +4,16 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 
 	rl "github.com/raterlimiter/raterlimiter"
 	"github.com/raterlimiter/raterlimiter/actor"
 	"github.com/raterlimiter/raterlimiter/api"
 	"github.com/raterlimiter/raterlimiter/memory"
+	"github.com/raterlimiter/raterlimiter/policy"
 	"github.com/raterlimiter/raterlimiter/redisbackend"
 )
 
@@ -21,28 +24,34 @@ type backend struct {
 	Stats func() api.BackendStats
 	// Collectors are the backend's own series for /metrics.
 	Collectors []prometheus.Collector
+	// State, if set, is the backend's health for the dashboard.
+	State func() api.BackendState
 	// Close releases the backend.
 	Close func() error
+	// Stale, if set, says what /healthz should report as stale ("": nothing).
+	Stale func() string
 }
 
 // openBackend opens the backend cfg names. onSwept is called with the number
 // of records each sweep removed.
-func openBackend(cfg config, logger *slog.Logger, onSwept func(n int)) (backend, error) {
+func openBackend(cfg config, logger *slog.Logger, onSwept func(n int, took time.Duration)) (backend, error) {
 	switch cfg.backend {
 	case "memory":
 		m := memory.New(memory.Config{
-			Shards:        cfg.shards,
-			SweepInterval: cfg.sweepInterval,
-			MaxIDBytes:    cfg.maxIDBytes,
-			MaxBuckets:    maxBuckets(cfg),
-			Logger:        logger,
+			Shards:         cfg.shards,
+			SweepInterval:  cfg.sweepInterval,
+			MaxIDBytes:     limiterIDBytes(cfg),
+			MaxBuckets:     maxBuckets(cfg),
+			MaxScalesPerID: cfg.maxScalesPerID,
+			Logger:         logger,
 			OnSweep: func(_ int, s actor.SweepStats, err error) {
 				if err == nil {
-					onSwept(s.Deleted)
+					onSwept(s.Deleted, s.Took)
 				}
 			},
 		})
-		finalSnapshot, err := openSnapshots(context.Background(), cfg.snap, m, logger)
+		snaps := newSnapshotState(cfg.snap.interval)
+		finalSnapshot, err := openSnapshots(context.Background(), cfg.snap, m, snaps, logger)
 		if err != nil {
 			m.Close()
 			return backend{}, err
@@ -53,7 +62,9 @@ func openBackend(cfg config, logger *slog.Logger, onSwept func(n int)) (backend,
 				st := m.Stats()
 				return api.BackendStats{Live: st.Live, Restarts: st.Restarts, Pending: st.Pending, Evicted: st.Evicted}
 			},
-			Close: func() error { return errors.Join(finalSnapshot(), m.Close()) },
+			Close:      func() error { return errors.Join(finalSnapshot(), m.Close()) },
+			Collectors: snaps.collectors(),
+			Stale:      snaps.stale,
 		}, nil
 	case "redis":
 		fail, err := redisbackend.ParseFailMode(cfg.redisFail)
@@ -61,13 +72,13 @@ func openBackend(cfg config, logger *slog.Logger, onSwept func(n int)) (backend,
 			return backend{}, usagef("-redis-fail must be closed, open or local, not %q", cfg.redisFail)
 		}
 		rc := redisbackend.Config{URL: cfg.redisURL, Timeout: cfg.redisTimeout, Fail: fail,
-			MaxIDBytes: cfg.maxIDBytes, Logger: logger}
+			MaxIDBytes: limiterIDBytes(cfg), Logger: logger}
 		metrics := newRedisMetrics()
 		metrics.hook(&rc)
 		var fallback *memory.Limiter
 		if fail == redisbackend.FailLocal {
 			fallback = memory.New(memory.Config{Shards: cfg.shards, SweepInterval: cfg.sweepInterval,
-				MaxIDBytes: cfg.maxIDBytes, MaxBuckets: maxBuckets(cfg), Logger: logger})
+				MaxIDBytes: limiterIDBytes(cfg), MaxBuckets: maxBuckets(cfg), Logger: logger})
 			rc.Fallback = fallback
 		}
 		rb, err := redisbackend.New(rc)
@@ -83,6 +94,11 @@ func openBackend(cfg config, logger *slog.Logger, onSwept func(n int)) (backend,
 			// them with an X-RateLimit-Degraded header.
 			Limiter:    rb,
 			Collectors: metrics.collectors(),
+			State: func() api.BackendState {
+				var m dto.Metric
+				_ = metrics.up.Write(&m)
+				return api.BackendState{Up: m.GetGauge().GetValue() == 1, FailMode: fail.String()}
+			},
 			Close: func() error {
 				err := rb.Close()
 				if fallback != nil {
@@ -103,3 +119,8 @@ func maxBuckets(cfg config) int {
 	}
 	return cfg.maxBuckets
 }
+
+// limiterIDBytes is the longest id the backend accepts: -max-id-bytes, and
+// room for the policy name that a check by policy puts before its key. The
+// API holds the ids and keys callers send to -max-id-bytes itself.
+func limiterIDBytes(cfg config) int { return cfg.maxIDBytes + policy.IDOverhead }

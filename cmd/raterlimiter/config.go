@@ -38,30 +38,42 @@ type config struct {
 	maxIDBytes      int
 	shards          int
 	maxBuckets      int
+	maxScalesPerID  int
 	timeout         time.Duration
 	maxBatch        int
 	shutdownTimeout time.Duration
 	version         bool
 	snap            snapshotFlags
+	pol             policyFlags
+	rls             rlsFlags
+	exp             exposureFlags
+	lis             listenFlags
+	dash            dashboardFlags
 }
 
 // flags declares every flag on fs, bound to cfg's fields.
 func (cfg *config) flags(fs *flag.FlagSet) {
-	fs.StringVar(&cfg.listen, "listen", "127.0.0.1:8080", "address to serve HTTP on (host:port; port 0 picks a free one)")
+	fs.StringVar(&cfg.listen, "listen", "127.0.0.1:8080", "address to serve HTTP on (host:port; port 0 picks a free one), or unix:/path for a unix socket")
 	fs.DurationVar(&cfg.sweepInterval, "sweep-interval", 10*time.Second, "how often stale buckets are removed (memory backend)")
 	fs.StringVar(&cfg.backend, "backend", "memory", "where counters live: memory or redis")
 	fs.StringVar(&cfg.redisURL, "redis-url", "redis://127.0.0.1:6379/0", "Redis address when -backend=redis")
-	fs.DurationVar(&cfg.redisTimeout, "redis-timeout", redisbackend.DefaultTimeout, "longest wait for Redis per call before -redis-fail applies")
+	fs.DurationVar(&cfg.redisTimeout, "redis-timeout", redisbackend.DefaultTimeout, "if set, a ceiling on one call's wait for Redis past which -redis-fail applies; 0: a call waits as long as -timeout allows, and only Redis refusing or answering nothing for 2s opens the circuit")
 	fs.StringVar(&cfg.redisFail, "redis-fail", "closed", "when Redis does not answer: closed (503), open (allow) or local (this sidecar's own counters)")
 	fs.StringVar(&cfg.adminToken, "admin-token", "", "bearer token /buckets requires; empty leaves /buckets open")
 	fs.IntVar(&cfg.maxIDBytes, "max-id-bytes", rl.DefaultMaxIDBytes, fmt.Sprintf("longest id accepted, in bytes (1 to %d)", maxIDBytesCap))
 	fs.IntVar(&cfg.shards, "shards", 0, "actors the memory backend spreads ids over; 0 means half the CPUs, at least one")
 	fs.IntVar(&cfg.maxBuckets, "max-buckets", memory.DefaultMaxBuckets, "most live bucket records (memory backend); past it a new record evicts an expired or else the least recently modified one; 0 means no bound")
+	fs.IntVar(&cfg.maxScalesPerID, "max-scales-per-id", memory.DefaultMaxScalesPerID, "most distinct scales one id may have records of (memory backend); a check adding another is refused with 400; -1: no bound")
 	fs.DurationVar(&cfg.timeout, "timeout", api.DefaultTimeout, "longest wait for the backend's answer before 503")
 	fs.IntVar(&cfg.maxBatch, "max-batch", api.DefaultMaxBatch, "most checks in one POST /check_rates (more get 413)")
 	fs.DurationVar(&cfg.shutdownTimeout, "shutdown-timeout", 10*time.Second, "longest wait for requests in flight on SIGINT/SIGTERM")
 	fs.BoolVar(&cfg.version, "version", false, "print the version and exit")
 	cfg.snap.register(fs)
+	cfg.pol.register(fs)
+	cfg.rls.register(fs)
+	cfg.exp.register(fs)
+	cfg.lis.register(fs)
+	cfg.dash.register(fs)
 }
 
 // envName is the environment variable that sets flag name.
@@ -114,6 +126,10 @@ func (cfg *config) check() error {
 		return bad("-shards must not be negative")
 	case cfg.maxBuckets < 0:
 		return bad("-max-buckets must not be negative")
+	case cfg.maxScalesPerID == 0 || cfg.maxScalesPerID < -1:
+		return bad("-max-scales-per-id must be positive, or -1 for no bound")
+	case cfg.redisTimeout < 0:
+		return bad("-redis-timeout must not be negative")
 	case cfg.timeout <= 0:
 		return bad("-timeout must be positive")
 	case cfg.maxBatch < 1:
@@ -122,6 +138,18 @@ func (cfg *config) check() error {
 		return bad("-shutdown-timeout must be positive")
 	case cfg.sweepInterval <= 0:
 		return bad("-sweep-interval must be positive")
+	}
+	if err := cfg.pol.validate(); err != nil {
+		return err
+	}
+	if err := cfg.rls.validate(); err != nil {
+		return err
+	}
+	if _, err := cfg.exp.validate(cfg.adminToken); err != nil {
+		return err
+	}
+	if err := cfg.lis.validate(); err != nil {
+		return err
 	}
 	return cfg.snap.check(cfg.backend)
 }
@@ -145,8 +173,13 @@ type flagRow struct{ name, arg, usage, env, def string }
 func flagRows(fs *flag.FlagSet) []flagRow {
 	var rows []flagRow
 	order := []string{"listen", "sweep-interval", "backend", "redis-url", "redis-timeout", "redis-fail", "admin-token", "max-id-bytes",
-		"shards", "max-buckets", "timeout", "max-batch", "shutdown-timeout", "version"}
+		"shards", "max-buckets", "max-scales-per-id", "timeout", "max-batch", "shutdown-timeout", "version"}
 	order = append(order, snapshotFlagNames()...)
+	order = append(order, policyFlagNames()...)
+	order = append(order, exposureFlagNames()...)
+	order = append(order, rlsFlagNames()...)
+	order = append(order, listenFlagNames()...)
+	order = append(order, dashboardFlagNames()...)
 	// Flags declared elsewhere and not placed above come last, by name.
 	listed := map[string]bool{}
 	for _, name := range order {

@@ -44,7 +44,7 @@ func TestMain(m *testing.M) {
 }
 
 // build compiles the real binary (once per test run).
-func build(t *testing.T) string {
+func build(t testing.TB) string {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
@@ -77,7 +77,7 @@ type sidecar struct {
 }
 
 // start runs the binary on a port the OS picks and waits for its start line.
-func start(t *testing.T, env []string, args ...string) *sidecar {
+func start(t testing.TB, env []string, args ...string) *sidecar {
 	t.Helper()
 	s := &sidecar{exited: make(chan struct{})}
 	s.cmd = exec.Command(build(t), append([]string{"-listen", "127.0.0.1:0"}, args...)...)
@@ -121,6 +121,20 @@ func start(t *testing.T, env []string, args ...string) *sidecar {
 	return s
 }
 
+// listenAddr waits up to 10 s for the line `msg="<what> listening" addr=...`
+// in the sidecar's log and returns its address.
+func (s *sidecar) listenAddr(t testing.TB, what string) string {
+	t.Helper()
+	re := regexp.MustCompile(`msg="` + regexp.QuoteMeta(what) + ` listening" addr=(\S+)`)
+	for end := time.Now().Add(10 * time.Second); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
+		if m := re.FindStringSubmatch(s.logs()); m != nil {
+			return m[1]
+		}
+	}
+	t.Fatalf("no %q address in\n%s", what, s.logs())
+	return ""
+}
+
 func (s *sidecar) logs() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -128,7 +142,7 @@ func (s *sidecar) logs() string {
 }
 
 // stop sends SIGTERM and returns the exit error (nil for status 0).
-func (s *sidecar) stop(t *testing.T) error {
+func (s *sidecar) stop(t testing.TB) error {
 	t.Helper()
 	require.NoError(t, s.cmd.Process.Signal(syscall.SIGTERM))
 	select {
@@ -174,6 +188,7 @@ type body struct {
 	Allowed      bool   `json:"allowed"`
 	Status       string `json:"status"`
 	ID           string `json:"id"`
+	IDB64        []byte `json:"id_b64"` // an id that is not UTF-8
 	Count        int64  `json:"count"`
 	Limit        int64  `json:"limit"`
 	Remaining    int64  `json:"remaining"`
@@ -382,10 +397,11 @@ func TestE2EHeaders(t *testing.T) {
 // TestE2EHeaderNamesOnTheWire reads the raw response: names as SPEC spells them.
 func TestE2EHeaderNamesOnTheWire(t *testing.T) {
 	s := start(t, nil)
+	require.Equal(t, 200, s.get(t, "/check_rate?id=w&scale=60000&limit=1").status)
 	c, err := net.Dial("tcp", s.addr)
 	require.NoError(t, err)
 	defer c.Close()
-	_, err = io.WriteString(c, "GET /check_rate?id=w&scale=1000&limit=0 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+	_, err = io.WriteString(c, "GET /check_rate?id=w&scale=60000&limit=1 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
 	require.NoError(t, err)
 	raw, err := io.ReadAll(c)
 	require.NoError(t, err)

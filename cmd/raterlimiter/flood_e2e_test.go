@@ -27,7 +27,7 @@ import (
 )
 
 // envInt reads an integer setting of these tests from the environment.
-func envInt(t *testing.T, name string, def int) int {
+func envInt(t testing.TB, name string, def int) int {
 	t.Helper()
 	v, ok := os.LookupEnv(name)
 	if !ok || v == "" {

@@ -63,18 +63,8 @@ func sampleProc(c *http.Client, base string, pid int) (procSample, error) {
 	if found != len(want) {
 		return s, fmt.Errorf("/metrics: found %d of the series %v", found, want)
 	}
-	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
+	if s.rss, err = readRSS(pid); err != nil {
 		return s, err
-	}
-	for line := range strings.SplitSeq(string(status), "\n") {
-		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
-			if err != nil {
-				return s, fmt.Errorf("VmRSS %q: %v", rest, err)
-			}
-			s.rss = kb << 10
-		}
 	}
 	fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
 	if err != nil {
@@ -82,6 +72,24 @@ func sampleProc(c *http.Client, base string, pid int) (procSample, error) {
 	}
 	s.fds = len(fds)
 	return s, nil
+}
+
+// readRSS returns the resident memory of process pid, in bytes.
+func readRSS(pid int) (int64, error) {
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, err
+	}
+	for line := range strings.SplitSeq(string(status), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
+			if err != nil {
+				return 0, fmt.Errorf("VmRSS %q: %v", rest, err)
+			}
+			return kb << 10, nil
+		}
+	}
+	return 0, fmt.Errorf("/proc/%d/status: no VmRSS line", pid)
 }
 
 // mib formats bytes as MiB.

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"net/url"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -40,4 +42,34 @@ func TestE2ERedisDegradedHeader(t *testing.T) {
 	assert.Contains(t, m.body, `raterlimiter_redis_degraded_total{mode="open"}`)
 	assert.Contains(t, m.body, `raterlimiter_redis_calls_total{op="check",result="error"}`)
 	require.NoError(t, s.stop(t))
+}
+
+// TestE2EPoliciesOnRedisAcrossSidecars runs two sidecars with one policies
+// file on one Redis: a policy's counter is one, whichever sidecar and face
+// (/auth or a check by name) counts, with hostile keys and a 1 KiB key.
+func TestE2EPoliciesOnRedisAcrossSidecars(t *testing.T) {
+	redistest.Available(t)
+	rs := redistest.Start(t)
+	policies := "../../docs/gateways/policies.yaml"
+	a := start(t, nil, "-backend", "redis", "-redis-url", rs.URL(), "-policies", policies)
+	b := start(t, nil, "-backend", "redis", "-redis-url", rs.URL(), "-policies", policies)
+	for _, key := range []string{"k&hits=0", "k}{x", "k\xffbin", strings.Repeat("x", 1024)} {
+		allowed := 0
+		for i := range 8 {
+			var r reply
+			switch i % 3 {
+			case 0:
+				r = a.do(t, "GET", "/auth", "", "", "X-Original-URI", "/api/x", "X-Api-Key", key)
+			case 1:
+				r = b.do(t, "GET", "/auth", "", "", "X-Original-URI", "/api/x", "X-Api-Key", key)
+			default:
+				r = b.get(t, "/check_rate?policy=api&id="+url.QueryEscape(key))
+			}
+			require.Contains(t, []int{200, 429}, r.status, r.body)
+			if r.status == 200 {
+				allowed++
+			}
+		}
+		assert.Equal(t, 5, allowed, "one counter of 5 a minute across two sidecars for %q", key[:min(len(key), 10)])
+	}
 }

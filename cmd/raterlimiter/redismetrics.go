@@ -10,10 +10,11 @@ import (
 
 // redisMetrics are the Redis backend's series on /metrics, fed by its hooks.
 type redisMetrics struct {
-	calls    *prometheus.CounterVec
-	latency  *prometheus.HistogramVec
-	up       prometheus.Gauge
-	degraded *prometheus.CounterVec
+	calls       *prometheus.CounterVec
+	latency     *prometheus.HistogramVec
+	up          prometheus.Gauge
+	degraded    *prometheus.CounterVec
+	transitions *prometheus.CounterVec
 }
 
 func newRedisMetrics() *redisMetrics {
@@ -35,6 +36,10 @@ func newRedisMetrics() *redisMetrics {
 			Name: "raterlimiter_redis_degraded_total",
 			Help: "Checks answered without Redis, by fail mode (closed, open, local).",
 		}, []string{"mode"}),
+		transitions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "raterlimiter_redis_circuit_transitions_total",
+			Help: "Changes of the Redis circuit, by the state entered (open, closed) and why (refused, reset, closed, loading, clusterdown, no_answer, ..., answered).",
+		}, []string{"state", "reason"}),
 	}
 	m.up.Set(1)
 	return m
@@ -53,15 +58,17 @@ func (m *redisMetrics) hook(rc *redisbackend.Config) {
 	rc.OnDegraded = func(mode redisbackend.FailMode, n int) {
 		m.degraded.WithLabelValues(mode.String()).Add(float64(n))
 	}
-	rc.OnState = func(up bool, _ error) {
+	rc.OnState = func(up bool, err error) {
 		if up {
 			m.up.Set(1)
+			m.transitions.WithLabelValues("closed", "answered").Inc()
 		} else {
 			m.up.Set(0)
+			m.transitions.WithLabelValues("open", redisbackend.Reason(err)).Inc()
 		}
 	}
 }
 
 func (m *redisMetrics) collectors() []prometheus.Collector {
-	return []prometheus.Collector{m.calls, m.latency, m.up, m.degraded}
+	return []prometheus.Collector{m.calls, m.latency, m.up, m.degraded, m.transitions}
 }

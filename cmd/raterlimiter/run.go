@@ -7,8 +7,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"sync/atomic"
+	"time"
 
 	"github.com/raterlimiter/raterlimiter/api"
 )
@@ -30,48 +30,121 @@ func run(ctx context.Context, args []string, lookupEnv func(string) (string, boo
 		fmt.Fprintln(stdout, "raterlimiter", version())
 		return nil
 	}
+	if cfg.pol.check != "" {
+		return checkPolicies(cfg.pol.check, stdout)
+	}
+	policies, err := loadPolicies(cfg.pol)
+	if err != nil {
+		return err
+	}
 	logger := slog.New(slog.NewTextHandler(stderr, nil))
 
 	var srv atomic.Pointer[api.Server] // for sweeps that report before it exists
-	be, err := openBackend(cfg, logger, func(n int) {
+	be, err := openBackend(cfg, logger, func(n int, took time.Duration) {
 		if s := srv.Load(); s != nil {
 			s.AddSwept(n)
+			s.ObserveSweep(took)
 		}
 	})
 	if err != nil {
 		return err
 	}
-	defer be.Close()
+	closed := false
+	defer func() {
+		if !closed {
+			be.Close()
+		}
+	}()
+
+	rlsSvc, err := openRLS(cfg.rls, be.Limiter, cfg.maxIDBytes, logger)
+	if err != nil {
+		return err
+	}
+	collectors := be.Collectors
+	if rlsSvc != nil {
+		defer rlsSvc.ln.Close()
+		collectors = append(collectors, rlsSvc.srv.Collectors()...)
+	}
+
+	token, err := adminToken(cfg.adminToken, cfg.exp)
+	if err != nil {
+		return err
+	}
+	proxies, err := cfg.exp.validate(cfg.adminToken)
+	if err != nil {
+		return err
+	}
+	ln, err := openListener(ctx, cfg.listen, cfg.lis, logger)
+	if err != nil {
+		return err
+	}
+	defer ln.Close()
+	adminLn, err := listenAdmin(cfg.exp, token)
+	if err != nil {
+		return err
+	}
+	if adminLn != nil {
+		defer adminLn.Close()
+	}
+	access := adminAccess(ln.Addr(), token, cfg.exp)
 
 	s := api.New(api.Config{
 		Limiter:    be.Limiter,
 		Timeout:    cfg.timeout,
 		MaxBatch:   cfg.maxBatch,
 		MaxIDBytes: cfg.maxIDBytes,
-		AdminToken: cfg.adminToken,
+		AdminToken: token,
 		Stats:      be.Stats,
-		Collectors: be.Collectors,
+		Stale:      be.Stale,
+		Collectors: collectors,
 		Logger:     logger,
+
+		Policies:       policies,
+		LoadPolicies:   reloader(cfg.pol),
+		PoliciesOnly:   cfg.pol.only,
+		AuthDenyStatus: cfg.pol.denyStatus,
+
+		Admin:         access,
+		MetricsPublic: cfg.exp.metricsPublic,
+		ConnLimits: api.ConnLimits{PerIP: cfg.exp.perIP, PerProxy: cfg.exp.perProxy, Proxies: proxies,
+			FirstByteTimeout: cfg.exp.firstByte, BodyBudget: cfg.exp.bodyBudget},
+		Dashboard: cfg.dash.config(cfg.backend, be.State),
 	})
 	srv.Store(s)
-
-	ln, err := net.Listen("tcp", cfg.listen)
-	if err != nil {
-		return err
-	}
-	addr := ln.Addr().(*net.TCPAddr)
-	logger.Info("raterlimiter listening", "addr", addr.String(), "backend", cfg.backend, "version", version())
-	if exposedWithoutToken(addr, cfg.adminToken) {
-		logger.Warn("listening beyond loopback without -admin-token: anyone who can reach " + addr.String() + " can read and reset buckets")
+	if policies != nil {
+		logger.Info("policies loaded", "file", cfg.pol.path, "policies", len(policies.Policies), "policies_only", cfg.pol.only)
+		reloadOnHangup(ctx, s, logger)
 	}
 
-	served := make(chan error, 1)
+	addr := ln.Addr()
+	logger.Info("raterlimiter listening", "addr", addr.String(), "backend", cfg.backend, "tls", cfg.lis.cert != "", "version", version())
+	switch access {
+	case api.AdminRefused:
+		logger.Warn("listening beyond loopback without an admin token: the admin endpoints (/buckets, /reload, /metrics) answer 403 on " +
+			addr.String() + "; set -admin-token-file, or -admin-listen 127.0.0.1:PORT")
+	case api.AdminSeparate:
+		logger.Info("admin endpoints listening", "addr", adminLn.Addr().String())
+	}
+
+	served := make(chan error, 2)
 	go func() { served <- s.Serve(ln) }()
+	if adminLn != nil {
+		go func() { served <- s.ServeAdmin(adminLn) }()
+	}
+	var rlsDone <-chan error
+	rctx, stopRLS := context.WithCancel(ctx)
+	defer stopRLS()
+	if rlsSvc != nil {
+		rlsDone = rlsSvc.serve(rctx, cfg.shutdownTimeout, logger)
+	}
 	select {
 	case err := <-served:
 		return fmt.Errorf("serving %s: %w", addr, err)
+	case err := <-rlsDone:
+		return fmt.Errorf("serving the rls on %s: %w", cfg.rls.listen, err)
 	case <-ctx.Done():
 	}
+	stopRLS()
 	logger.Info("raterlimiter shutting down", "grace", cfg.shutdownTimeout.String())
 	sctx, cancel := context.WithTimeout(context.Background(), cfg.shutdownTimeout)
 	defer cancel()
@@ -81,13 +154,24 @@ func run(ctx context.Context, args []string, lookupEnv func(string) (string, boo
 	if err := <-served; err != nil {
 		return fmt.Errorf("serving %s: %w", addr, err)
 	}
+	if adminLn != nil {
+		if err := <-served; err != nil {
+			return fmt.Errorf("serving %s: %w", adminLn.Addr(), err)
+		}
+	}
+	if rlsDone != nil {
+		if err := <-rlsDone; err != nil {
+			return fmt.Errorf("serving the rls on %s: %w", cfg.rls.listen, err)
+		}
+	}
+	// The final snapshot is written as the backend closes: a failure is
+	// the run's failure (exit status 1), and "stopped" is logged only
+	// after it.
+	closed = true
+	if err := be.Close(); err != nil {
+		logger.Error("raterlimiter stopped with an error", "err", err)
+		return fmt.Errorf("closing the backend: %w", err)
+	}
 	logger.Info("raterlimiter stopped")
 	return nil
-}
-
-// exposedWithoutToken reports whether the admin endpoints would be open to
-// other machines: an address beyond loopback (the unspecified 0.0.0.0 or ::
-// included) and no admin token.
-func exposedWithoutToken(addr *net.TCPAddr, token string) bool {
-	return token == "" && !addr.IP.IsLoopback()
 }

@@ -9,28 +9,33 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/raterlimiter/raterlimiter/api"
 )
 
-func TestExposedWithoutToken(t *testing.T) {
+func TestAdminAccess(t *testing.T) {
 	tests := []struct {
-		ip    string
-		token string
-		want  bool
+		ip, token, adminListen string
+		want                   api.AdminAccess
 	}{
-		{"127.0.0.1", "", false},
-		{"127.0.0.2", "", false},
-		{"::1", "", false},
-		{"0.0.0.0", "", true},
-		{"::", "", true},
-		{"192.168.1.10", "", true},
-		{"0.0.0.0", "t", false},
-		{"192.168.1.10", "t", false},
+		{"127.0.0.1", "", "", api.AdminOnMain},
+		{"127.0.0.2", "", "", api.AdminOnMain},
+		{"::1", "", "", api.AdminOnMain},
+		{"0.0.0.0", "", "", api.AdminRefused},
+		{"::", "", "", api.AdminRefused},
+		{"192.168.1.10", "", "", api.AdminRefused},
+		{"0.0.0.0", "t", "", api.AdminOnMain},
+		{"192.168.1.10", "t", "", api.AdminOnMain},
+		{"0.0.0.0", "", "127.0.0.1:0", api.AdminSeparate},
+		{"127.0.0.1", "t", "127.0.0.1:0", api.AdminSeparate},
 	}
 	for _, tt := range tests {
-		t.Run(tt.ip+"/"+tt.token, func(t *testing.T) {
-			assert.Equal(t, tt.want, exposedWithoutToken(&net.TCPAddr{IP: net.ParseIP(tt.ip), Port: 8080}, tt.token))
+		t.Run(tt.ip+"/"+tt.token+"/"+tt.adminListen, func(t *testing.T) {
+			got := adminAccess(&net.TCPAddr{IP: net.ParseIP(tt.ip), Port: 8080}, tt.token, exposureFlags{adminListen: tt.adminListen})
+			assert.Equal(t, tt.want, got)
 		})
 	}
+	assert.Equal(t, api.AdminOnMain, adminAccess(&net.UnixAddr{Name: "/tmp/s", Net: "unix"}, "", exposureFlags{}), "a unix socket is this host's")
 }
 
 func noEnv(string) (string, bool) { return "", false }

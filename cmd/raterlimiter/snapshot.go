@@ -6,7 +6,12 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"os"
+	"path/filepath"
+	"sync/atomic"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/raterlimiter/raterlimiter/memory"
 	"github.com/raterlimiter/raterlimiter/snapshot"
@@ -45,12 +50,86 @@ func (f *snapshotFlags) check(backend string) error {
 // finalSnapshotTimeout bounds the snapshot written on shutdown.
 const finalSnapshotTimeout = time.Minute
 
+// snapshotState is what the sidecar knows of its periodic snapshots, for
+// /metrics and /healthz.
+type snapshotState struct {
+	interval    time.Duration
+	lastSuccess atomic.Int64 // Unix ms of the last write that succeeded, 0 before any
+	started     time.Time
+	failures    prometheus.Counter
+	successTime prometheus.Gauge
+}
+
+func newSnapshotState(interval time.Duration) *snapshotState {
+	return &snapshotState{
+		interval: interval,
+		started:  time.Now(),
+		failures: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "raterlimiter_snapshot_failures_total",
+			Help: "Snapshot writes that failed (the previous snapshot is kept).",
+		}),
+		successTime: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "raterlimiter_snapshot_last_success_timestamp_seconds",
+			Help: "When the last snapshot write succeeded, Unix seconds; 0 before the first.",
+		}),
+	}
+}
+
+func (st *snapshotState) collectors() []prometheus.Collector {
+	return []prometheus.Collector{st.failures, st.successTime}
+}
+
+func (st *snapshotState) observe(_ snapshot.WriteStats, err error) {
+	if err != nil {
+		st.failures.Inc()
+		return
+	}
+	now := time.Now()
+	st.lastSuccess.Store(now.UnixMilli())
+	st.successTime.Set(float64(now.UnixMilli()) / 1000)
+}
+
+// stale says, for /healthz, when no periodic snapshot has succeeded for
+// three intervals (a crash would then lose more than the interval promises);
+// "" otherwise, and always without periodic snapshots.
+func (st *snapshotState) stale() string {
+	if st == nil || st.interval <= 0 {
+		return ""
+	}
+	last := time.UnixMilli(st.lastSuccess.Load())
+	if st.lastSuccess.Load() == 0 {
+		last = st.started
+	}
+	if age := time.Since(last); age > 3*st.interval {
+		return "snapshot stale: no successful write for " + age.Round(time.Second).String()
+	}
+	return ""
+}
+
+// removeStaleTemps deletes the temporary files a crash in the middle of a
+// write (or a probe) left beside path; no other writer is running yet.
+func removeStaleTemps(path string, logger *slog.Logger) {
+	dir, name := filepath.Split(path)
+	if dir == "" {
+		dir = "."
+	}
+	for _, pattern := range []string{"." + name + ".tmp-*", "." + name + ".probe-*"} {
+		matches, _ := filepath.Glob(filepath.Join(dir, pattern))
+		for _, m := range matches {
+			if err := os.Remove(m); err == nil {
+				logger.Info("removed a snapshot's temporary file left by an earlier run", "file", m)
+			}
+		}
+	}
+}
+
 // openSnapshots loads the snapshot into m and starts saving it. It returns
 // the function that writes the final snapshot; call it before m.Close.
-func openSnapshots(ctx context.Context, f snapshotFlags, m *memory.Limiter, logger *slog.Logger) (func() error, error) {
+func openSnapshots(ctx context.Context, f snapshotFlags, m *memory.Limiter, st *snapshotState, logger *slog.Logger) (func() error, error) {
 	if f.path == "" {
 		return func() error { return nil }, nil
 	}
+	removeStaleTemps(f.path, logger)
 	if err := snapshot.Probe(f.path); err != nil {
 		return nil, err
 	}
@@ -60,13 +139,13 @@ func openSnapshots(ctx context.Context, f snapshotFlags, m *memory.Limiter, logg
 		}
 		return nil, err
 	}
-	s := snapshot.StartSaver(m, snapshot.SaverConfig{Path: f.path, Interval: f.interval, Final: true, Logger: logger})
+	s := snapshot.StartSaver(m, snapshot.SaverConfig{Path: f.path, Interval: f.interval, Final: true, Logger: logger, OnWrite: st.observe})
 	return func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), finalSnapshotTimeout)
 		defer cancel()
 		t0 := time.Now()
 		if err := s.Close(ctx); err != nil {
-			return err // the saver has logged it
+			return fmt.Errorf("the final snapshot was not written, the counts since the last one are lost: %w", err)
 		}
 		logger.Info("snapshot written", "snapshot", f.path, "took", time.Since(t0).String())
 		return nil

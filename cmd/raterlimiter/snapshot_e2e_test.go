@@ -3,8 +3,10 @@ package main
 import (
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -204,4 +206,42 @@ func TestE2ESnapshotFlagErrors(t *testing.T) {
 			assert.Contains(t, stderr, tc.msg)
 		})
 	}
+}
+
+// TestE2ESnapshotFailuresAreSeen: temporary files a crash left are removed
+// at start; when writes start failing, /metrics counts them and /healthz
+// reports the snapshot stale; and a final snapshot that fails on SIGTERM
+// makes the exit status 1, with "stopped" logged last.
+func TestE2ESnapshotFailuresAreSeen(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "snaps")
+	require.NoError(t, os.Mkdir(dir, 0o755))
+	path := filepath.Join(dir, "limits.snap")
+	leftover := filepath.Join(dir, ".limits.snap.tmp-123456")
+	require.NoError(t, os.WriteFile(leftover, []byte("half a snapshot"), 0o600))
+
+	s := start(t, nil, "-snapshot", path, "-snapshot-interval", "200ms")
+	_, err := os.Stat(leftover)
+	assert.True(t, os.IsNotExist(err), "the crash's temporary file was removed at start")
+	require.Eventually(t, func() bool { _, err := os.Stat(path); return err == nil }, 10*time.Second, 20*time.Millisecond, "a periodic snapshot")
+	assert.Equal(t, "ok", s.get(t, "/healthz").body)
+
+	require.NoError(t, os.RemoveAll(dir)) // every write fails from now on
+	require.Eventually(t, func() bool {
+		r := s.get(t, "/healthz")
+		return r.status == 200 && strings.Contains(r.body, "snapshot stale") && r.header.Get("X-RateLimiter-Stale") != ""
+	}, 10*time.Second, 50*time.Millisecond, "/healthz reports the stale snapshot")
+	m := s.get(t, "/metrics").body
+	assert.Regexp(t, `raterlimiter_snapshot_failures_total [1-9]`, m)
+	assert.Regexp(t, `raterlimiter_snapshot_last_success_timestamp_seconds 1\.\d+e\+09`, m)
+
+	err = s.stop(t)
+	var ee *exec.ExitError
+	require.ErrorAs(t, err, &ee, "a failed final snapshot fails the run")
+	assert.Equal(t, 1, ee.ExitCode())
+	logs := strings.TrimSpace(s.logs())
+	last := logs[strings.LastIndexByte(logs, '\n')+1:]
+	assert.True(t, strings.HasPrefix(last, "raterlimiter: ") && strings.Contains(last, "the final snapshot was not written"),
+		"the last line says why the run failed: %s", last)
+	assert.Contains(t, logs, `msg="raterlimiter stopped with an error"`)
+	assert.NotContains(t, logs, `msg="raterlimiter stopped"`, "never \"stopped\" as if all went well")
 }

@@ -11,11 +11,14 @@
 // denies, the most requests of one source allowed in any window of length
 // scale (as a multiple of the limit), how close the traffic came to GCRA's
 // bound, and for GCRA the decisions that differ from GCRA in exact
-// rationals. With -svg it draws the boundary attack.
+// rationals, the time per check and the memory per source. With -svg it
+// draws the boundary attack; with -limits-svg it replays the many-sources
+// trace at several limits and draws each algorithm's wrong-decision share
+// against the limit.
 //
 // Usage:
 //
-//	rlaccuracy [-seed N] [-sources N] [-limit N] [-size F] [-svg FILE] [-progress]
+//	rlaccuracy [-seed N] [-sources N] [-limit N] [-size F] [-svg FILE] [-limits-svg FILE] [-limits L,L,...] [-progress]
 package main
 
 import (
@@ -27,6 +30,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"time"
 
@@ -53,6 +57,10 @@ type options struct {
 	size     float64
 	svg      string
 	progress bool
+	// limitsSVG, if set, is where the wrong-decision share against the
+	// limit is drawn, for the limits in limits.
+	limitsSVG string
+	limits    []int64
 }
 
 func parse(args []string, stderr io.Writer) (options, error) {
@@ -65,11 +73,20 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.Float64Var(&o.size, "size", 1, "scales the length of every trace (0.01 for a quick look)")
 	fs.StringVar(&o.svg, "svg", "", "write the boundary attack's plot to this SVG file")
 	fs.BoolVar(&o.progress, "progress", false, "show a progress bar on stderr even when it is not a terminal")
+	fs.StringVar(&o.limitsSVG, "limits-svg", "", "replay the many-sources trace at each of -limits and draw the wrong-decision share per algorithm to this SVG file")
+	limits := fs.String("limits", "10,30,90,300,900", "limits per minute for -limits-svg, comma-separated")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
 	if fs.NArg() > 0 {
 		return o, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	for _, f := range strings.Split(*limits, ",") {
+		n, err := strconv.ParseInt(strings.TrimSpace(f), 10, 64)
+		if err != nil || n < 1 || n > 1_000_000 {
+			return o, fmt.Errorf("-limits must be limits from 1 to 1000000 separated by commas, not %q", *limits)
+		}
+		o.limits = append(o.limits, n)
 	}
 	if o.sources < 1 || o.sources > 1<<30 {
 		return o, fmt.Errorf("-sources must be from 1 to %d", 1<<30)
@@ -105,11 +122,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 
 	var total int64
 	for _, tr := range traces {
-		total += int64(len(tr.events)) * int64(len(rl.Algos)+4) // the rows replay adds up
+		total += int64(len(tr.events)) * int64(len(rl.Algos)+3) // the rows replay adds up
 	}
 	bar := newProgress(stderr, total, o.progress || term.IsTerminal(stderr))
 	defer bar.done()
 
+	if o.limitsSVG != "" {
+		return sweepLimits(ctx, o, scaled, stdout, bar)
+	}
 	fmt.Fprintf(stdout, "rlaccuracy -seed %d -sources %d -limit %d -size %g\n\n", o.seed, o.sources, o.limit, o.size)
 	fmt.Fprintf(stdout, "seed %d. A decision is wrong when it differs from an exact sliding log of the\n", o.seed)
 	fmt.Fprintf(stdout, "requests the same algorithm allowed to that source in the last scale ms.\n")
@@ -144,10 +164,16 @@ func report(w io.Writer, tr *trace, res []result) {
 	overIDs, overReqs := tr.overShare()
 	fmt.Fprintf(w, "%d of %d sources offer more than the limit in some window; they make %s of the requests.\n\n",
 		overIDs, tr.ids, pct(overReqs, int64(len(tr.events))))
-	fmt.Fprintln(w, "| algorithm | allowed | wrong decisions | false allows | false denies | wrong, sources within the limit | wrong, sources over it | most allowed in a window of scale | GCRA bound reached | differs from exact GCRA |")
-	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+	fmt.Fprintln(w, "| algorithm | allowed | wrong decisions | false allows | false denies | wrong, sources within the limit | wrong, sources over it | most allowed in a window of scale | GCRA bound reached | differs from exact GCRA | ns per check | bytes per id |")
+	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 	for _, r := range res {
-		exact, most, bound := "—", "—", "—"
+		exact, most, bound, ns, bytes := "—", "—", "—", "—", "—"
+		if r.nsPerCheck > 0 {
+			ns = fmt.Sprintf("%.0f", r.nsPerCheck)
+		}
+		if r.bytesPerID > 0 {
+			bytes = fmt.Sprintf("%.0f", r.bytesPerID)
+		}
 		if r.mismatches >= 0 {
 			exact = fmt.Sprint(r.mismatches)
 		}
@@ -155,10 +181,10 @@ func report(w io.Writer, tr *trace, res []result) {
 			most = fmt.Sprintf("%.2fx", float64(r.maxWindow)/float64(tr.limit))
 			bound = fmt.Sprintf("%.4f", r.bound)
 		}
-		fmt.Fprintf(w, "| %s | %s | %s | %d | %d | %s | %s | %s | %s | %s |\n",
+		fmt.Fprintf(w, "| %s | %s | %s | %d | %d | %s | %s | %s | %s | %s | %s | %s |\n",
 			r.name, pct(r.allowed, r.requests), pct(r.wrong(), r.requests), r.falseAllw, r.falseDeny,
 			pctN(r.wrong()-r.overWrong, r.requests-r.overRequests), pctN(r.overWrong, r.overRequests),
-			most, bound, exact)
+			most, bound, exact, ns, bytes)
 	}
 }
 

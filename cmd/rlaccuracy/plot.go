@@ -15,7 +15,7 @@ var plotColors = map[string]string{
 	"fixed":   "#d62728",
 	"sliding": "#1f77b4",
 	"token":   "#2ca02c",
-	logName:   "#555555",
+	"log":     "#555555",
 }
 
 // writePlot draws, per algorithm, the requests allowed in the last scale ms

@@ -2,16 +2,18 @@ package main
 
 import (
 	"math/big"
+	"runtime"
 	"strconv"
+	"time"
 
 	rl "github.com/raterlimiter/raterlimiter"
 	"github.com/raterlimiter/raterlimiter/algo"
 	"github.com/raterlimiter/raterlimiter/buckets"
 )
 
-// logName is the exact sliding log, the reference, replayed as a limiter of
-// its own beside the algorithms.
-const logName = "sliding log"
+// logName is the sliding window log's row: the algorithm that should agree
+// with the judge's own exact log on every decision.
+var logName = rl.Log.String()
 
 // result is what one algorithm did on one trace.
 type result struct {
@@ -36,6 +38,10 @@ type result struct {
 	overRequests, overWrong int64
 	// times are the allowed requests' times, kept for the plot.
 	times []int64
+	// nsPerCheck is the store's time per check on this trace, and
+	// bytesPerID the heap its records held at the end per source with a
+	// live record; 0 for rows that are not through the store.
+	nsPerCheck, bytesPerID float64
 }
 
 func (r result) wrong() int64 { return r.falseAllw + r.falseDeny }
@@ -162,6 +168,12 @@ func (g *gcraModel) allow(now int64, id int32) bool {
 // replay runs tr against every algorithm and the reference log, calling
 // tick after each request.
 func replay(tr *trace, keepTimes bool, tick func()) []result {
+	return replayAll(tr, keepTimes, true, tick)
+}
+
+// replayAll is replay, measuring each algorithm's cost (a second pass
+// through a fresh store) when withCost is set.
+func replayAll(tr *trace, keepTimes, withCost bool, tick func()) []result {
 	names := make([]string, tr.ids)
 	for i := range names {
 		names[i] = "src-" + strconv.Itoa(i)
@@ -193,15 +205,53 @@ func replay(tr *trace, keepTimes bool, tick func()) []result {
 			}
 			tick()
 		}
-		out = append(out, j.result())
+		r := j.result()
+		if withCost {
+			r.nsPerCheck, r.bytesPerID = cost(tr, names, a)
+		}
+		out = append(out, r)
 	}
-	j := newJudge(tr, logName, keepTimes)
-	for _, ev := range tr.events {
-		ok, _ := j.room(ev.at, ev.id)
-		j.record(ev.at, ev.id, ok)
-		tick()
+	return append(out, estimate(tr, tick), belowLimit(tr, tick), spread(tr, tick))
+}
+
+// cost replays tr through a fresh store with algorithm a alone, and returns
+// the time per check and the heap bytes the store holds at the end (after a
+// sweep) per source with a live record.
+func cost(tr *trace, names []string, a rl.Algo) (nsPerCheck, bytesPerID float64) {
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	st := buckets.New(buckets.Options{CacheSlots: -1}) // the cache's fixed size would blur the bytes per id
+	req := rl.Request{Scale: tr.scale, Limit: tr.limit, Hits: 1, Algo: a}
+	start := time.Now()
+	for i, ev := range tr.events {
+		req.ID = names[ev.id]
+		st.Check(ev.at, req)
+		if i%4096 == 0 {
+			st.Sweep(ev.at, 8192)
+		}
 	}
-	return append(out, j.result(), estimate(tr, tick), belowLimit(tr, tick), spread(tr, tick))
+	elapsed := time.Since(start)
+	if len(tr.events) > 0 {
+		st.Sweep(tr.events[len(tr.events)-1].at, 0)
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	ids := 0
+	last := ""
+	st.Scan(func(id string, _ int64, _ rl.Algo, _ algo.Record) bool {
+		if id != last {
+			ids++
+			last = id
+		}
+		return true
+	})
+	runtime.KeepAlive(st)
+	nsPerCheck = float64(elapsed.Nanoseconds()) / float64(max(1, len(tr.events)))
+	if ids > 0 && after.HeapAlloc > before.HeapAlloc {
+		bytesPerID = float64(after.HeapAlloc-before.HeapAlloc) / float64(ids)
+	}
+	return nsPerCheck, bytesPerID
 }
 
 // belowName is the row of the sliding window under Cloudflare's own test,

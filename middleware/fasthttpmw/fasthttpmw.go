@@ -83,13 +83,13 @@ func (m *Middleware) Handler(next fasthttp.RequestHandler) fasthttp.RequestHandl
 		req, d, out := m.core.Check(context.Background(), m.key(ctx))
 		switch out {
 		case middleware.Pass:
-			setHeaders(ctx, req, d)
+			setHeaders(ctx, m.core.PolicyName(), req, d)
 			next(ctx)
 		case middleware.Unlimited:
 			next(ctx)
 		case middleware.Deny:
 			ctx.Error(m.core.DenyBody(d), fasthttp.StatusTooManyRequests)
-			setHeaders(ctx, req, d) // after Error, which resets the response
+			setHeaders(ctx, m.core.PolicyName(), req, d) // after Error, which resets the response
 		case middleware.Unavailable:
 			ctx.Error(middleware.UnavailableBody, fasthttp.StatusServiceUnavailable)
 			ctx.Response.Header.Set("Retry-After", "1")
@@ -101,7 +101,7 @@ func (m *Middleware) Handler(next fasthttp.RequestHandler) fasthttp.RequestHandl
 
 // setHeaders sets the contract's headers as the sidecar does (fasthttp
 // writes names in its normal form: "Ratelimit-Policy").
-func setHeaders(ctx *fasthttp.RequestCtx, r rl.Request, d rl.Decision) {
+func setHeaders(ctx *fasthttp.RequestCtx, name string, r rl.Request, d rl.Decision) {
 	var buf [64]byte
-	headers.SetBytes(ctx.Response.Header.SetBytesV, buf[:0], r, d)
+	headers.SetBytesNamed(ctx.Response.Header.SetBytesV, buf[:0], name, r, d)
 }

@@ -74,12 +74,12 @@ func (m *Middleware) Handler(next http.Handler) http.Handler {
 		}
 		switch out {
 		case middleware.Pass:
-			headers.Set(set, req, d)
+			headers.SetNamed(set, m.core.PolicyName(), req, d)
 			next.ServeHTTP(w, r)
 		case middleware.Unlimited:
 			next.ServeHTTP(w, r)
 		case middleware.Deny:
-			headers.Set(set, req, d)
+			headers.SetNamed(set, m.core.PolicyName(), req, d)
 			writeText(w, http.StatusTooManyRequests, m.core.DenyBody(d))
 		case middleware.Unavailable:
 			h.Set("Retry-After", "1")

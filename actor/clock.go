@@ -1,0 +1,107 @@
+package actor
+
+import (
+	"sync"
+	"time"
+)
+
+// Defaults for SteadyClock's tolerance and settle period.
+const (
+	// DefaultClockTolerance is how far the wall clock may drift from the
+	// steady clock before a difference counts as a jump: smaller differences
+	// are followed at once (forward by a step, backward by running at half
+	// speed), so the steady clock stays within it of the wall clock.
+	DefaultClockTolerance = time.Second
+	// DefaultClockSettle is how long a jump of the wall clock must last
+	// before the steady clock follows it. A jump corrected sooner (a wrong
+	// NTP step, an operator's typo) is never seen by decisions.
+	DefaultClockSettle = time.Minute
+)
+
+// SteadyClock is a clock in Unix milliseconds that advances with a monotonic
+// clock and is anchored to a wall clock, so windows stay aligned with the
+// wall clock while a wall-clock jump that is corrected within the settle
+// period neither freezes nor rewinds decisions:
+//
+//   - The reading advances by the monotonic time elapsed since the last one.
+//   - If the wall clock is ahead by no more than the tolerance, or has been
+//     ahead by more for at least the settle period, the reading steps
+//     forward to it (a lasting forward correction is adopted).
+//   - If the wall clock is behind by no more than the tolerance, or has
+//     been behind by more for at least the settle period, the reading
+//     advances at half speed until the wall clock catches up: time never
+//     runs backwards and never stops.
+//   - Otherwise (a jump younger than the settle period) the reading follows
+//     the monotonic clock alone.
+//
+// SteadyClock is safe for concurrent use. Make one with NewSteadyClock.
+type SteadyClock struct {
+	wall      func() int64         // Unix ms
+	mono      func() time.Duration // monotonic, from any origin
+	tolerance int64                // ms
+	settle    time.Duration
+
+	mu       sync.Mutex
+	out      time.Duration // the reading, as time since the Unix epoch
+	lastMono time.Duration
+	since    time.Duration // monotonic time the current jump was first seen
+	jumping  bool
+}
+
+// NewSteadyClock returns a steady clock that starts at wall() and advances
+// with mono. Zero tolerance and settle mean DefaultClockTolerance and
+// DefaultClockSettle. Nil wall and mono mean the system's clocks.
+func NewSteadyClock(wall func() int64, mono func() time.Duration, tolerance, settle time.Duration) *SteadyClock {
+	if wall == nil {
+		wall = SystemClock
+	}
+	if mono == nil {
+		start := time.Now()
+		mono = func() time.Duration { return time.Since(start) }
+	}
+	if tolerance <= 0 {
+		tolerance = DefaultClockTolerance
+	}
+	if settle <= 0 {
+		settle = DefaultClockSettle
+	}
+	return &SteadyClock{
+		wall:      wall,
+		mono:      mono,
+		tolerance: tolerance.Milliseconds(),
+		settle:    settle,
+		out:       time.Duration(wall()) * time.Millisecond,
+		lastMono:  mono(),
+	}
+}
+
+// Now returns the time in Unix milliseconds. Readings never decrease.
+func (c *SteadyClock) Now() int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	m := c.mono()
+	dm := max(m-c.lastMono, 0)
+	c.lastMono = m
+	prev := c.out
+	c.out += dm
+	w := time.Duration(c.wall()) * time.Millisecond
+	diff := (w - c.out).Milliseconds()
+	small := diff >= -c.tolerance && diff <= c.tolerance
+	if small {
+		c.jumping = false
+	} else if !c.jumping {
+		c.jumping, c.since = true, m
+	}
+	follow := small || m-c.since >= c.settle
+	switch {
+	case !follow:
+	case w > c.out:
+		// Behind the wall clock, by a jump or by less than a millisecond
+		// (diff rounds that to 0, and the reading would then lag the
+		// wall clock's millisecond): catch up.
+		c.out = w
+	case diff < 0:
+		c.out = max(prev+dm/2, w)
+	}
+	return c.out.Milliseconds()
+}

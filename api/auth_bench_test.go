@@ -1,0 +1,84 @@
+package api
+
+import (
+	"bufio"
+	"io"
+	"strconv"
+	"testing"
+
+	"github.com/valyala/fasthttp"
+
+	rl "github.com/raterlimiter/raterlimiter"
+	"github.com/raterlimiter/raterlimiter/memory"
+	"github.com/raterlimiter/raterlimiter/policy"
+)
+
+// BenchmarkAuth compares /auth with /check_rate for the same limit on the
+// embedded limiter, over 10,000 keys, each response written as the server
+// writes it: check-rate is GET /check_rate?id=KEY&scale=60000&limit=1000000,
+// auth is GET /auth with X-Original-URI and X-Api-Key: KEY under one policy
+// of that limit and scale (auth-100-policies: the same policy last of 100).
+func BenchmarkAuth(b *testing.B) {
+	const keys = 10_000
+	one := "policies:\n  - {name: api, match: {path_prefix: /api/}, key: 'header:X-Api-Key', limit: 1000000, scale: 1m}\n"
+	many := "policies:\n"
+	for i := range 99 {
+		many += "  - {name: p" + strconv.Itoa(i) + ", match: {methods: [POST], path_prefix: /p" + strconv.Itoa(i) + "/}, key: ip, limit: 10, scale: 1m}\n"
+	}
+	many += one[len("policies:\n"):]
+	lim := memory.New(memory.Config{SweepInterval: -1, MaxIDBytes: rl.DefaultMaxIDBytes + policy.IDOverhead})
+	b.Cleanup(func() { lim.Close() })
+	server := func(src string) fasthttp.RequestHandler {
+		f, err := policy.Parse("bench.yaml", []byte(src))
+		if err != nil {
+			b.Fatal(err)
+		}
+		return New(Config{Limiter: lim, Policies: f}).Handler
+	}
+	ids := make([]string, keys)
+	uris := make([][]byte, keys)
+	for i := range ids {
+		ids[i] = "key" + strconv.Itoa(i)
+		uris[i] = []byte("/check_rate?id=" + ids[i] + "&scale=60000&limit=1000000")
+	}
+	for _, bc := range []struct {
+		name string
+		h    fasthttp.RequestHandler
+		auth bool
+	}{
+		{"check-rate", New(Config{Limiter: lim}).Handler, false},
+		{"auth", server(one), true},
+		{"auth-100-policies", server(many), true},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			defer reportCPU(b)()
+			b.RunParallel(func(pb *testing.PB) {
+				var ctx fasthttp.RequestCtx
+				var req fasthttp.Request
+				w := bufio.NewWriter(io.Discard)
+				i := 0
+				for pb.Next() {
+					req.Reset()
+					if bc.auth {
+						req.SetRequestURI("/auth")
+						req.Header.Set("X-Original-URI", "/api/things?x=1")
+						req.Header.Set("X-Original-Method", "GET")
+						req.Header.Set("X-Api-Key", ids[i%keys])
+					} else {
+						req.SetRequestURIBytes(uris[i%keys])
+					}
+					i++
+					ctx.Init(&req, nil, nil)
+					bc.h(&ctx)
+					if ctx.Response.StatusCode() != 200 {
+						b.Fatalf("status %d: %s", ctx.Response.StatusCode(), ctx.Response.Body())
+					}
+					if err := ctx.Response.Write(w); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		})
+	}
+}

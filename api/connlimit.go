@@ -1,0 +1,259 @@
+package api
+
+import (
+	"errors"
+	"net"
+	"net/netip"
+	"runtime"
+	"runtime/debug"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/raterlimiter/raterlimiter/policy"
+)
+
+// Defaults of ConnLimits' zero fields.
+const (
+	// DefaultMaxConnsPerIP is the most connections one client address may
+	// hold: a sixteenth of DefaultConcurrency, so one client cannot take
+	// the server from the others.
+	DefaultMaxConnsPerIP = 1024
+	// DefaultMaxConnsPerProxy is the most connections one trusted proxy
+	// may hold: it carries many clients.
+	DefaultMaxConnsPerProxy = 8192
+	// DefaultFirstByteTimeout is how long a new connection may stay silent
+	// before its first request begins.
+	DefaultFirstByteTimeout = 2 * time.Second
+	// DefaultBodyBudget bounds the request bytes read and not yet answered,
+	// over every connection: what clients that send bodies slowly, or never
+	// finish them, can make the server hold.
+	DefaultBodyBudget = 32 << 20
+	// bodyAllowance is what every connection may hold unanswered whatever
+	// the budget: an ordinary request, so a full budget stops only the
+	// connections holding big bodies.
+	bodyAllowance = 16 << 10
+)
+
+// ConnLimits bounds what one client can hold of the server. The zero value
+// means the defaults.
+type ConnLimits struct {
+	// PerIP is the most connections open at once from one address; more are
+	// refused at accept. Default DefaultMaxConnsPerIP; negative: no bound.
+	PerIP int
+	// PerProxy replaces PerIP for the addresses of Proxies. Default
+	// DefaultMaxConnsPerProxy.
+	PerProxy int
+	// Proxies are the trusted proxies (reverse proxies in gateway mode).
+	Proxies policy.Proxies
+	// FirstByteTimeout closes a connection that sends nothing this long
+	// after it was accepted. Default DefaultFirstByteTimeout.
+	FirstByteTimeout time.Duration
+	// BodyBudget bounds the bytes read from all connections and not yet
+	// answered. Past it, a connection holding more than 64 KiB of an
+	// unanswered request is closed. Default DefaultBodyBudget; negative:
+	// no bound.
+	BodyBudget int64
+}
+
+// refusedAnswer is all a refused connection gets: a whole response, written
+// without reading anything, then the connection closes.
+var refusedAnswer = func() []byte {
+	const body = `{"error":"api: too many connections from this address; retry later"}`
+	return []byte("HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nRetry-After: 1\r\n" +
+		"Connection: close\r\nContent-Length: " + strconv.Itoa(len(body)) + "\r\n\r\n" + body)
+}()
+
+// limitListener refuses connections past a per-address bound and closes
+// connections that stay silent, before fasthttp spends anything on them.
+type limitListener struct {
+	net.Listener
+	lim     ConnLimits
+	mu      sync.Mutex
+	open    map[netip.Addr]int
+	refused prometheus.Counter
+	// pending is the bytes read and not yet answered, over every
+	// connection; overBudget counts connections closed for it.
+	pending    atomic.Int64
+	overBudget prometheus.Counter
+	// lastOver is when a connection was last closed for the budget (Unix
+	// ns); reclaiming is set while a goroutine waits to give the memory
+	// back once the flood is over.
+	lastOver   atomic.Int64
+	reclaiming atomic.Bool
+}
+
+// reclaimAfter is how long after the flood's last connection closed (by
+// the budget, or holding a big unanswered request within a minute of the
+// budget's last closing) its memory is given back to the system.
+const reclaimAfter = 2 * time.Second
+
+// reclaimLater gives the flood's buffers back to the system once none of
+// its connections has closed for reclaimAfter: without it the pools and
+// the heap keep them for minutes. Two forced collections per flood.
+func (l *limitListener) reclaimLater() {
+	l.lastOver.Store(time.Now().UnixNano())
+	if !l.reclaiming.CompareAndSwap(false, true) {
+		return
+	}
+	go func() {
+		defer l.reclaiming.Store(false)
+		for {
+			wait := time.Until(time.Unix(0, l.lastOver.Load()).Add(reclaimAfter))
+			if wait <= 0 {
+				// The flood's buffers sit in sync.Pools, which a
+				// collection only moves to their victim caches: the
+				// second one frees them, and gives them back.
+				runtime.GC()
+				debug.FreeOSMemory()
+				return
+			}
+			time.Sleep(wait)
+		}
+	}()
+}
+
+func newLimitListener(ln net.Listener, lim ConnLimits, refused, overBudget prometheus.Counter) *limitListener {
+	return &limitListener{Listener: ln, lim: lim, open: map[netip.Addr]int{}, refused: refused, overBudget: overBudget}
+}
+
+// Accept returns the next connection within the bounds; the others are
+// answered 503 and closed here.
+func (l *limitListener) Accept() (net.Conn, error) {
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		ip, ok := remoteIP(c)
+		if !ok { // a unix socket: this host
+			return c, nil
+		}
+		bound := l.lim.PerIP
+		if l.lim.Proxies.Trusted(ip) {
+			bound = l.lim.PerProxy
+		}
+		l.mu.Lock()
+		n := l.open[ip]
+		if bound >= 0 && n >= bound {
+			l.mu.Unlock()
+			l.refused.Inc()
+			go refuse(c)
+			continue
+		}
+		l.open[ip] = n + 1
+		l.mu.Unlock()
+		lc := &limitConn{Conn: c, l: l, ip: ip, firstBy: time.Now().Add(l.lim.FirstByteTimeout)}
+		_ = c.SetReadDeadline(lc.firstBy)
+		return lc, nil
+	}
+}
+
+func refuse(c net.Conn) {
+	_ = c.SetWriteDeadline(time.Now().Add(100 * time.Millisecond))
+	_, _ = c.Write(refusedAnswer)
+	_ = c.Close()
+}
+
+func (l *limitListener) release(ip netip.Addr) {
+	l.mu.Lock()
+	if n := l.open[ip]; n <= 1 {
+		delete(l.open, ip)
+	} else {
+		l.open[ip] = n - 1
+	}
+	l.mu.Unlock()
+}
+
+func remoteIP(c net.Conn) (netip.Addr, bool) {
+	a, ok := c.RemoteAddr().(*net.TCPAddr)
+	if !ok {
+		return netip.Addr{}, false
+	}
+	ip, ok := netip.AddrFromSlice(a.IP)
+	return ip.Unmap(), ok
+}
+
+// limitConn is an accepted connection: it gives its place back on Close,
+// and until its first byte arrives no read deadline is later than firstBy.
+type limitConn struct {
+	net.Conn
+	l         *limitListener
+	ip        netip.Addr
+	firstBy   time.Time
+	mu        sync.Mutex
+	started   bool
+	asked     time.Time // the deadline last asked for
+	closeOnce sync.Once
+	// pending is the bytes read since the connection last wrote an answer.
+	pending atomic.Int64
+}
+
+// errOverBudget closes a connection holding a big unanswered request while
+// the server holds its whole budget of such bytes.
+var errOverBudget = errors.New("api: request bytes held past the server's budget")
+
+func (c *limitConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	if n > 0 {
+		c.mu.Lock()
+		if !c.started {
+			c.started = true
+			_ = c.Conn.SetReadDeadline(c.asked) // the server's own, from now on
+		}
+		c.mu.Unlock()
+		mine := c.pending.Add(int64(n))
+		all := c.l.pending.Add(int64(n))
+		if b := c.l.lim.BodyBudget; b >= 0 && mine > bodyAllowance && all > b {
+			c.l.overBudget.Inc()
+			c.l.reclaimLater()
+			_ = c.Close()
+			return 0, errOverBudget
+		}
+	}
+	return n, err
+}
+
+// Write answers the request read so far: its bytes leave the budget.
+func (c *limitConn) Write(p []byte) (int, error) {
+	if held := c.pending.Swap(0); held != 0 {
+		c.l.pending.Add(-held)
+	}
+	return c.Conn.Write(p)
+}
+
+func (c *limitConn) SetReadDeadline(t time.Time) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.asked = t
+	if !c.started && (t.IsZero() || t.After(c.firstBy)) {
+		t = c.firstBy
+	}
+	return c.Conn.SetReadDeadline(t)
+}
+
+func (c *limitConn) SetDeadline(t time.Time) error {
+	if err := c.SetReadDeadline(t); err != nil {
+		return err
+	}
+	return c.Conn.SetWriteDeadline(t)
+}
+
+func (c *limitConn) Close() error {
+	err := c.Conn.Close()
+	c.closeOnce.Do(func() {
+		c.l.release(c.ip)
+		if held := c.pending.Swap(0); held != 0 {
+			c.l.pending.Add(-held)
+			// A big request left unanswered during a flood the budget
+			// met: its buffers are the flood's too.
+			if held > bodyAllowance && time.Since(time.Unix(0, c.l.lastOver.Load())) < time.Minute {
+				c.l.reclaimLater()
+			}
+		}
+	})
+	return err
+}

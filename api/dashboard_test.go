@@ -1,0 +1,153 @@
+package api_test
+
+import (
+	"encoding/json"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/raterlimiter/raterlimiter/api"
+)
+
+// fakeNow is a settable clock for the dashboard's rate samples.
+type fakeNow struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (f *fakeNow) Now() time.Time { f.mu.Lock(); defer f.mu.Unlock(); return f.t }
+func (f *fakeNow) Add(d time.Duration) {
+	f.mu.Lock()
+	f.t = f.t.Add(d)
+	f.mu.Unlock()
+}
+
+type dashData struct {
+	Backend   string `json:"backend"`
+	HashedIDs bool   `json:"hashed_ids"`
+	Rates     []struct {
+		T      int64   `json:"t"`
+		Checks float64 `json:"checks"`
+		Denied float64 `json:"denied"`
+	} `json:"rates"`
+	Top map[string][]struct {
+		Key   string `json:"key"`
+		Count uint64 `json:"count"`
+	} `json:"top"`
+	Sweep struct {
+		SweptTotal  float64 `json:"swept_total"`
+		Sweeps      int     `json:"sweeps"`
+		LastMillis  float64 `json:"last_ms"`
+		LiveBuckets *int    `json:"live_buckets"`
+	} `json:"sweep"`
+}
+
+func dashboardHarness(t *testing.T, hash bool) (*harness, *fakeNow) {
+	clock := &fakeNow{t: time.UnixMilli(t0)}
+	h := newHarness(t, api.Config{AdminToken: "s3cret", Stats: func() api.BackendStats { return api.BackendStats{Live: 3} },
+		Dashboard: api.DashboardConfig{Backend: "memory", Now: clock.Now, Sample: 1, HashIDs: hash}})
+	api.NoDashboardSampler(h.srv)
+	return h, clock
+}
+
+func (h *harness) dashData(t *testing.T) dashData {
+	t.Helper()
+	r := h.do(t, "GET", "/dashboard/data", "", "", "Authorization", "Bearer s3cret")
+	require.Equal(t, 200, r.status, r.body)
+	var d dashData
+	require.NoError(t, json.Unmarshal([]byte(r.body), &d), r.body)
+	return d
+}
+
+func TestDashboardData(t *testing.T) {
+	h, clock := dashboardHarness(t, false)
+	api.SampleDashboard(h.srv)
+	for range 5 {
+		h.get(t, "/check_rate?id=alice&scale=60000&limit=2")
+	}
+	h.do(t, "POST", "/check_rates", "application/json", `[{"id":"bob","scale":60000,"limit":5},{"id":"bob","scale":60000,"limit":5}]`)
+	clock.Add(2 * time.Second)
+	api.SampleDashboard(h.srv)
+	h.srv.ObserveSweep(1500 * time.Microsecond)
+
+	r := h.get(t, "/dashboard/data")
+	assert.Equal(t, 401, r.status, "the data needs the admin token")
+	d := h.dashData(t)
+	assert.Equal(t, "memory", d.Backend)
+	require.Len(t, d.Rates, 1)
+	assert.Equal(t, 3.5, d.Rates[0].Checks, "7 checks in 2 s")
+	assert.Equal(t, 1.5, d.Rates[0].Denied, "3 denials in 2 s")
+	require.NotEmpty(t, d.Top["ids"])
+	assert.Equal(t, "alice", d.Top["ids"][0].Key)
+	assert.EqualValues(t, 5, d.Top["ids"][0].Count)
+	assert.Equal(t, "bob", d.Top["ids"][1].Key)
+	assert.EqualValues(t, 2, d.Top["ids"][1].Count)
+	require.Len(t, d.Top["ids_denied"], 1)
+	assert.EqualValues(t, 3, d.Top["ids_denied"][0].Count)
+	require.Len(t, d.Top["policies"], 1)
+	assert.Equal(t, api.DefaultPolicyName, d.Top["policies"][0].Key)
+	assert.EqualValues(t, 7, d.Top["policies"][0].Count)
+	assert.Equal(t, 1, d.Sweep.Sweeps)
+	assert.Equal(t, 1.5, d.Sweep.LastMillis)
+	require.NotNil(t, d.Sweep.LiveBuckets)
+	assert.Equal(t, 3, *d.Sweep.LiveBuckets)
+
+	// The tables show the last one to two rotations (30 s each), not all
+	// time: after two rotations with no traffic, alice is gone.
+	for range 2 {
+		clock.Add(31 * time.Second)
+		api.SampleDashboard(h.srv)
+	}
+	d = h.dashData(t)
+	assert.Empty(t, d.Top["ids"])
+	assert.Len(t, d.Rates, 3)
+}
+
+func TestDashboardHashesIDs(t *testing.T) {
+	h, _ := dashboardHarness(t, true)
+	h.get(t, "/check_rate?id=alice&scale=60000&limit=2")
+	d := h.dashData(t)
+	assert.True(t, d.HashedIDs)
+	require.Len(t, d.Top["ids"], 1)
+	assert.Regexp(t, regexp.MustCompile(`^[0-9a-f]{12}$`), d.Top["ids"][0].Key)
+	assert.NotContains(t, d.Top["ids"][0].Key, "alice")
+}
+
+func TestDashboardPage(t *testing.T) {
+	h, _ := dashboardHarness(t, false)
+	r := h.get(t, "/dashboard")
+	require.Equal(t, 200, r.status, "the page holds no data and asks for the token itself")
+	assert.Equal(t, "text/html; charset=utf-8", r.headers["Content-Type"])
+	assert.Contains(t, r.headers["Content-Security-Policy"], "default-src 'none'")
+	assert.Contains(t, r.body, "<canvas")
+	assert.Contains(t, r.body, `fetch("dashboard/data"`)
+	for _, outside := range []string{"http://", "https://", "src=\"//"} {
+		assert.NotContains(t, r.body, outside, "the page loads nothing from elsewhere")
+	}
+	assert.Equal(t, 405, h.do(t, "POST", "/dashboard", "", "").status)
+	assert.False(t, strings.Contains(h.get(t, "/dashboard/data").body, "alice"))
+}
+
+func TestDashboardCountsAuthByPolicy(t *testing.T) {
+	clock := &fakeNow{t: time.UnixMilli(t0)}
+	h, _ := newGateway(t, gatewayPolicies, api.Config{AdminToken: "s3cret", Dashboard: api.DashboardConfig{Now: clock.Now, Sample: 1}})
+	api.NoDashboardSampler(h.srv)
+	for range 5 {
+		h.authAs(t, "POST", "/login", "198.51.100.7")
+	}
+	d := h.dashData(t)
+	got := map[string]uint64{}
+	for _, p := range d.Top["policies"] {
+		got[p.Key] = p.Count
+	}
+	assert.Equal(t, map[string]uint64{"login": 5, "everyone": 5}, got)
+	require.Len(t, d.Top["policies_denied"], 1)
+	assert.Equal(t, "login", d.Top["policies_denied"][0].Key)
+	assert.EqualValues(t, 2, d.Top["policies_denied"][0].Count, "login allows 3 a minute")
+	assert.Empty(t, d.Top["ids"], "/auth's keys are not shown")
+}

@@ -1,0 +1,396 @@
+package api
+
+import (
+	"bytes"
+	"errors"
+	"net"
+	"net/netip"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/valyala/fasthttp"
+
+	rl "github.com/raterlimiter/raterlimiter"
+	"github.com/raterlimiter/raterlimiter/headers"
+	"github.com/raterlimiter/raterlimiter/policy"
+)
+
+// policyOverhead is what a policy's counter id adds to a key: the limiter
+// must accept ids of MaxIDBytes plus this.
+const policyOverhead = policy.IDOverhead
+
+// policyState is the policies file in force and its metric series, swapped
+// whole on a reload.
+type policyState struct {
+	file *policy.File
+	// counters are each policy's checks by result, resolved once.
+	counters map[*policy.Rule]*[numResults]prometheus.Counter
+}
+
+// policyCheck is how one request resolves policies: the file in force and
+// whether checks must name a policy. It is made per request, on the stack.
+type policyCheck struct {
+	st   *policyState
+	only bool
+}
+
+// resolve finds the policy named name for a check whose fields are seen and
+// whose id is id: a check by policy takes id and hits only.
+func (pc *policyCheck) resolve(name []byte, seen fields, id []byte) (*policy.Policy, error) {
+	if seen&fieldPolicy == 0 {
+		return nil, &rl.FieldError{Field: "policy", Rule: "is required: this sidecar runs with -policies-only, so limits come from its policies"}
+	}
+	if seen&(fieldScale|fieldLimit|fieldAlgo) != 0 {
+		return nil, &rl.FieldError{Field: "policy", Rule: "takes id and hits only: scale, limit and algo are the policy's"}
+	}
+	if seen&fieldID == 0 {
+		return nil, &rl.FieldError{Field: "id", Rule: "is required"}
+	}
+	if len(id) == 0 {
+		return nil, &rl.FieldError{Field: "id", Rule: "must not be empty"}
+	}
+	var p *policy.Policy
+	if pc.st != nil {
+		p = pc.st.file.Lookup(string(name))
+	}
+	if p == nil {
+		if pc.st == nil {
+			return nil, &rl.FieldError{Field: "policy", Rule: "no policies are loaded (start the sidecar with -policies FILE)"}
+		}
+		return nil, &rl.FieldError{Field: "policy", Rule: "no policy named " + strconv.Quote(string(name))}
+	}
+	return p, nil
+}
+
+// apply takes r's scale, limit, algo and (unless given) hits from p. The
+// caller sets r.ID to the counter id.
+func (pc *policyCheck) apply(r *rl.Request, p *policy.Policy, seen fields) {
+	r.Scale, r.Limit, r.Algo = p.Scale, p.Limit, p.Algo
+	if seen&fieldHits == 0 {
+		r.Hits = p.Hits
+	}
+}
+
+// counterID returns the id p counts key under.
+func counterID(p *policy.Policy, key []byte) string {
+	var buf [256]byte
+	return string(policy.CounterID(buf[:0], p.Name, key))
+}
+
+func (s *Server) policyCheck() policyCheck {
+	return policyCheck{st: s.pols.Load(), only: s.policiesOnly}
+}
+
+// policyMetrics are the series of gateway mode.
+type policyMetrics struct {
+	checks         *prometheus.CounterVec // policy, result
+	reloads        *prometheus.CounterVec // result
+	lastReload     prometheus.Gauge
+	policiesLoaded prometheus.Gauge
+}
+
+func newPolicyMetrics(reg *prometheus.Registry) *policyMetrics {
+	m := &policyMetrics{
+		checks: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "raterlimiter_policy_checks_total",
+			Help: "Checks by server-side policy (/auth, and /check_rate with policy=) and result. One series per policy of the file in force (at most 1000).",
+		}, []string{"policy", "result"}),
+		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "raterlimiter_policy_reloads_total",
+			Help: "Reloads of the policies file (SIGHUP or POST /reload), by result (ok, failed). A failed reload keeps the rules in force.",
+		}, []string{"result"}),
+		lastReload: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "raterlimiter_policy_last_reload_success_timestamp_seconds",
+			Help: "When the policies file in force was loaded, Unix seconds.",
+		}),
+		policiesLoaded: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "raterlimiter_policies",
+			Help: "Policies in the file in force.",
+		}),
+	}
+	m.reloads.WithLabelValues("ok")
+	m.reloads.WithLabelValues("failed")
+	reg.MustRegister(m.checks, m.reloads, m.lastReload, m.policiesLoaded)
+	return m
+}
+
+// SetPolicies puts f in force (nil: none). Counters live in the limiter
+// under ids made of a policy's name and a key, so the policies of f that
+// keep their name keep their counts. The metric series of policies f no
+// longer has are dropped.
+func (s *Server) SetPolicies(f *policy.File) {
+	old := s.pols.Load()
+	if f == nil {
+		s.pols.Store(nil)
+		s.pmetrics.policiesLoaded.Set(0)
+		return
+	}
+	st := &policyState{file: f, counters: make(map[*policy.Rule]*[numResults]prometheus.Counter, len(f.Policies))}
+	names := make(map[string]bool, len(f.Policies))
+	for i := range f.Policies {
+		p := &f.Policies[i]
+		var cs [numResults]prometheus.Counter
+		for r := range numResults {
+			cs[r] = s.pmetrics.checks.WithLabelValues(p.Name, resultNames[r])
+		}
+		st.counters[&p.Rule] = &cs
+		names[p.Name] = true
+	}
+	s.pols.Store(st)
+	s.pmetrics.policiesLoaded.Set(float64(len(f.Policies)))
+	s.pmetrics.lastReload.Set(float64(time.Now().UnixMilli()) / 1000)
+	if old != nil {
+		for _, p := range old.file.Policies {
+			if !names[p.Name] {
+				s.pmetrics.checks.DeletePartialMatch(prometheus.Labels{"policy": p.Name})
+			}
+		}
+	}
+}
+
+// ErrNoPolicies is returned by ReloadPolicies when the server has no
+// policies file to reload.
+var ErrNoPolicies = errors.New("api: no policies file to reload (start with -policies FILE)")
+
+// ReloadPolicies loads the policies file again (Config.LoadPolicies) and
+// puts it in force. A file that does not load leaves the rules in force as
+// they were; the error is logged, counted in
+// raterlimiter_policy_reloads_total{result="failed"} and returned.
+func (s *Server) ReloadPolicies() error {
+	if s.loadPolicies == nil {
+		return ErrNoPolicies
+	}
+	f, err := s.loadPolicies()
+	if err != nil {
+		s.pmetrics.reloads.WithLabelValues("failed").Inc()
+		s.log.Error("policies not reloaded: the rules in force stay", "err", err)
+		return err
+	}
+	s.SetPolicies(f)
+	s.pmetrics.reloads.WithLabelValues("ok").Inc()
+	s.log.Info("policies reloaded", "file", f.Path, "policies", len(f.Policies))
+	return nil
+}
+
+func (s *Server) countPolicy(st *policyState, r *policy.Rule, res result) {
+	if st == nil {
+		return
+	}
+	if cs := st.counters[r]; cs != nil {
+		cs[res].Inc()
+	}
+}
+
+// reload serves POST /reload (admin).
+func (s *Server) reload(ctx *fasthttp.RequestCtx) {
+	if !s.requireAdmin(ctx, "/reload") {
+		return
+	}
+	err := s.ReloadPolicies()
+	switch {
+	case errors.Is(err, ErrNoPolicies):
+		s.fail(ctx, fasthttp.StatusConflict, err.Error())
+	case err != nil:
+		s.fail(ctx, fasthttp.StatusUnprocessableEntity, "api: the policies file did not load; the rules in force stay: "+err.Error())
+	default:
+		st := s.pols.Load()
+		b := append([]byte(nil), `{"reloaded":true,"policies":`...)
+		b = strconv.AppendInt(b, int64(len(st.file.Policies)), 10)
+		b = append(b, '}')
+		ctx.SetContentType("application/json")
+		ctx.SetBody(b)
+	}
+}
+
+// authScratch is the reusable state of one /auth request.
+type authScratch struct {
+	checks  []policy.Check
+	keys    []byte
+	results []policy.Result
+	hdr     []byte
+	body    []byte
+}
+
+// Headers a reverse proxy's auth hook sends with the original request.
+var (
+	hForwardedMethod = []byte("X-Forwarded-Method")
+	hForwardedURI    = []byte("X-Forwarded-Uri")
+	hForwardedHost   = []byte("X-Forwarded-Host")
+	hOriginalMethod  = []byte("X-Original-Method")
+	hOriginalURI     = []byte("X-Original-URI")
+)
+
+// auth serves /auth (any method) for nginx auth_request, Caddy forward_auth
+// and Traefik ForwardAuth: every policy that matches the original request
+// is checked, and the request is allowed iff all allow.
+func (s *Server) auth(ctx *fasthttp.RequestCtx) {
+	start := startTime(ctx)
+	st := s.pols.Load()
+	if st == nil {
+		s.fail(ctx, fasthttp.StatusServiceUnavailable, "api: /auth needs policies: start the sidecar with -policies FILE")
+		return
+	}
+	denyStatus := s.denyStatus
+	if v := ctx.QueryArgs().Peek("deny_status"); v != nil {
+		switch string(v) {
+		case "401":
+			denyStatus = fasthttp.StatusUnauthorized
+		case "403":
+			denyStatus = fasthttp.StatusForbidden
+		case "429":
+			denyStatus = fasthttp.StatusTooManyRequests
+		default:
+			s.invalid(ctx, &rl.FieldError{Field: "deny_status", Rule: "must be 401, 403 or 429"})
+			return
+		}
+	}
+	h := &ctx.Request.Header
+	in := policy.Input{Header: h, Peer: peerAddr(ctx)}
+	in.Method = h.PeekBytes(hForwardedMethod)
+	if in.Method == nil {
+		if in.Method = h.PeekBytes(hOriginalMethod); in.Method == nil {
+			in.Method = h.Method()
+		}
+	}
+	uri := h.PeekBytes(hForwardedURI)
+	if uri == nil {
+		if uri = h.PeekBytes(hOriginalURI); uri == nil {
+			uri = h.RequestURI()
+		}
+	}
+	if i := bytes.IndexAny(uri, "?#"); i >= 0 {
+		uri = uri[:i]
+	}
+	in.Path = uri
+	if in.Host = h.PeekBytes(hForwardedHost); in.Host == nil {
+		in.Host = h.Host()
+	}
+
+	sc := s.authScratch.Get().(*authScratch)
+	defer s.authScratch.Put(sc)
+	sc.checks, sc.keys = st.file.Match(&in, sc.checks[:0], sc.keys[:0])
+	if len(sc.checks) == 0 {
+		ctx.SetContentType("application/json")
+		ctx.SetBodyString(`{"allowed":true}`)
+		return
+	}
+	var err error
+	sc.results, err = s.engine.Decide(s.deadlines.get(start), sc.checks, sc.results[:0])
+	if err != nil {
+		mode, ds := degradedAnswer(err)
+		if len(ds) != len(sc.checks) {
+			res := s.limiterFailed(ctx, err)
+			for i := range sc.checks {
+				s.countPolicy(st, sc.checks[i].Rule, res)
+			}
+			return
+		}
+		// Decided without the shared state (Redis's fail mode): the
+		// engine's results are rebuilt from the degraded decisions.
+		sc.results = sc.results[:0]
+		for i := range sc.checks {
+			sc.results = append(sc.results, policy.Result{Rule: sc.checks[i].Rule, Decision: ds[i],
+				Request: rl.Request{Limit: ds[i].Limit, Scale: sc.checks[i].Rule.Scale}})
+		}
+		ctx.Response.Header.Set(DegradedHeader, mode)
+	}
+	s.writeAuth(ctx, st, sc, denyStatus)
+	s.metrics.latency(endpointAuth, start)
+}
+
+// writeAuth answers /auth from sc.results: the RateLimit headers with one
+// item per matched policy, and on a denial Retry-After and a body naming
+// the first policy that denied, never the key.
+func (s *Server) writeAuth(ctx *fasthttp.RequestCtx, st *policyState, sc *authScratch, denyStatus int) {
+	rh := &ctx.Response.Header
+	rh.DisableNormalizing()
+	var denied *policy.Result
+	var retry int64
+	never := false // a denying rule that no wait can pass
+	b := sc.hdr[:0]
+	for i := range sc.results {
+		r := &sc.results[i]
+		if r.Rule.Unlimited {
+			continue
+		}
+		if len(b) > 0 {
+			b = append(b, ", "...)
+		}
+		b = headers.AppendPolicyItem(b, r.Rule.Name, r.Request.Limit, r.Rule.Scale)
+	}
+	if len(b) > 0 {
+		rh.SetBytesV(headers.Policy, b)
+	}
+	b = b[:0]
+	for i := range sc.results {
+		r := &sc.results[i]
+		res := resultAllowed
+		if r.Denies() {
+			res = resultDenied
+			if denied == nil {
+				denied = r
+			}
+			if headers.Retryable(r.Request, r.Decision) {
+				retry = max(retry, r.Decision.RetryAfterMS)
+			} else {
+				never = true
+			}
+		}
+		s.countPolicy(st, r.Rule, res)
+		s.dash.observePolicy(r.Rule.Name, res == resultDenied)
+		if r.Rule.Unlimited {
+			continue
+		}
+		if len(b) > 0 {
+			b = append(b, ", "...)
+		}
+		b = headers.AppendRateLimitItem(b, r.Rule.Name, r.Decision)
+	}
+	if len(b) > 0 {
+		rh.SetBytesV(headers.RateLimit, b)
+	}
+	sc.hdr = b
+	ctx.SetContentType("application/json")
+	if denied == nil {
+		ctx.SetBodyString(`{"allowed":true}`)
+		return
+	}
+	b = sc.body[:0]
+	if !never {
+		b = strconv.AppendInt(b, max(1, (retry+999)/1000), 10)
+		rh.SetBytesV(headers.RetryAfter, b)
+	}
+	b = append(b[:0], `{"allowed":false,"policy":`...)
+	b = appendString(b, denied.Rule.Name)
+	b = append(b, `,"retry_after_ms":`...)
+	b = strconv.AppendInt(b, retry, 10)
+	b = append(b, '}')
+	sc.body = b
+	ctx.SetStatusCode(denyStatus)
+	ctx.SetBody(b)
+}
+
+// peerAddr is the TCP peer's address.
+func peerAddr(ctx *fasthttp.RequestCtx) netip.Addr {
+	if a, ok := ctx.RemoteAddr().(*net.TCPAddr); ok {
+		if ip, ok := netip.AddrFromSlice(a.IP); ok {
+			return ip.Unmap()
+		}
+	}
+	return netip.IPv6Loopback() // a unix socket or an in-memory listener: this host
+}
+
+// appendPolicyFields adds to a decision's JSON object (dst ends with its
+// closing brace) the policy that decided it: "policy", "scale" and "algo",
+// so a caller that checks by name learns the window its headers describe.
+func appendPolicyFields(dst []byte, p *policy.Policy) []byte {
+	dst = dst[:len(dst)-1]
+	dst = append(dst, `,"policy":`...)
+	dst = appendString(dst, p.Name)
+	dst = append(dst, `,"scale":`...)
+	dst = strconv.AppendInt(dst, p.Scale, 10)
+	dst = append(dst, `,"algo":"`...)
+	dst = append(dst, p.Algo.String()...)
+	return append(dst, '"', '}')
+}

@@ -1,0 +1,5 @@
+package peers
+
+import "runtime"
+
+func runtimeProcs() int { return runtime.GOMAXPROCS(0) }

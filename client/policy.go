@@ -1,0 +1,71 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"net/url"
+	"strconv"
+
+	"github.com/valyala/fasthttp"
+
+	rl "github.com/raterlimiter/raterlimiter"
+)
+
+// CheckPolicy asks the sidecar whether id may make hits more requests under
+// the sidecar's policy named policy (GET /check_rate?policy=&id=&hits=): the
+// policy, not the caller, sets the algorithm, limit and scale, as with a
+// sidecar run with -policies-only. hits 0 means the policy's own hits per
+// request. It returns the decision and the request as the policy made it
+// (its scale, limit and algo, for the RateLimit headers). An unknown policy,
+// an empty or too long id fail with an error matching
+// raterlimiter.ErrInvalid. The fail mode applies as for CheckRate; failing
+// open, the decision allows with no counts.
+func (c *Client) CheckPolicy(ctx context.Context, policy, id string, hits int64) (rl.Decision, rl.Request, error) {
+	r := rl.Request{ID: id, Hits: hits}
+	switch {
+	case policy == "":
+		return rl.Decision{}, r, &rl.FieldError{Field: "policy", Rule: "must not be empty"}
+	case id == "":
+		return rl.Decision{}, r, &rl.FieldError{Field: "id", Rule: "must not be empty"}
+	case len(id) > c.maxID:
+		return rl.Decision{}, r, &rl.FieldError{Field: "id", Rule: "must be at most " + strconv.Itoa(c.maxID) + " bytes"}
+	case hits < 0 || hits > rl.MaxHits:
+		return rl.Decision{}, r, &rl.FieldError{Field: "hits", Rule: "must be an integer from 0 to " + strconv.FormatInt(rl.MaxHits, 10)}
+	}
+	u := make([]byte, 0, len(c.base)+len("/check_rate?policy=&id=&hits=")+len(policy)+3*len(id)+20)
+	u = append(u, c.base...)
+	u = append(u, "/check_rate?policy="...)
+	u = append(u, url.QueryEscape(policy)...)
+	u = append(u, "&id="...)
+	u = append(u, url.QueryEscape(id)...)
+	if hits > 0 {
+		u = append(u, "&hits="...)
+		u = strconv.AppendInt(u, hits, 10)
+	}
+	var d rl.Decision
+	err := c.do(ctx, fasthttp.MethodGet, string(u), nil, false, func(status int, body []byte) error {
+		if err := decodeDecision(status, body, &d); err != nil {
+			return err
+		}
+		var p struct {
+			Scale int64   `json:"scale"`
+			Algo  rl.Algo `json:"algo"`
+		}
+		if err := json.Unmarshal(body, &p); err != nil {
+			return err
+		}
+		r.Scale, r.Algo = p.Scale, p.Algo
+		return nil
+	})
+	d.Now = c.clock()
+	r.Limit = d.Limit
+	if err != nil {
+		if c.failOpen(ctx, err) {
+			return rl.Decision{Allowed: true, Now: c.clock()}, r, nil
+		}
+		return rl.Decision{}, r, err
+	}
+	return d, r, nil
+}
+
+var _ rl.PolicyChecker = (*Client)(nil)

@@ -1,0 +1,633 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"github.com/valyala/fasthttp"
+)
+
+// dialFrom opens a TCP connection to addr from the loopback address from
+// (127.0.0.2, 127.0.0.3, ...: distinct client addresses on one host).
+func dialFrom(from, addr string) (net.Conn, error) {
+	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(from)}, Timeout: 5 * time.Second}
+	return d.Dial("tcp", addr)
+}
+
+// clientFrom is an HTTP client whose connections come from the address from.
+func clientFrom(from string) *http.Client {
+	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(from)}, Timeout: 5 * time.Second}
+	return &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DialContext: d.DialContext, MaxIdleConnsPerHost: 4}}
+}
+
+// TestConnectionHogDoesNotStopOthers: one address opens 16,500 connections
+// and sends nothing. It keeps its bound (1,024); the rest are answered 503
+// at once and closed; the silent ones it keeps are closed after the first
+// byte timeout; and another address is served throughout.
+func TestConnectionHogDoesNotStopOthers(t *testing.T) {
+	if testing.Short() {
+		t.Skip("opens 16,500 connections")
+	}
+	s := start(t, nil)
+	const hog = 16_500
+	conns := make([]net.Conn, 0, hog)
+	t.Cleanup(func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	})
+	good := clientFrom("127.0.0.3")
+	var served, failed atomic.Int64
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			resp, err := good.Get("http://" + s.addr + "/check_rate?id=good&scale=60000&limit=100000000")
+			if err == nil {
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+			}
+			if err != nil || resp.StatusCode != 200 {
+				failed.Add(1)
+				continue
+			}
+			served.Add(1)
+			time.Sleep(2 * time.Millisecond)
+		}
+	})
+	dialStart := time.Now()
+	var mu sync.Mutex
+	var dialers sync.WaitGroup
+	for range 16 {
+		dialers.Go(func() {
+			for range hog / 16 {
+				c, err := dialFrom("127.0.0.2", s.addr)
+				if !assert.NoError(t, err) {
+					return
+				}
+				mu.Lock()
+				conns = append(conns, c)
+				mu.Unlock()
+			}
+		})
+	}
+	dialers.Wait()
+	dialed := time.Since(dialStart)
+	for len(conns) < hog {
+		c, err := dialFrom("127.0.0.2", s.addr)
+		require.NoError(t, err)
+		conns = append(conns, c)
+	}
+	// A refused connection holds a whole 503 and then EOF; a held one gets
+	// nothing until the first byte timeout (2 s) ends it with a 408.
+	time.Sleep(2500 * time.Millisecond)
+	kinds := map[string]int{}
+	closed := 0
+	for _, c := range conns {
+		_ = c.SetReadDeadline(time.Now().Add(time.Second))
+		b, err := io.ReadAll(c)
+		kind := "other"
+		switch {
+		case bytes.HasPrefix(b, []byte("HTTP/1.1 503")):
+			kind = "503"
+		case bytes.HasPrefix(b, []byte("HTTP/1.1 408")):
+			kind = "408"
+		case len(b) == 0 && err == nil:
+			kind = "closed"
+		}
+		kinds[kind]++
+		if err == nil {
+			closed++
+		}
+	}
+	t.Logf("%d connections from one address in %v: %v", hog, dialed, kinds)
+	// Held connections give their place back when the first byte timeout
+	// ends them, so a hog dialing for longer than that gets its bound again
+	// for each timeout: never more than the bound at once.
+	periods := int(dialed/(2*time.Second)) + 1
+	assert.LessOrEqual(t, kinds["408"], 1024*periods, "no more held than its bound at a time")
+	assert.Equal(t, hog, kinds["503"]+kinds["408"], "every connection refused at once or closed after the first byte timeout")
+	close(stop)
+	wg.Wait()
+	assert.Equal(t, hog, closed, "every hog connection is closed: refused at once, or silent past the first byte timeout")
+	assert.Zero(t, kinds["other"])
+	assert.Zero(t, failed.Load(), "the other address was served throughout")
+	assert.Positive(t, served.Load())
+	m := s.get(t, "/metrics").body
+	v := regexp.MustCompile(`raterlimiter_connections_refused_total (\d+)`).FindStringSubmatch(m)
+	require.NotNil(t, v)
+	n, _ := strconv.Atoi(v[1])
+	assert.Equal(t, kinds["503"], n, "each refusal counted")
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+// TestAdminIsNeverOpenToTheNetwork: on a listener beyond loopback with no
+// token, admin endpoints answer 403 saying how to enable them; on
+// -admin-listen they answer there; -metrics-public keeps /metrics public.
+func TestAdminIsNeverOpenToTheNetwork(t *testing.T) {
+	open := start(t, nil, "-listen", "0.0.0.0:0")
+	_, port, _ := net.SplitHostPort(open.addr)
+	base := "http://127.0.0.1:" + port
+	for _, r := range []struct{ method, path string }{{"DELETE", "/buckets?id=x"}, {"GET", "/buckets?id=x"}, {"POST", "/reload"}, {"GET", "/metrics"}, {"GET", "/debug/pprof/"}} {
+		req, err := http.NewRequest(r.method, base+r.path, nil)
+		require.NoError(t, err)
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		assert.Equal(t, 403, resp.StatusCode, "%s %s", r.method, r.path)
+		assert.Contains(t, string(b), "-admin-token-file", "the answer says how to enable it")
+	}
+	resp, err := http.Get(base + "/check_rate?id=a&scale=1000&limit=1")
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, 200, resp.StatusCode, "checks are served")
+
+	pub := start(t, nil, "-listen", "0.0.0.0:0", "-metrics-public")
+	_, port, _ = net.SplitHostPort(pub.addr)
+	resp, err = http.Get("http://127.0.0.1:" + port + "/metrics")
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, 200, resp.StatusCode, "-metrics-public")
+
+	sep := start(t, nil, "-listen", "0.0.0.0:0", "-admin-listen", "127.0.0.1:0")
+	adminAddr := sep.listenAddr(t, "admin endpoints")
+	_, port, _ = net.SplitHostPort(sep.addr)
+	resp, err = http.Get("http://127.0.0.1:" + port + "/buckets?id=x")
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, 404, resp.StatusCode, "not on the main listener")
+	resp, err = http.Get("http://" + adminAddr + "/buckets?id=x")
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, 200, resp.StatusCode, "on the admin listener")
+	resp, err = http.Get("http://" + adminAddr + "/debug/pprof/")
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, 200, resp.StatusCode, "profiles on the admin listener")
+
+	code, _, errOut := runBinary(t, nil, "-listen", "127.0.0.1:0", "-admin-listen", "0.0.0.0:0")
+	assert.Equal(t, 2, code, "an admin listener beyond loopback needs a token")
+	assert.Contains(t, errOut, "needs -admin-token-file")
+}
+
+// TestWellBehavedClientUnderAttack measures one well-behaved client's
+// latency while other addresses flood the sidecar (20,000 new ids a second
+// in batches, oversized headers and bodies, a connection hog) and while
+// they pause, in alternating windows, so noise from outside the test falls
+// on both alike. Its p99 under attack stays within 3x of its quiet p99, and
+// none of its counts is lost or reset.
+func TestWellBehavedClientUnderAttack(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a flood for seconds")
+	}
+	attackFor := envDuration(t, "RATERLIMITER_ATTACK_FOR", 10*time.Second)
+	s := start(t, nil, "-max-buckets", "200000")
+	good := &fasthttp.HostClient{Addr: s.addr, Dial: func(a string) (net.Conn, error) { return dialFrom("127.0.0.3", a) }, MaxConns: 1}
+	checks := 0
+	measure := func(d time.Duration, into *[]time.Duration) {
+		var req fasthttp.Request
+		var resp fasthttp.Response
+		req.SetRequestURI("http://" + s.addr + "/check_rate?id=good&scale=3600000&limit=100000000")
+		for end := time.Now().Add(d); time.Now().Before(end); {
+			t0 := time.Now()
+			require.NoError(t, good.Do(&req, &resp))
+			*into = append(*into, time.Since(t0))
+			require.Equal(t, 200, resp.StatusCode(), string(resp.Body()))
+			checks++
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	// The flood's batches are made before it starts: 20 a second of 1,000
+	// new ids each, from 127.0.0.4.
+	batches := make([][]byte, 20*int(attackFor/time.Second)+20)
+	for n := range batches {
+		var b bytes.Buffer
+		b.WriteByte('[')
+		for i := range 1000 {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			fmt.Fprintf(&b, `{"id":"flood-%d-%d","scale":60000,"limit":5}`, n, i)
+		}
+		b.WriteByte(']')
+		batches[n] = b.Bytes()
+	}
+	var paused atomic.Bool
+	paused.Store(true)
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var newIDs atomic.Int64
+	wg.Go(func() {
+		hc := &fasthttp.HostClient{Addr: s.addr, Dial: func(a string) (net.Conn, error) { return dialFrom("127.0.0.4", a) }, MaxConns: 4}
+		tick := time.NewTicker(50 * time.Millisecond)
+		defer tick.Stop()
+		var req fasthttp.Request
+		var resp fasthttp.Response
+		for n := 0; n < len(batches); {
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+			}
+			if paused.Load() {
+				continue
+			}
+			req.Header.SetMethod("POST")
+			req.Header.SetContentType("application/json")
+			req.SetRequestURI("http://" + s.addr + "/check_rates")
+			req.SetBody(batches[n])
+			n++
+			if hc.Do(&req, &resp) == nil && resp.StatusCode() == 200 {
+				newIDs.Add(1000)
+			}
+		}
+	})
+	// Oversized headers and bodies from 127.0.0.5, each on a connection of
+	// its own.
+	var floods atomic.Int64
+	wg.Go(func() {
+		bigHeader := "GET /check_rate?id=x&scale=1&limit=1 HTTP/1.1\r\nHost: x\r\nX-Junk: " + strings.Repeat("j", 64<<10) + "\r\n\r\n"
+		bigBody := "POST /check_rates HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 3000000\r\n\r\n" + strings.Repeat("[", 4096)
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if paused.Load() {
+				time.Sleep(10 * time.Millisecond)
+				continue
+			}
+			c, err := dialFrom("127.0.0.5", s.addr)
+			if err != nil {
+				continue
+			}
+			_ = c.SetDeadline(time.Now().Add(2 * time.Second))
+			if i%2 == 0 {
+				_, _ = io.WriteString(c, bigHeader)
+			} else {
+				_, _ = io.WriteString(c, bigBody)
+			}
+			_, _ = bufio.NewReader(c).ReadString('\n')
+			c.Close()
+			floods.Add(1)
+			time.Sleep(10 * time.Millisecond)
+		}
+	})
+	// A hog at its bound from 127.0.0.6, held throughout.
+	var hogs []net.Conn
+	for range 1100 {
+		if c, err := dialFrom("127.0.0.6", s.addr); err == nil {
+			hogs = append(hogs, c)
+		}
+	}
+	defer func() {
+		for _, c := range hogs {
+			c.Close()
+		}
+	}()
+	var quiet, attacked []time.Duration
+	var attackTime time.Duration
+	for attackTime < attackFor {
+		paused.Store(true)
+		measure(time.Second, &quiet)
+		paused.Store(false)
+		t0 := time.Now()
+		measure(2*time.Second, &attacked)
+		attackTime += time.Since(t0)
+	}
+	close(stop)
+	wg.Wait()
+
+	p99 := func(ds []time.Duration) time.Duration {
+		ds = slices.Clone(ds)
+		slices.Sort(ds)
+		return ds[(len(ds)*99)/100]
+	}
+	q, a := p99(quiet), p99(attacked)
+	// A quiet p99 below 1 ms is taken as 1 ms: below it the ratio measures
+	// the scheduler of a shared machine, not the sidecar.
+	base := max(q, time.Millisecond)
+	rate := float64(newIDs.Load()) / attackTime.Seconds()
+	t.Logf("well-behaved p99: quiet %v (%d checks), under attack %v (%d checks); %.0f new ids a second, %d header and body floods, %d hog connections",
+		q, len(quiet), a, len(attacked), rate, floods.Load(), len(hogs))
+	assert.LessOrEqual(t, a, 3*base, "p99 under attack within 3x of quiet")
+	// The flood offers 20,000 new ids a second; what the sidecar absorbs
+	// depends on the machine (20,000 a second alone, fewer beside CI's
+	// other tests), and is logged above.
+	assert.GreaterOrEqual(t, newIDs.Load(), int64(50_000), "a flood of new ids ran")
+	r := s.get(t, "/check_rate?id=good&scale=3600000&limit=100000000&hits=0")
+	assert.Contains(t, r.body, `"count":`+strconv.Itoa(checks)+`,`, "no count of the well-behaved client lost or reset")
+}
+
+// TestHostileCatalogue keeps what held against hostile input holding, on the
+// binary: malformed integers and repeated fields refused naming the field,
+// an 80 MB batch refused before it is read, 100,000 nested brackets
+// refused, 3,000 trickling connections from three addresses closed by the
+// read timeout while another address is served, and no id in /metrics.
+func TestHostileCatalogue(t *testing.T) {
+	if testing.Short() {
+		t.Skip("holds 3,000 connections for seconds")
+	}
+	s := start(t, nil)
+	for _, tc := range []struct{ query, field string }{
+		{"id=a&id=b&scale=1000&limit=1", "id"},
+		{"id=a&scale=1000&limit=99999999999999999999", "limit"},
+		{"id=a&scale=1000&limit=+5", "limit"},
+		{"id=a&scale=-1&limit=5", "scale"},
+		{"id=a&scale=1000&limit=0x10", "limit"},
+		{"id=a&scale=1e3&limit=5", "scale"},
+		{"id=a&scale=1000&limit=5&hits=1.5", "hits"},
+	} {
+		r := s.get(t, "/check_rate?"+tc.query)
+		assert.Equal(t, 400, r.status, tc.query)
+		assert.Contains(t, r.body, `"field":"`+tc.field+`"`, tc.query)
+	}
+	raw := func(req string, body io.Reader) int {
+		c, err := dialFrom("127.0.0.7", s.addr)
+		require.NoError(t, err)
+		defer c.Close()
+		_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+		_, _ = io.WriteString(c, req)
+		if body != nil {
+			go func() { _, _ = io.Copy(c, body) }()
+		}
+		line, err := bufio.NewReader(c).ReadString('\n')
+		require.NoError(t, err)
+		code, _ := strconv.Atoi(strings.Fields(line)[1])
+		return code
+	}
+	assert.Equal(t, 413, raw("POST /check_rates HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 83886080\r\n\r\n",
+		io.LimitReader(repeatReader('['), 80<<20)), "an 80 MB batch")
+	nested := strings.Repeat("[", 100_000)
+	assert.Equal(t, 400, raw("POST /check_rates HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: "+strconv.Itoa(len(nested))+"\r\n\r\n"+nested, nil))
+
+	// Slowloris: 3,000 connections trickling a request, one byte a second.
+	var closedByServer atomic.Int64
+	var wg sync.WaitGroup
+	for i := range 3000 {
+		from := "127.0.1." + strconv.Itoa(1+i%3)
+		wg.Go(func() {
+			c, err := dialFrom(from, s.addr)
+			if err != nil {
+				return
+			}
+			defer c.Close()
+			req := "GET /check_rate?id=slow&scale=1000&limit=1 HTTP/1.1\r\nHost: x\r\n"
+			for j := 0; j < len(req); j++ {
+				_ = c.SetWriteDeadline(time.Now().Add(time.Second))
+				if _, err := c.Write([]byte{req[j]}); err != nil {
+					closedByServer.Add(1)
+					return
+				}
+				_ = c.SetReadDeadline(time.Now().Add(time.Second))
+				var b [1]byte
+				if _, err := c.Read(b[:]); err == nil || !isTimeout(err) {
+					closedByServer.Add(1) // answered (408) or closed
+					return
+				}
+			}
+		})
+	}
+	good := clientFrom("127.0.0.8")
+	served := 0
+	for end := time.Now().Add(3 * time.Second); time.Now().Before(end); {
+		resp, err := good.Get("http://" + s.addr + "/check_rate?id=secret-id-123&scale=60000&limit=100000000")
+		require.NoError(t, err)
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		require.Equal(t, 200, resp.StatusCode)
+		served++
+		time.Sleep(10 * time.Millisecond)
+	}
+	wg.Wait()
+	t.Logf("slowloris: %d of 3000 closed by the server; %d checks served meanwhile", closedByServer.Load(), served)
+	assert.Equal(t, int64(3000), closedByServer.Load(), "every trickling connection closed by the server")
+	assert.NotContains(t, s.get(t, "/metrics").body, "secret-id-123", "no metric carries an id")
+}
+
+// repeatReader reads b forever.
+type repeatReader byte
+
+func (r repeatReader) Read(p []byte) (int, error) {
+	for i := range p {
+		p[i] = byte(r)
+	}
+	return len(p), nil
+}
+
+// TestRequestSmugglingIsRefused: a request with both Content-Length and
+// Transfer-Encoding is answered 400 and its connection closed, so the bytes
+// after its chunked body are never read as a second request.
+func TestRequestSmugglingIsRefused(t *testing.T) {
+	s := start(t, nil)
+	c, err := dialFrom("127.0.0.9", s.addr)
+	require.NoError(t, err)
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	_, err = io.WriteString(c, "POST /check_rate HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-www-form-urlencoded\r\n"+
+		"Content-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n"+
+		"GET /check_rate?id=smuggled&scale=60000&limit=5 HTTP/1.1\r\nHost: x\r\n\r\n")
+	require.NoError(t, err)
+	all, _ := io.ReadAll(c)
+	assert.True(t, bytes.HasPrefix(all, []byte("HTTP/1.1 400")), "%q", all)
+	assert.Equal(t, 1, bytes.Count(all, []byte("HTTP/1.1 ")), "one answer, then the connection closes: %q", all)
+	r := s.get(t, "/check_rate?id=smuggled&scale=60000&limit=5&hits=0")
+	assert.Contains(t, r.body, `"count":0,`, "the hidden request was never counted")
+}
+
+// isClosed reports whether ch is closed.
+func isClosed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
+
+// TestBodyFloodIsBounded: 1,500 connections each send all but the last
+// byte of a 2 MB batch. The sidecar holds at most its body budget of such
+// bytes (32 MiB) and a small allowance per connection (16 KiB), closing the
+// connections past it; its resident memory stays bounded (it grew to 3.3-4.4
+// GB without the budget) and is given back after the flood, and another
+// address is served meanwhile.
+func TestBodyFloodIsBounded(t *testing.T) {
+	if testing.Short() {
+		t.Skip("1,500 connections")
+	}
+	s := start(t, nil)
+	pid := s.cmd.Process.Pid
+	base, err := readRSS(pid)
+	require.NoError(t, err)
+	const conns, size = 1500, 2 << 20
+	head := "POST /check_rates HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: " + strconv.Itoa(size) + "\r\n\r\n"
+	chunk := bytes.Repeat([]byte(" "), 64<<10)
+	var peak atomic.Int64
+	stop := make(chan struct{})
+	var sampler sync.WaitGroup
+	sampler.Go(func() {
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+			if r, err := readRSS(pid); err == nil && r > peak.Load() {
+				peak.Store(r)
+			}
+		}
+	})
+	var closedEarly atomic.Int64
+	var wg sync.WaitGroup
+	for i := range conns {
+		from := "127.0.2." + strconv.Itoa(1+i%3) // three addresses: under each one's connection bound
+		wg.Go(func() {
+			c, err := dialFrom(from, s.addr)
+			if err != nil {
+				return
+			}
+			defer c.Close()
+			_ = c.SetDeadline(time.Now().Add(20 * time.Second))
+			if _, err := io.WriteString(c, head); err != nil {
+				return
+			}
+			for sent := 0; sent < size-1; sent += len(chunk) {
+				n := min(len(chunk), size-1-sent)
+				if _, err := c.Write(chunk[:n]); err != nil {
+					closedEarly.Add(1)
+					return
+				}
+			}
+			time.Sleep(2 * time.Second) // hold the unfinished body
+		})
+	}
+	flooding := make(chan struct{})
+	go func() { wg.Wait(); close(flooding) }()
+	good := clientFrom("127.0.0.11")
+	served, busy := 0, 0
+	// Check from another address for as long as the flood lasts (at least
+	// 3 s): on two busy cores the flood's writers may take longer.
+	for end := time.Now().Add(3 * time.Second); time.Now().Before(end) || !isClosed(flooding); {
+		resp, err := good.Get("http://" + s.addr + "/check_rate?id=good&scale=60000&limit=1000000")
+		require.NoError(t, err)
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		switch resp.StatusCode {
+		case 200:
+			served++
+		case 503: // the check waited past -timeout on a machine this busy
+			busy++
+		default:
+			t.Fatalf("status %d", resp.StatusCode)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	<-flooding
+	close(stop)
+	sampler.Wait()
+	// After the flood, the memory goes back: wait for the runtime to
+	// return it (bounded).
+	var after int64
+	for range 100 {
+		after, err = readRSS(pid)
+		require.NoError(t, err)
+		if after < peak.Load()/2 {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Logf("rss %d MiB at start, peak %d MiB, %d MiB after; %d of %d flooding connections closed before their body was sent; %d checks served meanwhile (%d answered 503)",
+		base>>20, peak.Load()>>20, after>>20, closedEarly.Load(), conns, served, busy)
+	// The budget bounds the bytes held; fasthttp sizes a body's buffer by
+	// its Content-Length as it starts reading it, so the peak varies with
+	// how many bodies are begun before the budget closes them (113-1692 MiB
+	// measured, the highest in CI with the race detector slowing the
+	// flood's own side): below the 3.3-4.4 GB of no budget, and not tight
+	// (reserving Content-Length against the budget is the next step).
+	assert.Less(t, peak.Load(), int64(2560<<20), "resident memory stays below what no budget reaches")
+	assert.GreaterOrEqual(t, served, 5, "another address is served meanwhile")
+	m := s.get(t, "/metrics").body
+	v := regexp.MustCompile(`raterlimiter_connections_over_body_budget_total (\d+)`).FindStringSubmatch(m)
+	require.NotNil(t, v)
+	closed, _ := strconv.Atoi(v[1])
+	t.Logf("%d connections closed by the body budget", closed)
+	assert.Less(t, after, max(peak.Load()/2+base, 256<<20), "the flood's memory is given back after it")
+	assert.Greater(t, closed, conns/2, "most flooding connections were closed by the budget")
+}
+
+// TestHardeningOnTheBinary: at -max-buckets, a flood of fresh ids leaves a
+// throttled id of every algorithm throttled; one id cannot be planted under
+// more than -max-scales-per-id scales; the admin token can come from a file.
+func TestHardeningOnTheBinary(t *testing.T) {
+	tokenFile := filepath.Join(t.TempDir(), "token")
+	require.NoError(t, os.WriteFile(tokenFile, []byte("s3cret\n"), 0o600))
+	s := start(t, nil, "-max-buckets", "2000", "-shards", "1", "-max-scales-per-id", "8", "-admin-token-file", tokenFile)
+
+	algos := []string{"fixed", "sliding", "token", "log"}
+	throttle := func(a string) int {
+		return s.get(t, "/check_rate?id=throttled-"+a+"&scale=3600000&limit=3&algo="+a).status
+	}
+	for _, a := range algos {
+		for range 3 {
+			require.Equal(t, 200, throttle(a))
+		}
+	}
+	var body strings.Builder
+	for round := range 40 {
+		body.Reset()
+		body.WriteByte('[')
+		for i := range 1000 {
+			if i > 0 {
+				body.WriteByte(',')
+			}
+			fmt.Fprintf(&body, `{"id":"fresh-%d-%d","scale":3600000,"limit":3,"algo":"%s"}`, round, i, algos[i%4])
+		}
+		body.WriteByte(']')
+		r := s.do(t, "POST", "/check_rates", "application/json", body.String())
+		require.Equal(t, 200, r.status, r.body)
+		for _, a := range algos {
+			assert.Equal(t, 429, throttle(a), "round %d: the throttled %s id stays throttled", round, a)
+		}
+	}
+	assert.Regexp(t, `raterlimiter_evicted_buckets_total [1-9]`,
+		s.do(t, "GET", "/metrics", "", "", "Authorization", "Bearer s3cret").body, "the flood evicted records")
+
+	for scale := 1000; scale < 9000; scale += 1000 {
+		require.Equal(t, 200, s.get(t, "/check_rate?id=planted&limit=5&scale="+strconv.Itoa(scale)).status)
+	}
+	r := s.get(t, "/check_rate?id=planted&limit=5&scale=9000")
+	assert.Equal(t, 400, r.status)
+	assert.Contains(t, r.body, "-max-scales-per-id")
+
+	assert.Equal(t, 401, s.get(t, "/buckets?id=planted").status, "the token from the file is required")
+	r = s.do(t, "GET", "/buckets?id=planted", "", "", "Authorization", "Bearer s3cret")
+	assert.Equal(t, 200, r.status, "the trailing newline is not part of the token")
+}

@@ -1,0 +1,99 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/raterlimiter/raterlimiter/internal/redistest"
+)
+
+// monitoringFiles are the files of the monitoring kit that name metrics.
+var monitoringFiles = []string{"../../deploy/prometheus/alerts.yml", "../../deploy/grafana/raterlimiter.json"}
+
+// Metrics the kit uses that a memory sidecar does not export: checked
+// against a Redis sidecar instead (redisOnly), or exported only once their
+// event has happened (afterEvent: the Redis backend's degraded answers).
+var (
+	redisOnly  = regexp.MustCompile(`^raterlimiter_redis_`)
+	afterEvent = map[string]bool{"raterlimiter_redis_degraded_total": true}
+)
+
+// usedMetrics returns the sample names the monitoring kit's queries use.
+func usedMetrics(t *testing.T) []string {
+	t.Helper()
+	re := regexp.MustCompile(`\b(?:raterlimiter|go|process)_[a-z0-9_]+\b`)
+	set := map[string]bool{}
+	for _, f := range monitoringFiles {
+		b, err := os.ReadFile(f)
+		require.NoError(t, err)
+		for _, m := range re.FindAllString(string(b), -1) {
+			set[m] = true
+		}
+	}
+	var names []string
+	for n := range set {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// exported returns the sample names of a /metrics body.
+func exported(text string) map[string]bool {
+	set := map[string]bool{}
+	for line := range strings.Lines(text) {
+		if line == "" || line[0] == '#' {
+			continue
+		}
+		if i := strings.IndexAny(line, "{ "); i > 0 {
+			set[line[:i]] = true
+		}
+	}
+	return set
+}
+
+// TestE2EMonitoringMetricsExist scrapes live sidecars and checks that every
+// metric the alert rules and the Grafana dashboard use is exported.
+func TestE2EMonitoringMetricsExist(t *testing.T) {
+	used := usedMetrics(t)
+	require.Contains(t, used, "raterlimiter_checks_total")
+	require.Contains(t, used, "raterlimiter_sweep_duration_seconds_bucket")
+
+	dir := t.TempDir()
+	policies := filepath.Join(dir, "policies.yaml")
+	require.NoError(t, os.WriteFile(policies, []byte("policies:\n  - name: api\n    key: header:X-Api-Key\n    limit: 2\n    scale: 1m\n"), 0o600))
+	s := start(t, nil, "-policies", policies, "-sweep-interval", "50ms")
+	s.get(t, "/check_rate?id=a&scale=60000&limit=1")
+	s.get(t, "/check_rate?id=a&scale=60000&limit=1")
+	s.do(t, "GET", "/auth", "", "", "X-Api-Key", "k")
+	mem := exported(s.get(t, "/metrics").body)
+
+	var redisNames []string
+	for _, n := range used {
+		if redisOnly.MatchString(n) {
+			redisNames = append(redisNames, n)
+			continue
+		}
+		assert.True(t, mem[n], "%s is used by the monitoring kit but not on a memory sidecar's /metrics", n)
+	}
+	require.NotEmpty(t, redisNames)
+
+	redistest.Available(t)
+	rs := redistest.Start(t)
+	r := start(t, nil, "-backend", "redis", "-redis-url", rs.URL())
+	r.get(t, "/check_rate?id=a&scale=60000&limit=1")
+	red := exported(r.get(t, "/metrics").body)
+	for _, n := range redisNames {
+		if afterEvent[n] {
+			continue
+		}
+		assert.True(t, red[n], "%s is used by the monitoring kit but not on a Redis sidecar's /metrics", n)
+	}
+}

@@ -1,0 +1,98 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/raterlimiter/raterlimiter/api"
+	"github.com/raterlimiter/raterlimiter/policy"
+)
+
+// policyFlags are the flags of gateway mode.
+type policyFlags struct {
+	path       string
+	only       bool
+	denyStatus int
+	check      string
+}
+
+// policyFlagNames lists them in the order -h shows them.
+func policyFlagNames() []string {
+	return []string{"policies", "policies-only", "auth-deny-status", "check-policies"}
+}
+
+func (f *policyFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.path, "policies", "", "policies file (YAML) of gateway mode: the limits /auth and checks by policy name apply; reloaded on SIGHUP and POST /reload; empty: none")
+	fs.BoolVar(&f.only, "policies-only", false, "refuse checks that do not name a policy, so callers cannot choose their own limits (needs -policies)")
+	fs.IntVar(&f.denyStatus, "auth-deny-status", 429, "status /auth answers a denied request with: 429, or 401 or 403 for nginx auth_request")
+	fs.StringVar(&f.check, "check-policies", "", "check this policies file, print what is wrong with it (file:line: message) and exit: 0 when it loads, 2 when not")
+}
+
+func (f *policyFlags) validate() error {
+	switch {
+	case f.only && f.path == "":
+		return usagef("-policies-only needs -policies")
+	case f.denyStatus != 429 && f.denyStatus != 401 && f.denyStatus != 403:
+		return usagef("-auth-deny-status must be 429, 401 or 403, not %d", f.denyStatus)
+	}
+	return nil
+}
+
+// checkPolicies is -check-policies: it loads the file and says so.
+func checkPolicies(path string, stdout io.Writer) error {
+	f, err := policy.Load(path)
+	if err != nil {
+		return &usageError{msg: err.Error()}
+	}
+	fmt.Fprintf(stdout, "%s: ok, %d policies\n", path, len(f.Policies))
+	return nil
+}
+
+// loadPolicies loads -policies at start: a file that does not load stops
+// the start (exit 2) with the file's own message.
+func loadPolicies(f policyFlags) (*policy.File, error) {
+	if f.path == "" {
+		return nil, nil
+	}
+	pf, err := policy.Load(f.path)
+	if err != nil {
+		return nil, &usageError{msg: err.Error()}
+	}
+	return pf, nil
+}
+
+// reloadOnHangup reloads the policies on every SIGHUP until ctx ends. A
+// file that does not load keeps the rules in force (the server logs and
+// counts it).
+func reloadOnHangup(ctx context.Context, s *api.Server, logger *slog.Logger) {
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	go func() {
+		defer signal.Stop(hup)
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-hup:
+				if err := s.ReloadPolicies(); err != nil && !errors.Is(err, api.ErrNoPolicies) {
+					logger.Warn("SIGHUP: policies not reloaded", "err", err)
+				}
+			}
+		}
+	}()
+}
+
+// reloader is api.Config.LoadPolicies for -policies: nil without a file.
+func reloader(f policyFlags) func() (*policy.File, error) {
+	if f.path == "" {
+		return nil
+	}
+	return func() (*policy.File, error) { return policy.Load(f.path) }
+}

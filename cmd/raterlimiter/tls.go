@@ -1,0 +1,161 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"flag"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"syscall"
+)
+
+// listenFlags are the flags of how the sidecar listens beyond -listen: TLS
+// and the unix socket's permissions.
+type listenFlags struct {
+	cert, key string
+	unixMode  string
+}
+
+// listenFlagNames lists them in the order -h shows them.
+func listenFlagNames() []string { return []string{"tls-cert", "tls-key", "unix-mode"} }
+
+func (f *listenFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.cert, "tls-cert", "", "PEM certificate chain to serve HTTPS with (needs -tls-key); reread on SIGHUP")
+	fs.StringVar(&f.key, "tls-key", "", "PEM private key of -tls-cert; reread on SIGHUP")
+	fs.StringVar(&f.unixMode, "unix-mode", "0660", "permissions of the socket file when -listen is unix:/path (octal)")
+}
+
+func (f *listenFlags) validate() error {
+	if (f.cert == "") != (f.key == "") {
+		return usagef("-tls-cert and -tls-key go together")
+	}
+	if _, err := f.mode(); err != nil {
+		return usagef("-unix-mode must be octal permissions such as 0660, not %q", f.unixMode)
+	}
+	return nil
+}
+
+func (f *listenFlags) mode() (fs.FileMode, error) {
+	m, err := strconv.ParseUint(f.unixMode, 8, 32)
+	if err != nil || m > 0o777 {
+		return 0, errors.New("bad mode")
+	}
+	return fs.FileMode(m), nil
+}
+
+// unixPrefix marks a -listen address as a unix socket's path.
+const unixPrefix = "unix:"
+
+// openListener listens on addr (host:port, or unix:/path) with TLS when
+// f names a certificate. A unix socket gets f's permissions, replaces a
+// stale socket file that nothing answers on (left by a crash), refuses one
+// that something does, and is removed when the listener closes.
+func openListener(ctx context.Context, addr string, f listenFlags, logger *slog.Logger) (net.Listener, error) {
+	var ln net.Listener
+	var err error
+	if path, ok := strings.CutPrefix(addr, unixPrefix); ok {
+		ln, err = listenUnix(path, f, logger)
+	} else {
+		ln, err = net.Listen("tcp", addr)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if f.cert == "" {
+		return ln, nil
+	}
+	certs, err := newCertReloader(f.cert, f.key)
+	if err != nil {
+		ln.Close()
+		return nil, err
+	}
+	certs.reloadOnHangup(ctx, logger)
+	return tls.NewListener(ln, &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: certs.get}), nil
+}
+
+func listenUnix(path string, f listenFlags, logger *slog.Logger) (net.Listener, error) {
+	if path == "" {
+		return nil, usagef("-listen unix: needs a path")
+	}
+	mode, _ := f.mode() // validated
+	if fi, err := os.Lstat(path); err == nil {
+		if fi.Mode().Type() != fs.ModeSocket {
+			return nil, fmt.Errorf("listen %s: the file exists and is not a socket", path)
+		}
+		if c, err := net.Dial("unix", path); err == nil {
+			c.Close()
+			return nil, fmt.Errorf("listen %s: another process serves on this socket", path)
+		}
+		logger.Warn("removing a stale socket file (a previous run did not shut down cleanly)", "path", path)
+		if err := os.Remove(path); err != nil {
+			return nil, err
+		}
+	}
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		return nil, err
+	}
+	// The socket exists with the umask's permissions for an instant; the
+	// directory's own permissions are what guards it until then.
+	if err := os.Chmod(path, mode); err != nil {
+		ln.Close()
+		return nil, err
+	}
+	return ln, nil
+}
+
+// certReloader holds the serving certificate and reads it again on demand.
+type certReloader struct {
+	certFile, keyFile string
+	cur               atomic.Pointer[tls.Certificate]
+}
+
+func newCertReloader(certFile, keyFile string) (*certReloader, error) {
+	r := &certReloader{certFile: certFile, keyFile: keyFile}
+	if err := r.reload(); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// reload reads the pair; on error the previous certificate stays.
+func (r *certReloader) reload() error {
+	c, err := tls.LoadX509KeyPair(r.certFile, r.keyFile)
+	if err != nil {
+		return fmt.Errorf("loading -tls-cert %s and -tls-key %s: %w", r.certFile, r.keyFile, err)
+	}
+	r.cur.Store(&c)
+	return nil
+}
+
+func (r *certReloader) get(*tls.ClientHelloInfo) (*tls.Certificate, error) { return r.cur.Load(), nil }
+
+// reloadOnHangup rereads the certificate on every SIGHUP until ctx ends.
+// It has a channel of its own: os/signal delivers to every one registered.
+func (r *certReloader) reloadOnHangup(ctx context.Context, logger *slog.Logger) {
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	go func() {
+		defer signal.Stop(hup)
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-hup:
+				if err := r.reload(); err != nil {
+					logger.Warn("SIGHUP: certificate not reloaded; serving the previous one", "err", err)
+				} else {
+					logger.Info("SIGHUP: certificate reloaded", "cert", r.certFile)
+				}
+			}
+		}
+	}()
+}

@@ -1,0 +1,216 @@
+package policy
+
+import (
+	"bytes"
+	"encoding/binary"
+	"net/netip"
+	"strings"
+)
+
+// File is a loaded policies file: the rules of gateway mode and how a
+// request is matched to them. A File is read-only once loaded and safe for
+// concurrent use; reloading makes a new one.
+type File struct {
+	// Path is where the file was read from ("" when parsed from memory).
+	Path string
+	// Proxies are the trusted proxies (trusted_proxies) whose
+	// X-Forwarded-For and X-Real-IP headers are believed. Empty: forwarded
+	// headers are ignored.
+	Proxies Proxies
+	// Policies in the file's order.
+	Policies []Policy
+
+	byName map[string]*Policy
+}
+
+// Policy is one entry of a policies file: a Rule, the requests it applies
+// to, and the key it counts them by.
+type Policy struct {
+	Rule
+	// Match selects the requests; the zero Match selects all.
+	Match Match
+	// Key lists the sources joined into one key (at least one).
+	Key []KeySource
+	// PlanFrom is where the plan is read when Rule.Plans is set.
+	PlanFrom KeySource
+	// Line is the policy's line in the file, for messages.
+	Line int
+}
+
+// Match selects requests: every field that is set must match.
+type Match struct {
+	// Methods, if any, lists the methods matched (upper case).
+	Methods []string
+	// PathPrefix, if set, must begin the request's path.
+	PathPrefix string
+	// Host, if set, must equal the request's host (without a port, case
+	// folded). It is kept in lower case.
+	Host string
+}
+
+// KeyKind is where a key's value comes from.
+type KeyKind uint8
+
+const (
+	// KeyIP is the client's address (File.ClientIP) in its canonical text.
+	KeyIP KeyKind = iota
+	// KeyHeader is a request header's value, as opaque bytes.
+	KeyHeader
+)
+
+// KeySource is one part of a key.
+type KeySource struct {
+	Kind KeyKind
+	// Header is the header's name for KeyHeader.
+	Header string
+}
+
+// String spells the source as a policies file does: "ip" or "header:NAME".
+func (k KeySource) String() string {
+	if k.Kind == KeyHeader {
+		return "header:" + k.Header
+	}
+	return "ip"
+}
+
+// Headers gives a request's header values; *fasthttp.RequestHeader has
+// both methods. Peek returns nil for a header that is absent; PeekAll
+// returns every line of a header that may repeat (X-Forwarded-For).
+type Headers interface {
+	Peek(name string) []byte
+	PeekAll(name string) [][]byte
+}
+
+// Input is what matching reads of one request. Its slices are read during
+// the call only.
+type Input struct {
+	// Method, Host and Path are those of the original request (as the
+	// proxy forwarded them); Path has no query.
+	Method, Host, Path []byte
+	// Peer is the TCP peer's address.
+	Peer netip.Addr
+	// Header gives the request's headers (X-Forwarded-For, key and plan
+	// headers).
+	Header Headers
+}
+
+// Lookup returns the policy called name, or nil.
+func (f *File) Lookup(name string) *Policy {
+	if f == nil {
+		return nil
+	}
+	return f.byName[name]
+}
+
+// Match appends to dst a Check for every policy that matches in and whose
+// key is present (a policy whose key header is absent does not apply), in
+// the file's order. Keys and plans are written into buf, which Match
+// returns (grown) for reuse; the Checks' slices point into it. With dst and
+// buf of enough capacity, Match allocates nothing.
+func (f *File) Match(in *Input, dst []Check, buf []byte) ([]Check, []byte) {
+	var ip netip.Addr
+	ipDone := false
+	for i := range f.Policies {
+		p := &f.Policies[i]
+		if !p.Match.matches(in) {
+			continue
+		}
+		start := len(buf)
+		ok := true
+		for _, k := range p.Key {
+			var v []byte
+			var ipText [64]byte
+			if k.Kind == KeyIP {
+				if !ipDone {
+					ip, ipDone = f.ClientIP(in), true
+				}
+				if !ip.IsValid() {
+					ok = false
+					break
+				}
+				v = ip.AppendTo(ipText[:0])
+			} else if v = in.Header.Peek(k.Header); v == nil {
+				ok = false
+				break
+			}
+			if len(p.Key) > 1 {
+				// Several parts: each with its length first, so no two
+				// lists of values make the same key.
+				buf = binary.AppendUvarint(buf, uint64(len(v)))
+			}
+			buf = append(buf, v...)
+		}
+		if !ok {
+			buf = buf[:start]
+			continue
+		}
+		key := buf[start:len(buf):len(buf)]
+		var plan []byte
+		if p.Plans != nil {
+			plan = in.Header.Peek(p.PlanFrom.Header)
+		}
+		dst = append(dst, Check{Rule: &p.Rule, Key: key, Plan: plan})
+	}
+	return dst, buf
+}
+
+// ClientIP returns the client's address: in.Peer, or when the peer is a
+// trusted proxy the right-most untrusted address of X-Forwarded-For (or
+// X-Real-IP); see Proxies.ClientIP.
+func (f *File) ClientIP(in *Input) netip.Addr {
+	if !f.Proxies.Trusted(in.Peer) {
+		return in.Peer.Unmap().WithZone("")
+	}
+	return f.Proxies.ClientIPBytes(in.Peer, in.Header.PeekAll("X-Forwarded-For"), in.Header.Peek("X-Real-IP"))
+}
+
+func (m *Match) matches(in *Input) bool {
+	if len(m.Methods) > 0 {
+		found := false
+		for _, x := range m.Methods {
+			if string(in.Method) == x {
+				found = true
+				break
+			}
+		}
+		if !found {
+			return false
+		}
+	}
+	if m.PathPrefix != "" && !bytes.HasPrefix(in.Path, []byte(m.PathPrefix)) {
+		return false
+	}
+	if m.Host != "" {
+		h := in.Host
+		if i := bytes.LastIndexByte(h, ':'); i >= 0 && !bytes.HasSuffix(h, []byte("]")) {
+			h = h[:i] // a port
+		}
+		h = bytes.TrimSuffix(bytes.TrimPrefix(h, []byte("[")), []byte("]"))
+		if len(h) != len(m.Host) || !equalFoldASCII(h, m.Host) {
+			return false
+		}
+	}
+	return true
+}
+
+func equalFoldASCII(b []byte, lower string) bool {
+	for i := range b {
+		c := b[i]
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		if c != lower[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// KeyString returns the policy's key as a policies file spells it.
+func (p *Policy) KeyString() string {
+	parts := make([]string, len(p.Key))
+	for i, k := range p.Key {
+		parts[i] = k.String()
+	}
+	return strings.Join(parts, ", ")
+}

@@ -1,0 +1,38 @@
+package redisbackend
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/rueidis"
+)
+
+// ErrPastDeadline is the cause of the unavailable error of a check that Redis
+// ran only after its caller's deadline: the script refused to count it, so
+// the 503 the caller answers is true to the counters.
+var ErrPastDeadline = errors.New("redisbackend: redis ran the check after the caller's deadline; nothing counted")
+
+// deadlineArg returns the check script's deadline argument for a call bounded
+// by ctx: the deadline in Unix ms on the clock the script reads (Config.Clock
+// when set, else the wall clock, which Redis's TIME is assumed to follow),
+// rounded down; "" when ctx has no deadline.
+func (b *Backend) deadlineArg(ctx context.Context) string {
+	d, ok := ctx.Deadline()
+	if !ok {
+		return ""
+	}
+	if b.cfg.Clock != nil {
+		return strconv.FormatInt(b.cfg.Clock()+time.Until(d).Milliseconds(), 10)
+	}
+	return strconv.FormatInt(d.UnixMilli(), 10)
+}
+
+// isPastDeadline reports whether err is the check script's refusal to count
+// past the caller's deadline.
+func isPastDeadline(err error) bool {
+	re, ok := rueidis.IsRedisErr(err)
+	return ok && strings.HasPrefix(re.Error(), "DEADLINE")
+}

@@ -1,0 +1,154 @@
+package rls
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestLoadTheCompatibilityDirectory(t *testing.T) {
+	c, err := Load("testdata/compat")
+	require.NoError(t, err)
+	assert.Len(t, c.Files, 8)
+	assert.Len(t, c.domains, 8)
+	r, _ := c.lookup("messaging", []entryView{{"message_type", "marketing"}, {"to_number", "1"}}, nil)
+	require.NotNil(t, r)
+	assert.Equal(t, "message_type_marketing.to_number", r.Path)
+	assert.Equal(t, int64(86_400_000), r.Scale)
+	assert.Equal(t, int64(5), r.Rule.Limit)
+	assert.Equal(t, "rls:messaging.message_type_marketing.to_number", r.Name)
+}
+
+func TestLookupAsEnvoyproxyRatelimit(t *testing.T) {
+	c, err := Load("testdata/compat")
+	require.NoError(t, err)
+	for _, tc := range []struct {
+		domain  string
+		entries []entryView
+		want    string // the rule's path, "" for none
+	}{
+		{"mongo_cps", []entryView{{"database", "users"}}, "database_users"},
+		{"mongo_cps", []entryView{{"database", "nope"}}, ""},
+		{"edge_proxy_per_ip", []entryView{{"remote_address", "50.0.0.5"}}, "remote_address_50.0.0.5"},
+		{"edge_proxy_per_ip", []entryView{{"remote_address", "1.1.1.1"}}, "remote_address"},
+		{"edge_proxy_per_ip", []entryView{{"remote_address", "1.1.1.1"}, {"x", "y"}}, ""},
+		{"example4", []entryView{{"key", "value"}, {"subkey", "subvalue"}}, ""},
+		{"example4", []entryView{{"deep", "value"}}, ""},
+		{"example4", []entryView{{"deep", "value"}, {"subkey", "s"}}, "deep_value.subkey"},
+		{"wildcard", []entryView{{"path", "/api/x/y"}}, "path_/api/*"},
+		{"wildcard", []entryView{{"path", "/apix"}}, "path"},
+		{"messaging", []entryView{{"to_number", "1"}, {"message_type", "marketing"}}, ""},
+		{"nope", []entryView{{"a", "b"}}, ""},
+	} {
+		r, _ := c.lookup(tc.domain, tc.entries, nil)
+		got := ""
+		if r != nil {
+			got = r.Path
+		}
+		assert.Equal(t, tc.want, got, "%s %v", tc.domain, tc.entries)
+	}
+}
+
+func TestWildcardMatch(t *testing.T) {
+	for _, tc := range []struct {
+		pattern, s string
+		want       bool
+	}{
+		{"a*", "abc", true}, {"a*", "b", false}, {"a*c", "abc", true}, {"a*c", "ac", true},
+		{"a*b*c", "axbyc", true}, {"a*b*c", "axcyb", false}, {"*", "", true}, {"ab*ba", "aba", false},
+	} {
+		assert.Equal(t, tc.want, wildcardMatch(strings.Split(tc.pattern, "*"), []byte(tc.s)), "%s ~ %s", tc.pattern, tc.s)
+	}
+}
+
+func TestConfigErrorsNameFileLineAndField(t *testing.T) {
+	for _, tc := range []struct {
+		name, yaml string
+		line       int
+		msg        string
+	}{
+		{"empty", "", 0, "is empty"},
+		{"no domain", "descriptors: []\n", 1, "domain: must not be empty"},
+		{"unknown top field", "domain: d\nrules: []\n", 2, `unknown field "rules"`},
+		{"empty key", "domain: d\ndescriptors:\n  - value: v\n", 3, "key must not be empty"},
+		{"unknown descriptor field", "domain: d\ndescriptors:\n  - key: k\n    limit: 3\n", 4, `unknown field "limit"`},
+		{"bad unit", "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: fortnight, requests_per_unit: 1}\n", 4, `unit "fortnight"`},
+		{"unit with unlimited", "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, unlimited: true}\n", 4, "unit must not be given with unlimited"},
+		{"no requests_per_unit", "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: second}\n", 4, "requests_per_unit is required"},
+		{"negative requests_per_unit", "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: -1}\n", 4, "requests_per_unit must be an integer"},
+		{"requests_per_unit past the bound", "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 4294967296}\n", 4, "requests_per_unit must be an integer"},
+		{"duplicate descriptor", "domain: d\ndescriptors:\n  - {key: k, value: v}\n  - {key: k, value: v}\n", 4, `duplicate descriptor "k_v"`},
+		{"replaces itself", "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 1, name: a, replaces: [{name: a}]}\n", 4, "cannot replace itself"},
+		{"replaces without a name", "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 1, replaces: [{}]}\n", 4, "replaces: an entry needs a name"},
+		{"quota mode", "domain: d\ndescriptors:\n  - key: k\n    quota_mode: true\n", 4, `"quota_mode" is not supported`},
+		{"shadow mode not a bool", "domain: d\ndescriptors:\n  - key: k\n    shadow_mode: maybe\n", 4, "shadow_mode must be true or false"},
+		{"not yaml", "domain: [\n", 0, "not valid YAML"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Parse("c.yaml", []byte(tc.yaml))
+			require.Error(t, err)
+			assert.True(t, errors.Is(err, ErrInvalidConfig))
+			var ce *ConfigError
+			require.ErrorAs(t, err, &ce)
+			assert.Equal(t, tc.line, ce.Line, "%v", err)
+			assert.Contains(t, err.Error(), tc.msg)
+			assert.True(t, strings.HasPrefix(err.Error(), "c.yaml"), err.Error())
+		})
+	}
+}
+
+func TestDuplicateDomainsAcrossFiles(t *testing.T) {
+	dir := t.TempDir()
+	for _, f := range []string{"a.yaml", "b.yml"} {
+		require.NoError(t, os.WriteFile(filepath.Join(dir, f), []byte("domain: same\ndescriptors: []\n"), 0o600))
+	}
+	_, err := Load(dir)
+	require.ErrorIs(t, err, ErrInvalidConfig)
+	assert.Contains(t, err.Error(), `domain "same" is defined twice`)
+	_, err = Load(t.TempDir())
+	assert.ErrorContains(t, err, "holds no *.yaml file")
+}
+
+func TestUnits(t *testing.T) {
+	for unit, ms := range map[string]int64{"second": 1000, "MINUTE": 60_000, "hour": 3_600_000, "day": 86_400_000,
+		"week": 604_800_000, "month": 2_592_000_000, "year": 31_536_000_000} {
+		c, err := Parse("u.yaml", []byte("domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: "+unit+", requests_per_unit: 7}\n"))
+		require.NoError(t, err, unit)
+		r, _ := c.lookup("d", []entryView{{"k", "v"}}, nil)
+		require.NotNil(t, r)
+		assert.Equal(t, ms, r.Scale, unit)
+		assert.NotEqual(t, rlspb.RateLimitResponse_RateLimit_UNKNOWN, r.Limit.Unit)
+	}
+}
+
+func FuzzLoad(f *testing.F) {
+	for _, name := range []string{"messaging.yaml", "example7.yaml", "wildcard.yaml", "internal.yaml"} {
+		b, err := os.ReadFile(filepath.Join("testdata/compat", name))
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b, "to_number", "1")
+	}
+	f.Fuzz(func(t *testing.T, data []byte, key, value string) {
+		c, err := Parse("f.yaml", data)
+		if err != nil {
+			var ce *ConfigError
+			if !errors.As(err, &ce) {
+				t.Fatalf("an error that is not a ConfigError: %v", err)
+			}
+			return
+		}
+		for domain := range c.domains {
+			r, _ := c.lookup(domain, []entryView{{key, value}, {value, key}}, nil)
+			if r != nil && !r.Unlimited && (r.Scale <= 0 || r.Rule.Limit < 0) {
+				t.Fatalf("rule %+v out of bounds", r)
+			}
+		}
+	})
+}

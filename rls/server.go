@@ -1,0 +1,399 @@
+package rls
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"log/slog"
+	"math"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	rl "github.com/raterlimiter/raterlimiter"
+	"github.com/raterlimiter/raterlimiter/policy"
+)
+
+// Defaults of Options' zero fields.
+const (
+	// DefaultMaxDescriptors bounds the descriptors of one request.
+	DefaultMaxDescriptors = 64
+	// DefaultMaxEntries bounds the entries of one descriptor.
+	DefaultMaxEntries = 16
+	// DefaultTimeout bounds the wait for the limiter when the call has no
+	// deadline of its own.
+	DefaultTimeout = time.Second
+)
+
+// Options configures a Server. Limiter is required.
+type Options struct {
+	// Limiter counts; it must accept ids of MaxKeyBytes +
+	// policy.IDOverhead bytes.
+	Limiter rl.Limiter
+	// Config is the configuration in force at start (nil: no descriptor
+	// has a rule).
+	Config *Config
+	// Load reads the configuration again, for Reload.
+	Load func() (*Config, error)
+	// MaxKeyBytes bounds a descriptor's entries, keys and values together
+	// (a longer one is refused, never cut). Default
+	// raterlimiter.DefaultMaxIDBytes.
+	MaxKeyBytes int
+	// MaxDescriptors and MaxEntries bound a request. Defaults
+	// DefaultMaxDescriptors and DefaultMaxEntries.
+	MaxDescriptors, MaxEntries int
+	// Timeout bounds a call without a deadline. Default DefaultTimeout.
+	Timeout time.Duration
+	// Logger receives reloads. Default slog.Default().
+	Logger *slog.Logger
+}
+
+// Server is the rate limit service. It is safe for concurrent use.
+type Server struct {
+	rlspb.UnimplementedRateLimitServiceServer
+	cfg            atomic.Pointer[Config]
+	load           func() (*Config, error)
+	engine         policy.Engine
+	maxKey         int
+	maxDescriptors int
+	maxEntries     int
+	timeout        time.Duration
+	log            *slog.Logger
+	m              *metrics
+	scratch        sync.Pool // of *scratch
+}
+
+var _ rlspb.RateLimitServiceServer = (*Server)(nil)
+
+// New returns a Server for opts. It panics if opts.Limiter is nil.
+func New(opts Options) *Server {
+	if opts.Limiter == nil {
+		panic("rls: Options.Limiter is nil")
+	}
+	if opts.MaxKeyBytes <= 0 {
+		opts.MaxKeyBytes = rl.DefaultMaxIDBytes
+	}
+	if opts.MaxDescriptors <= 0 {
+		opts.MaxDescriptors = DefaultMaxDescriptors
+	}
+	if opts.MaxEntries <= 0 {
+		opts.MaxEntries = DefaultMaxEntries
+	}
+	if opts.Timeout <= 0 {
+		opts.Timeout = DefaultTimeout
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	s := &Server{load: opts.Load, engine: policy.Engine{Limiter: opts.Limiter, MaxKeyBytes: opts.MaxKeyBytes},
+		maxKey: opts.MaxKeyBytes, maxDescriptors: opts.MaxDescriptors, maxEntries: opts.MaxEntries,
+		timeout: opts.Timeout, log: opts.Logger, m: newMetrics()}
+	s.scratch.New = func() any { return new(scratch) }
+	s.SetConfig(opts.Config)
+	return s
+}
+
+// Collectors are the server's series for /metrics.
+func (s *Server) Collectors() []prometheus.Collector { return s.m.collectors() }
+
+// SetConfig puts c in force. Counters are kept by rule (domain and
+// descriptor path), so the rules c keeps keep their counts.
+func (s *Server) SetConfig(c *Config) {
+	s.cfg.Store(c)
+	if c != nil {
+		s.m.rules.Set(float64(len(c.rules)))
+		s.m.lastReload.Set(float64(time.Now().UnixMilli()) / 1000)
+	}
+}
+
+// ErrNoConfig is returned by Reload without a way to load a configuration.
+var ErrNoConfig = errors.New("rls: no configuration to reload")
+
+// Reload loads the configuration again and puts it in force. One that does
+// not load leaves the one in force; the error is logged, counted and
+// returned.
+func (s *Server) Reload() error {
+	if s.load == nil {
+		return ErrNoConfig
+	}
+	c, err := s.load()
+	if err != nil {
+		s.m.reloads.WithLabelValues("failed").Inc()
+		s.log.Error("rls: configuration not reloaded: the rules in force stay", "err", err)
+		return err
+	}
+	s.SetConfig(c)
+	s.m.reloads.WithLabelValues("ok").Inc()
+	s.log.Info("rls: configuration reloaded", "files", len(c.Files), "rules", len(c.rules))
+	return nil
+}
+
+// scratch is the reusable state of one call.
+type scratch struct {
+	rules   []*Rule
+	checks  []policy.Check
+	at      []int // the descriptor of each check
+	results []policy.Result
+	keys    []byte
+	buf     []byte
+	entries []entryView
+}
+
+// ShouldRateLimit decides every descriptor of the request: each finds its
+// rule as envoyproxy/ratelimit finds it, every rule found is counted in one
+// call to the limiter, and the answer holds one status per descriptor in
+// order. Bad input is refused with InvalidArgument; a limiter that cannot
+// answer gives Unavailable.
+func (s *Server) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitRequest) (*rlspb.RateLimitResponse, error) {
+	if err := s.validate(req); err != nil {
+		s.m.requests.WithLabelValues("invalid").Inc()
+		return nil, err
+	}
+	cfg := s.cfg.Load()
+	sc := s.scratch.Get().(*scratch)
+	defer s.scratch.Put(sc)
+	sc.rules = sc.rules[:0]
+	replaced := map[string]bool(nil)
+	for _, d := range req.Descriptors {
+		var r *Rule
+		sc.entries = sc.entries[:0]
+		for _, e := range d.Entries {
+			sc.entries = append(sc.entries, entryView{e.Key, e.Value})
+		}
+		if d.Limit != nil {
+			r = overrideRule(req.Domain, d)
+		} else if cfg != nil {
+			r, sc.buf = cfg.lookup(req.Domain, sc.entries, sc.buf)
+		}
+		if r != nil && len(r.Replaces) > 0 {
+			if replaced == nil {
+				replaced = map[string]bool{}
+			}
+			for _, n := range r.Replaces {
+				replaced[n] = true
+			}
+		}
+		sc.rules = append(sc.rules, r)
+	}
+	sc.checks, sc.at, sc.keys = sc.checks[:0], sc.at[:0], sc.keys[:0]
+	for i, r := range sc.rules {
+		if r == nil {
+			continue
+		}
+		if r.LimitName != "" && replaced[r.LimitName] {
+			sc.rules[i] = nil // replaced: neither counted nor reported
+			continue
+		}
+		if r.Unlimited {
+			continue
+		}
+		d := req.Descriptors[i]
+		start := len(sc.keys)
+		for _, e := range d.Entries {
+			sc.keys = binary.AppendUvarint(sc.keys, uint64(len(e.Key)))
+			sc.keys = append(sc.keys, e.Key...)
+			sc.keys = binary.AppendUvarint(sc.keys, uint64(len(e.Value)))
+			sc.keys = append(sc.keys, e.Value...)
+		}
+		if len(sc.keys)-start > s.maxKey {
+			s.m.requests.WithLabelValues("invalid").Inc()
+			return nil, status.Errorf(codes.InvalidArgument, "rls: descriptor %d: its entries take %d bytes; at most %d", i, len(sc.keys)-start, s.maxKey)
+		}
+		hits, peek := hitsOf(req, d)
+		sc.checks = append(sc.checks, policy.Check{Rule: &r.Rule, Key: sc.keys[start:len(sc.keys):len(sc.keys)], Hits: hits, Peek: peek})
+		sc.at = append(sc.at, i)
+	}
+	cctx := ctx
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		cctx, cancel = context.WithTimeout(ctx, s.timeout)
+		defer cancel()
+	}
+	var err error
+	sc.results, err = s.engine.Decide(cctx, sc.checks, sc.results[:0])
+	if err != nil {
+		if ds := degraded(err); len(ds) == len(sc.checks) {
+			sc.results = sc.results[:0]
+			for j := range sc.checks {
+				sc.results = append(sc.results, policy.Result{Rule: sc.checks[j].Rule, Decision: ds[j]})
+			}
+		} else {
+			code := codes.Unavailable
+			if errors.Is(err, rl.ErrInvalid) {
+				code = codes.InvalidArgument
+			}
+			s.m.requests.WithLabelValues(code.String()).Inc()
+			return nil, status.Error(code, "rls: "+err.Error())
+		}
+	}
+	resp := &rlspb.RateLimitResponse{OverallCode: rlspb.RateLimitResponse_OK,
+		Statuses: make([]*rlspb.RateLimitResponse_DescriptorStatus, len(req.Descriptors))}
+	for i, r := range sc.rules {
+		switch {
+		case r == nil:
+			resp.Statuses[i] = &rlspb.RateLimitResponse_DescriptorStatus{Code: rlspb.RateLimitResponse_OK}
+		case r.Unlimited:
+			resp.Statuses[i] = &rlspb.RateLimitResponse_DescriptorStatus{Code: rlspb.RateLimitResponse_OK, LimitRemaining: math.MaxUint32}
+			s.m.check(r, "unlimited")
+		}
+	}
+	for j, res := range sc.results {
+		i := sc.at[j]
+		r := sc.rules[i]
+		st := &rlspb.RateLimitResponse_DescriptorStatus{
+			Code:               rlspb.RateLimitResponse_OK,
+			CurrentLimit:       r.Limit,
+			LimitRemaining:     uint32(min(max(res.Decision.Remaining, 0), math.MaxUint32)),
+			DurationUntilReset: &durationpb.Duration{Seconds: (max(res.Decision.ResetMS, 0) + 999) / 1000},
+		}
+		result := "allowed"
+		if !res.Decision.Allowed {
+			result = "denied"
+			if r.Shadow {
+				result = "shadow_denied" // reported, never enforced
+			} else {
+				st.Code = rlspb.RateLimitResponse_OVER_LIMIT
+				resp.OverallCode = rlspb.RateLimitResponse_OVER_LIMIT
+			}
+		}
+		s.m.check(r, result)
+		resp.Statuses[i] = st
+	}
+	s.m.requests.WithLabelValues(resp.OverallCode.String()).Inc()
+	return resp, nil
+}
+
+// hitsOf is a descriptor's hits: its own hits_addend when set (0 checks
+// without counting), else the request's, where 0 means 1.
+func hitsOf(req *rlspb.RateLimitRequest, d *ratelimitv3.RateLimitDescriptor) (hits int64, peek bool) {
+	if d.HitsAddend != nil {
+		return int64(d.HitsAddend.Value), d.HitsAddend.Value == 0
+	}
+	return int64(max(1, req.HitsAddend)), false
+}
+
+// validate refuses what no descriptor tree could answer.
+func (s *Server) validate(req *rlspb.RateLimitRequest) error {
+	switch {
+	case req.Domain == "":
+		return status.Error(codes.InvalidArgument, "rls: domain must not be empty")
+	case len(req.Descriptors) == 0:
+		return status.Error(codes.InvalidArgument, "rls: the request has no descriptors")
+	case len(req.Descriptors) > s.maxDescriptors:
+		return status.Errorf(codes.InvalidArgument, "rls: %d descriptors; at most %d", len(req.Descriptors), s.maxDescriptors)
+	case uint64(req.HitsAddend) > uint64(rl.MaxHits):
+		return status.Errorf(codes.InvalidArgument, "rls: hits_addend %d; at most %d", req.HitsAddend, rl.MaxHits)
+	}
+	for i, d := range req.Descriptors {
+		if d == nil || len(d.Entries) == 0 {
+			return status.Errorf(codes.InvalidArgument, "rls: descriptor %d has no entries", i)
+		}
+		if len(d.Entries) > s.maxEntries {
+			return status.Errorf(codes.InvalidArgument, "rls: descriptor %d has %d entries; at most %d", i, len(d.Entries), s.maxEntries)
+		}
+		for j, e := range d.Entries {
+			if e.Key == "" {
+				return status.Errorf(codes.InvalidArgument, "rls: descriptor %d, entry %d: the key must not be empty", i, j)
+			}
+		}
+		if d.HitsAddend != nil && d.HitsAddend.Value > uint64(rl.MaxHits) {
+			return status.Errorf(codes.InvalidArgument, "rls: descriptor %d: hits_addend %d; at most %d", i, d.HitsAddend.Value, rl.MaxHits)
+		}
+		if d.Limit != nil {
+			if _, ok := unitMillis[rlspb.RateLimitResponse_RateLimit_Unit(d.Limit.Unit)]; !ok {
+				return status.Errorf(codes.InvalidArgument, "rls: descriptor %d: limit override with unit %v", i, d.Limit.Unit)
+			}
+		}
+	}
+	return nil
+}
+
+// overrideRule is the rule of a descriptor that carries its own limit
+// (Envoy's limit override), as envoyproxy/ratelimit makes it: named after
+// the descriptor's entries, so its counter is that descriptor's.
+func overrideRule(domain string, d *ratelimitv3.RateLimitDescriptor) *Rule {
+	var path strings.Builder
+	for i, e := range d.Entries {
+		if i > 0 {
+			path.WriteByte('.')
+		}
+		path.WriteString(e.Key)
+		if e.Value != "" {
+			path.WriteString("_" + e.Value)
+		}
+	}
+	unit := rlspb.RateLimitResponse_RateLimit_Unit(d.Limit.Unit)
+	r := &Rule{Domain: domain, Path: "(override)",
+		Limit: &rlspb.RateLimitResponse_RateLimit{RequestsPerUnit: d.Limit.RequestsPerUnit, Unit: unit}}
+	r.Name = ruleName(domain, "override:"+unit.String()+":"+path.String())
+	r.Algo, r.Rule.Limit, r.Scale = rl.Fixed, int64(d.Limit.RequestsPerUnit), unitMillis[unit]
+	return r
+}
+
+// degraded returns the decisions a backend made without its shared state
+// (Redis's fail modes), if err carries them.
+func degraded(err error) []rl.Decision {
+	var dg interface {
+		Degraded() (string, []rl.Decision)
+	}
+	if errors.As(err, &dg) {
+		_, ds := dg.Degraded()
+		return ds
+	}
+	return nil
+}
+
+// metrics are the service's series: by domain and rule (the descriptor
+// path of the configuration, so bounded by it; values never become
+// labels, detailed_metric or not).
+type metrics struct {
+	checks     *prometheus.CounterVec
+	requests   *prometheus.CounterVec
+	reloads    *prometheus.CounterVec
+	rules      prometheus.Gauge
+	lastReload prometheus.Gauge
+}
+
+func newMetrics() *metrics {
+	m := &metrics{
+		checks: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "raterlimiter_rls_checks_total",
+			Help: "Envoy RLS descriptors decided, by domain, rule (the configuration's descriptor path) and result (allowed, denied, shadow_denied, unlimited).",
+		}, []string{"domain", "rule", "result"}),
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "raterlimiter_rls_requests_total",
+			Help: "ShouldRateLimit calls by outcome: OK, OVER_LIMIT, invalid, or the gRPC code of a failure.",
+		}, []string{"code"}),
+		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "raterlimiter_rls_reloads_total",
+			Help: "Reloads of the RLS configuration by result (ok, failed); a failed one keeps the rules in force.",
+		}, []string{"result"}),
+		rules: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "raterlimiter_rls_rules",
+			Help: "Rate limits in the RLS configuration in force.",
+		}),
+		lastReload: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "raterlimiter_rls_last_reload_success_timestamp_seconds",
+			Help: "When the RLS configuration in force was loaded, Unix seconds.",
+		}),
+	}
+	m.reloads.WithLabelValues("ok")
+	m.reloads.WithLabelValues("failed")
+	return m
+}
+
+func (m *metrics) collectors() []prometheus.Collector {
+	return []prometheus.Collector{m.checks, m.requests, m.reloads, m.rules, m.lastReload}
+}
+
+func (m *metrics) check(r *Rule, result string) {
+	m.checks.WithLabelValues(r.Domain, r.Path, result).Inc()
+}
