@@ -152,6 +152,7 @@ type Server struct {
 	timeout  time.Duration
 	maxBatch int
 	maxID    int
+	maxBody  int
 	token    [sha256.Size]byte // of "Bearer TOKEN"
 	hasToken bool
 	log      *slog.Logger
@@ -238,6 +239,7 @@ func New(cfg Config) *Server {
 		timeout:  cfg.Timeout,
 		maxBatch: cfg.MaxBatch,
 		maxID:    cfg.MaxIDBytes,
+		maxBody:  cfg.MaxBodyBytes,
 		log:      cfg.Logger,
 		rules:    newRules(cfg.MaxIDBytes),
 		metrics:  newMetrics(cfg.Stats, cfg.Collectors),
@@ -281,8 +283,11 @@ func New(cfg Config) *Server {
 		MaxRequestBodySize: cfg.MaxBodyBytes,
 		ReadBufferSize:     cfg.ReadBufferSize,
 		Concurrency:        cfg.Concurrency,
-		CloseOnShutdown:    true,
-		Logger:             fasthttpLogger{cfg.Logger},
+		// Bodies are read by readBody, which sees Content-Length first.
+		StreamRequestBody:            true,
+		DisablePreParseMultipartForm: true,
+		CloseOnShutdown:              true,
+		Logger:                       fasthttpLogger{cfg.Logger},
 	}
 	s.adminSrv = &fasthttp.Server{
 		Handler:         s.AdminHandler,
@@ -359,6 +364,11 @@ func (s *Server) Handler(ctx *fasthttp.RequestCtx) {
 		s.fail(ctx, fasthttp.StatusBadRequest, "api: a request with both Content-Length and Transfer-Encoding is refused")
 		return
 	}
+	done, ok := s.readBody(ctx)
+	if !ok {
+		return
+	}
+	defer done()
 	if s.adminRefusal(ctx) {
 		return
 	}

@@ -53,8 +53,9 @@ type ConnLimits struct {
 	// after it was accepted. Default DefaultFirstByteTimeout.
 	FirstByteTimeout time.Duration
 	// BodyBudget bounds the bytes read from all connections and not yet
-	// answered. Past it, a connection holding more than 64 KiB of an
-	// unanswered request is closed. Default DefaultBodyBudget; negative:
+	// answered. Past it, a connection holding more than 16 KiB of an
+	// unanswered request is closed, and a body announced bigger than that
+	// is refused with 503 before it is read. Default DefaultBodyBudget; negative:
 	// no bound.
 	BodyBudget int64
 }
@@ -188,8 +189,27 @@ type limitConn struct {
 	started   bool
 	asked     time.Time // the deadline last asked for
 	closeOnce sync.Once
-	// pending is the bytes read since the connection last wrote an answer.
+	// pending is the bytes read since the connection last wrote an answer,
+	// and those reserved for the body being read; credit is what is left of
+	// that reservation (only the serving goroutine reads and writes it).
 	pending atomic.Int64
+	credit  int64
+}
+
+// reserve admits a request body of n bytes before any of it is read past
+// what fasthttp reads ahead: it reports false, and reserves nothing, when n
+// is more than a connection may hold whatever the budget and the budget
+// cannot hold it now. The reserved bytes count as read until the answer.
+func (c *limitConn) reserve(n int64) bool {
+	if b := c.l.lim.BodyBudget; b >= 0 && n > bodyAllowance && c.l.pending.Load()+n > b {
+		c.l.overBudget.Inc()
+		c.l.reclaimLater()
+		return false
+	}
+	c.pending.Add(n)
+	c.l.pending.Add(n)
+	c.credit = n
+	return true
 }
 
 // errOverBudget closes a connection holding a big unanswered request while
@@ -205,8 +225,17 @@ func (c *limitConn) Read(p []byte) (int, error) {
 			_ = c.Conn.SetReadDeadline(c.asked) // the server's own, from now on
 		}
 		c.mu.Unlock()
-		mine := c.pending.Add(int64(n))
-		all := c.l.pending.Add(int64(n))
+		more := int64(n)
+		if c.credit > 0 { // bytes of a reserved body: counted already
+			used := min(c.credit, more)
+			c.credit -= used
+			more -= used
+		}
+		if more == 0 {
+			return n, err
+		}
+		mine := c.pending.Add(more)
+		all := c.l.pending.Add(more)
 		if b := c.l.lim.BodyBudget; b >= 0 && mine > bodyAllowance && all > b {
 			c.l.overBudget.Inc()
 			c.l.reclaimLater()
@@ -219,6 +248,7 @@ func (c *limitConn) Read(p []byte) (int, error) {
 
 // Write answers the request read so far: its bytes leave the budget.
 func (c *limitConn) Write(p []byte) (int, error) {
+	c.credit = 0
 	if held := c.pending.Swap(0); held != 0 {
 		c.l.pending.Add(-held)
 	}

@@ -93,7 +93,7 @@ func newMetrics(stats func() BackendStats, extra []prometheus.Collector) *metric
 	})
 	m.overBudget = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "raterlimiter_connections_over_body_budget_total",
-		Help: "Connections closed while holding more than 64 KiB of an unanswered request, the server holding its whole budget of such bytes (-body-budget).",
+		Help: "Connections closed while holding more than 16 KiB of an unanswered request, or refused a body announced bigger, the server holding its whole budget of such bytes (-body-budget).",
 	})
 	m.reg.MustRegister(checks, duration, m.batchSize, m.swept, m.refusedConns, m.overBudget, m.sweepSeconds,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))

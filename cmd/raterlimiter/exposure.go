@@ -38,7 +38,7 @@ func (f *exposureFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&f.perProxy, "max-conns-per-proxy", api.DefaultMaxConnsPerProxy, "the same bound for the addresses of -trusted-proxies")
 	fs.StringVar(&f.trustedProxies, "trusted-proxies", "", "addresses and networks of reverse proxies, comma-separated (10.0.0.0/8,::1), held to -max-conns-per-proxy")
 	fs.DurationVar(&f.firstByte, "first-byte-timeout", api.DefaultFirstByteTimeout, "close a new connection that sends nothing for this long")
-	fs.Int64Var(&f.bodyBudget, "body-budget", api.DefaultBodyBudget, "bytes of requests read and not yet answered, over all connections, past which a connection holding more than 16 KiB of one is closed; -1: no bound")
+	fs.Int64Var(&f.bodyBudget, "body-budget", api.DefaultBodyBudget, "bytes of requests read or admitted and not yet answered, over all connections: a body over 16 KiB that does not fit is refused (503), and past it a connection holding more than 16 KiB of a request is closed; -1: no bound")
 }
 
 func (f *exposureFlags) validate(token string) (policy.Proxies, error) {

@@ -1,0 +1,115 @@
+package api
+
+import (
+	"errors"
+	"io"
+	"sync"
+
+	"github.com/valyala/fasthttp"
+)
+
+// The server streams request bodies (fasthttp.Server.StreamRequestBody):
+// fasthttp reads a request's headers and at most its first 8 KiB of body,
+// and readBody decides, from Content-Length, whether the rest may be read
+// at all. Without it fasthttp would size a buffer by Content-Length before
+// reading a byte of the body, and a flood of connections each announcing a
+// big body and never finishing it would hold that memory however small the
+// budget.
+
+// prefetched is how much of a body fasthttp reads before the handler runs
+// (less when the cap on bodies is smaller).
+const prefetched = 8 << 10
+
+// bodies holds the buffers big bodies are read into.
+var bodies = sync.Pool{New: func() any { return new([]byte) }}
+
+// errBodyTooLarge is a chunked body past the cap.
+var errBodyTooLarge = errors.New("api: request body too large")
+
+// readBody reads the rest of a request body fasthttp left unread, within
+// the cap on bodies and the server's body budget: a body over the cap gets
+// 413, one the budget cannot hold now gets 503 with Retry-After, and both
+// close the connection without reading it. It reports whether the request
+// may be handled; done gives the body's buffer back once it has been.
+func (s *Server) readBody(ctx *fasthttp.RequestCtx) (done func(), ok bool) {
+	stream := ctx.RequestBodyStream()
+	n := ctx.Request.Header.ContentLength()
+	if stream == nil {
+		return func() {}, true // no body
+	}
+	if n > s.maxBody {
+		ctx.SetConnectionClose()
+		s.fail(ctx, fasthttp.StatusRequestEntityTooLarge, "api: request body too large")
+		return nil, false
+	}
+	if n >= 0 && n <= prefetched {
+		return func() {}, true // all of it read already
+	}
+	if lc, isLimited := ctx.Conn().(*limitConn); isLimited && n > 0 && !lc.reserve(int64(n)) {
+		ctx.SetConnectionClose()
+		ctx.Response.Header.Set("Retry-After", "1")
+		s.fail(ctx, fasthttp.StatusServiceUnavailable, "api: the server holds its budget of request bodies; retry later")
+		return nil, false
+	}
+	p := bodies.Get().(*[]byte)
+	done = func() {
+		if cap(*p) <= 1<<20 {
+			bodies.Put(p)
+		}
+	}
+	b, err := readAll(stream, (*p)[:0], n, s.maxBody)
+	*p = b
+	if err != nil {
+		done()
+		ctx.SetConnectionClose()
+		var timeout interface{ Timeout() bool }
+		switch {
+		case errors.Is(err, errBodyTooLarge):
+			s.fail(ctx, fasthttp.StatusRequestEntityTooLarge, "api: request body too large")
+		case errors.As(err, &timeout) && timeout.Timeout():
+			s.fail(ctx, fasthttp.StatusRequestTimeout, "api: request not read in time")
+		default:
+			s.fail(ctx, fasthttp.StatusBadRequest, "api: request body not read whole")
+		}
+		return nil, false
+	}
+	ctx.Request.SetBodyRaw(b)
+	return done, true
+}
+
+// readAll appends to b the body in r: n bytes, or for a chunked body (n
+// -1) everything up to its end, refused past limit bytes.
+func readAll(r io.Reader, b []byte, n, limit int) ([]byte, error) {
+	if n >= 0 {
+		b = growTo(b, n)
+		_, err := io.ReadFull(r, b[:n])
+		if errors.Is(err, io.EOF) {
+			err = io.ErrUnexpectedEOF
+		}
+		return b[:n], err
+	}
+	for {
+		if len(b) == cap(b) {
+			b = growTo(b, min(2*cap(b)+4096, limit+1))
+		}
+		m, err := r.Read(b[len(b):cap(b)])
+		b = b[:len(b)+m]
+		if len(b) > limit {
+			return b, errBodyTooLarge
+		}
+		if errors.Is(err, io.EOF) {
+			return b, nil
+		}
+		if err != nil {
+			return b, err
+		}
+	}
+}
+
+// growTo returns b with room for n bytes.
+func growTo(b []byte, n int) []byte {
+	if cap(b) >= n {
+		return b
+	}
+	return append(b[:cap(b)], make([]byte, n-cap(b))...)[:len(b)]
+}

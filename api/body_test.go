@@ -1,0 +1,168 @@
+package api_test
+
+import (
+	"bufio"
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/raterlimiter/raterlimiter/api"
+	"github.com/raterlimiter/raterlimiter/memory"
+)
+
+// serveTCP serves cfg on a loopback port of its own and returns the address.
+func serveTCP(t *testing.T, cfg api.Config) string {
+	t.Helper()
+	lim := memory.New(memory.Config{SweepInterval: -1, Shards: 1})
+	t.Cleanup(func() { lim.Close() })
+	cfg.Limiter = lim
+	srv := api.New(cfg)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ln) }()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		assert.NoError(t, srv.Shutdown(ctx))
+		assert.NoError(t, <-done)
+	})
+	return ln.Addr().String()
+}
+
+// batchBody is a batch of one check, padded with spaces to size bytes.
+func batchBody(id string, size int) string {
+	b := `[{"id":"` + id + `","scale":60000,"limit":10}]`
+	return b + strings.Repeat(" ", size-len(b))
+}
+
+func postHead(n int, extra string) string {
+	return "POST /check_rates HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n" + extra +
+		"Content-Length: " + strconv.Itoa(n) + "\r\n\r\n"
+}
+
+// TestBodyBudgetRefusesAnnouncedBodies: a body announced bigger than the
+// budget can hold now is refused with 503 before it is read and its
+// connection closed; a reserved body is read whole however many small
+// requests come meanwhile, and once it is answered the budget takes bodies
+// again.
+func TestBodyBudgetRefusesAnnouncedBodies(t *testing.T) {
+	const budget, size = 64 << 10, 40 << 10
+	addr := serveTCP(t, api.Config{ConnLimits: api.ConnLimits{BodyBudget: budget}})
+	body := batchBody("held", size)
+
+	held, err := net.Dial("tcp", addr)
+	require.NoError(t, err)
+	defer held.Close()
+	_, err = io.WriteString(held, postHead(size, "")+body[:size/2])
+	require.NoError(t, err)
+
+	// The held body's reservation is visible once the server has read its
+	// head: a second announced body over what is left gets 503.
+	var refused *http.Response
+	require.Eventually(t, func() bool {
+		c, err := net.Dial("tcp", addr)
+		require.NoError(t, err)
+		defer c.Close()
+		// fasthttp reads up to 8 KiB of a body before the handler sees
+		// its head.
+		_, err = io.WriteString(c, postHead(size, "")+body[:8<<10])
+		require.NoError(t, err)
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		require.NoError(t, err)
+		_, _ = io.Copy(io.Discard, resp.Body)
+		if resp.StatusCode != 503 {
+			// The held body's head was not read yet: this one got the
+			// budget and waits for its body. Give it up.
+			return false
+		}
+		refused = resp
+		// Refused unread: the server closes the connection.
+		_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		n, err := c.Read(make([]byte, 1))
+		assert.Equal(t, 0, n)
+		assert.ErrorIs(t, err, io.EOF)
+		return true
+	}, 5*time.Second, 50*time.Millisecond)
+	assert.Equal(t, "1", refused.Header.Get("Retry-After"))
+	assert.True(t, refused.Close, "Connection: close")
+
+	// Small requests are served meanwhile.
+	for range 5 {
+		resp, err := http.Get("http://" + addr + "/check_rate?id=small&scale=60000&limit=100")
+		require.NoError(t, err)
+		resp.Body.Close()
+		assert.Equal(t, 200, resp.StatusCode)
+	}
+
+	// The held body is read whole and answered.
+	_, err = io.WriteString(held, body[size/2:])
+	require.NoError(t, err)
+	resp, err := http.ReadResponse(bufio.NewReader(held), nil)
+	require.NoError(t, err)
+	b, _ := io.ReadAll(resp.Body)
+	assert.Equal(t, 200, resp.StatusCode, string(b))
+	assert.Contains(t, string(b), `"allowed":true`)
+
+	// Answered, it left the budget: the next big body is taken.
+	resp, err = http.Post("http://"+addr+"/check_rates", "application/json", strings.NewReader(batchBody("next", size)))
+	require.NoError(t, err)
+	b, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	assert.Equal(t, 200, resp.StatusCode, string(b))
+}
+
+// TestChunkedBodiesAreBounded: a chunked body is read to its end within
+// the cap on bodies; past it, 413 and the connection closes.
+func TestChunkedBodiesAreBounded(t *testing.T) {
+	const maxBody = 32 << 10
+	addr := serveTCP(t, api.Config{MaxBodyBytes: maxBody})
+	send := func(body string) (int, string) {
+		c, err := net.Dial("tcp", addr)
+		require.NoError(t, err)
+		defer c.Close()
+		req := "POST /check_rates HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
+		for len(body) > 0 {
+			n := min(len(body), 5000)
+			req += strconv.FormatInt(int64(n), 16) + "\r\n" + body[:n] + "\r\n"
+			body = body[n:]
+		}
+		req += "0\r\n\r\n"
+		go func() { _, _ = io.WriteString(c, req) }()
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		require.NoError(t, err)
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	status, body := send(batchBody("chunked", 20<<10))
+	assert.Equal(t, 200, status, body)
+	assert.Contains(t, body, `"allowed":true`)
+	status, body = send(batchBody("chunked", maxBody+1))
+	assert.Equal(t, 413, status, body)
+	status, body = send(batchBody("chunked", maxBody))
+	assert.Equal(t, 200, status, body)
+}
+
+// TestAnnouncedBodyOverTheCap: a Content-Length over the cap gets 413
+// before more than the 8 KiB fasthttp reads ahead is sent.
+func TestAnnouncedBodyOverTheCap(t *testing.T) {
+	addr := serveTCP(t, api.Config{MaxBodyBytes: 32 << 10})
+	c, err := net.Dial("tcp", addr)
+	require.NoError(t, err)
+	defer c.Close()
+	_, err = io.WriteString(c, postHead(32<<10+1, "")+strings.Repeat(" ", 8<<10))
+	require.NoError(t, err)
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, 413, resp.StatusCode)
+	assert.True(t, resp.Close, "Connection: close")
+}
