@@ -286,6 +286,7 @@ func New(cfg Config) *Server {
 		// Bodies are read by readBody, which sees Content-Length first.
 		StreamRequestBody:            true,
 		DisablePreParseMultipartForm: true,
+		HeaderReceived:               headerReceived,
 		CloseOnShutdown:              true,
 		Logger:                       fasthttpLogger{cfg.Logger},
 	}

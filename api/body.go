@@ -9,8 +9,8 @@ import (
 )
 
 // The server streams request bodies (fasthttp.Server.StreamRequestBody):
-// fasthttp reads a request's headers and at most its first 8 KiB of body,
-// and readBody decides, from Content-Length, whether the rest may be read
+// fasthttp reads a request's headers and at most its first 8 KiB of body
+// (one byte of a body over 16 KiB), and readBody decides, from Content-Length, whether the rest may be read
 // at all. Without it fasthttp would size a buffer by Content-Length before
 // reading a byte of the body, and a flood of connections each announcing a
 // big body and never finishing it would hold that memory however small the
@@ -19,6 +19,17 @@ import (
 // prefetched is how much of a body fasthttp reads before the handler runs
 // (less when the cap on bodies is smaller).
 const prefetched = 8 << 10
+
+// headerReceived keeps fasthttp from reading ahead more than one byte of a
+// body bigger than a connection may hold whatever the budget: readBody
+// admits it by its Content-Length first, and refuses one over the cap
+// without waiting for more of it.
+func headerReceived(h *fasthttp.RequestHeader) fasthttp.RequestConfig {
+	if h.ContentLength() > bodyAllowance {
+		return fasthttp.RequestConfig{MaxRequestBodySize: 1}
+	}
+	return fasthttp.RequestConfig{}
+}
 
 // bodies holds the buffers big bodies are read into.
 var bodies = sync.Pool{New: func() any { return new([]byte) }}

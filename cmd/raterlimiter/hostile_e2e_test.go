@@ -567,8 +567,8 @@ func TestBodyFloodIsBounded(t *testing.T) {
 	t.Logf("rss %d MiB at start, peak %d MiB, %d MiB after; %d of %d flooding connections closed before their body was sent; %d checks served meanwhile (%d answered 503)",
 		base>>20, peak.Load()>>20, after>>20, closedEarly.Load(), conns, served, busy)
 	// A body is admitted against the budget by its Content-Length before
-	// more than fasthttp's 8 KiB read-ahead of it is read, so the flood
-	// holds the budget, the read-ahead and each connection's buffers:
+	// more than its first byte is read, so the flood holds the budget and
+	// each connection's buffers:
 	// 63-73 MiB measured, against 3.3-4.4 GB with no budget.
 	assert.Less(t, peak.Load(), int64(256<<20), "resident memory stays within the budget and the connections' buffers")
 	assert.GreaterOrEqual(t, served, 5, "another address is served meanwhile")
