@@ -6,6 +6,8 @@ import (
 	_ "embed"
 	"encoding/hex"
 	"os"
+	"runtime"
+	"slices"
 	"strconv"
 	"sync/atomic"
 	"testing"
@@ -168,5 +170,51 @@ func batchStep(n int, req func(int64) rl.Request, checkRates func(context.Contex
 			_, err := checkRates(ctx, rs)
 			return err
 		}
+	}
+}
+
+// BenchmarkAdmission sizes the bound on calls in flight: single checks
+// from 4,096 goroutines (a busy sidecar's handlers), each with the
+// sidecar's 1 s deadline, at several MaxInFlight. Reports checks per
+// second and the p99 of one check's latency.
+func BenchmarkAdmission(b *testing.B) {
+	url := benchURL(b)
+	for _, inFlight := range []int{16, 64, 256, 512, 4096} {
+		b.Run("inflight="+strconv.Itoa(inFlight), func(b *testing.B) {
+			be, err := redisbackend.New(redisbackend.Config{URL: url, Prefix: "benchadm", MaxInFlight: inFlight})
+			require.NoError(b, err)
+			defer be.Close()
+			var n atomic.Int64
+			lat := make(chan []time.Duration, 8192)
+			b.SetParallelism(4096 / max(1, runtime.GOMAXPROCS(0)))
+			start := time.Now()
+			b.RunParallel(func(pb *testing.PB) {
+				var mine []time.Duration
+				for pb.Next() {
+					i := n.Add(1)
+					ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+					t := time.Now()
+					_, err := be.CheckRate(ctx, rl.Request{ID: "id" + strconv.FormatInt(i%benchIDs, 10), Scale: 60_000, Limit: 1_000_000, Hits: 1})
+					mine = append(mine, time.Since(t))
+					cancel()
+					if err != nil {
+						b.Error(err)
+						return
+					}
+				}
+				lat <- mine
+			})
+			elapsed := time.Since(start)
+			close(lat)
+			var all []time.Duration
+			for l := range lat {
+				all = append(all, l...)
+			}
+			slices.Sort(all)
+			b.ReportMetric(float64(n.Load())/elapsed.Seconds(), "checks/s")
+			if len(all) > 0 {
+				b.ReportMetric(float64(all[len(all)*99/100].Microseconds())/1000, "p99-ms")
+			}
+		})
 	}
 }
