@@ -23,7 +23,11 @@ func configTable() string {
 	var b strings.Builder
 	b.WriteString("| flag | environment | default | meaning |\n|---|---|---|---|\n")
 	for _, r := range flagRows(fs) {
-		b.WriteString("| `-" + r.name + "` | `" + r.env + "` | `" + r.def + "` | " + strings.ReplaceAll(r.usage, "|", `\|`) + " |\n")
+		env := "`" + r.env + "`"
+		if r.env == "" {
+			env = "command line only"
+		}
+		b.WriteString("| `-" + r.name + "` | " + env + " | `" + r.def + "` | " + strings.ReplaceAll(r.usage, "|", `\|`) + " |\n")
 	}
 	return b.String()
 }
