@@ -225,7 +225,7 @@ func usage(w io.Writer, fs *flag.FlagSet) {
 	}
 }
 
-// flagRow is one flag as -h and README.md's configuration table show it.
+// flagRow is one flag as -h and docs/configuration.md's flag table show it.
 type flagRow struct{ name, arg, usage, env, def string }
 
 func flagRows(fs *flag.FlagSet) []flagRow {

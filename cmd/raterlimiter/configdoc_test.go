@@ -10,11 +10,11 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-var updateReadme = flag.Bool("update-readme", false, "rewrite README.md's configuration table from the flags")
+var updateConfigDoc = flag.Bool("update-config-doc", false, "rewrite docs/configuration.md's flag table from the flags")
 
-const readmePath = "../../README.md"
+const configDocPath = "../../docs/configuration.md"
 
-// configTable is README.md's configuration table, made from the same rows
+// configTable is docs/configuration.md's flag table, made from the same rows
 // as -h.
 func configTable() string {
 	var cfg config
@@ -32,16 +32,16 @@ func configTable() string {
 	return b.String()
 }
 
-// TestReadmeConfigTableMatchesHelp keeps README.md's table equal to -h. Run
-// with -update-readme to rewrite it after changing a flag.
-func TestReadmeConfigTableMatchesHelp(t *testing.T) {
-	raw, err := os.ReadFile(readmePath)
+// TestConfigDocMatchesHelp keeps docs/configuration.md's flag table equal
+// to -h. Run with -update-config-doc to rewrite it after changing a flag.
+func TestConfigDocMatchesHelp(t *testing.T) {
+	raw, err := os.ReadFile(configDocPath)
 	require.NoError(t, err)
-	readme := string(raw)
+	doc := string(raw)
 	const marker = "<!-- section: config -->"
-	i := strings.Index(readme, marker)
-	require.GreaterOrEqual(t, i, 0, "README.md has no config section")
-	section := readme[i:]
+	i := strings.Index(doc, marker)
+	require.GreaterOrEqual(t, i, 0, "docs/configuration.md has no config section")
+	section := doc[i:]
 	if j := strings.Index(section[len(marker):], "\n## "); j >= 0 {
 		section = section[:len(marker)+j]
 	}
@@ -58,10 +58,10 @@ func TestReadmeConfigTableMatchesHelp(t *testing.T) {
 		end += nl + 1
 	}
 	got, want := section[start:end], configTable()
-	if *updateReadme && got != want {
-		readme = readme[:i+start] + want + readme[i+end:]
-		require.NoError(t, os.WriteFile(readmePath, []byte(readme), 0o644))
+	if *updateConfigDoc && got != want {
+		doc = doc[:i+start] + want + doc[i+end:]
+		require.NoError(t, os.WriteFile(configDocPath, []byte(doc), 0o644))
 		return
 	}
-	assert.Equal(t, want, got, "README.md's configuration table differs from -h; run: go test ./cmd/raterlimiter -run Readme -update-readme")
+	assert.Equal(t, want, got, "docs/configuration.md's flag table differs from -h; run: go test ./cmd/raterlimiter -run ConfigDoc -update-config-doc")
 }
