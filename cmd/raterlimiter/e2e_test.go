@@ -256,7 +256,7 @@ func (s *sidecar) send(t *testing.T, how string, c check) reply {
 
 func i64(n int64) string { return strconv.FormatInt(n, 10) }
 
-// TestE2EInputBounds sends each bound of SPEC's input table at its edge and
+// TestE2EInputBounds sends each bound of the input table (docs/http-api.md) at its edge and
 // one past it, as a query, a form and JSON.
 func TestE2EInputBounds(t *testing.T) {
 	s := start(t, nil, "-max-id-bytes", "16")
@@ -394,7 +394,7 @@ func TestE2EHeaders(t *testing.T) {
 	}
 }
 
-// TestE2EHeaderNamesOnTheWire reads the raw response: names as SPEC spells them.
+// TestE2EHeaderNamesOnTheWire reads the raw response: names as docs/http-api.md spells them.
 func TestE2EHeaderNamesOnTheWire(t *testing.T) {
 	s := start(t, nil)
 	require.Equal(t, 200, s.get(t, "/check_rate?id=w&scale=60000&limit=1").status)
