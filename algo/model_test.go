@@ -58,7 +58,7 @@ func ceilRat(x *big.Rat) int64 {
 	return q.Int64()
 }
 
-// slidingModel is SPEC's sliding formula in exact rationals: the estimate
+// slidingModel is the sliding formula of docs/algorithms.md in exact rationals: the estimate
 // p*(1-e/S)+c, allowed iff est+hits <= limit, the count after the decision
 // rounded up.
 func slidingModel(p, c, e, scale, limit, hits int64) (allowed bool, count int64) {

@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/redis/rueidis"
+
 	rl "github.com/raterlimiter/raterlimiter"
 )
 
@@ -140,4 +142,12 @@ type Config struct {
 	StartDown bool
 	// Logger receives state changes. Default slog.Default().
 	Logger *slog.Logger
+}
+
+// CheckURL reports whether New would accept url as Config.URL: a
+// redis://, rediss:// or unix:// URL that parses. It does not connect, so
+// a caller can refuse a malformed address before it tries Redis.
+func CheckURL(url string) error {
+	_, err := rueidis.ParseURL(url)
+	return err
 }

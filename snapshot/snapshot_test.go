@@ -532,8 +532,29 @@ func TestProbe(t *testing.T) {
 	require.NoError(t, err)
 	assert.Empty(t, entries, "the probe leaves nothing behind")
 
-	missing := filepath.Join(dir, "no", "such", "snap")
-	err = snapshot.Probe(missing)
-	require.Error(t, err)
-	assert.Contains(t, err.Error(), missing)
+	// Each error names the path and what is wrong with its directory, not
+	// the probe's temporary file, which the user never named.
+	file := filepath.Join(dir, "file")
+	require.NoError(t, os.WriteFile(file, nil, 0o600))
+	for _, tc := range []struct{ name, path, want string }{
+		{"directory missing", filepath.Join(dir, "no", "such", "snap"),
+			"snapshot: " + filepath.Join(dir, "no", "such", "snap") + " cannot be written: its directory " + filepath.Join(dir, "no", "such") + " does not exist"},
+		{"directory is a file", filepath.Join(file, "snap"),
+			"snapshot: " + filepath.Join(file, "snap") + " cannot be written: " + file + " is not a directory"},
+		{"path is a directory", dir, "snapshot: " + dir + " cannot be written: it is a directory"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := snapshot.Probe(tc.path)
+			require.Error(t, err)
+			assert.Equal(t, tc.want, err.Error())
+			assert.NotContains(t, err.Error(), "probe")
+		})
+	}
+	if os.Geteuid() != 0 { // root writes anywhere
+		ro := filepath.Join(dir, "ro")
+		require.NoError(t, os.Mkdir(ro, 0o500))
+		err := snapshot.Probe(filepath.Join(ro, "snap"))
+		require.Error(t, err)
+		assert.Equal(t, "snapshot: "+filepath.Join(ro, "snap")+" cannot be written: no file can be created in "+ro+": permission denied", err.Error())
+	}
 }

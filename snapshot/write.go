@@ -5,9 +5,11 @@ import (
 	"cmp"
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"hash/crc32"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -279,10 +281,34 @@ func Probe(path string) error {
 	if dir == "" {
 		dir = "."
 	}
+	dir = filepath.Clean(dir)
+	// The errors name path and its directory, never the probe's own file:
+	// that is a name the user never gave.
+	st, err := os.Stat(dir)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("snapshot: %s cannot be written: its directory %s does not exist", path, dir)
+	case err != nil:
+		return fmt.Errorf("snapshot: %s cannot be written: directory %s: %w", path, dir, cause(err))
+	case !st.IsDir():
+		return fmt.Errorf("snapshot: %s cannot be written: %s is not a directory", path, dir)
+	}
+	if st, err := os.Stat(path); err == nil && st.IsDir() {
+		return fmt.Errorf("snapshot: %s cannot be written: it is a directory", path)
+	}
 	f, err := os.CreateTemp(dir, "."+name+".probe-*")
 	if err != nil {
-		return fmt.Errorf("snapshot: %s cannot be written: %w", path, err)
+		return fmt.Errorf("snapshot: %s cannot be written: no file can be created in %s: %w", path, dir, cause(err))
 	}
 	f.Close()
 	return os.Remove(f.Name())
+}
+
+// cause is err without the path a *fs.PathError adds to it.
+func cause(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
 }

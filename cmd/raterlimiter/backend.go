@@ -69,7 +69,7 @@ func openBackend(cfg config, logger *slog.Logger, onSwept func(n int, took time.
 	case "redis":
 		fail, err := redisbackend.ParseFailMode(cfg.redisFail)
 		if err != nil {
-			return backend{}, usagef("-redis-fail must be closed, open or local, not %q", cfg.redisFail)
+			return backend{}, usagef("-redis-fail must be closed, open or local, not %q", cfg.redisFail) // checked by parse
 		}
 		rc := redisbackend.Config{URL: cfg.redisURL, Timeout: cfg.redisTimeout, Fail: fail,
 			MaxIDBytes: limiterIDBytes(cfg), Logger: logger}
@@ -78,7 +78,7 @@ func openBackend(cfg config, logger *slog.Logger, onSwept func(n int, took time.
 		var fallback *memory.Limiter
 		if fail == redisbackend.FailLocal {
 			fallback = memory.New(memory.Config{Shards: cfg.shards, SweepInterval: cfg.sweepInterval,
-				MaxIDBytes: limiterIDBytes(cfg), MaxBuckets: maxBuckets(cfg), Logger: logger})
+				MaxIDBytes: limiterIDBytes(cfg), MaxBuckets: maxBuckets(cfg), MaxScalesPerID: cfg.maxScalesPerID, Logger: logger})
 			rc.Fallback = fallback
 		}
 		rb, err := redisbackend.New(rc)

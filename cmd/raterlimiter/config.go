@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"time"
 
@@ -76,9 +77,29 @@ func (cfg *config) flags(fs *flag.FlagSet) {
 	cfg.dash.register(fs)
 }
 
-// envName is the environment variable that sets flag name.
+// envName is the environment variable that sets flag name, or "" for a
+// flag only the command line sets.
 func envName(name string) string {
+	if commandLineOnly[name] {
+		return ""
+	}
 	return "RATERLIMITER_" + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))
+}
+
+// commandLineOnly are the flags that make the binary do something else than
+// serve and exit. The environment cannot set them: a stray
+// RATERLIMITER_VERSION=true in a deployment's environment would otherwise
+// turn the sidecar into a program that prints its version and exits.
+var commandLineOnly = map[string]bool{"version": true, "check-policies": true}
+
+// backendFlags are the flags that only one backend reads: the Redis
+// backend's, and the memory backend's (which the Redis backend reads only
+// for its own counters under -redis-fail local). A flag the chosen backend
+// would ignore is refused, so that a setting never looks applied when it
+// is not.
+var backendFlags = map[string]string{
+	"redis-url": "redis", "redis-timeout": "redis", "redis-fail": "redis",
+	"sweep-interval": "memory", "shards": "memory", "max-buckets": "memory", "max-scales-per-id": "memory",
 }
 
 // parse reads args, then the environment for the flags args left unset.
@@ -99,19 +120,45 @@ func (cfg *config) parse(args []string, lookupEnv func(string) (string, bool)) (
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	var err error
 	fs.VisitAll(func(f *flag.Flag) {
-		if set[f.Name] || err != nil {
+		name := envName(f.Name)
+		if set[f.Name] || err != nil || name == "" {
 			return
 		}
-		if v, ok := lookupEnv(envName(f.Name)); ok {
+		if v, ok := lookupEnv(name); ok {
 			if e := fs.Set(f.Name, v); e != nil {
-				err = usagef("invalid value %q for %s: %v", v, envName(f.Name), e)
+				err = usagef("invalid value %q for %s: %v", v, name, e)
 			}
+			set[f.Name] = true
 		}
 	})
 	if err != nil {
 		return fs, err
 	}
-	return fs, cfg.check()
+	if err := cfg.check(); err != nil {
+		return fs, err
+	}
+	return fs, cfg.checkBackendFlags(set)
+}
+
+// checkBackendFlags refuses a flag (set on the command line or in the
+// environment) that the chosen backend would ignore.
+func (cfg *config) checkBackendFlags(set map[string]bool) error {
+	var names []string
+	for name := range set {
+		if backendFlags[name] != "" {
+			names = append(names, name)
+		}
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		switch {
+		case backendFlags[name] == "redis" && cfg.backend != "redis":
+			return usagef("-%s applies only to -backend redis; with -backend %s it would do nothing", name, cfg.backend)
+		case backendFlags[name] == "memory" && cfg.backend == "redis" && cfg.redisFail != "local":
+			return usagef("-%s applies to -backend memory (and to -backend redis only with -redis-fail local); here it would do nothing", name)
+		}
+	}
+	return nil
 }
 
 // check refuses values no flag type can refuse by itself.
@@ -138,6 +185,13 @@ func (cfg *config) check() error {
 		return bad("-shutdown-timeout must be positive")
 	case cfg.sweepInterval <= 0:
 		return bad("-sweep-interval must be positive")
+	case cfg.redisFail != "closed" && cfg.redisFail != "open" && cfg.redisFail != "local":
+		return bad("-redis-fail must be closed, open or local, not %q", cfg.redisFail)
+	}
+	if cfg.backend == "redis" {
+		if err := redisbackend.CheckURL(cfg.redisURL); err != nil {
+			return bad("invalid value %q for -redis-url: %v", cfg.redisURL, err)
+		}
 	}
 	if err := cfg.pol.validate(); err != nil {
 		return err
@@ -163,11 +217,15 @@ func usage(w io.Writer, fs *flag.FlagSet) {
 	for _, r := range flagRows(fs) {
 		fmt.Fprintf(w, "  %s\n", strings.TrimSpace("-"+r.name+" "+r.arg))
 		fmt.Fprintf(w, "        %s\n", r.usage)
-		fmt.Fprintf(w, "        env %s, default %s\n", r.env, r.def)
+		env := "env " + r.env
+		if r.env == "" {
+			env = "command line only"
+		}
+		fmt.Fprintf(w, "        %s, default %s\n", env, r.def)
 	}
 }
 
-// flagRow is one flag as -h and README.md's configuration table show it.
+// flagRow is one flag as -h and docs/configuration.md's flag table show it.
 type flagRow struct{ name, arg, usage, env, def string }
 
 func flagRows(fs *flag.FlagSet) []flagRow {

@@ -256,7 +256,7 @@ func (s *sidecar) send(t *testing.T, how string, c check) reply {
 
 func i64(n int64) string { return strconv.FormatInt(n, 10) }
 
-// TestE2EInputBounds sends each bound of SPEC's input table at its edge and
+// TestE2EInputBounds sends each bound of the input table (docs/http-api.md) at its edge and
 // one past it, as a query, a form and JSON.
 func TestE2EInputBounds(t *testing.T) {
 	s := start(t, nil, "-max-id-bytes", "16")
@@ -394,7 +394,7 @@ func TestE2EHeaders(t *testing.T) {
 	}
 }
 
-// TestE2EHeaderNamesOnTheWire reads the raw response: names as SPEC spells them.
+// TestE2EHeaderNamesOnTheWire reads the raw response: names as docs/http-api.md spells them.
 func TestE2EHeaderNamesOnTheWire(t *testing.T) {
 	s := start(t, nil)
 	require.Equal(t, 200, s.get(t, "/check_rate?id=w&scale=60000&limit=1").status)
@@ -574,6 +574,9 @@ func TestE2EStartFailures(t *testing.T) {
 		{"env port in use", []string{"RATERLIMITER_LISTEN=" + s.addr}, nil, 1, "address already in use"},
 		{"max-id-bytes out of range", nil, []string{"-max-id-bytes", "0"}, 2, "-max-id-bytes must be from 1 to 65536"},
 		{"stray argument", nil, []string{"serve"}, 2, `unexpected argument "serve"`},
+		{"http redis url", nil, []string{"-backend", "redis", "-redis-url", "http://127.0.0.1:6379"}, 2, `invalid value "http://127.0.0.1:6379" for -redis-url`},
+		{"redis flag with the memory backend", nil, []string{"-redis-fail", "open"}, 2, "-redis-fail applies only to -backend redis"},
+		{"redis flag in the environment with the memory backend", []string{"RATERLIMITER_REDIS_FAIL=open"}, nil, 2, "-redis-fail applies only to -backend redis"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -589,15 +592,22 @@ func TestE2EStartFailures(t *testing.T) {
 func TestE2EHelpAndVersion(t *testing.T) {
 	code, stdout, stderr := runBinary(t, nil, "-h")
 	assert.Zero(t, code, stderr)
-	for _, f := range []string{"listen", "sweep-interval", "backend", "redis-url", "admin-token", "max-id-bytes", "shards", "timeout", "max-batch", "shutdown-timeout", "version"} {
+	for _, f := range []string{"listen", "sweep-interval", "backend", "redis-url", "admin-token", "max-id-bytes", "shards", "timeout", "max-batch", "shutdown-timeout"} {
 		assert.Regexp(t, `\n  -`+f+`( \w+)?\n`, stdout)
 		assert.Contains(t, stdout, "env "+envName(f)+", default ")
 	}
+	assert.Contains(t, stdout, "\n  -version\n        print the version and exit\n        command line only, default false\n")
 	assert.Contains(t, stdout, `default "127.0.0.1:8080"`)
 	assert.Contains(t, stdout, `default 10s`)
 	code, stdout, _ = runBinary(t, nil, "-version")
 	assert.Zero(t, code)
 	assert.Regexp(t, `^raterlimiter \S+\n$`, stdout)
+	// The environment cannot ask for the version: with a bad flag beside
+	// it, the binary reports the flag (it would have served otherwise).
+	code, stdout, stderr = runBinary(t, []string{"RATERLIMITER_VERSION=true"}, "-max-batch", "0")
+	assert.Equal(t, 2, code)
+	assert.Empty(t, stdout)
+	assert.Contains(t, stderr, "-max-batch must be at least 1")
 }
 
 // TestE2ESigtermDuringLoad sends SIGTERM while clients keep requests in

@@ -78,6 +78,27 @@ func TestRunFlagsAndEnvironment(t *testing.T) {
 		{"zero timeout", []string{"-timeout", "0s"}, noEnv, nil, "-timeout must be positive"},
 		{"negative shards", []string{"-shards", "-1"}, noEnv, nil, "-shards must not be negative"},
 		{"zero batch", []string{"-max-batch", "0"}, noEnv, nil, "-max-batch must be at least 1"},
+		{"the environment cannot ask for the version", nil, env("RATERLIMITER_VERSION", "true"), func(t *testing.T, c config) {
+			assert.False(t, c.version)
+		}, ""},
+		{"the environment cannot ask for a policies check", nil, env("RATERLIMITER_CHECK_POLICIES", "p.yaml"), func(t *testing.T, c config) {
+			assert.Empty(t, c.pol.check)
+		}, ""},
+		{"a bad -redis-fail", []string{"-backend", "redis", "-redis-fail", "sometimes"}, noEnv, nil, `-redis-fail must be closed, open or local, not "sometimes"`},
+		{"-redis-fail with the memory backend", []string{"-redis-fail", "open"}, noEnv, nil, "-redis-fail applies only to -backend redis"},
+		{"-redis-url with the memory backend, from the environment", nil, env("RATERLIMITER_REDIS_URL", "redis://h:6379"), nil, "-redis-url applies only to -backend redis"},
+		{"-redis-timeout with the memory backend", []string{"-redis-timeout", "1s"}, noEnv, nil, "-redis-timeout applies only to -backend redis"},
+		{"-redis-url not a Redis URL", []string{"-backend", "redis", "-redis-url", "http://127.0.0.1:6379"}, noEnv, nil, `invalid value "http://127.0.0.1:6379" for -redis-url`},
+		{"-redis-url not a URL", []string{"-backend", "redis", "-redis-url", "127.0.0.1:6379"}, noEnv, nil, `invalid value "127.0.0.1:6379" for -redis-url`},
+		{"-shards with the redis backend", []string{"-backend", "redis", "-shards", "2"}, noEnv, nil, "-shards applies to -backend memory (and to -backend redis only with -redis-fail local)"},
+		{"-sweep-interval with the redis backend", []string{"-backend", "redis", "-sweep-interval", "1s"}, noEnv, nil, "-sweep-interval applies to -backend memory"},
+		{"-shards with the redis backend's own counters", []string{"-backend", "redis", "-redis-fail", "local", "-shards", "2", "-max-scales-per-id", "8"}, noEnv, func(t *testing.T, c config) {
+			assert.Equal(t, 2, c.shards)
+			assert.Equal(t, 8, c.maxScalesPerID)
+		}, ""},
+		{"the redis backend's flags with it", []string{"-backend", "redis", "-redis-url", "rediss://h:6380/1", "-redis-fail", "open", "-redis-timeout", "50ms"}, noEnv, func(t *testing.T, c config) {
+			assert.Equal(t, "open", c.redisFail)
+		}, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -113,4 +134,26 @@ func TestRunHelpVersionAndCleanStop(t *testing.T) {
 	assert.Contains(t, errOut.String(), `msg="raterlimiter listening" addr=127.0.0.1:`)
 	assert.Contains(t, errOut.String(), `msg="raterlimiter stopped"`)
 	assert.NotContains(t, errOut.String(), "WARN")
+}
+
+// TestRunVersionNotFromTheEnvironment: a stray RATERLIMITER_VERSION=true
+// does not turn the sidecar into a program that prints its version and
+// exits; it serves.
+func TestRunVersionNotFromTheEnvironment(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	env := func(k string) (string, bool) {
+		if k == "RATERLIMITER_VERSION" {
+			return "true", true
+		}
+		return "", false
+	}
+	var out, errOut bytes.Buffer
+	require.NoError(t, run(ctx, []string{"-listen", "127.0.0.1:0"}, env, &out, &errOut))
+	assert.Empty(t, out.String())
+	assert.Contains(t, errOut.String(), `msg="raterlimiter listening"`)
+
+	out.Reset()
+	require.NoError(t, run(ctx, []string{"-h"}, noEnv, &out, &errOut))
+	assert.Contains(t, out.String(), "  -version\n        print the version and exit\n        command line only, default false\n")
 }

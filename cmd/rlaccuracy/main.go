@@ -40,14 +40,26 @@ import (
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	defer stop()
-	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
-		if !errors.Is(err, flag.ErrHelp) {
-			fmt.Fprintln(os.Stderr, "rlaccuracy:", err)
+	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	switch {
+	case err == nil, errors.Is(err, flag.ErrHelp): // -h asked for the usage: not a failure
+	default:
+		fmt.Fprintln(os.Stderr, "rlaccuracy:", err)
+		var ue *usageError
+		if errors.As(err, &ue) {
+			os.Exit(2)
 		}
-		os.Exit(2)
+		os.Exit(1)
 	}
 }
+
+// usageError is a bad flag (exit status 2); other failures exit 1.
+type usageError struct{ msg string }
+
+func (e *usageError) Error() string { return e.msg + " (see -h)" }
+
+func usagef(format string, a ...any) error { return &usageError{fmt.Sprintf(format, a...)} }
 
 // options are the command's flags.
 type options struct {
@@ -76,26 +88,29 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.limitsSVG, "limits-svg", "", "replay the many-sources trace at each of -limits and draw the wrong-decision share per algorithm to this SVG file")
 	limits := fs.String("limits", "10,30,90,300,900", "limits per minute for -limits-svg, comma-separated")
 	if err := fs.Parse(args); err != nil {
-		return o, err
+		if errors.Is(err, flag.ErrHelp) {
+			return o, err
+		}
+		return o, &usageError{err.Error()}
 	}
 	if fs.NArg() > 0 {
-		return o, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+		return o, usagef("unexpected argument %q", fs.Arg(0))
 	}
 	for _, f := range strings.Split(*limits, ",") {
 		n, err := strconv.ParseInt(strings.TrimSpace(f), 10, 64)
 		if err != nil || n < 1 || n > 1_000_000 {
-			return o, fmt.Errorf("-limits must be limits from 1 to 1000000 separated by commas, not %q", *limits)
+			return o, usagef("-limits must be limits from 1 to 1000000 separated by commas, not %q", *limits)
 		}
 		o.limits = append(o.limits, n)
 	}
 	if o.sources < 1 || o.sources > 1<<30 {
-		return o, fmt.Errorf("-sources must be from 1 to %d", 1<<30)
+		return o, usagef("-sources must be from 1 to %d", 1<<30)
 	}
 	if o.limit < 1 || o.limit > 1_000_000 {
-		return o, errors.New("-limit must be from 1 to 1000000")
+		return o, usagef("-limit must be from 1 to 1000000")
 	}
 	if !(o.size > 0 && o.size <= 100) {
-		return o, errors.New("-size must be above 0 and at most 100")
+		return o, usagef("-size must be above 0 and at most 100")
 	}
 	return o, nil
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	rl "github.com/raterlimiter/raterlimiter"
+	"github.com/raterlimiter/raterlimiter/internal/tooltest"
 )
 
 // row returns the cells of the named algorithm's row in the named trace's
@@ -114,7 +115,8 @@ func TestParse(t *testing.T) {
 			if tc.ok {
 				assert.NoError(t, err)
 			} else {
-				assert.Error(t, err)
+				var ue *usageError
+				assert.ErrorAs(t, err, &ue, "a bad flag is a usage error (exit status 2)")
 			}
 		})
 	}
@@ -179,4 +181,19 @@ func TestLimitsPlot(t *testing.T) {
 	b, err := os.ReadFile(svg)
 	require.NoError(t, err)
 	assert.Equal(t, len(rl.Algos), bytes.Count(b, []byte("<polyline")), "one line per algorithm")
+}
+
+// TestExitStatus runs the built binary: -h prints the usage and exits 0, a
+// bad flag exits 2 with the flag named.
+func TestExitStatus(t *testing.T) {
+	bin := tooltest.Build(t, ".")
+	code, _, stderr := tooltest.Run(t, bin, "-h")
+	assert.Equal(t, 0, code, stderr)
+	assert.Contains(t, stderr, "-limits-svg")
+	code, _, stderr = tooltest.Run(t, bin, "-size", "0")
+	assert.Equal(t, 2, code)
+	assert.Contains(t, stderr, "rlaccuracy: -size must be above 0")
+	code, _, stderr = tooltest.Run(t, bin, "-nope")
+	assert.Equal(t, 2, code)
+	assert.Contains(t, stderr, "flag provided but not defined: -nope")
 }

@@ -259,7 +259,7 @@ func cost(tr *trace, names []string, a rl.Algo) (nsPerCheck, bytesPerID float64)
 const belowName = "sliding, allowed iff est < limit"
 
 // belowLimit replays the sliding window with the test Cloudflare describes,
-// est < limit (for one hit), where the contract (SPEC.md) has est + hits <=
+// est < limit (for one hit), where the contract (docs/algorithms.md) has est + hits <=
 // limit: the same two-window estimate of the allowed requests, with the
 // previous window's part rounded down instead of taken whole. It is not an
 // algorithm raterlimiter offers; it shows what that change of the contract

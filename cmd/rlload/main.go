@@ -8,7 +8,9 @@
 //
 // Latency is per check: the time a caller waits for its decision (in the
 // batching mode, for its batch to travel and come back). A denied check is
-// not an error; an error is a check that got no decision.
+// not an error; an error is a check that got no decision. When more than
+// -max-errors percent of the checks (default 1) got an error, the summary
+// line ends with FAILED and rlload exits 1: its figures measure nothing.
 //
 // Usage:
 //

@@ -16,6 +16,7 @@ import (
 
 	rl "github.com/raterlimiter/raterlimiter"
 	"github.com/raterlimiter/raterlimiter/api"
+	"github.com/raterlimiter/raterlimiter/internal/tooltest"
 	"github.com/raterlimiter/raterlimiter/limitertest"
 	"github.com/raterlimiter/raterlimiter/memory"
 )
@@ -126,20 +127,39 @@ func TestRun(t *testing.T) {
 	assert.Empty(t, stderr.String(), "no progress when stderr is not a terminal")
 }
 
-// TestErrorsCounted: a sidecar that is not there gives errors, not a
-// failure of the tool, and the first error is shown.
+// TestErrorsCounted: a sidecar that is not there gives errors, counted in
+// the summary, and the first error is shown. Past -max-errors (1 % by
+// default) the run fails: the summary says FAILED and run returns the error
+// main turns into exit status 1; -max-errors 100 accepts any share.
 func TestErrorsCounted(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	url := "http://" + ln.Addr().String()
 	require.NoError(t, ln.Close()) // nothing listens there now
+	args := []string{"-url", url, "-d", "200ms", "-c", "2", "-timeout", "100ms"}
+
 	var stdout, stderr bytes.Buffer
-	err = run(context.Background(), []string{"-url", url, "-d", "200ms", "-c", "2", "-timeout", "100ms"}, &stdout, &stderr)
-	require.NoError(t, err)
+	err = run(context.Background(), args, &stdout, &stderr)
+	var tm *tooManyErrors
+	require.ErrorAs(t, err, &tm)
+	assert.Regexp(t, `^100\.00 % of checks got no decision \([0-9]+ of [0-9]+\), more than -max-errors 1 %$`, err.Error())
+	assert.Regexp(t, `^checks/s: 0  p50: [0-9.]+ms  p99: [0-9.]+ms  errors: [1-9][0-9]*  FAILED: 100\.00 % errors > -max-errors 1 %\n$`, stdout.String())
+	assert.Contains(t, stderr.String(), "first error")
+
+	stdout.Reset()
+	require.NoError(t, run(context.Background(), append(args, "-max-errors", "100"), &stdout, &stderr))
 	p := parseSummary(t, stdout.String())
 	assert.Positive(t, p.errors)
 	assert.Zero(t, p.rate)
-	assert.Contains(t, stderr.String(), "first error")
+}
+
+func TestErrorShare(t *testing.T) {
+	for _, tc := range []struct {
+		checks, errors int64
+		want           float64
+	}{{0, 0, 0}, {99, 1, 1}, {0, 5, 100}, {1000, 0, 0}, {3, 1, 25}} {
+		assert.InDelta(t, tc.want, result{Checks: tc.checks, Errors: tc.errors}.errorShare(), 1e-9, "%d checks, %d errors", tc.checks, tc.errors)
+	}
 }
 
 // TestCancel: the run ends early when its context does, and still reports.
@@ -177,6 +197,9 @@ func TestFlags(t *testing.T) {
 		{"negative batch size", []string{"-batch-max", "-1"}, "must not be negative"},
 		{"argument", []string{"extra"}, "unexpected argument"},
 		{"unknown flag", []string{"-nope"}, "not defined"},
+		{"negative max errors", []string{"-max-errors", "-1"}, "-max-errors must be a percentage from 0 to 100"},
+		{"max errors over 100", []string{"-max-errors", "101"}, "-max-errors must be"},
+		{"max errors NaN", []string{"-max-errors", "NaN"}, "-max-errors must be"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var cfg config
@@ -227,4 +250,26 @@ func TestHistogram(t *testing.T) {
 		var empty histogram
 		assert.Zero(t, empty.quantile(0.5))
 	})
+}
+
+// TestExitStatus runs the built binary: -h prints the usage and exits 0, a
+// bad flag exits 2 with the flag named, and a run whose checks all fail
+// exits 1 with FAILED in its summary.
+func TestExitStatus(t *testing.T) {
+	bin := tooltest.Build(t, ".")
+	code, _, stderr := tooltest.Run(t, bin, "-h")
+	assert.Equal(t, 0, code, stderr)
+	assert.Contains(t, stderr, "-max-errors")
+	code, _, stderr = tooltest.Run(t, bin, "-c", "0")
+	assert.Equal(t, 2, code)
+	assert.Contains(t, stderr, "rlload: -c must be at least 1")
+
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	url := "http://" + ln.Addr().String()
+	require.NoError(t, ln.Close()) // nothing listens there now
+	code, stdout, stderr := tooltest.Run(t, bin, "-url", url, "-d", "200ms", "-c", "2", "-timeout", "100ms")
+	assert.Equal(t, 1, code, stderr)
+	assert.Contains(t, stdout, "FAILED: 100.00 % errors > -max-errors 1 %")
+	assert.Contains(t, stderr, "rlload: 100.00 % of checks got no decision")
 }

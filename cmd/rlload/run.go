@@ -55,6 +55,7 @@ type config struct {
 	seed          uint64
 	progress      bool
 	cpuProfile    string
+	maxErrors     float64 // percent of checks that may end in an error
 }
 
 func (cfg *config) flags(fs *flag.FlagSet) {
@@ -79,6 +80,7 @@ func (cfg *config) flags(fs *flag.FlagSet) {
 	fs.Uint64Var(&cfg.seed, "seed", 1, "seed of the callers' id choices")
 	fs.BoolVar(&cfg.progress, "progress", false, "show progress on stderr even when it is not a terminal")
 	fs.StringVar(&cfg.cpuProfile, "cpuprofile", "", "write a CPU profile of the measured run to this file")
+	fs.Float64Var(&cfg.maxErrors, "max-errors", 1, "percent of checks that may end in an error (no decision) before rlload exits 1; 100: never")
 }
 
 // parse reads args into cfg and checks the values.
@@ -114,6 +116,8 @@ func (cfg *config) parse(args []string, stderr io.Writer) error {
 		return usagef("-embedded and -inproc exclude each other")
 	case cfg.embedded && cfg.batch:
 		return usagef("-batch is the HTTP client's mode; -embedded has no HTTP")
+	case !(cfg.maxErrors >= 0 && cfg.maxErrors <= 100):
+		return usagef("-max-errors must be a percentage from 0 to 100, not %v", cfg.maxErrors)
 	case cfg.batchMax < 0 || cfg.batchInFlight < 0 || cfg.batchWindow < 0 || cfg.conns < 0 || cfg.shards < 0:
 		return usagef("-batch-max, -batch-inflight, -batch-window, -conns and -shards must not be negative")
 	}
@@ -155,6 +159,28 @@ func (r result) String() string {
 	return fmt.Sprintf("checks/s: %.0f  p50: %s  p99: %s  errors: %d", r.rate(), ms(r.P50), ms(r.P99), r.Errors)
 }
 
+// errorShare is the percentage of the measured checks that ended in an
+// error; 0 when none ended.
+func (r result) errorShare() float64 {
+	if r.Checks+r.Errors == 0 {
+		return 0
+	}
+	return 100 * float64(r.Errors) / float64(r.Checks+r.Errors)
+}
+
+// tooManyErrors is a run whose checks failed more often than -max-errors
+// allows (exit status 1): a run against a sidecar that is down or refusing
+// measures nothing, and a script must not take its figures for a result.
+type tooManyErrors struct {
+	share, max     float64
+	errors, checks int64
+}
+
+func (e *tooManyErrors) Error() string {
+	return fmt.Sprintf("%.2f %% of checks got no decision (%d of %d), more than -max-errors %g %%",
+		e.share, e.errors, e.errors+e.checks, e.max)
+}
+
 // ms formats d in milliseconds with microsecond precision.
 func ms(d time.Duration) string {
 	return strconv.FormatFloat(float64(d)/float64(time.Millisecond), 'f', 3, 64) + "ms"
@@ -171,8 +197,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	_, err = fmt.Fprintln(stdout, res)
-	return err
+	line := res.String()
+	var fail error
+	if share := res.errorShare(); share > cfg.maxErrors {
+		fail = &tooManyErrors{share: share, max: cfg.maxErrors, errors: res.Errors, checks: res.Checks}
+		line += fmt.Sprintf("  FAILED: %.2f %% errors > -max-errors %g %%", share, cfg.maxErrors)
+	}
+	if _, err := fmt.Fprintln(stdout, line); err != nil {
+		return err
+	}
+	return fail
 }
 
 // cpuTime returns the user and system CPU time this process has used.

@@ -42,9 +42,19 @@ func main() {
 			return
 		}
 		fmt.Fprintln(os.Stderr, "mochiweb-style:", err)
+		var ue *usageError
+		if errors.As(err, &ue) {
+			os.Exit(2) // a bad flag, as the flag package's own convention
+		}
 		os.Exit(1)
 	}
 }
+
+// usageError is a bad flag or argument (exit status 2).
+type usageError struct{ err error }
+
+func (e *usageError) Error() string { return e.err.Error() }
+func (e *usageError) Unwrap() error { return e.err }
 
 // config is what the flags set.
 type config struct {
@@ -121,7 +131,10 @@ func newApp(c config, log *slog.Logger) (http.Handler, func(), error) {
 func run(ctx context.Context, args []string, out io.Writer, ready chan<- string) error {
 	c, err := parseFlags(args, out)
 	if err != nil {
-		return err
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return &usageError{err}
 	}
 	log := slog.New(slog.NewTextHandler(out, nil))
 	h, release, err := newApp(c, log)

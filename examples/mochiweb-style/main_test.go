@@ -13,6 +13,7 @@ import (
 
 	"github.com/raterlimiter/raterlimiter/api"
 	"github.com/raterlimiter/raterlimiter/internal/sidecartest"
+	"github.com/raterlimiter/raterlimiter/internal/tooltest"
 	"github.com/raterlimiter/raterlimiter/memory"
 )
 
@@ -110,6 +111,8 @@ func TestBadFlags(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			err := run(context.Background(), tt.args, io.Discard, nil)
 			assert.ErrorContains(t, err, tt.want)
+			var ue *usageError
+			assert.ErrorAs(t, err, &ue, "a bad flag exits 2")
 		})
 	}
 	t.Run("missing directory", func(t *testing.T) {
@@ -124,4 +127,19 @@ func TestBadFlags(t *testing.T) {
 		err := run(context.Background(), []string{"-dir", "public", "-trusted-proxies", "10.0.0.0/8,bogus"}, io.Discard, nil)
 		assert.ErrorContains(t, err, "trusted proxy")
 	})
+}
+
+// TestExitStatus runs the built binary: -h prints the flags and exits 0, a
+// bad flag exits 2, a directory that is not there exits 1.
+func TestExitStatus(t *testing.T) {
+	bin := tooltest.Build(t, ".")
+	code, _, stderr := tooltest.Run(t, bin, "-h")
+	assert.Equal(t, 0, code, stderr)
+	assert.Contains(t, stderr, "-sidecar")
+	code, _, stderr = tooltest.Run(t, bin, "-scale", "1us")
+	assert.Equal(t, 2, code, stderr)
+	assert.Contains(t, stderr, "mochiweb-style: -scale 1µs: must be at least 1ms")
+	code, _, stderr = tooltest.Run(t, bin, "-dir", "does-not-exist")
+	assert.Equal(t, 1, code, stderr)
+	assert.Contains(t, stderr, "-dir does-not-exist: not a directory")
 }
