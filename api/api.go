@@ -47,6 +47,9 @@ const (
 	// DefaultReadBufferSize bounds a request's line and headers: enough for
 	// an id of DefaultMaxIDBytes bytes, each percent-encoded.
 	DefaultReadBufferSize = 8192
+	// concurrencySlack is how far above Concurrency fasthttp's own bound
+	// sits (see New).
+	concurrencySlack = 64
 )
 
 // HealthID is the id /healthz peeks at (hits=0, so it never counts). It
@@ -108,7 +111,8 @@ type Config struct {
 	// needs it.
 	ReadBufferSize int
 	// Concurrency is the most connections served at once; beyond it a new
-	// connection gets 503. Default DefaultConcurrency.
+	// connection gets 503 with Retry-After: 1 and is closed. Default
+	// DefaultConcurrency.
 	Concurrency int
 
 	// Policies, if set, are the server-side policies of gateway mode, for
@@ -282,7 +286,11 @@ func New(cfg Config) *Server {
 		IdleTimeout:        cfg.IdleTimeout,
 		MaxRequestBodySize: cfg.MaxBodyBytes,
 		ReadBufferSize:     cfg.ReadBufferSize,
-		Concurrency:        cfg.Concurrency,
+		// The listener refuses connections past cfg.Concurrency itself,
+		// with Retry-After; fasthttp's own bound, a little above it, only
+		// catches connections that arrive while closed ones are still
+		// being let go, and those on a unix socket.
+		Concurrency: cfg.Concurrency + concurrencySlack,
 		// Bodies are read by readBody, which sees Content-Length first.
 		StreamRequestBody:            true,
 		DisablePreParseMultipartForm: true,
@@ -325,7 +333,7 @@ func (s *Server) Serve(ln net.Listener) error {
 	}
 	s.lns = append(s.lns, ln)
 	s.mu.Unlock()
-	return s.srv.Serve(newLimitListener(ln, s.connLimits, s.metrics.refusedConns, s.metrics.overBudget))
+	return s.srv.Serve(newLimitListener(ln, s.connLimits, s.srv.Concurrency-concurrencySlack, s.metrics.refusedConns, s.metrics.overBudget))
 }
 
 // Shutdown stops accepting connections, answers the requests in flight,

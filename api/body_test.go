@@ -166,3 +166,53 @@ func TestAnnouncedBodyOverTheCap(t *testing.T) {
 	assert.Equal(t, 413, resp.StatusCode)
 	assert.True(t, resp.Close, "Connection: close")
 }
+
+// TestEvery503HasRetryAfter: a connection past Concurrency, and /auth with
+// no policies, answer 503 with Retry-After.
+func TestEvery503HasRetryAfter(t *testing.T) {
+	addr := serveTCP(t, api.Config{Concurrency: 2})
+	var held []net.Conn
+	for range 2 {
+		c, err := net.Dial("tcp", addr)
+		require.NoError(t, err)
+		defer c.Close()
+		held = append(held, c)
+	}
+	// Both held connections are served (the listener has counted them)
+	// once each has had an answer.
+	for _, c := range held {
+		_, err := io.WriteString(c, "GET /check_rate?id=a&scale=1000&limit=9 HTTP/1.1\r\nHost: x\r\n\r\n")
+		require.NoError(t, err)
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		require.NoError(t, err)
+		resp.Body.Close()
+		require.Equal(t, 200, resp.StatusCode)
+	}
+	// The refusal is written at accept, before any request is read.
+	c, err := net.Dial("tcp", addr)
+	require.NoError(t, err)
+	defer c.Close()
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	require.NoError(t, err)
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	assert.Equal(t, 503, resp.StatusCode, string(b))
+	assert.Equal(t, "1", resp.Header.Get("Retry-After"))
+	assert.Contains(t, string(b), `"error"`)
+
+	for _, c := range held {
+		c.Close()
+	}
+	require.Eventually(t, func() bool {
+		resp, err := http.Get("http://" + addr + "/auth")
+		if err != nil {
+			return false // refused at accept: still past Concurrency
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 503 || resp.Header.Get("Retry-After") == "1" {
+			return false // still past Concurrency: the held connections are being let go
+		}
+		assert.Equal(t, "60", resp.Header.Get("Retry-After"), "/auth without policies")
+		return true
+	}, 5*time.Second, 20*time.Millisecond)
+}

@@ -63,7 +63,7 @@ type ConnLimits struct {
 // refusedAnswer is all a refused connection gets: a whole response, written
 // without reading anything, then the connection closes.
 var refusedAnswer = func() []byte {
-	const body = `{"error":"api: too many connections from this address; retry later"}`
+	const body = `{"error":"api: too many connections; retry later"}`
 	return []byte("HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nRetry-After: 1\r\n" +
 		"Connection: close\r\nContent-Length: " + strconv.Itoa(len(body)) + "\r\n\r\n" + body)
 }()
@@ -72,10 +72,14 @@ var refusedAnswer = func() []byte {
 // connections that stay silent, before fasthttp spends anything on them.
 type limitListener struct {
 	net.Listener
-	lim     ConnLimits
-	mu      sync.Mutex
-	open    map[netip.Addr]int
-	refused prometheus.Counter
+	lim  ConnLimits
+	mu   sync.Mutex
+	open map[netip.Addr]int
+	// total is the connections open over every address, and most its
+	// bound: past it a connection is refused here, with Retry-After, before
+	// fasthttp's own bound (a bare 503) is reached.
+	total, most int
+	refused     prometheus.Counter
 	// pending is the bytes read and not yet answered, over every
 	// connection; overBudget counts connections closed for it.
 	pending    atomic.Int64
@@ -117,8 +121,8 @@ func (l *limitListener) reclaimLater() {
 	}()
 }
 
-func newLimitListener(ln net.Listener, lim ConnLimits, refused, overBudget prometheus.Counter) *limitListener {
-	return &limitListener{Listener: ln, lim: lim, open: map[netip.Addr]int{}, refused: refused, overBudget: overBudget}
+func newLimitListener(ln net.Listener, lim ConnLimits, most int, refused, overBudget prometheus.Counter) *limitListener {
+	return &limitListener{Listener: ln, lim: lim, most: most, open: map[netip.Addr]int{}, refused: refused, overBudget: overBudget}
 }
 
 // Accept returns the next connection within the bounds; the others are
@@ -139,13 +143,14 @@ func (l *limitListener) Accept() (net.Conn, error) {
 		}
 		l.mu.Lock()
 		n := l.open[ip]
-		if bound >= 0 && n >= bound {
+		if (bound >= 0 && n >= bound) || l.total >= l.most {
 			l.mu.Unlock()
 			l.refused.Inc()
 			go refuse(c)
 			continue
 		}
 		l.open[ip] = n + 1
+		l.total++
 		l.mu.Unlock()
 		lc := &limitConn{Conn: c, l: l, ip: ip, firstBy: time.Now().Add(l.lim.FirstByteTimeout)}
 		_ = c.SetReadDeadline(lc.firstBy)
@@ -161,6 +166,7 @@ func refuse(c net.Conn) {
 
 func (l *limitListener) release(ip netip.Addr) {
 	l.mu.Lock()
+	l.total--
 	if n := l.open[ip]; n <= 1 {
 		delete(l.open, ip)
 	} else {

@@ -84,7 +84,7 @@ func newMetrics(stats func() BackendStats, extra []prometheus.Collector) *metric
 	})
 	m.refusedConns = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "raterlimiter_connections_refused_total",
-		Help: "Connections refused at accept because their address held its bound (-max-conns-per-ip, -max-conns-per-proxy).",
+		Help: "Connections refused at accept because their address held its bound (-max-conns-per-ip, -max-conns-per-proxy) or the server held all it serves at once.",
 	})
 	m.sweepSeconds = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Name:    "raterlimiter_sweep_duration_seconds",

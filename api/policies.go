@@ -228,6 +228,9 @@ func (s *Server) auth(ctx *fasthttp.RequestCtx) {
 	start := startTime(ctx)
 	st := s.pols.Load()
 	if st == nil {
+		// Not loaded until the sidecar is restarted with a file: a long
+		// Retry-After, so no client spins on it.
+		ctx.Response.Header.Set("Retry-After", "60")
 		s.fail(ctx, fasthttp.StatusServiceUnavailable, "api: /auth needs policies: start the sidecar with -policies FILE")
 		return
 	}
