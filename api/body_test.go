@@ -76,12 +76,15 @@ func TestBodyBudgetRefusesAnnouncedBodies(t *testing.T) {
 		// its head.
 		_, err = io.WriteString(c, postHead(size, "")+body[:1])
 		require.NoError(t, err)
+		// If the held body's head was not read yet, this one got the
+		// budget and the server waits for its body: give it up.
+		_ = c.SetReadDeadline(time.Now().Add(500 * time.Millisecond))
 		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
-		require.NoError(t, err)
+		if err != nil {
+			return false
+		}
 		_, _ = io.Copy(io.Discard, resp.Body)
 		if resp.StatusCode != 503 {
-			// The held body's head was not read yet: this one got the
-			// budget and waits for its body. Give it up.
 			return false
 		}
 		refused = resp
