@@ -333,7 +333,7 @@ func (s *Server) Serve(ln net.Listener) error {
 	}
 	s.lns = append(s.lns, ln)
 	s.mu.Unlock()
-	return s.srv.Serve(newLimitListener(ln, s.connLimits, s.srv.Concurrency-concurrencySlack, s.metrics.refusedConns, s.metrics.overBudget))
+	return s.srv.Serve(newLimitListener(ln, s.connLimits, s.srv.Concurrency-concurrencySlack, &s.metrics.heldBytes, s.metrics.refusedConns, s.metrics.overBudget))
 }
 
 // Shutdown stops accepting connections, answers the requests in flight,

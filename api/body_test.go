@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -65,8 +66,19 @@ func TestBodyBudgetRefusesAnnouncedBodies(t *testing.T) {
 	_, err = io.WriteString(held, postHead(size, "")+body[:size/2])
 	require.NoError(t, err)
 
-	// The held body's reservation is visible once the server has read its
-	// head: a second announced body over what is left gets 503.
+	// The held body's reservation shows in the metric of bytes held once
+	// the server has read its head; then a second announced body over
+	// what is left gets 503.
+	require.Eventually(t, func() bool {
+		resp, err := http.Get("http://" + addr + "/metrics")
+		require.NoError(t, err)
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		m := regexp.MustCompile(`(?m)^raterlimiter_request_bytes_held (\d+)`).FindStringSubmatch(string(b))
+		require.NotNil(t, m, "the metric of bytes held")
+		held, _ := strconv.Atoi(m[1])
+		return held >= size
+	}, 5*time.Second, 10*time.Millisecond)
 	var refused *http.Response
 	require.Eventually(t, func() bool {
 		c, err := net.Dial("tcp", addr)

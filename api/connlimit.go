@@ -80,9 +80,10 @@ type limitListener struct {
 	// fasthttp's own bound (a bare 503) is reached.
 	total, most int
 	refused     prometheus.Counter
-	// pending is the bytes read and not yet answered, over every
-	// connection; overBudget counts connections closed for it.
-	pending    atomic.Int64
+	// pending is the bytes read (or admitted) and not yet answered, over
+	// every connection of every listener of the server; overBudget counts
+	// connections closed for it.
+	pending    *atomic.Int64
 	overBudget prometheus.Counter
 	// lastOver is when a connection was last closed for the budget (Unix
 	// ns); reclaiming is set while a goroutine waits to give the memory
@@ -121,8 +122,8 @@ func (l *limitListener) reclaimLater() {
 	}()
 }
 
-func newLimitListener(ln net.Listener, lim ConnLimits, most int, refused, overBudget prometheus.Counter) *limitListener {
-	return &limitListener{Listener: ln, lim: lim, most: most, open: map[netip.Addr]int{}, refused: refused, overBudget: overBudget}
+func newLimitListener(ln net.Listener, lim ConnLimits, most int, pending *atomic.Int64, refused, overBudget prometheus.Counter) *limitListener {
+	return &limitListener{Listener: ln, lim: lim, most: most, open: map[netip.Addr]int{}, pending: pending, refused: refused, overBudget: overBudget}
 }
 
 // Accept returns the next connection within the bounds; the others are

@@ -2,6 +2,7 @@ package api
 
 import (
 	"bytes"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -50,6 +51,9 @@ type metrics struct {
 	// overBudget counts connections closed holding request bytes past the
 	// body budget.
 	overBudget prometheus.Counter
+	// heldBytes is the request bytes read or admitted and not yet
+	// answered, over every connection: what -body-budget bounds.
+	heldBytes atomic.Int64
 	// sweepSeconds is the time of one shard's sweep.
 	sweepSeconds prometheus.Histogram
 }
@@ -95,7 +99,11 @@ func newMetrics(stats func() BackendStats, extra []prometheus.Collector) *metric
 		Name: "raterlimiter_connections_over_body_budget_total",
 		Help: "Connections closed while holding more than 16 KiB of an unanswered request, or refused a body announced bigger, the server holding its whole budget of such bytes (-body-budget).",
 	})
-	m.reg.MustRegister(checks, duration, m.batchSize, m.swept, m.refusedConns, m.overBudget, m.sweepSeconds,
+	held := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "raterlimiter_request_bytes_held",
+		Help: "Request bytes read or admitted and not yet answered, over every connection: what -body-budget bounds.",
+	}, func() float64 { return float64(m.heldBytes.Load()) })
+	m.reg.MustRegister(checks, duration, m.batchSize, m.swept, m.refusedConns, m.overBudget, held, m.sweepSeconds,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.reg.MustRegister(extra...)
 	if stats != nil {
