@@ -55,6 +55,8 @@ type Backend struct {
 	queued atomic.Int64
 	// lastAnswer is when Redis last answered a call, UnixNano.
 	lastAnswer atomic.Int64
+	// queue holds single checks waiting for a sender (combine.go).
+	queue chan *combined
 }
 
 var _ rl.Limiter = (*Backend)(nil)
@@ -148,6 +150,7 @@ func New(cfg Config) (*Backend, error) {
 	default:
 		return nil, fmt.Errorf("redisbackend: connect: %w", err)
 	}
+	b.startSenders()
 	return b, nil
 }
 
@@ -335,7 +338,8 @@ func isNoScript(err error) bool {
 	return ok && re.IsNoScript()
 }
 
-// run sends one script per item (keys and args of item i from kv), pipelined,
+// run sends one script per item (keys and args of item i from kv), pipelined
+// (a single one with the other callers' waiting single ones, combine.go),
 // and sends again with EVAL, in order, those that found no script loaded.
 func (b *Backend) run(ctx context.Context, s script, n int, kv func(i int) (keys, args []string)) []rueidis.RedisResult {
 	c := b.conn()
@@ -353,7 +357,7 @@ func (b *Backend) run(ctx context.Context, s script, n int, kv func(i int) (keys
 	}
 	var res []rueidis.RedisResult
 	if n == 1 {
-		res = []rueidis.RedisResult{c.Do(ctx, cmds[0])}
+		res = []rueidis.RedisResult{b.doCombined(ctx, cmds[0])}
 	} else {
 		res = c.DoMulti(ctx, cmds...)
 	}
