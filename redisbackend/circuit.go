@@ -1,0 +1,124 @@
+package redisbackend
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"os"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/redis/rueidis"
+)
+
+// unavailable reports whether err means Redis could not answer (so the
+// circuit and the fail mode apply), rather than a bug or the caller giving
+// up (ctx is the caller's context).
+func (b *Backend) unavailable(ctx context.Context, err error) bool {
+	if err == nil || rueidis.IsRedisNil(err) {
+		return false
+	}
+	if re, ok := rueidis.IsRedisErr(err); ok {
+		msg := re.Error()
+		for _, p := range []string{"LOADING", "BUSY", "CLUSTERDOWN", "MASTERDOWN", "TRYAGAIN", "READONLY", "NOREPLICAS"} {
+			if strings.HasPrefix(msg, p) {
+				return true
+			}
+		}
+		return false
+	}
+	if errors.Is(err, errParse) {
+		return false
+	}
+	if b.cfg.Timeout == 0 && isDeadline(err) {
+		// No ceiling of our own: a deadline is the caller's, and the wait
+		// for its answer says Redis is slow, not that it is down (see
+		// unanswered).
+		return false
+	}
+	return ctx.Err() == nil
+}
+
+// isDeadline reports whether err is a wait that ran out of time.
+func isDeadline(err error) bool {
+	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, os.ErrDeadlineExceeded)
+}
+
+func (b *Backend) observe(op string, start time.Time, err error) {
+	if b.cfg.OnCall != nil {
+		b.cfg.OnCall(op, time.Since(start), err)
+	}
+}
+
+// unanswered notes a call whose caller gave up waiting; after DownAfter
+// without a single answer, Redis counts as down.
+func (b *Backend) unanswered(cause error) {
+	if last := b.lastAnswer.Load(); last != 0 && time.Since(time.Unix(0, last)) > b.cfg.DownAfter {
+		b.fail(&noAnswerError{since: b.cfg.DownAfter, cause: cause})
+	}
+}
+
+// noAnswerError is why the circuit opens when calls only time out.
+type noAnswerError struct {
+	since time.Duration
+	cause error
+}
+
+func (e *noAnswerError) Error() string {
+	return "redisbackend: no answer from redis for more than " + e.since.String() + ": " + e.cause.Error()
+}
+
+func (e *noAnswerError) Unwrap() error { return e.cause }
+
+// Reason names why the circuit changed, for logs and metrics: "refused",
+// "reset", "closed" (EOF), "loading", "clusterdown", "masterdown",
+// "tryagain", "readonly", "busy", "noreplicas", "no_answer", "not_connected",
+// or "other".
+func Reason(err error) string {
+	var na *noAnswerError
+	switch {
+	case err == nil:
+		return "answered"
+	case errors.As(err, &na):
+		return "no_answer"
+	case errors.Is(err, errNotConnected):
+		return "not_connected"
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return "refused"
+	case errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE):
+		return "reset"
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, net.ErrClosed):
+		return "closed"
+	}
+	if re, ok := rueidis.IsRedisErr(err); ok {
+		msg := re.Error()
+		for _, p := range []string{"LOADING", "BUSY", "CLUSTERDOWN", "MASTERDOWN", "TRYAGAIN", "READONLY", "NOREPLICAS"} {
+			if strings.HasPrefix(msg, p) {
+				return strings.ToLower(p)
+			}
+		}
+	}
+	return "other"
+}
+
+func (b *Backend) fail(err error) {
+	if b.br.failure() {
+		b.log.Warn("redisbackend: redis unavailable, circuit open", "reason", Reason(err), "err", err, "fail", b.cfg.Fail.String(),
+			"probe_interval", b.cfg.ProbeInterval)
+		if b.cfg.OnState != nil {
+			b.cfg.OnState(false, err)
+		}
+	}
+}
+
+func (b *Backend) succeed() {
+	b.lastAnswer.Store(time.Now().UnixNano())
+	if b.br.success() {
+		b.log.Info("redisbackend: redis answers again, circuit closed")
+		if b.cfg.OnState != nil {
+			b.cfg.OnState(true, nil)
+		}
+	}
+}
