@@ -75,7 +75,42 @@ func decodeBatchAnswer(body []byte, ds []rl.Decision) ([]rl.Decision, error) {
 	r.buf = bytes.Buffer{}
 	r.dec.Reset(&r.buf, readOptions...)
 	answerReaders.Put(r)
-	return out, err
+	return out, readError(err)
+}
+
+// errEnd is the error for an answer cut short, in encoding/json's words.
+var errEnd = errors.New("unexpected end of JSON input")
+
+// readError returns err, or errEnd for an answer cut short.
+func readError(err error) error {
+	if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
+		return errEnd
+	}
+	return err
+}
+
+// decodeDecisionAnswer decodes the decision of a 200 or 429 from
+// /check_rate into d, as decodeBatchAnswer decodes each of a batch's.
+func decodeDecisionAnswer(body []byte, d *rl.Decision) error {
+	r := answerReaders.Get().(*answerReader)
+	r.buf = *bytes.NewBuffer(body)
+	r.dec.Reset(&r.buf, readOptions...)
+	var err error
+	if r.dec.PeekKind() == '{' {
+		var allowed bool
+		if allowed, err = r.decision(d); err == nil {
+			err = r.end()
+		}
+		if err == nil && !allowed {
+			err = errors.New(`client: answer lacks "allowed"`)
+		}
+	} else {
+		err = r.refuse()
+	}
+	r.buf = bytes.Buffer{}
+	r.dec.Reset(&r.buf, readOptions...)
+	answerReaders.Put(r)
+	return readError(err)
 }
 
 func (r *answerReader) decisions(ds []rl.Decision) ([]rl.Decision, error) {
@@ -106,7 +141,7 @@ func (r *answerReader) decisions(ds []rl.Decision) ([]rl.Decision, error) {
 			ds = append(ds, rl.Decision{})
 		case '{':
 			var d rl.Decision
-			if err := r.decision(&d); err != nil {
+			if _, err := r.decision(&d); err != nil {
 				return nil, err
 			}
 			ds = append(ds, d)
@@ -116,15 +151,16 @@ func (r *answerReader) decisions(ds []rl.Decision) ([]rl.Decision, error) {
 	}
 }
 
-// decision reads one decision object.
-func (r *answerReader) decision(d *rl.Decision) error {
+// decision reads one decision object; allowed reports whether it set
+// "allowed" (not null).
+func (r *answerReader) decision(d *rl.Decision) (allowed bool, err error) {
 	if _, err := r.dec.ReadToken(); err != nil { // '{'
-		return err
+		return false, err
 	}
 	for r.dec.PeekKind() != '}' {
 		name, err := r.dec.ReadValue()
 		if err != nil {
-			return err
+			return false, err
 		}
 		if bytes.IndexByte(name, '\\') >= 0 {
 			r.name, _ = jsontext.AppendUnquote(r.name[:0], name)
@@ -134,49 +170,100 @@ func (r *answerReader) decision(d *rl.Decision) error {
 		}
 		v, err := r.dec.ReadValue()
 		if err != nil {
-			return err
+			return false, err
 		}
-		field := decisionField(d, name)
+		isBool, field := decisionField(d, name)
 		switch {
-		case field == nil && !bytes.EqualFold(name, []byte("allowed")):
+		case !isBool && field == nil:
 			// Not a decision's: skipped.
 		case v.Kind() == 'n':
 			// null leaves the field as it is.
-		case field == nil:
+		case isBool:
 			switch v.Kind() {
 			case 't':
 				d.Allowed = true
 			case 'f':
 				d.Allowed = false
 			default:
-				return errNotDecisions
+				return false, errNotDecisions
 			}
-		case v.Kind() != '0':
-			return errNotDecisions
+			allowed = true
 		default:
-			n, err := strconv.ParseInt(string(v), 10, 64)
-			if err != nil { // a fraction, an exponent, or out of range
-				return errNotDecisions
+			n, ok := parseInt(v)
+			if !ok {
+				return false, errNotDecisions
 			}
 			*field = n
 		}
 	}
-	_, err := r.dec.ReadToken() // '}'
-	return err
+	_, err = r.dec.ReadToken() // '}'
+	return allowed, err
 }
 
-// decisionField returns the integer field of d that name matches, without
-// regard to case as encoding/json matches names, or nil.
-func decisionField(d *rl.Decision, name []byte) *int64 {
-	for _, f := range [...]struct {
-		name string
-		p    *int64
-	}{{"count", &d.Count}, {"limit", &d.Limit}, {"remaining", &d.Remaining}, {"reset_ms", &d.ResetMS}, {"retry_after_ms", &d.RetryAfterMS}} {
-		if string(name) == f.name || bytes.EqualFold(name, []byte(f.name)) {
-			return f.p
-		}
+// decisionField returns the integer field of d that name matches, or
+// isBool for "allowed", without regard to case as encoding/json matches
+// names; neither for a name that is not a decision's.
+func decisionField(d *rl.Decision, name []byte) (isBool bool, field *int64) {
+	switch string(name) { // the names as the API writes them
+	case "allowed":
+		return true, nil
+	case "count":
+		return false, &d.Count
+	case "limit":
+		return false, &d.Limit
+	case "remaining":
+		return false, &d.Remaining
+	case "reset_ms":
+		return false, &d.ResetMS
+	case "retry_after_ms":
+		return false, &d.RetryAfterMS
+	case "status", "id":
+		return false, nil
 	}
-	return nil
+	switch {
+	case bytes.EqualFold(name, []byte("allowed")):
+		return true, nil
+	case bytes.EqualFold(name, []byte("count")):
+		return false, &d.Count
+	case bytes.EqualFold(name, []byte("limit")):
+		return false, &d.Limit
+	case bytes.EqualFold(name, []byte("remaining")):
+		return false, &d.Remaining
+	case bytes.EqualFold(name, []byte("reset_ms")):
+		return false, &d.ResetMS
+	case bytes.EqualFold(name, []byte("retry_after_ms")):
+		return false, &d.RetryAfterMS
+	}
+	return false, nil
+}
+
+// parseInt reads a JSON value as encoding/json stores it in an int64: an
+// integer (no fraction, no exponent) within range. v is valid JSON.
+func parseInt(v jsontext.Value) (int64, bool) {
+	if v.Kind() != '0' {
+		return 0, false
+	}
+	neg := v[0] == '-'
+	if neg {
+		v = v[1:]
+	}
+	if len(v) > 19 {
+		return 0, false
+	}
+	var n uint64
+	for _, c := range v {
+		if c < '0' || c > '9' {
+			return 0, false // a fraction or an exponent
+		}
+		n = n*10 + uint64(c-'0') // 19 digits fit a uint64
+	}
+	switch {
+	case neg && n <= 1<<63:
+		return -int64(n), true
+	case !neg && n < 1<<63:
+		return int64(n), true
+	}
+	return 0, false
 }
 
 // refuse reads the next value and returns its syntax error, or, when it
