@@ -176,8 +176,8 @@ func (r *jsonReader) check(req *rl.Request, ids []byte, maxID int, rules *rules,
 // field returns the check's field a raw object name names, or 0. Names
 // written without escapes are compared whole.
 func (r *jsonReader) field(name jsontext.Value) fields {
-	if bytes.IndexByte(name, '\\') < 0 {
-		return fieldOf(name[1 : len(name)-1])
+	if f := fieldOf(name[1 : len(name)-1]); f != 0 || bytes.IndexByte(name, '\\') < 0 {
+		return f
 	}
 	r.name, _ = jsontext.AppendUnquote(r.name[:0], name)
 	return fieldOf(r.name)

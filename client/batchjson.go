@@ -162,17 +162,15 @@ func (r *answerReader) decision(d *rl.Decision) (allowed bool, err error) {
 		if err != nil {
 			return false, err
 		}
-		if bytes.IndexByte(name, '\\') >= 0 {
+		isBool, field := decisionField(d, name[1:len(name)-1])
+		if !isBool && field == nil && bytes.IndexByte(name, '\\') >= 0 {
 			r.name, _ = jsontext.AppendUnquote(r.name[:0], name)
-			name = r.name
-		} else {
-			name = name[1 : len(name)-1]
+			isBool, field = decisionField(d, r.name)
 		}
 		v, err := r.dec.ReadValue()
 		if err != nil {
 			return false, err
 		}
-		isBool, field := decisionField(d, name)
 		switch {
 		case !isBool && field == nil:
 			// Not a decision's: skipped.
