@@ -17,6 +17,46 @@ const (
 	MaxLogLimit int64 = 65536
 )
 
+// The errors of a field out of its bounds, shared: refusing a request
+// allocates nothing.
+var (
+	errEmptyID  = &FieldError{"id", "must not be empty"}
+	errScale    = &FieldError{"scale", "must be an integer from 1 to " + strconv.FormatInt(MaxScale, 10) + " (milliseconds)"}
+	errLimit    = &FieldError{"limit", "must be an integer from 0 to " + strconv.FormatInt(MaxLimit, 10)}
+	errHits     = &FieldError{"hits", "must be an integer from 0 to " + strconv.FormatInt(MaxHits, 10)}
+	errLogLimit = &FieldError{"limit", "must be an integer from 0 to " + strconv.FormatInt(MaxLogLimit, 10) + " with algo=log"}
+)
+
+// idTooLong is the error of an id longer than maxIDBytes.
+func idTooLong(maxIDBytes int) *FieldError {
+	return &FieldError{"id", "must be at most " + strconv.Itoa(maxIDBytes) + " bytes"}
+}
+
+// OutOfBounds returns the error Validate gives when field ("id", "scale",
+// "limit", "hits" or "algo") is out of its bounds; for "id", too long for
+// maxIDBytes (DefaultMaxIDBytes when maxIDBytes <= 0). A parser that cannot
+// read a value as its field's type (a sign, a fraction, an overflow) can
+// refuse it in the same words. The error must not be modified. It panics
+// on any other field name.
+func OutOfBounds(field string, maxIDBytes int) *FieldError {
+	switch field {
+	case "id":
+		if maxIDBytes <= 0 {
+			maxIDBytes = DefaultMaxIDBytes
+		}
+		return idTooLong(maxIDBytes)
+	case "scale":
+		return errScale
+	case "limit":
+		return errLimit
+	case "hits":
+		return errHits
+	case "algo":
+		return errAlgo
+	}
+	panic("raterlimiter: OutOfBounds of an unknown field " + strconv.Quote(field))
+}
+
 // Validate checks r against the bounds, with ids up to maxIDBytes long
 // (DefaultMaxIDBytes when maxIDBytes <= 0). The error is a *FieldError naming
 // the first field out of bounds.
@@ -26,19 +66,19 @@ func (r Request) Validate(maxIDBytes int) error {
 	}
 	switch {
 	case len(r.ID) == 0:
-		return &FieldError{"id", "must not be empty"}
+		return errEmptyID
 	case len(r.ID) > maxIDBytes:
-		return &FieldError{"id", "must be at most " + strconv.Itoa(maxIDBytes) + " bytes"}
+		return idTooLong(maxIDBytes)
 	case r.Scale < 1 || r.Scale > MaxScale:
-		return &FieldError{"scale", "must be an integer from 1 to " + strconv.FormatInt(MaxScale, 10) + " (milliseconds)"}
+		return errScale
 	case r.Limit < 0 || r.Limit > MaxLimit:
-		return &FieldError{"limit", "must be an integer from 0 to " + strconv.FormatInt(MaxLimit, 10)}
+		return errLimit
 	case r.Hits < 0 || r.Hits > MaxHits:
-		return &FieldError{"hits", "must be an integer from 0 to " + strconv.FormatInt(MaxHits, 10)}
+		return errHits
 	case !r.Algo.Valid():
 		return errAlgo
 	case r.Algo == Log && r.Limit > MaxLogLimit:
-		return &FieldError{"limit", "must be an integer from 0 to " + strconv.FormatInt(MaxLogLimit, 10) + " with algo=log"}
+		return errLogLimit
 	}
 	return nil
 }

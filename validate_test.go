@@ -103,3 +103,27 @@ func TestErrorsAreDistinct(t *testing.T) {
 	d := rl.Decision{Now: 1000, ResetMS: 250}
 	assert.Equal(t, int64(1250), d.ResetAt())
 }
+
+// TestOutOfBoundsIsValidatesError: the errors a parser takes from
+// OutOfBounds are the ones Validate gives for each field.
+func TestOutOfBoundsIsValidatesError(t *testing.T) {
+	ok := rl.Request{ID: "u", Scale: 1000, Limit: 5, Hits: 1}
+	for _, tt := range []struct {
+		field string
+		bad   func(*rl.Request)
+	}{
+		{"id", func(r *rl.Request) { r.ID = "abcd" }},
+		{"scale", func(r *rl.Request) { r.Scale = 0 }},
+		{"limit", func(r *rl.Request) { r.Limit = -1 }},
+		{"hits", func(r *rl.Request) { r.Hits = rl.MaxHits + 1 }},
+		{"algo", func(r *rl.Request) { r.Algo = 200 }},
+	} {
+		t.Run(tt.field, func(t *testing.T) {
+			r := ok
+			tt.bad(&r)
+			assert.Equal(t, r.Validate(3), error(rl.OutOfBounds(tt.field, 3)))
+		})
+	}
+	assert.Contains(t, rl.OutOfBounds("id", 0).Rule, "1024", "the default id bound")
+	assert.Panics(t, func() { rl.OutOfBounds("policy", 0) })
+}

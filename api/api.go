@@ -13,7 +13,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -24,6 +23,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	json "github.com/go-json-experiment/json/v1"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/valyala/fasthttp"
 
@@ -164,6 +164,7 @@ type Server struct {
 	metrics  *metrics
 	srv      *fasthttp.Server
 	batches  sync.Pool // of *batch
+	readers  sync.Pool // of *jsonReader, for single checks
 	scratch  sync.Pool // of *scratch
 	// deadlines bounds the wait for the limiter.
 	deadlines *deadlines
@@ -274,6 +275,7 @@ func New(cfg Config) *Server {
 	s.SetPolicies(cfg.Policies)
 	s.authScratch.New = func() any { return new(authScratch) }
 	s.batches.New = func() any { return new(batch) }
+	s.readers.New = func() any { return new(jsonReader) }
 	s.scratch.New = func() any { return &scratch{b: make([]byte, 0, 256)} }
 	s.deadlines = newDeadlines(cfg.Timeout)
 	s.dash, s.stats = newDashboard(cfg.Dashboard), cfg.Stats
@@ -572,10 +574,19 @@ func (s *Server) parseBody(ctx *fasthttp.RequestCtx, r *rl.Request, shown *strin
 		return parseArgs(args, r, shown, s.maxID, s.rules, pc)
 	}
 	var idbuf [128]byte
-	d := decoder{b: body}
-	ids, pol, err := d.check(r, idbuf[:0], s.maxID, s.rules, pc)
+	jr := s.readers.Get().(*jsonReader)
+	defer func() {
+		jr.release()
+		s.readers.Put(jr)
+	}()
+	err := jr.reset(body)
+	var ids []byte
+	var pol *policy.Policy
 	if err == nil {
-		err = d.end()
+		ids, pol, err = jr.check(r, idbuf[:0], s.maxID, s.rules, pc)
+	}
+	if err == nil {
+		err = jr.end()
 	}
 	if err != nil {
 		return nil, err
@@ -597,6 +608,7 @@ type batch struct {
 	ids  []byte
 	out  []byte
 	ds   []rl.Decision
+	json jsonReader
 	// lent is set when reqs and ds may still be in the limiter's hands
 	// (it failed after CheckRatesInto): the batch is not reused.
 	lent bool
@@ -619,9 +631,10 @@ func (s *Server) checkRates(ctx *fasthttp.RequestCtx) {
 		}
 	}()
 	b.reqs, b.pols, b.ends, b.ids = b.reqs[:0], b.pols[:0], b.ends[:0], b.ids[:0]
-	d := decoder{b: ctx.PostBody()}
 	pc := s.policyCheck()
-	if err := s.parseBatch(&d, b, &pc); err != nil {
+	err := s.parseBatch(ctx.PostBody(), b, &pc)
+	b.json.release()
+	if err != nil {
 		var te tooLarge
 		if errors.As(err, &te) {
 			s.fail(ctx, fasthttp.StatusRequestEntityTooLarge, err.Error())
@@ -655,7 +668,6 @@ func (s *Server) checkRates(ctx *fasthttp.RequestCtx) {
 	}
 	s.metrics.batchSize.Observe(float64(len(b.reqs)))
 	var ds []rl.Decision
-	var err error
 	if li, ok := s.lim.(checkRatesInto); ok {
 		b.ds = slices.Grow(b.ds[:0], len(b.reqs))[:len(b.reqs)]
 		if err = li.CheckRatesInto(s.deadlines.get(start), b.reqs, b.ds); err != nil {
@@ -717,38 +729,32 @@ func (t tooLarge) Error() string {
 	return "api: a batch may hold at most " + strconv.Itoa(t.max) + " checks"
 }
 
-func (s *Server) parseBatch(d *decoder, b *batch, pc *policyCheck) error {
-	if d.peek() != '[' {
-		return d.syntax("expected an array of checks")
+func (s *Server) parseBatch(body []byte, b *batch, pc *policyCheck) error {
+	r := &b.json
+	if err := r.reset(body); err != nil {
+		return err
 	}
-	d.i++
-	if d.peek() == ']' {
-		d.i++
-		return d.end()
+	if err := r.open('[', "an array of checks"); err != nil {
+		return err
 	}
-	for {
+	for r.dec.PeekKind() != ']' {
 		if len(b.reqs) == s.maxBatch {
 			return tooLarge{s.maxBatch}
 		}
 		b.reqs = append(b.reqs, rl.Request{})
 		var err error
 		var p *policy.Policy
-		b.ids, p, err = d.check(&b.reqs[len(b.reqs)-1], b.ids, s.maxID, s.rules, pc)
+		b.ids, p, err = r.check(&b.reqs[len(b.reqs)-1], b.ids, s.maxID, s.rules, pc)
 		if err != nil {
 			return &rl.ItemError{Index: len(b.reqs) - 1, Err: err}
 		}
 		b.pols = append(b.pols, p)
 		b.ends = append(b.ends, len(b.ids))
-		switch d.peek() {
-		case ',':
-			d.i++
-		case ']':
-			d.i++
-			return d.end()
-		default:
-			return d.syntax("expected ',' or ']'")
-		}
 	}
+	if _, err := r.dec.ReadToken(); err != nil { // ']'
+		return r.syntax(err, "")
+	}
+	return r.end()
 }
 
 // Pages of GET /buckets.

@@ -115,6 +115,7 @@ func BenchmarkCheckRates(b *testing.B) {
 	body = append(body, ']')
 	h := New(Config{Limiter: instant{}}).Handler
 	b.ReportAllocs()
+	defer reportCPU(b)()
 	b.RunParallel(func(pb *testing.PB) {
 		var ctx fasthttp.RequestCtx
 		var req fasthttp.Request

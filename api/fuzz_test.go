@@ -43,10 +43,14 @@ func FuzzDecodeCheck(f *testing.F) {
 	}
 	rs := newRules(rl.DefaultMaxIDBytes)
 	f.Fuzz(func(t *testing.T, in []byte) {
-		d := decoder{b: in}
+		var d jsonReader
 		var r rl.Request
 		var pc policyCheck
-		id, _, err := d.check(&r, nil, rl.DefaultMaxIDBytes, rs, &pc)
+		var id []byte
+		err := d.reset(in)
+		if err == nil {
+			id, _, err = d.check(&r, nil, rl.DefaultMaxIDBytes, rs, &pc)
+		}
 		if err == nil {
 			err = d.end()
 		}

@@ -1,8 +1,6 @@
 package api
 
 import (
-	"strconv"
-
 	"github.com/valyala/fasthttp"
 
 	rl "github.com/raterlimiter/raterlimiter"
@@ -92,32 +90,13 @@ type rules struct {
 }
 
 func newRules(maxID int) *rules {
-	probe := func(r rl.Request) *rl.FieldError {
-		err := r.Validate(maxID)
-		fe, ok := err.(*rl.FieldError)
-		if !ok {
-			panic("api: the core accepted an out-of-bounds probe: " + strconv.Quote(r.ID))
-		}
-		return fe
+	return &rules{
+		id:    rl.OutOfBounds("id", maxID),
+		scale: rl.OutOfBounds("scale", 0),
+		limit: rl.OutOfBounds("limit", 0),
+		hits:  rl.OutOfBounds("hits", 0),
+		algo:  rl.OutOfBounds("algo", 0),
 	}
-	ok := rl.Request{ID: "x", Scale: 1}
-	long := ok
-	long.ID = string(make([]byte, maxID+1))
-	var rs rules
-	rs.id = probe(long)
-	r := ok
-	r.Scale = 0
-	rs.scale = probe(r)
-	r = ok
-	r.Limit = -1
-	rs.limit = probe(r)
-	r = ok
-	r.Hits = -1
-	rs.hits = probe(r)
-	r = ok
-	r.Algo = 255
-	rs.algo = probe(r)
-	return &rs
 }
 
 func (rs *rules) of(f fields) *rl.FieldError {

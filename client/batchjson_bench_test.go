@@ -60,3 +60,19 @@ func BenchmarkDecodeBatchAnswer(b *testing.B) {
 		perItem(b, cpu0, 500)
 	})
 }
+
+// BenchmarkAppendBatchJSON encodes a batch of 500 checks as the batcher
+// sends it.
+func BenchmarkAppendBatchJSON(b *testing.B) {
+	rs := make([]rl.Request, 500)
+	for i := range rs {
+		rs[i] = rl.Request{ID: "user-" + strconv.Itoa(i*17), Scale: 60_000, Limit: 1_000_000, Hits: 1, Algo: rl.Sliding}
+	}
+	var buf []byte
+	b.ReportAllocs()
+	cpu0 := cpuTime()
+	for b.Loop() {
+		buf = appendBatchJSON(buf[:0], rs)
+	}
+	perItem(b, cpu0, len(rs))
+}

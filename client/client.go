@@ -21,7 +21,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -34,6 +33,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	json "github.com/go-json-experiment/json/v1"
 	"github.com/valyala/fasthttp"
 
 	rl "github.com/raterlimiter/raterlimiter"
@@ -286,19 +286,7 @@ func decodeDecision(status int, body []byte, d *rl.Decision) error {
 	if status != fasthttp.StatusOK && status != fasthttp.StatusTooManyRequests {
 		return errUnexpected
 	}
-	var w struct {
-		Allowed *bool `json:"allowed"`
-		rl.Decision
-	}
-	if err := json.Unmarshal(body, &w); err != nil {
-		return err
-	}
-	if w.Allowed == nil {
-		return errors.New(`client: answer lacks "allowed"`)
-	}
-	*d = w.Decision
-	d.Allowed = *w.Allowed
-	return nil
+	return decodeDecisionAnswer(body, d)
 }
 
 // CheckRates asks the sidecar to decide rs in order (POST /check_rates). If a

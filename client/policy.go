@@ -2,10 +2,10 @@ package client
 
 import (
 	"context"
-	"encoding/json"
 	"net/url"
 	"strconv"
 
+	json "github.com/go-json-experiment/json/v1"
 	"github.com/valyala/fasthttp"
 
 	rl "github.com/raterlimiter/raterlimiter"
