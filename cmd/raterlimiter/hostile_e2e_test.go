@@ -313,32 +313,40 @@ func TestWellBehavedClientUnderAttack(t *testing.T) {
 			c.Close()
 		}
 	}()
-	var quiet, attacked []time.Duration
-	var attackTime time.Duration
-	for attackTime < attackFor {
-		paused.Store(true)
-		measure(time.Second, &quiet)
-		paused.Store(false)
-		t0 := time.Now()
-		measure(2*time.Second, &attacked)
-		attackTime += time.Since(t0)
-	}
-	close(stop)
-	wg.Wait()
-
 	p99 := func(ds []time.Duration) time.Duration {
 		ds = slices.Clone(ds)
 		slices.Sort(ds)
 		return ds[(len(ds)*99)/100]
 	}
+	// Quiet and attacked windows alternate; each pair gives a ratio of
+	// p99s, and the median ratio is what is judged: a burst of outside load
+	// (other packages' tests on the same two cores) spoils a pair, not the
+	// verdict. A quiet p99 below 1 ms is taken as 1 ms: below it the ratio
+	// measures the scheduler of a shared machine, not the sidecar.
+	var quiet, attacked []time.Duration
+	var ratios []float64
+	var attackTime time.Duration
+	for attackTime < attackFor {
+		var q, a []time.Duration
+		paused.Store(true)
+		measure(time.Second, &q)
+		paused.Store(false)
+		t0 := time.Now()
+		measure(2*time.Second, &a)
+		attackTime += time.Since(t0)
+		ratios = append(ratios, float64(p99(a))/float64(max(p99(q), time.Millisecond)))
+		quiet, attacked = append(quiet, q...), append(attacked, a...)
+	}
+	close(stop)
+	wg.Wait()
+
 	q, a := p99(quiet), p99(attacked)
-	// A quiet p99 below 1 ms is taken as 1 ms: below it the ratio measures
-	// the scheduler of a shared machine, not the sidecar.
-	base := max(q, time.Millisecond)
+	slices.Sort(ratios)
+	median := ratios[len(ratios)/2]
 	rate := float64(newIDs.Load()) / attackTime.Seconds()
-	t.Logf("well-behaved p99: quiet %v (%d checks), under attack %v (%d checks); %.0f new ids a second, %d header and body floods, %d hog connections",
-		q, len(quiet), a, len(attacked), rate, floods.Load(), len(hogs))
-	assert.LessOrEqual(t, a, 3*base, "p99 under attack within 3x of quiet")
+	t.Logf("well-behaved p99: quiet %v (%d checks), under attack %v (%d checks); ratios of p99s by window pair %.2f (median %.2f); %.0f new ids a second, %d header and body floods, %d hog connections",
+		q, len(quiet), a, len(attacked), ratios, median, rate, floods.Load(), len(hogs))
+	assert.LessOrEqual(t, median, 3.0, "p99 under attack within 3x of quiet (median over window pairs)")
 	// The flood offers 20,000 new ids a second; what the sidecar absorbs
 	// depends on the machine (20,000 a second alone, fewer beside CI's
 	// other tests), and is logged above.
