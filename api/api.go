@@ -917,20 +917,10 @@ const StaleHeader = "X-RateLimiter-Stale"
 // under -redis-fail open or local, while Redis does not answer.
 const DegradedHeader = "X-RateLimit-Degraded"
 
-// degraded is how a backend's error carries decisions it made without its
-// shared state (redisbackend.DegradedError has this method): usable
-// answers, in order, and the fail mode that made them.
-type degraded interface {
-	Degraded() (mode string, ds []rl.Decision)
-}
-
-// degradedAnswer returns the decisions err carries, if any.
+// degradedAnswer returns the decisions err carries (rl.Degraded), if any.
 func degradedAnswer(err error) (string, []rl.Decision) {
-	var dg degraded
-	if errors.As(err, &dg) {
-		return dg.Degraded()
-	}
-	return "", nil
+	mode, ds, _ := rl.DegradedDecisions(err)
+	return mode, ds
 }
 
 // limiterFailed answers a request the limiter refused and returns the

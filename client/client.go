@@ -50,29 +50,23 @@ const (
 	maxBody = 64 << 20
 )
 
-// FailMode says what CheckRate and CheckRates answer when the sidecar cannot.
-type FailMode uint8
+// FailMode says what CheckRate and CheckRates answer when the sidecar
+// cannot (raterlimiter.FailMode). The client has no limiter of its own, so
+// it takes FailClosed and FailOpen; New refuses FailLocal.
+type FailMode = rl.FailMode
 
 const (
 	// FailClosed, the default, returns the error (it matches
 	// raterlimiter.ErrUnavailable). What to do then is the caller's choice.
-	FailClosed FailMode = iota
+	FailClosed = rl.FailClosed
 	// FailOpen answers as if the id had no recorded hits and allows the
 	// request: Decision{Allowed: true, Limit: r.Limit, Remaining: r.Limit,
 	// Now: the client's clock}, Count, ResetMS and RetryAfterMS 0, and a nil
 	// error. Config.OnError still sees the error. It applies to the
 	// sidecar's failures only (transport errors, 5xx answers and deadlines),
 	// never to an invalid request, a 4xx answer or a cancelled context.
-	FailOpen
+	FailOpen = rl.FailOpen
 )
-
-// String returns "closed" or "open".
-func (m FailMode) String() string {
-	if m == FailOpen {
-		return "open"
-	}
-	return "closed"
-}
 
 // Config configures a Client. Only URL is required; every other zero field
 // means the default its comment names.
@@ -153,6 +147,9 @@ var _ rl.Limiter = (*Client)(nil)
 // New returns a client of the sidecar at cfg.URL. It fails only on a URL that
 // is not an absolute http or https URL or a unix: socket path.
 func New(cfg Config) (*Client, error) {
+	if cfg.FailMode > FailOpen {
+		return nil, fmt.Errorf("client: FailMode %v: the client has no limiter of its own to fall back on; use FailClosed or FailOpen", cfg.FailMode)
+	}
 	var sock string // unix socket path, for a unix: URL
 	if path, ok := strings.CutPrefix(cfg.URL, "unix:"); ok {
 		if path == "" {

@@ -3,7 +3,6 @@ package redisbackend
 import (
 	"crypto/tls"
 	"log/slog"
-	"strconv"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -39,48 +38,25 @@ const (
 	DefaultMaxQueued = 8192
 )
 
-// FailMode is what a Backend does when Redis does not answer in time. The
-// zero value is FailClosed.
-type FailMode uint8
+// FailMode is what a Backend does when Redis does not answer in time
+// (raterlimiter.FailMode). The zero value is FailClosed.
+type FailMode = rl.FailMode
 
 const (
 	// FailClosed fails the call with an error matching
 	// raterlimiter.ErrUnavailable (the sidecar answers 503).
-	FailClosed FailMode = iota
+	FailClosed = rl.FailClosed
 	// FailOpen allows every request: the decision has Allowed, Count 0 and
 	// Remaining = Limit, and comes with a *DegradedError.
-	FailOpen
+	FailOpen = rl.FailOpen
 	// FailLocal decides with Config.Fallback, a limiter of this process
 	// alone, and returns its decision with a *DegradedError.
-	FailLocal
+	FailLocal = rl.FailLocal
 )
-
-// String returns "closed", "open" or "local".
-func (m FailMode) String() string {
-	switch m {
-	case FailClosed:
-		return "closed"
-	case FailOpen:
-		return "open"
-	case FailLocal:
-		return "local"
-	}
-	return "failmode(" + strconv.Itoa(int(m)) + ")"
-}
 
 // ParseFailMode returns the mode named s: "closed", "open" or "local". The
 // empty string means FailClosed.
-func ParseFailMode(s string) (FailMode, error) {
-	switch s {
-	case "", "closed":
-		return FailClosed, nil
-	case "open":
-		return FailOpen, nil
-	case "local":
-		return FailLocal, nil
-	}
-	return 0, &rl.FieldError{Field: "redis-fail", Rule: "must be one of closed, open, local"}
-}
+func ParseFailMode(s string) (FailMode, error) { return rl.ParseFailMode("redis-fail", s) }
 
 // Config configures a Backend. Every zero field means the default its comment
 // names.

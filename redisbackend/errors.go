@@ -27,12 +27,9 @@ func (e *unavailableError) Unwrap() []error { return []error{rl.ErrUnavailable, 
 // DegradedError comes with decisions made without Redis (FailOpen, FailLocal):
 // the decisions are usable, and the error says they were not shared with the
 // other users of the Redis. It matches raterlimiter.ErrUnavailable and the
-// cause, so a caller that does not know it fails closed.
-//
-// A caller that may not import this package (the HTTP API) finds it with
-//
-//	var dg interface{ Degraded() (string, []raterlimiter.Decision) }
-//	if errors.As(err, &dg) { mode, ds := dg.Degraded(); ... }
+// cause, so a caller that does not know it fails closed. It is a
+// raterlimiter.Degraded: a caller that may not import this package (the
+// HTTP API) finds it with raterlimiter.DegradedDecisions.
 type DegradedError struct {
 	// Mode is FailOpen or FailLocal.
 	Mode FailMode
@@ -53,3 +50,5 @@ func (e *DegradedError) Unwrap() []error { return []error{rl.ErrUnavailable, e.E
 // Degraded returns the fail mode's name ("open" or "local") and the
 // decisions, for callers that match the error by this method.
 func (e *DegradedError) Degraded() (string, []rl.Decision) { return e.Mode.String(), e.Decisions }
+
+var _ rl.Degraded = (*DegradedError)(nil)

@@ -341,14 +341,8 @@ func overrideRule(domain string, d *ratelimitv3.RateLimitDescriptor) *Rule {
 // degraded returns the decisions a backend made without its shared state
 // (Redis's fail modes), if err carries them.
 func degraded(err error) []rl.Decision {
-	var dg interface {
-		Degraded() (string, []rl.Decision)
-	}
-	if errors.As(err, &dg) {
-		_, ds := dg.Degraded()
-		return ds
-	}
-	return nil
+	_, ds, _ := rl.DegradedDecisions(err)
+	return ds
 }
 
 // metrics are the service's series: by domain and rule (the descriptor
