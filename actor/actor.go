@@ -156,9 +156,10 @@ const (
 type msg struct {
 	kind  kind
 	state atomic.Uint32
-	// next is the message pushed before this one (toward the actor, once
-	// grab has put the list in order); depth how many messages the mailbox
-	// held with this one on top. Read by other callers' pushes: atomic.
+	// next is the message pushed before this one (the one after it, once
+	// grab has put the list in order). depth is how many messages the
+	// mailbox held with this one on top; other callers' pushes read it,
+	// hence atomic.
 	next     *msg
 	depth    atomic.Int32
 	deadline int64 // the caller's deadline in Unix ns, 0 if none
