@@ -20,6 +20,12 @@ import (
 // record (merge) before it decides or reads anything else: a message sent
 // after a fast denial is decided on a count that includes it.
 
+// maxDenials bounds an actor's recorded denials (about 100 bytes each
+// beside the id, which the request already holds): a flood of fresh ids
+// denied at once (limit 0) with long windows must not grow them past the
+// store's own bound.
+const maxDenials = 1 << 14
+
 type deniedKey struct {
 	id    string
 	scale int64
@@ -99,7 +105,13 @@ func (a *Actor) mergeDenied() {
 		next := e.next
 		e.dirty.Store(false) // before reading total: a later count sets it again
 		if t := e.total.Load(); t > e.merged {
-			a.store.AddHits(e.key.id, e.key.scale, rl.Fixed, e.bucket, t-e.merged, a.now)
+			if !a.store.AddHits(e.key.id, e.key.scale, rl.Fixed, e.bucket, t-e.merged, a.now) {
+				// The record was evicted at the store's bound: the denial
+				// goes with it, and the actor decides again.
+				if a.denied.m.CompareAndDelete(e.key, e) {
+					a.denied.n--
+				}
+			}
 			e.merged = t
 		}
 		e = next
@@ -136,6 +148,9 @@ func (a *Actor) noteDecision(r rl.Request, d rl.Decision) {
 			}
 			return
 		}
+	}
+	if a.denied.n >= maxDenials {
+		return // the fast path is full: the actor decides
 	}
 	e := &denial{key: k, bucket: algo.Bucket(d.Now, r.Scale), end: end, merged: d.Count}
 	e.limit.Store(r.Limit)

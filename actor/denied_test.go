@@ -121,3 +121,19 @@ func TestDeniedFastPathConcurrentCountsAreExact(t *testing.T) {
 		assert.Equal(t, int64(callers*checks/ids), d.Count, "id%d: every hit counted", id)
 	}
 }
+
+// TestDeniedFastPathIsBounded: fresh ids denied at once (limit 0) record at
+// most actor.MaxDenials denials; the rest are decided by the actor, alike.
+func TestDeniedFastPathIsBounded(t *testing.T) {
+	a := newActor(t, actor.Config{})
+	ctx := waitCtx(t)
+	for i := range actor.MaxDenials + 100 {
+		d, err := a.CheckRate(ctx, rl.Request{ID: fmt.Sprint("fresh", i), Scale: 3_600_000, Limit: 0, Hits: 1})
+		require.NoError(t, err)
+		require.False(t, d.Allowed)
+	}
+	assert.Equal(t, actor.MaxDenials, a.Denials())
+	d, err := a.CheckRate(ctx, rl.Request{ID: "fresh0", Scale: 3_600_000, Limit: 0, Hits: 1})
+	require.NoError(t, err)
+	assert.Equal(t, int64(2), d.Count, "a recorded denial still counts")
+}
