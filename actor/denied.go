@@ -127,7 +127,8 @@ func (a *Actor) noteDecision(r rl.Request, d rl.Decision) {
 	if d.Allowed || d.Count <= r.Limit {
 		// Allowed at a higher limit than a recorded denial, or denied for
 		// asking more than the limit: the denial's total would miss these
-		// hits. Forget it (its callers' hits are merged already).
+		// hits. Forget it (hits its callers counted are still merged: the
+		// dirty list holds the denial, not the map).
 		if a.denied.n > 0 {
 			if _, ok := a.denied.m.LoadAndDelete(k); ok {
 				a.denied.n--
