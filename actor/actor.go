@@ -1,7 +1,15 @@
 // Package actor runs a bucket store on one goroutine of its own: callers send
-// messages over a channel and wait for the reply, so the store needs no locks
-// (Erlang's gen_server). A supervisor restarts the goroutine after a panic,
-// keeping the store, so no counter is lost.
+// messages and wait for the reply, so the store needs no locks (Erlang's
+// gen_server). A supervisor restarts the goroutine after a panic, keeping
+// the store, so no counter is lost.
+//
+// The mailbox is a lock-free stack: a caller pushes its message with one
+// compare-and-swap and parks on the message's own reply channel; the actor
+// takes the whole stack with one swap, puts it in order and answers every
+// message in one pass, so thousands of callers cost it one pass, not one
+// wake-up and one scheduler turn each. The actor parks only when it finds
+// the mailbox empty after yielding a few times; the caller that finds it
+// parked wakes it.
 package actor
 
 import (
@@ -29,8 +37,11 @@ type Config struct {
 	// clock, the actor never lets time go backwards: a reading earlier than
 	// one it already used is taken as that one.
 	Clock func() int64
-	// Mailbox is how many messages may wait for the actor. Default
-	// DefaultMailbox (1024).
+	// Mailbox is about how many messages may wait for the actor; callers
+	// past it wait for the actor to empty the mailbox. Default
+	// DefaultMailbox (65,536): each caller has one message in the mailbox
+	// at most, and waits the same whether it waits in the mailbox or for
+	// room in it, so the bound only matters to bound a flood.
 	Mailbox int
 	// SweepBudget is how many records one step of a sweep examines before the
 	// actor answers waiting checks again. Default DefaultSweepBudget (256).
@@ -43,7 +54,7 @@ type Config struct {
 
 // Defaults for Config's zero fields.
 const (
-	DefaultMailbox     = 1024
+	DefaultMailbox     = 1 << 16
 	DefaultSweepBudget = 256
 )
 
@@ -70,29 +81,42 @@ type SweepStats struct {
 // Actor owns one store and the goroutine that serves it. It is safe for
 // concurrent use. Make one with New; stop it with Close.
 type Actor struct {
-	cfg      Config
-	store    *buckets.Store
-	mailbox  chan *msg
-	done     chan struct{} // closed by Close
-	stopped  chan struct{} // closed when the goroutine has exited
-	once     sync.Once
-	restarts atomic.Uint64
-	live     atomic.Int64  // records in the store, as of the last message
-	evicted  atomic.Uint64 // records the store evicted to stay bounded
+	cfg   Config
+	store *buckets.Store
+	// head is the mailbox: the newest message of a stack that callers push
+	// onto and the actor empties whole (see push and grab); closedQueue
+	// once the actor has stopped.
+	head atomic.Pointer[msg]
+	// sleeping is set by an idle actor before it parks on wake; the caller
+	// that clears it sends the one token that wakes it.
+	sleeping atomic.Bool
+	wake     chan struct{}
+	// Callers that found the mailbox full wait for room here: the actor
+	// closes room (and replaces it) when it empties the mailbox while
+	// roomWaiters is not zero.
+	roomMu      sync.Mutex
+	room        chan struct{}
+	roomWaiters atomic.Int32
+	denied      denials       // the denied fast path (denied.go)
+	nowPub      atomic.Int64  // the actor's time, for the fast path
+	closed      atomic.Bool   // set by Close
+	done        chan struct{} // closed by Close
+	stopped     chan struct{} // closed when the goroutine has exited
+	once        sync.Once
+	restarts    atomic.Uint64
+	live        atomic.Int64  // records in the store, as of the last message
+	evicted     atomic.Uint64 // records the store evicted to stay bounded
 
 	// Owned by the actor's goroutine.
 	now      int64
 	wallNS   int64 // Unix ns for deadlines, read once per drain; 0: not yet
 	current  *msg
+	pending  *msg   // the rest of the list being served, kept across a panic
 	sweeping []*msg // sweep requests waiting for the pass to end
 	batches  []*msg // large batches being decided, a chunk at a time
 	swept    SweepStats
 	hook     func(*msg) // test hook, run before each message
 }
-
-// spinPolls is how many times a caller polls for its reply, yielding in
-// between, before it parks (see BENCHMARKS.md).
-const spinPolls = 16
 
 // actorSpins is how many times an idle actor yields, watching its mailbox,
 // before it parks: callers about to send then find it awake, and spare the
@@ -128,17 +152,24 @@ const (
 )
 
 // msg is one request to the actor. Check messages are pooled with their
-// reply channel.
+// ready channel.
 type msg struct {
-	kind     kind
-	state    atomic.Uint32
+	kind  kind
+	state atomic.Uint32
+	// next is the message pushed before this one (the one after it, once
+	// grab has put the list in order). depth is how many messages the
+	// mailbox held with this one on top; other callers' pushes read it,
+	// hence atomic.
+	next     *msg
+	depth    atomic.Int32
 	deadline int64 // the caller's deadline in Unix ns, 0 if none
 	req      rl.Request
 	reqs     []rl.Request
 	out      []rl.Decision
-	next     int // a batch's first request not yet decided
+	decided  int // a batch's first request not yet decided
 	fn       func(s *buckets.Store, now int64)
-	reply    chan result
+	res      result        // the reply, written before ready is signalled
+	ready    chan struct{} // buffered 1
 }
 
 type result struct {
@@ -147,7 +178,13 @@ type result struct {
 	err   error
 }
 
-var msgPool = sync.Pool{New: func() any { return &msg{reply: make(chan result, 1)} }}
+// answer replies to m's caller; m belongs to the caller again afterwards.
+func (m *msg) answer(res result) {
+	m.res = res
+	m.ready <- struct{}{}
+}
+
+var msgPool = sync.Pool{New: func() any { return &msg{ready: make(chan struct{}, 1)} }}
 
 // New starts an actor with an empty store.
 func New(cfg Config) *Actor {
@@ -166,7 +203,8 @@ func New(cfg Config) *Actor {
 	a := &Actor{
 		cfg:     cfg,
 		store:   buckets.New(cfg.Store),
-		mailbox: make(chan *msg, cfg.Mailbox),
+		wake:    make(chan struct{}, 1),
+		room:    make(chan struct{}),
 		done:    make(chan struct{}),
 		stopped: make(chan struct{}),
 	}
@@ -180,6 +218,14 @@ func New(cfg Config) *Actor {
 // if the actor panicked on it. After any error but ErrPanicked, r was not
 // counted: the actor skips messages whose caller is gone.
 func (a *Actor) CheckRate(ctx context.Context, r rl.Request) (rl.Decision, error) {
+	// A check the actor would deny until its window ends is answered here,
+	// without a message (denied.go); not for a caller already gone, nor
+	// after Close.
+	if ctx.Err() == nil && !a.closed.Load() {
+		if d, ok := a.fastDeny(r); ok {
+			return d, nil
+		}
+	}
 	m := msgPool.Get().(*msg)
 	m.kind, m.req = kindCheck, r
 	m.state.Store(queued)
@@ -187,7 +233,7 @@ func (a *Actor) CheckRate(ctx context.Context, r rl.Request) (rl.Decision, error
 	if err != nil {
 		return rl.Decision{}, err
 	}
-	m.req = rl.Request{}
+	m.req, m.res = rl.Request{}, result{}
 	msgPool.Put(m)
 	return res.d, res.err
 }
@@ -226,7 +272,7 @@ func (a *Actor) DecideInto(ctx context.Context, rs []rl.Request, out []rl.Decisi
 	if len(out) != len(rs) {
 		return fmt.Errorf("actor: %d requests but room for %d decisions", len(rs), len(out))
 	}
-	m := &msg{kind: kindBatch, reqs: rs, out: out, reply: make(chan result, 1)}
+	m := &msg{kind: kindBatch, reqs: rs, out: out, ready: make(chan struct{}, 1)}
 	res, err := a.call(ctx, m)
 	if err != nil {
 		return err
@@ -237,7 +283,7 @@ func (a *Actor) DecideInto(ctx context.Context, rs []rl.Request, out []rl.Decisi
 // Do runs fn on the actor's goroutine with its store and the time, and
 // returns when fn has. fn must not keep the store.
 func (a *Actor) Do(ctx context.Context, fn func(s *buckets.Store, now int64)) error {
-	m := &msg{kind: kindFunc, fn: fn, reply: make(chan result, 1)}
+	m := &msg{kind: kindFunc, fn: fn, ready: make(chan struct{}, 1)}
 	res, err := a.call(ctx, m)
 	if err != nil {
 		return err
@@ -249,7 +295,7 @@ func (a *Actor) Do(ctx context.Context, fn func(s *buckets.Store, now int64)) er
 // Config.SweepBudget records between which the actor answers checks, and
 // returns when the pass is done. Sweeps asked for during a pass join it.
 func (a *Actor) Sweep(ctx context.Context) (SweepStats, error) {
-	m := &msg{kind: kindSweep, reply: make(chan result, 1)}
+	m := &msg{kind: kindSweep, ready: make(chan struct{}, 1)}
 	res, err := a.call(ctx, m)
 	if err != nil {
 		return SweepStats{}, err
@@ -268,13 +314,21 @@ func (a *Actor) Evicted() uint64 { return a.evicted.Load() }
 func (a *Actor) Restarts() uint64 { return a.restarts.Load() }
 
 // Pending returns how many messages wait in the mailbox.
-func (a *Actor) Pending() int { return len(a.mailbox) }
+func (a *Actor) Pending() int {
+	if h := a.head.Load(); h != nil && h != closedQueue {
+		return int(h.depth.Load())
+	}
+	return 0
+}
 
 // Close stops the actor: messages still waiting are answered with
 // raterlimiter.ErrClosed, and so is every later call. It waits for the
 // goroutine to exit. Close is idempotent and safe for concurrent use.
 func (a *Actor) Close() error {
-	a.once.Do(func() { close(a.done) })
+	a.once.Do(func() {
+		a.closed.Store(true)
+		close(a.done)
+	})
 	<-a.stopped
 	return nil
 }
@@ -293,55 +347,156 @@ func (a *Actor) call(ctx context.Context, m *msg) (result, error) {
 	} else {
 		m.deadline = 0
 	}
-	select {
-	case a.mailbox <- m: // the common case, without locking three channels
-	default:
-		select {
-		case a.mailbox <- m:
-		case <-a.done:
-			return result{}, rl.ErrClosed
-		case <-ctx.Done():
-			return result{}, gaveUp(ctx)
-		}
+	if err := a.push(ctx, m); err != nil {
+		return result{}, err
 	}
-	// The actor answers within microseconds under load: poll for the reply,
-	// yielding the processor, before parking on it. A poll of an empty
-	// buffered channel takes no lock, and a reply that finds nobody parked
-	// costs the actor no wake-up.
-	for range spinPolls {
-		select {
-		case res := <-m.reply:
-			return res, nil
-		default:
-		}
-		runtime.Gosched()
+	// Every message pushed is answered: by the actor, by its supervisor
+	// after a panic, or by drain after Close. So the caller parks on its
+	// reply at once, with no polling: the actor answers a whole drain of
+	// callers in one pass, and a parked caller costs it one wake-up, where
+	// thousands of callers polling with runtime.Gosched queued the actor
+	// behind them all (see BENCHMARKS.md, "Core under concurrency").
+	done := ctx.Done()
+	if done == nil {
+		<-m.ready
+		return m.res, nil
 	}
 	select {
-	case res := <-m.reply:
-		return res, nil
-	case <-ctx.Done():
+	case <-m.ready:
+		return m.res, nil
+	case <-done:
 		if m.state.CompareAndSwap(queued, abandoned) {
 			return result{}, gaveUp(ctx)
 		}
 		// Taken (or found expired) by the actor: its reply is on the way.
-		select {
-		case res := <-m.reply:
-			return res, nil
-		case <-a.stopped:
-			select {
-			case res := <-m.reply:
-				return res, nil
-			default:
-				return result{}, rl.ErrClosed
+		<-m.ready
+		return m.res, nil
+	}
+}
+
+// closedQueue is the mailbox's head once the actor has stopped: pushes
+// fail with raterlimiter.ErrClosed.
+var closedQueue = new(msg)
+
+// push puts m in the mailbox, waiting for room while it holds
+// Config.Mailbox messages, and wakes the actor if it sleeps.
+func (a *Actor) push(ctx context.Context, m *msg) error {
+	for {
+		h := a.head.Load()
+		if h == closedQueue {
+			return rl.ErrClosed
+		}
+		var depth int32 = 1
+		if h != nil {
+			// h may have been answered and pushed again meanwhile: the
+			// depth read is then stale, and the bound approximate; the
+			// CompareAndSwap below still links m only to the real head.
+			depth += h.depth.Load()
+			if int(depth) > a.cfg.Mailbox {
+				if err := a.waitRoom(ctx); err != nil {
+					return err
+				}
+				continue
 			}
 		}
-	case <-a.stopped:
-		select {
-		case res := <-m.reply:
-			return res, nil
-		default:
-			return result{}, rl.ErrClosed
+		m.next = h
+		m.depth.Store(depth)
+		if a.head.CompareAndSwap(h, m) {
+			break
 		}
+	}
+	if a.sleeping.Load() && a.sleeping.CompareAndSwap(true, false) {
+		a.wake <- struct{}{} // the only token: it never blocks
+	}
+	return nil
+}
+
+// waitRoom waits until the actor empties the mailbox, ctx ends or the actor
+// closes.
+func (a *Actor) waitRoom(ctx context.Context) error {
+	a.roomMu.Lock()
+	room := a.room
+	a.roomWaiters.Add(1)
+	a.roomMu.Unlock()
+	defer a.roomWaiters.Add(-1)
+	// Registered before this look: an actor that empties the mailbox after
+	// it sees the waiter and closes room.
+	if h := a.head.Load(); h == nil || h == closedQueue || int(h.depth.Load()) < a.cfg.Mailbox {
+		return nil
+	}
+	select {
+	case <-room:
+		return nil
+	case <-ctx.Done():
+		return gaveUp(ctx)
+	case <-a.done:
+		return rl.ErrClosed
+	}
+}
+
+// grab empties the mailbox and returns its messages, oldest first.
+func (a *Actor) grab() *msg {
+	h := a.head.Swap(nil)
+	if h == nil {
+		return nil
+	}
+	if a.roomWaiters.Load() > 0 {
+		a.roomMu.Lock()
+		close(a.room)
+		a.room = make(chan struct{})
+		a.roomMu.Unlock()
+	}
+	var first *msg
+	for h != nil {
+		next := h.next
+		h.next = first
+		first = h
+		h = next
+	}
+	return first
+}
+
+// serve handles the list l, oldest first. One reading of the clock serves
+// up to maxDrain messages: all of them were sent before the reading, so none
+// is decided at a time earlier than it was asked.
+func (a *Actor) serve(l *msg) {
+	n := 0
+	for m := l; m != nil; n++ {
+		if n%maxDrain == 0 {
+			a.tick()
+		}
+		// Read before handling: once answered, m belongs to its caller.
+		next := m.next
+		a.pending = next
+		a.handle(m)
+		m = next
+	}
+	a.pending = nil
+}
+
+// idle waits for messages: it yields a few times, watching the mailbox
+// (callers about to send then find the actor awake and spare the wake-up),
+// then parks until a caller wakes it. It returns the mailbox's messages, or
+// nil if Close came first.
+func (a *Actor) idle() *msg {
+	for range actorSpins {
+		runtime.Gosched()
+		if a.head.Load() != nil {
+			return a.grab()
+		}
+	}
+	a.sleeping.Store(true)
+	if a.head.Load() != nil {
+		if !a.sleeping.CompareAndSwap(true, false) {
+			<-a.wake // a caller saw it set and sends the token
+		}
+		return a.grab()
+	}
+	select {
+	case <-a.wake:
+		return a.grab()
+	case <-a.done:
+		return nil
 	}
 }
 
@@ -366,11 +521,20 @@ func (a *Actor) loop() (clean bool) {
 		if m := a.current; m != nil {
 			a.current = nil
 			a.batches = slices.DeleteFunc(a.batches, func(b *msg) bool { return b == m })
-			m.reply <- result{err: ErrPanicked}
+			m.answer(result{err: ErrPanicked})
 		}
 		clean = false
 	}()
+	if a.pending != nil { // the rest of a list a panic interrupted
+		a.serve(a.pending)
+	}
 	for {
+		select {
+		case <-a.done:
+			a.drain()
+			return true
+		default:
+		}
 		if len(a.sweeping) > 0 || len(a.batches) > 0 {
 			if len(a.batches) > 0 {
 				a.batchStep()
@@ -385,44 +549,26 @@ func (a *Actor) loop() (clean bool) {
 			// answering someone saved two fifths of a flood batch's CPU, but
 			// the flood test's steady p99 ratio went from 1.45-1.74 in five
 			// runs to 1.79-2.51 in four.)
-			a.tick()
-			for range len(a.mailbox) {
-				a.handle(<-a.mailbox)
-			}
+			a.serve(a.grab())
 			runtime.Gosched()
 			if len(a.batches) > 0 {
 				osYield()
 			}
-			select {
-			case <-a.done:
-				a.drain()
-				return true
-			default:
-			}
 			continue
 		}
-		for range actorSpins {
-			if len(a.mailbox) > 0 {
-				break
+		l := a.grab()
+		if l == nil {
+			if l = a.idle(); l == nil {
+				continue
 			}
-			runtime.Gosched()
 		}
-		select {
-		case m := <-a.mailbox:
-			// One reading of the clock serves this message and those already
-			// queued behind it: all were sent before the reading, so none is
-			// decided at a time earlier than it was asked.
-			a.tick()
-			queued := min(len(a.mailbox), maxDrain)
-			a.handle(m)
-			for range queued {
-				a.handle(<-a.mailbox)
-			}
-			a.publish()
-		case <-a.done:
-			a.drain()
-			return true
-		}
+		a.serve(l)
+		a.publish()
+		// The callers just answered are runnable on this processor: let
+		// them run and send again, so that the next grab finds them all,
+		// rather than serving the other processors' callers a few at a
+		// time while these wait.
+		runtime.Gosched()
 	}
 }
 
@@ -437,7 +583,9 @@ func (a *Actor) tick() {
 	a.wallNS = 0
 	if t := a.cfg.Clock(); t > a.now {
 		a.now = t
+		a.nowPub.Store(t)
 	}
+	a.mergeDenied()
 }
 
 // take claims m for applying. It reports false, and answers m's caller if
@@ -450,7 +598,7 @@ func (a *Actor) take(m *msg) bool {
 		}
 		if a.wallNS >= m.deadline {
 			if m.state.CompareAndSwap(queued, abandoned) {
-				m.reply <- result{err: ErrExpired}
+				m.answer(result{err: ErrExpired})
 			}
 			return false
 		}
@@ -469,7 +617,9 @@ func (a *Actor) handle(m *msg) {
 	var res result
 	switch m.kind {
 	case kindCheck:
-		res.d, res.err = a.store.Check(a.now, m.req)
+		if res.d, res.err = a.store.Check(a.now, m.req); res.err == nil {
+			a.noteDecision(m.req, res.d)
+		}
 	case kindBatch:
 		if err := rl.ValidateBatch(m.reqs, a.cfg.Store.MaxIDBytes); err != nil {
 			res.err = err
@@ -483,11 +633,15 @@ func (a *Actor) handle(m *msg) {
 		}
 		res.err = a.decide(m, len(m.reqs))
 	case kindFunc:
+		// fn sees every hit counted, and may reset or restore records,
+		// which recorded denials would not know of.
+		a.forgetDenied()
 		m.fn(a.store, a.now)
 	case kindSweep:
 		a.current = nil
 		if len(a.sweeping) == 0 {
 			a.swept = SweepStats{}
+			a.expireDenied()
 		}
 		a.sweeping = append(a.sweeping, m)
 		return
@@ -496,18 +650,19 @@ func (a *Actor) handle(m *msg) {
 	if m.kind != kindCheck {
 		a.publish() // before the reply: its caller may read Len next
 	}
-	m.reply <- res
+	m.answer(res)
 }
 
 // decide decides up to n more requests of the batch m.
 func (a *Actor) decide(m *msg, n int) error {
-	end := min(len(m.reqs), m.next+n)
-	for ; m.next < end; m.next++ {
-		d, err := a.store.Check(a.now, m.reqs[m.next])
+	end := min(len(m.reqs), m.decided+n)
+	for ; m.decided < end; m.decided++ {
+		d, err := a.store.Check(a.now, m.reqs[m.decided])
 		if err != nil {
-			return &rl.ItemError{Index: m.next, Err: err}
+			return &rl.ItemError{Index: m.decided, Err: err}
 		}
-		m.out[m.next] = d
+		a.noteDecision(m.reqs[m.decided], d)
+		m.out[m.decided] = d
 	}
 	return nil
 }
@@ -523,12 +678,12 @@ func (a *Actor) batchStep() {
 	}
 	err := a.decide(m, batchChunk)
 	a.current = nil
-	if err == nil && m.next < len(m.reqs) {
+	if err == nil && m.decided < len(m.reqs) {
 		return
 	}
 	a.batches = a.batches[1:]
 	a.publish() // before the reply: its caller may read Len next
-	m.reply <- result{err: err}
+	m.answer(result{err: err})
 }
 
 func (a *Actor) sweepStep() {
@@ -541,30 +696,36 @@ func (a *Actor) sweepStep() {
 		return
 	}
 	for _, m := range a.sweeping {
-		m.reply <- result{sweep: a.swept}
+		m.answer(result{sweep: a.swept})
 	}
 	a.sweeping = a.sweeping[:0]
 }
 
-// drain answers everything still waiting with ErrClosed.
+// drain answers everything still waiting with ErrClosed, and closes the
+// mailbox to later pushes.
 func (a *Actor) drain() {
 	for _, m := range a.sweeping {
-		m.reply <- result{err: rl.ErrClosed}
+		m.answer(result{err: rl.ErrClosed})
 	}
 	a.sweeping = nil
 	for _, m := range a.batches {
-		m.reply <- result{err: rl.ErrClosed}
+		m.answer(result{err: rl.ErrClosed})
 	}
 	a.batches = nil
-	for {
-		select {
-		case m := <-a.mailbox:
-			if m.state.CompareAndSwap(queued, abandoned) {
-				m.reply <- result{err: rl.ErrClosed}
-			}
-		default:
-			return
+	closeAll(a.pending)
+	a.pending = nil
+	closeAll(a.head.Swap(closedQueue))
+}
+
+// closeAll answers the messages of the list l that no caller gave up on
+// with ErrClosed.
+func closeAll(l *msg) {
+	for m := l; m != nil; {
+		next := m.next
+		if m.state.CompareAndSwap(queued, abandoned) {
+			m.answer(result{err: rl.ErrClosed})
 		}
+		m = next
 	}
 }
 

@@ -41,6 +41,11 @@ type SteadyClock struct {
 	tolerance int64                // ms
 	settle    time.Duration
 
+	// sys is set when both clocks are the system's: one time.Now gives
+	// both readings (each costs a clock_gettime, slow on some VMs).
+	sys   bool
+	start time.Time
+
 	mu       sync.Mutex
 	out      time.Duration // the reading, as time since the Unix epoch
 	lastMono time.Duration
@@ -52,11 +57,12 @@ type SteadyClock struct {
 // with mono. Zero tolerance and settle mean DefaultClockTolerance and
 // DefaultClockSettle. Nil wall and mono mean the system's clocks.
 func NewSteadyClock(wall func() int64, mono func() time.Duration, tolerance, settle time.Duration) *SteadyClock {
+	sys := wall == nil && mono == nil
+	start := time.Now()
 	if wall == nil {
 		wall = SystemClock
 	}
 	if mono == nil {
-		start := time.Now()
 		mono = func() time.Duration { return time.Since(start) }
 	}
 	if tolerance <= 0 {
@@ -66,6 +72,8 @@ func NewSteadyClock(wall func() int64, mono func() time.Duration, tolerance, set
 		settle = DefaultClockSettle
 	}
 	return &SteadyClock{
+		sys:       sys,
+		start:     start,
 		wall:      wall,
 		mono:      mono,
 		tolerance: tolerance.Milliseconds(),
@@ -77,14 +85,25 @@ func NewSteadyClock(wall func() int64, mono func() time.Duration, tolerance, set
 
 // Now returns the time in Unix milliseconds. Readings never decrease.
 func (c *SteadyClock) Now() int64 {
+	var m, w time.Duration
+	if c.sys {
+		t := time.Now()
+		m, w = t.Sub(c.start), time.Duration(t.UnixMilli())*time.Millisecond
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	m := c.mono()
-	dm := max(m-c.lastMono, 0)
+	if !c.sys {
+		m, w = c.mono(), time.Duration(c.wall())*time.Millisecond
+	}
+	if m < c.lastMono {
+		// Read before another caller's later reading: time stands still
+		// rather than going back.
+		m = c.lastMono
+	}
+	dm := m - c.lastMono
 	c.lastMono = m
 	prev := c.out
 	c.out += dm
-	w := time.Duration(c.wall()) * time.Millisecond
 	diff := (w - c.out).Milliseconds()
 	small := diff >= -c.tolerance && diff <= c.tolerance
 	if small {

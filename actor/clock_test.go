@@ -1,6 +1,7 @@
 package actor_test
 
 import (
+	"sync"
 	"testing"
 	"time"
 
@@ -141,5 +142,32 @@ func TestSteadyClockSmallDriftFollowedWithoutRewinding(t *testing.T) {
 			t.Fatalf("step %d: %d ms from the wall clock, past the tolerance", i, d)
 		}
 		prev = got
+	}
+}
+
+// TestSteadyClockOfTheSystemNeverDecreasesUnderConcurrentReaders: the
+// system's clocks are read outside the clock's mutex, so readers may
+// arrive in another order than they read; each reader still sees its
+// readings never decrease, and the clock stays within the tolerance of
+// the wall clock.
+func TestSteadyClockOfTheSystemNeverDecreasesUnderConcurrentReaders(t *testing.T) {
+	c := actor.NewSteadyClock(nil, nil, 0, 0)
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			last := c.Now()
+			for range 20_000 {
+				now := c.Now()
+				if now < last {
+					t.Errorf("reading %d after %d", now, last)
+					return
+				}
+				last = now
+			}
+		})
+	}
+	wg.Wait()
+	if d := c.Now() - time.Now().UnixMilli(); d < -actor.DefaultClockTolerance.Milliseconds() || d > actor.DefaultClockTolerance.Milliseconds() {
+		t.Errorf("%d ms off the wall clock", d)
 	}
 }

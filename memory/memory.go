@@ -46,7 +46,8 @@ type Config struct {
 	// buckets.ErrTooManyScales (matching raterlimiter.ErrInvalid).
 	// Default DefaultMaxScalesPerID; negative means no bound.
 	MaxScalesPerID int
-	// Mailbox is each actor's mailbox size. Default actor.DefaultMailbox.
+	// Mailbox is about how many messages may wait for each actor; callers
+	// past it wait for room. Default actor.DefaultMailbox (65,536).
 	Mailbox int
 	// SweepBudget is how many records a sweep step examines before the actor
 	// answers checks again. Default actor.DefaultSweepBudget.
