@@ -20,6 +20,10 @@ import (
 	"github.com/raterlimiter/raterlimiter/sweeper"
 )
 
+// SweepStats is what one sweep did: the records it examined and deleted,
+// and how long it took.
+type SweepStats = actor.SweepStats
+
 // Config configures a Limiter. The zero value is ready to use: every zero
 // field means the default its comment names.
 type Config struct {
@@ -53,7 +57,7 @@ type Config struct {
 	// answers checks again. Default actor.DefaultSweepBudget.
 	SweepBudget int
 	// OnSweep, if set, is called after each shard's periodic sweep.
-	OnSweep func(shard int, s actor.SweepStats, err error)
+	OnSweep func(shard int, s SweepStats, err error)
 	// Logger receives the actors' and the sweeper's reports. Default
 	// slog.Default().
 	Logger *slog.Logger
@@ -271,8 +275,8 @@ func (l *Limiter) RestoreLog(ctx context.Context, id string, scale, created int6
 }
 
 // Sweep runs a sweep of every shard now and returns the totals.
-func (l *Limiter) Sweep(ctx context.Context) (actor.SweepStats, error) {
-	var total actor.SweepStats
+func (l *Limiter) Sweep(ctx context.Context) (SweepStats, error) {
+	var total SweepStats
 	for _, a := range l.actors {
 		st, err := a.Sweep(ctx)
 		if err != nil {

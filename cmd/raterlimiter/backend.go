@@ -10,7 +10,6 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	rl "github.com/raterlimiter/raterlimiter"
-	"github.com/raterlimiter/raterlimiter/actor"
 	"github.com/raterlimiter/raterlimiter/api"
 	"github.com/raterlimiter/raterlimiter/memory"
 	"github.com/raterlimiter/raterlimiter/policy"
@@ -44,7 +43,7 @@ func openBackend(cfg config, logger *slog.Logger, onSwept func(n int, took time.
 			MaxBuckets:     maxBuckets(cfg),
 			MaxScalesPerID: cfg.maxScalesPerID,
 			Logger:         logger,
-			OnSweep: func(_ int, s actor.SweepStats, err error) {
+			OnSweep: func(_ int, s memory.SweepStats, err error) {
 				if err == nil {
 					onSwept(s.Deleted, s.Took)
 				}
