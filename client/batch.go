@@ -19,7 +19,7 @@ const (
 	// exceed the sidecar's -max-batch (1000 by default).
 	DefaultBatchMaxSize = 500
 	// DefaultBatchInFlight is how many batches may be on their way at once:
-	// one measured best here (BenchmarkBatching, README), and batches grow
+	// one measured best here (BenchmarkBatching, BENCHMARKS.md), and batches grow
 	// while it travels.
 	DefaultBatchInFlight = 1
 )

@@ -4,7 +4,7 @@
 // sidecar by changing the line that builds its Limiter.
 //
 // Requests travel over a fasthttp.HostClient: keep-alive connections to the
-// one sidecar, pooled request and response buffers (the README's client
+// one sidecar, pooled request and response buffers (BENCHMARKS.md's client
 // section gives the measurement, BenchmarkTransport, behind this choice over
 // net/http). Every call honours its context (a cancelled call returns at
 // once) and is bounded by Config.Timeout. Requests are validated locally

@@ -1,0 +1,117 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"strconv"
+
+	json "github.com/go-json-experiment/json/v1"
+	"github.com/valyala/fasthttp"
+
+	rl "github.com/raterlimiter/raterlimiter"
+)
+
+// DegradedHeader is set, to the backend's fail mode ("open" or "local"), on
+// answers a backend decided without its shared state: the Redis backend
+// under -redis-fail open or local, while Redis does not answer.
+const DegradedHeader = "X-RateLimit-Degraded"
+
+// degradedAnswer returns the decisions err carries (rl.Degraded), if any.
+func degradedAnswer(err error) (string, []rl.Decision) {
+	mode, ds, _ := rl.DegradedDecisions(err)
+	return mode, ds
+}
+
+// limiterFailed answers a request the limiter refused and returns the
+// result to count.
+func (s *Server) limiterFailed(ctx *fasthttp.RequestCtx, err error) result {
+	switch {
+	case errors.Is(err, rl.ErrInvalid):
+		s.invalid(ctx, err)
+		return resultInvalid
+	case errors.Is(err, rl.ErrUnavailable), errors.Is(err, rl.ErrClosed),
+		errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
+		// Retry-After: a client that backs off a second gives an overloaded
+		// or reconnecting backend room; the check was not counted.
+		ctx.Response.Header.Set("Retry-After", "1")
+		s.fail(ctx, fasthttp.StatusServiceUnavailable, "api: the limiter cannot answer now: "+err.Error())
+		return resultUnavailable
+	}
+	s.log.Error("api: the limiter failed", "err", err)
+	s.fail(ctx, fasthttp.StatusInternalServerError, "api: internal error")
+	return resultUnavailable
+}
+
+// invalid answers 400 for err, naming the field and the rule (and the index
+// of a batch item) in keys of their own.
+func (s *Server) invalid(ctx *fasthttp.RequestCtx, err error) {
+	b := append([]byte(nil), `{"error":`...)
+	b = appendString(b, trimPrefix(err.Error()))
+	var ie *rl.ItemError
+	if errors.As(err, &ie) {
+		b = append(b, `,"index":`...)
+		b = strconv.AppendInt(b, int64(ie.Index), 10)
+	}
+	var fe *rl.FieldError
+	if errors.As(err, &fe) {
+		b = append(b, `,"field":`...)
+		b = appendString(b, fe.Field)
+		b = append(b, `,"rule":`...)
+		b = appendString(b, fe.Rule)
+	}
+	b = append(b, '}')
+	ctx.SetStatusCode(fasthttp.StatusBadRequest)
+	ctx.SetContentType("application/json")
+	ctx.SetBody(b)
+}
+
+func trimPrefix(s string) string {
+	const p = "raterlimiter: "
+	if len(s) >= len(p) && s[:len(p)] == p {
+		return s[len(p):]
+	}
+	return s
+}
+
+// fail answers code with the JSON body {"error": msg}.
+func (s *Server) fail(ctx *fasthttp.RequestCtx, code int, msg string) {
+	b := append([]byte(nil), `{"error":`...)
+	b = appendString(b, msg)
+	b = append(b, '}')
+	ctx.SetStatusCode(code)
+	ctx.SetContentType("application/json")
+	ctx.SetBody(b)
+}
+
+func (s *Server) methodNotAllowed(ctx *fasthttp.RequestCtx, allow string) {
+	ctx.Response.Header.Set("Allow", allow)
+	s.fail(ctx, fasthttp.StatusMethodNotAllowed, "api: method not allowed; allowed: "+allow)
+}
+
+func (s *Server) writeJSON(ctx *fasthttp.RequestCtx, code int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		s.log.Error("api: encoding a response", "err", err)
+		s.fail(ctx, fasthttp.StatusInternalServerError, "api: internal error")
+		return
+	}
+	ctx.SetStatusCode(code)
+	ctx.SetContentType("application/json")
+	ctx.SetBody(b)
+}
+
+// errorHandler answers requests fasthttp could not read, in JSON.
+func (s *Server) errorHandler(ctx *fasthttp.RequestCtx, err error) {
+	var small *fasthttp.ErrSmallBuffer
+	var timeout interface{ Timeout() bool }
+	switch {
+	case errors.As(err, &small):
+		s.fail(ctx, fasthttp.StatusRequestHeaderFieldsTooLarge, "api: request line and headers too large")
+	case errors.Is(err, fasthttp.ErrBodyTooLarge):
+		s.fail(ctx, fasthttp.StatusRequestEntityTooLarge, "api: request body too large")
+	case errors.As(err, &timeout) && timeout.Timeout():
+		s.fail(ctx, fasthttp.StatusRequestTimeout, "api: request not read in time")
+	default:
+		s.fail(ctx, fasthttp.StatusBadRequest, "api: malformed HTTP request")
+	}
+}

@@ -1,0 +1,284 @@
+package api
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"slices"
+	"strconv"
+
+	"github.com/valyala/fasthttp"
+
+	rl "github.com/raterlimiter/raterlimiter"
+	"github.com/raterlimiter/raterlimiter/headers"
+	"github.com/raterlimiter/raterlimiter/policy"
+)
+
+func (s *Server) checkRate(ctx *fasthttp.RequestCtx) {
+	start := startTime(ctx)
+	var r rl.Request
+	var shown string // the id as the caller gave it
+	var err error
+	pc := s.policyCheck()
+	var pol *policy.Policy
+	if ctx.IsGet() {
+		pol, err = parseArgs(ctx.QueryArgs(), &r, &shown, s.maxID, s.rules, &pc)
+	} else {
+		pol, err = s.parseBody(ctx, &r, &shown, &pc)
+	}
+	if err != nil {
+		s.metrics.check(r.Algo, resultInvalid)
+		s.invalid(ctx, err)
+		return
+	}
+	d, err := s.lim.CheckRate(s.deadlines.get(start), r)
+	var mode string
+	if err != nil {
+		var ds []rl.Decision
+		if mode, ds = degradedAnswer(err); len(ds) != 1 {
+			res := s.limiterFailed(ctx, err)
+			s.metrics.check(r.Algo, res)
+			if pol != nil {
+				s.countPolicy(pc.st, &pol.Rule, res)
+			}
+			return
+		}
+		d = ds[0]
+		ctx.Response.Header.Set(DegradedHeader, mode)
+	}
+	sc := s.scratch.Get().(*scratch)
+	name := headers.PolicyName
+	if pol != nil {
+		name = pol.Name
+	}
+	sc.b = headers.SetOnNamed(&ctx.Response.Header, sc.b, name, r, d)
+	sc.b = appendDecision(sc.b[:0], shown, d)
+	if pol != nil {
+		sc.b = appendPolicyFields(sc.b, pol)
+	}
+	ctx.SetContentType("application/json")
+	res := resultAllowed
+	if !d.Allowed {
+		res = resultDenied
+		ctx.SetStatusCode(fasthttp.StatusTooManyRequests)
+	}
+	s.metrics.check(r.Algo, res)
+	if pol != nil {
+		s.countPolicy(pc.st, &pol.Rule, res)
+		s.dash.observe(shown, pol.Name, res == resultDenied)
+	} else {
+		s.dash.observe(shown, "", res == resultDenied)
+	}
+	ctx.SetBody(sc.b)
+	s.scratch.Put(sc)
+	s.metrics.latency(endpointCheck, start)
+}
+
+// parseBody reads a POSTed check: JSON when the content type says so or the
+// body starts with '{' and no content type is given; a form otherwise.
+func (s *Server) parseBody(ctx *fasthttp.RequestCtx, r *rl.Request, shown *string, pc *policyCheck) (*policy.Policy, error) {
+	ct := ctx.Request.Header.ContentType()
+	if i := bytes.IndexByte(ct, ';'); i >= 0 {
+		ct = ct[:i]
+	}
+	ct = bytes.TrimSpace(ct)
+	body := ctx.PostBody()
+	isJSON := false
+	switch {
+	case len(ct) == 0:
+		isJSON = len(bytes.TrimLeft(body, " \t\r\n")) > 0 && bytes.TrimLeft(body, " \t\r\n")[0] == '{'
+	case bytes.EqualFold(ct, []byte("application/json")):
+		isJSON = true
+	case bytes.EqualFold(ct, []byte("application/x-www-form-urlencoded")):
+	default:
+		return nil, &rl.FieldError{Field: "body", Rule: "must be application/json or application/x-www-form-urlencoded"}
+	}
+	if !isJSON {
+		args := fasthttp.AcquireArgs()
+		defer fasthttp.ReleaseArgs(args)
+		args.ParseBytes(body)
+		return parseArgs(args, r, shown, s.maxID, s.rules, pc)
+	}
+	var idbuf [128]byte
+	jr := s.readers.Get().(*jsonReader)
+	defer func() {
+		jr.release()
+		s.readers.Put(jr)
+	}()
+	err := jr.reset(body)
+	var ids []byte
+	var pol *policy.Policy
+	if err == nil {
+		ids, pol, err = jr.check(r, idbuf[:0], s.maxID, s.rules, pc)
+	}
+	if err == nil {
+		err = jr.end()
+	}
+	if err != nil {
+		return nil, err
+	}
+	*shown = string(ids)
+	if pol != nil {
+		r.ID = counterID(pol, ids)
+		return pol, r.Validate(s.maxID + policyOverhead)
+	}
+	r.ID = *shown
+	return nil, r.Validate(s.maxID)
+}
+
+// batch is the reusable state of one POST /check_rates.
+type batch struct {
+	reqs []rl.Request
+	pols []*policy.Policy // each item's policy, nil for an explicit check
+	ends []int            // the end of each item's id in ids
+	ids  []byte
+	out  []byte
+	ds   []rl.Decision
+	json jsonReader
+	// lent is set when reqs and ds may still be in the limiter's hands
+	// (it failed after CheckRatesInto): the batch is not reused.
+	lent bool
+}
+
+// checkRatesInto is the limiter that decides a batch into the caller's
+// buffers (memory.Limiter.CheckRatesInto): rs and out are lent to it until
+// it returns nil, and after an error must not be touched again.
+type checkRatesInto interface {
+	CheckRatesInto(ctx context.Context, rs []rl.Request, out []rl.Decision) error
+}
+
+func (s *Server) checkRates(ctx *fasthttp.RequestCtx) {
+	start := startTime(ctx)
+	b := s.batches.Get().(*batch)
+	defer func() {
+		if !b.lent && cap(b.ids) <= 1<<20 && cap(b.out) <= 1<<20 {
+			clear(b.reqs) // drop the ids' string
+			s.batches.Put(b)
+		}
+	}()
+	b.reqs, b.pols, b.ends, b.ids = b.reqs[:0], b.pols[:0], b.ends[:0], b.ids[:0]
+	pc := s.policyCheck()
+	err := s.parseBatch(ctx.PostBody(), b, &pc)
+	b.json.release()
+	if err != nil {
+		var te tooLarge
+		if errors.As(err, &te) {
+			s.fail(ctx, fasthttp.StatusRequestEntityTooLarge, err.Error())
+			return
+		}
+		s.metrics.check(rl.Fixed, resultInvalid)
+		s.invalid(ctx, err)
+		return
+	}
+	// One string holds every id; each request's ID is a piece of it, or
+	// for a check by policy the policy's counter id of it.
+	all := string(b.ids)
+	from := 0
+	anyPolicy := false
+	for i := range b.reqs {
+		b.reqs[i].ID = all[from:b.ends[i]]
+		if p := b.pols[i]; p != nil {
+			b.reqs[i].ID = counterID(p, b.ids[from:b.ends[i]])
+			anyPolicy = true
+		}
+		from = b.ends[i]
+	}
+	maxID := s.maxID
+	if anyPolicy {
+		maxID += policyOverhead // explicit ids were held to s.maxID as they were read
+	}
+	if err := rl.ValidateBatch(b.reqs, maxID); err != nil {
+		s.metrics.check(rl.Fixed, resultInvalid)
+		s.invalid(ctx, err)
+		return
+	}
+	s.metrics.batchSize.Observe(float64(len(b.reqs)))
+	var ds []rl.Decision
+	if li, ok := s.lim.(checkRatesInto); ok {
+		b.ds = slices.Grow(b.ds[:0], len(b.reqs))[:len(b.reqs)]
+		if err = li.CheckRatesInto(s.deadlines.get(start), b.reqs, b.ds); err != nil {
+			b.lent = true
+		}
+		ds = b.ds
+	} else {
+		ds, err = s.lim.CheckRates(s.deadlines.get(start), b.reqs)
+	}
+	if err != nil {
+		mode, dds := degradedAnswer(err)
+		if dds == nil {
+			res := s.limiterFailed(ctx, err)
+			for i := range b.reqs {
+				s.metrics.check(b.reqs[i].Algo, res)
+			}
+			return
+		}
+		ds = dds
+		ctx.Response.Header.Set(DegradedHeader, mode)
+	}
+	if len(ds) != len(b.reqs) {
+		s.log.Error("api: the limiter answered a batch with the wrong number of decisions", "want", len(b.reqs), "got", len(ds))
+		s.fail(ctx, fasthttp.StatusInternalServerError, "api: internal error")
+		return
+	}
+	out := append(b.out[:0], '[')
+	from = 0
+	for i := range ds {
+		if i > 0 {
+			out = append(out, ',')
+		}
+		id := all[from:b.ends[i]]
+		out = appendDecision(out, id, ds[i])
+		from = b.ends[i]
+		res := resultAllowed
+		if !ds[i].Allowed {
+			res = resultDenied
+		}
+		s.metrics.check(b.reqs[i].Algo, res)
+		if p := b.pols[i]; p != nil {
+			s.countPolicy(pc.st, &p.Rule, res)
+			s.dash.observe(id, p.Name, res == resultDenied)
+		} else {
+			s.dash.observe(id, "", res == resultDenied)
+		}
+	}
+	out = append(out, ']')
+	b.out = out
+	ctx.SetContentType("application/json")
+	ctx.SetBody(out)
+	s.metrics.latency(endpointBatch, start)
+}
+
+// tooLarge is the error of a batch with more than MaxBatch items.
+type tooLarge struct{ max int }
+
+func (t tooLarge) Error() string {
+	return "api: a batch may hold at most " + strconv.Itoa(t.max) + " checks"
+}
+
+func (s *Server) parseBatch(body []byte, b *batch, pc *policyCheck) error {
+	r := &b.json
+	if err := r.reset(body); err != nil {
+		return err
+	}
+	if err := r.open('[', "an array of checks"); err != nil {
+		return err
+	}
+	for r.dec.PeekKind() != ']' {
+		if len(b.reqs) == s.maxBatch {
+			return tooLarge{s.maxBatch}
+		}
+		b.reqs = append(b.reqs, rl.Request{})
+		var err error
+		var p *policy.Policy
+		b.ids, p, err = r.check(&b.reqs[len(b.reqs)-1], b.ids, s.maxID, s.rules, pc)
+		if err != nil {
+			return &rl.ItemError{Index: len(b.reqs) - 1, Err: err}
+		}
+		b.pols = append(b.pols, p)
+		b.ends = append(b.ends, len(b.ids))
+	}
+	if _, err := r.dec.ReadToken(); err != nil { // ']'
+		return r.syntax(err, "")
+	}
+	return r.end()
+}

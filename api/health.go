@@ -1,0 +1,41 @@
+package api
+
+import (
+	"context"
+	"time"
+
+	"github.com/valyala/fasthttp"
+
+	rl "github.com/raterlimiter/raterlimiter"
+)
+
+func (s *Server) healthz(ctx *fasthttp.RequestCtx) {
+	c, cancel := context.WithTimeout(context.Background(), min(s.timeout, time.Second))
+	defer cancel()
+	_, err := s.lim.CheckRate(c, rl.Request{ID: HealthID, Scale: 1000, Limit: 1, Hits: 0})
+	if mode, ds := degradedAnswer(err); len(ds) > 0 {
+		// Checks are answered, without the shared state: healthy enough to
+		// keep serving, and saying so.
+		ctx.Response.Header.Set(DegradedHeader, mode)
+		ctx.SetContentType("text/plain; charset=utf-8")
+		ctx.SetBodyString("degraded: " + mode)
+		return
+	}
+	if err != nil {
+		s.limiterFailed(ctx, err)
+		return
+	}
+	ctx.SetContentType("text/plain; charset=utf-8")
+	if s.stale != nil {
+		if msg := s.stale(); msg != "" {
+			ctx.Response.Header.Set(StaleHeader, msg)
+			ctx.SetBodyString("ok; " + msg)
+			return
+		}
+	}
+	ctx.SetBodyString("ok")
+}
+
+// StaleHeader is set on /healthz when something the sidecar keeps is stale
+// (a snapshot not written for three intervals).
+const StaleHeader = "X-RateLimiter-Stale"
