@@ -128,10 +128,10 @@ const maxDrain = 256
 
 // batchChunk is how many requests of a batch the actor decides before it
 // answers the messages waiting behind it and yields its thread: a flood of
-// large batches must not make a single check wait for whole batches. At the
-// bucket bound a new id costs about 2.5 µs, so a chunk is about 40 µs; 16
-// rather than 64 took the flood test's steady p99 ratio from a median of
-// 1.77 (5 runs) to 1.28 (4 runs).
+// large batches must not make a single check wait for whole batches. Small
+// enough that a chunk of new ids at the bucket bound (the costliest checks)
+// stays in the tens of microseconds; BENCHMARKS.md has the flood test that
+// chose 16 over 64.
 const batchChunk = 16
 
 type kind uint8
