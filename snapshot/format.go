@@ -10,7 +10,7 @@ import (
 
 	rl "github.com/raterlimiter/raterlimiter"
 	"github.com/raterlimiter/raterlimiter/algo"
-	"github.com/raterlimiter/raterlimiter/buckets"
+	"github.com/raterlimiter/raterlimiter/memory"
 )
 
 // ErrCorrupt matches every error about a file that is not a valid snapshot
@@ -88,7 +88,7 @@ func appendHeader(b []byte, base int64) []byte {
 	return binary.BigEndian.AppendUint64(b, uint64(base))
 }
 
-// add encodes one record. id must be 1 to buckets.MaxIDBytes bytes, scale 1
+// add encodes one record. id must be 1 to memory.MaxIDBytes bytes, scale 1
 // to rl.MaxScale and a valid: the store guarantees it. logData is a Log
 // record's marshalled entries, written after its times with their length.
 func (e *encoder) add(id string, scale int64, a rl.Algo, r algo.Record, logData []byte) {
@@ -189,7 +189,7 @@ func decode(sr io.Reader, fn func(Record) error) (Info, error) {
 	info := Info{Version: int(binary.BigEndian.Uint16(h[len(magic):])), Written: int64(binary.BigEndian.Uint64(h[len(magic)+2:]))}
 	base := info.Written
 	var id []byte
-	var prevKey key
+	var prevKey recordKey
 	for {
 		shared, err := uvarint(br, "id prefix")
 		if err != nil {
@@ -205,8 +205,8 @@ func decode(sr io.Reader, fn func(Record) error) (Info, error) {
 		if shared > uint64(len(id)) {
 			return info, corrupt("record %d: id shares %d bytes of a %d-byte id", info.Records, shared, len(id))
 		}
-		if n > buckets.MaxIDBytes-shared {
-			return info, corrupt("record %d: id longer than %d bytes", info.Records, buckets.MaxIDBytes)
+		if n > memory.MaxIDBytes-shared {
+			return info, corrupt("record %d: id longer than %d bytes", info.Records, memory.MaxIDBytes)
 		}
 		id = id[:shared]
 		if id, err = readN(br, id, int(n)); err != nil {
@@ -233,8 +233,8 @@ func decode(sr io.Reader, fn func(Record) error) (Info, error) {
 		if why := implausible(rec, info.Written); why != "" {
 			return info, corrupt("record %d: %s", info.Records, why)
 		}
-		k := keyOf(string(id), rec.Scale, rec.Algo, rec.State)
-		if info.Records > 0 && k.compare(prevKey) == 0 {
+		k := recordKey{string(id), rec.Scale, rec.Algo, algo.BucketOf(rec.Algo, rec.Scale, rec.State)}
+		if info.Records > 0 && k == prevKey {
 			return info, corrupt("record %d: the same key as the record before it", info.Records)
 		}
 		prevKey = k
@@ -366,4 +366,13 @@ func fieldErr(what string, err error) error {
 // sectionOf is the part of a size-byte file before its checksum.
 func sectionOf(r io.ReaderAt, size int64) io.Reader {
 	return io.NewSectionReader(r, 0, size-crcSize)
+}
+
+// recordKey is a record's place in the store: no two records of a file
+// share one.
+type recordKey struct {
+	id    string
+	scale int64
+	algo  rl.Algo
+	b     int64
 }

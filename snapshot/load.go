@@ -8,9 +8,9 @@ import (
 	"log/slog"
 	"os"
 	"sync"
+	"time"
 
 	rl "github.com/raterlimiter/raterlimiter"
-	"github.com/raterlimiter/raterlimiter/actor"
 	"github.com/raterlimiter/raterlimiter/algo"
 )
 
@@ -67,7 +67,7 @@ const restoreBatch = 256
 // in LoadStats.Err).
 func Load(ctx context.Context, path string, dst Target, opts LoadOptions) (LoadStats, error) {
 	if opts.Clock == nil {
-		opts.Clock = actor.SystemClock
+		opts.Clock = systemClock
 	}
 	if opts.Workers <= 0 {
 		opts.Workers = 4
@@ -197,3 +197,6 @@ func Load(ctx context.Context, path string, dst Target, opts LoadOptions) (LoadS
 	}
 	return st, nil
 }
+
+// systemClock is the default clock: the system time in Unix milliseconds.
+func systemClock() int64 { return time.Now().UnixMilli() }

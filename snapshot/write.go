@@ -2,7 +2,6 @@ package snapshot
 
 import (
 	"bufio"
-	"cmp"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -12,19 +11,16 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
-	rl "github.com/raterlimiter/raterlimiter"
-	"github.com/raterlimiter/raterlimiter/actor"
-	"github.com/raterlimiter/raterlimiter/algo"
-	"github.com/raterlimiter/raterlimiter/buckets"
+	"github.com/raterlimiter/raterlimiter/memory"
 )
 
-// Source is what Write reads: the shards of a limiter, as
-// memory.Limiter.Actors returns them.
+// Source is what Write reads: memory.Limiter's CopyRecords, which hands out
+// every live record, shard by shard in the store's order, in short visits
+// to each shard's goroutine.
 type Source interface {
-	Actors() []*actor.Actor
+	CopyRecords(ctx context.Context, chunk int, fn func(memory.Record) error, endVisit func(took time.Duration) error) error
 }
 
 // DefaultChunkRecords is how many records Write copies from a shard per visit
@@ -71,7 +67,7 @@ func Write(ctx context.Context, path string, src Source, opts WriteOptions) (Wri
 		opts.ChunkRecords = DefaultChunkRecords
 	}
 	if opts.Clock == nil {
-		opts.Clock = actor.SystemClock
+		opts.Clock = systemClock
 	}
 	dir, name := filepath.Split(path)
 	if dir == "" {
@@ -137,10 +133,19 @@ func writeTo(ctx context.Context, w io.Writer, src Source, opts WriteOptions) (W
 	if _, err := out.Write(appendHeader(nil, e.base)); err != nil {
 		return st, err
 	}
-	for i, a := range src.Actors() {
-		if err := copyShard(ctx, a, e, out, opts.ChunkRecords, &st); err != nil {
-			return st, fmt.Errorf("shard %d: %w", i, err)
-		}
+	e.buf = e.buf[:0]
+	err := src.CopyRecords(ctx, opts.ChunkRecords, func(r memory.Record) error {
+		e.add(r.ID, r.Scale, r.Algo, r.State, r.Log)
+		return nil
+	}, func(took time.Duration) error {
+		st.Visits++
+		st.LongestVisit = max(st.LongestVisit, took)
+		_, err := out.Write(e.buf)
+		e.buf = e.buf[:0]
+		return err
+	})
+	if err != nil {
+		return st, err
 	}
 	e.end()
 	if _, err := out.Write(e.buf); err != nil {
@@ -155,122 +160,6 @@ func writeTo(ctx context.Context, w io.Writer, src Source, opts WriteOptions) (W
 	st.Records = int(e.n)
 	st.Bytes = cw.n
 	return st, nil
-}
-
-// key is a record's place in a store: the order buckets.Store.Scan follows
-// (id, then scale, then algorithm, then bucket).
-type key struct {
-	id    string
-	scale int64
-	algo  rl.Algo
-	b     int64
-}
-
-func keyOf(id string, scale int64, a rl.Algo, r algo.Record) key {
-	return key{id: id, scale: scale, algo: a, b: algo.BucketOf(a, scale, r)}
-}
-
-func (k key) compare(o key) int {
-	if c := strings.Compare(k.id, o.id); c != 0 {
-		return c
-	}
-	switch {
-	case k.scale != o.scale:
-		return cmp.Compare(k.scale, o.scale)
-	case k.algo != o.algo:
-		return cmp.Compare(k.algo, o.algo)
-	}
-	return cmp.Compare(k.b, o.b)
-}
-
-// copyShard encodes a's records in visits of at most chunk records each.
-func copyShard(ctx context.Context, a *actor.Actor, e *encoder, out io.Writer, chunk int, st *WriteStats) error {
-	var c cursor
-	for {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		var (
-			done  bool
-			verr  error
-			visit time.Duration
-		)
-		e.buf = e.buf[:0]
-		err := a.Do(ctx, func(s *buckets.Store, now int64) {
-			t0 := time.Now()
-			done, verr = c.visit(s, now, e, chunk)
-			visit = time.Since(t0)
-		})
-		if err != nil {
-			return err
-		}
-		st.Visits++
-		st.LongestVisit = max(st.LongestVisit, visit)
-		if verr != nil {
-			return verr
-		}
-		if _, err := out.Write(e.buf); err != nil {
-			return err
-		}
-		if done {
-			e.buf = e.buf[:0]
-			return nil
-		}
-	}
-}
-
-// cursor is where a chunked copy of one store stands: each visit resumes
-// after the last record the previous one copied (buckets.Store.ScanFrom), so
-// a visit costs its own chunk only. Records added or removed between visits
-// are never copied twice, and a record that stays is never missed.
-type cursor struct {
-	last    key // the last record copied
-	started bool
-}
-
-// visit copies at most chunk records after the cursor into e, leaving out
-// expired ones, and reports done when it reached the end of the store.
-func (c *cursor) visit(s *buckets.Store, now int64, e *encoder, chunk int) (done bool, err error) {
-	n := 0
-	var prev key
-	done = true
-	fn := func(id string, scale int64, al rl.Algo, r algo.Record) bool {
-		k := keyOf(id, scale, al, r)
-		if c.started && k.compare(c.last) <= 0 {
-			return true // the record the previous visit ended on
-		}
-		if n > 0 && k.compare(prev) <= 0 {
-			err = fmt.Errorf("snapshot: the store's scan order is not the key order this package relies on")
-			return false
-		}
-		if n == chunk {
-			done = false
-			return false
-		}
-		if !algo.Expired(al, scale, r, now) {
-			var logData []byte
-			if al == rl.Log {
-				// A log's hits are not in its record: its entries follow.
-				e.logBuf, _ = s.AppendLog(e.logBuf[:0], id, scale)
-				logData = e.logBuf
-			}
-			e.add(id, scale, al, r, logData)
-		}
-		prev = k
-		n++
-		return true
-	}
-	if c.started {
-		s.ScanFrom(c.last.id, c.last.scale, c.last.algo, c.last.b, fn)
-	} else {
-		s.Scan(fn)
-	}
-	if n > 0 {
-		// The id is the store's memory: copy it out.
-		c.last, c.started = prev, true
-		c.last.id = strings.Clone(prev.id)
-	}
-	return done, err
 }
 
 // Probe checks that Write can create its temporary file beside path, so a
