@@ -97,13 +97,8 @@ func (s *Server) profiles(ctx *fasthttp.RequestCtx) bool {
 
 // ServeAdmin serves AdminHandler on ln until Shutdown.
 func (s *Server) ServeAdmin(ln net.Listener) error {
-	s.mu.Lock()
-	if s.shut {
-		s.mu.Unlock()
-		ln.Close()
+	if !s.track(ln) {
 		return nil
 	}
-	s.lns = append(s.lns, ln)
-	s.mu.Unlock()
 	return s.adminSrv.Serve(ln)
 }

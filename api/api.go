@@ -325,15 +325,23 @@ func (f fasthttpLogger) Printf(format string, args ...any) {
 // Serve serves HTTP on ln until Shutdown. It returns nil after Shutdown,
 // also when Shutdown came first (it then closes ln at once).
 func (s *Server) Serve(ln net.Listener) error {
-	s.mu.Lock()
-	if s.shut {
-		s.mu.Unlock()
-		ln.Close()
+	if !s.track(ln) {
 		return nil
 	}
-	s.lns = append(s.lns, ln)
-	s.mu.Unlock()
 	return s.srv.Serve(newLimitListener(ln, s.connLimits, s.srv.Concurrency-concurrencySlack, &s.metrics.heldBytes, s.metrics.refusedConns, s.metrics.overBudget))
+}
+
+// track records ln for Shutdown to close; after Shutdown it closes ln
+// instead and reports false.
+func (s *Server) track(ln net.Listener) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.shut {
+		ln.Close()
+		return false
+	}
+	s.lns = append(s.lns, ln)
+	return true
 }
 
 // Shutdown stops accepting connections, answers the requests in flight,

@@ -16,9 +16,10 @@ import (
 // readers of copied records (snapshot files).
 const MaxIDBytes = buckets.MaxIDBytes
 
-// Record is one record of the store, as CopyRecords hands it out. Log holds
-// a sliding log's entries (Algo rl.Log), in the store's encoding, which
-// RestoreLog takes back; it is valid during the call only.
+// Record is one record of the store, as CopyRecords hands it out and a
+// snapshot file holds it. Log holds a sliding log's entries (Algo rl.Log),
+// as algo.Log.AppendBinary writes them and RestoreLog takes them back; from
+// CopyRecords it is valid during the call only, nil for other algorithms.
 type Record struct {
 	ID    string
 	Scale int64

@@ -38,20 +38,10 @@ const (
 // castagnoli is the CRC-32C table; it is never written after init.
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
-// Record is one bucket record as a snapshot holds it.
-type Record struct {
-	// ID is the id, any bytes.
-	ID string
-	// Scale is the window in milliseconds.
-	Scale int64
-	// Algo is the algorithm the record belongs to.
-	Algo rl.Algo
-	// State is what the store holds (see algo.Record for its meaning).
-	State algo.Record
-	// Log is a Log record's entries, marshalled (algo.Log.AppendBinary);
-	// nil for the other algorithms.
-	Log []byte
-}
+// Record is one bucket record as a snapshot holds it: the memory backend's
+// record, as memory.Limiter.CopyRecords hands it out (Log, for a sliding
+// log, holds its entries as algo.Log.AppendBinary writes them).
+type Record = memory.Record
 
 // corrupt returns an error matching ErrCorrupt.
 func corrupt(format string, a ...any) error {

@@ -7,9 +7,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
-	"os/signal"
-	"syscall"
 
 	"github.com/raterlimiter/raterlimiter/api"
 	"github.com/raterlimiter/raterlimiter/policy"
@@ -72,21 +69,11 @@ func loadPolicies(f policyFlags) (*policy.File, error) {
 // file that does not load keeps the rules in force (the server logs and
 // counts it).
 func reloadOnHangup(ctx context.Context, s *api.Server, logger *slog.Logger) {
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	go func() {
-		defer signal.Stop(hup)
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-hup:
-				if err := s.ReloadPolicies(); err != nil && !errors.Is(err, api.ErrNoPolicies) {
-					logger.Warn("SIGHUP: policies not reloaded", "err", err)
-				}
-			}
+	onHangup(ctx, func() {
+		if err := s.ReloadPolicies(); err != nil && !errors.Is(err, api.ErrNoPolicies) {
+			logger.Warn("SIGHUP: policies not reloaded", "err", err)
 		}
-	}()
+	})
 }
 
 // reloader is api.Config.LoadPolicies for -policies: nil without a file.

@@ -7,10 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"os"
-	"os/signal"
 	"runtime"
-	"syscall"
 	"time"
 
 	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
@@ -95,26 +92,19 @@ func (r *rlsService) serve(ctx context.Context, grace time.Duration, logger *slo
 	done := make(chan error, 1)
 	logger.Info("rls listening", "addr", r.ln.Addr().String())
 	go func() { done <- r.grpc.Serve(r.ln) }()
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
+	onHangup(ctx, func() {
+		if err := r.srv.Reload(); err != nil && !errors.Is(err, rls.ErrNoConfig) {
+			logger.Warn("SIGHUP: rls configuration not reloaded", "err", err)
+		}
+	})
 	go func() {
-		defer signal.Stop(hup)
-		for {
-			select {
-			case <-ctx.Done():
-				stopped := make(chan struct{})
-				go func() { r.grpc.GracefulStop(); close(stopped) }()
-				select {
-				case <-stopped:
-				case <-time.After(grace):
-					r.grpc.Stop()
-				}
-				return
-			case <-hup:
-				if err := r.srv.Reload(); err != nil && !errors.Is(err, rls.ErrNoConfig) {
-					logger.Warn("SIGHUP: rls configuration not reloaded", "err", err)
-				}
-			}
+		<-ctx.Done()
+		stopped := make(chan struct{})
+		go func() { r.grpc.GracefulStop(); close(stopped) }()
+		select {
+		case <-stopped:
+		case <-time.After(grace):
+			r.grpc.Stop()
 		}
 	}()
 	return done

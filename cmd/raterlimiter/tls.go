@@ -10,11 +10,9 @@ import (
 	"log/slog"
 	"net"
 	"os"
-	"os/signal"
 	"strconv"
 	"strings"
 	"sync/atomic"
-	"syscall"
 )
 
 // listenFlags are the flags of how the sidecar listens beyond -listen: TLS
@@ -139,23 +137,12 @@ func (r *certReloader) reload() error {
 func (r *certReloader) get(*tls.ClientHelloInfo) (*tls.Certificate, error) { return r.cur.Load(), nil }
 
 // reloadOnHangup rereads the certificate on every SIGHUP until ctx ends.
-// It has a channel of its own: os/signal delivers to every one registered.
 func (r *certReloader) reloadOnHangup(ctx context.Context, logger *slog.Logger) {
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	go func() {
-		defer signal.Stop(hup)
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-hup:
-				if err := r.reload(); err != nil {
-					logger.Warn("SIGHUP: certificate not reloaded; serving the previous one", "err", err)
-				} else {
-					logger.Info("SIGHUP: certificate reloaded", "cert", r.certFile)
-				}
-			}
+	onHangup(ctx, func() {
+		if err := r.reload(); err != nil {
+			logger.Warn("SIGHUP: certificate not reloaded; serving the previous one", "err", err)
+		} else {
+			logger.Info("SIGHUP: certificate reloaded", "cert", r.certFile)
 		}
-	}()
+	})
 }
