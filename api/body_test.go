@@ -2,7 +2,6 @@ package api_test
 
 import (
 	"bufio"
-	"context"
 	"io"
 	"net"
 	"net/http"
@@ -16,27 +15,18 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/raterlimiter/raterlimiter/api"
+	"github.com/raterlimiter/raterlimiter/internal/sidecartest"
 	"github.com/raterlimiter/raterlimiter/memory"
 )
 
-// serveTCP serves cfg on a loopback port of its own and returns the address.
+// serveTCP serves cfg, on a memory limiter of its own, on a loopback port
+// and returns the address.
 func serveTCP(t *testing.T, cfg api.Config) string {
 	t.Helper()
 	lim := memory.New(memory.Config{SweepInterval: -1, Shards: 1})
 	t.Cleanup(func() { lim.Close() })
 	cfg.Limiter = lim
-	srv := api.New(cfg)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(ln) }()
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		assert.NoError(t, srv.Shutdown(ctx))
-		assert.NoError(t, <-done)
-	})
-	return ln.Addr().String()
+	return strings.TrimPrefix(sidecartest.Serve(t, cfg), "http://")
 }
 
 // batchBody is a batch of one check, padded with spaces to size bytes.
