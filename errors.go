@@ -3,6 +3,7 @@ package raterlimiter
 import (
 	"errors"
 	"strconv"
+	"strings"
 )
 
 var (
@@ -37,16 +38,8 @@ type ItemError struct {
 }
 
 func (e *ItemError) Error() string {
-	return "raterlimiter: item " + strconv.Itoa(e.Index) + ": " + trimPrefix(e.Err.Error())
+	return "raterlimiter: item " + strconv.Itoa(e.Index) + ": " + strings.TrimPrefix(e.Err.Error(), "raterlimiter: ")
 }
 
 // Unwrap returns the item's own error.
 func (e *ItemError) Unwrap() error { return e.Err }
-
-func trimPrefix(s string) string {
-	const p = "raterlimiter: "
-	if len(s) >= len(p) && s[:len(p)] == p {
-		return s[len(p):]
-	}
-	return s
-}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strconv"
+	"strings"
 
 	json "github.com/go-json-experiment/json/v1"
 	"github.com/valyala/fasthttp"
@@ -46,7 +47,7 @@ func (s *Server) limiterFailed(ctx *fasthttp.RequestCtx, err error) result {
 // of a batch item) in keys of their own.
 func (s *Server) invalid(ctx *fasthttp.RequestCtx, err error) {
 	b := append([]byte(nil), `{"error":`...)
-	b = appendString(b, trimPrefix(err.Error()))
+	b = appendString(b, strings.TrimPrefix(err.Error(), "raterlimiter: "))
 	var ie *rl.ItemError
 	if errors.As(err, &ie) {
 		b = append(b, `,"index":`...)
@@ -63,14 +64,6 @@ func (s *Server) invalid(ctx *fasthttp.RequestCtx, err error) {
 	ctx.SetStatusCode(fasthttp.StatusBadRequest)
 	ctx.SetContentType("application/json")
 	ctx.SetBody(b)
-}
-
-func trimPrefix(s string) string {
-	const p = "raterlimiter: "
-	if len(s) >= len(p) && s[:len(p)] == p {
-		return s[len(p):]
-	}
-	return s
 }
 
 // fail answers code with the JSON body {"error": msg}.

@@ -134,6 +134,32 @@ func BenchmarkCheckRates(b *testing.B) {
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/check")
 }
 
+// BenchmarkParseBatch reads the body of BenchmarkCheckRates (100 checks)
+// into a batch's requests: the JSON reading alone, without the handler.
+func BenchmarkParseBatch(b *testing.B) {
+	const n = 100
+	body := []byte("[")
+	for i := range n {
+		if i > 0 {
+			body = append(body, ',')
+		}
+		body = append(body, `{"id":"user`+strconv.Itoa(i)+`","scale":60000,"limit":1000000,"algo":"sliding"}`...)
+	}
+	body = append(body, ']')
+	s := New(Config{Limiter: instant{}})
+	bt := new(batch)
+	b.ReportAllocs()
+	defer reportCPU(b)()
+	for b.Loop() {
+		bt.reqs, bt.pols, bt.ends, bt.ids = bt.reqs[:0], bt.pols[:0], bt.ends[:0], bt.ids[:0]
+		pc := s.policyCheck()
+		if err := s.parseBatch(body, bt, &pc); err != nil {
+			b.Fatal(err)
+		}
+		bt.json.release()
+	}
+}
+
 // reportCPU reports the process's CPU time (user and system) per operation,
 // steadier than ns/op on a machine shared with other work. Call the result
 // when the measured loop is done.

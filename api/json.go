@@ -135,7 +135,7 @@ func (r *jsonReader) check(req *rl.Request, ids []byte, maxID int, rules *rules,
 				return ids, nil, &rl.FieldError{Field: "id", Rule: "must be a string"}
 			}
 			start := len(ids)
-			ids, _ = jsontext.AppendUnquote(ids, v) // valid: a lone surrogate reads as U+FFFD
+			ids = appendUnquoted(ids, v)
 			if len(ids)-start > maxID {
 				return ids, nil, rules.id
 			}
@@ -156,7 +156,7 @@ func (r *jsonReader) check(req *rl.Request, ids []byte, maxID int, rules *rules,
 			if v.Kind() != '"' {
 				return ids, nil, &rl.FieldError{Field: "policy", Rule: "must be a string"}
 			}
-			r.pol, _ = jsontext.AppendUnquote(r.pol[:0], v)
+			r.pol = appendUnquoted(r.pol[:0], v)
 		}
 	}
 	if _, err := r.dec.ReadToken(); err != nil { // '}'
@@ -174,10 +174,24 @@ func (r *jsonReader) check(req *rl.Request, ids []byte, maxID int, rules *rules,
 }
 
 // field returns the check's field a raw object name names, or 0. Names
-// written without escapes are compared whole.
+// written without escapes are compared whole, quotes included.
 func (r *jsonReader) field(name jsontext.Value) fields {
-	if f := fieldOf(name[1 : len(name)-1]); f != 0 || bytes.IndexByte(name, '\\') < 0 {
-		return f
+	switch string(name) {
+	case `"id"`:
+		return fieldID
+	case `"scale"`:
+		return fieldScale
+	case `"limit"`:
+		return fieldLimit
+	case `"hits"`:
+		return fieldHits
+	case `"algo"`:
+		return fieldAlgo
+	case `"policy"`:
+		return fieldPolicy
+	}
+	if bytes.IndexByte(name, '\\') < 0 {
+		return 0
 	}
 	r.name, _ = jsontext.AppendUnquote(r.name[:0], name)
 	return fieldOf(r.name)
@@ -185,11 +199,29 @@ func (r *jsonReader) field(name jsontext.Value) fields {
 
 // algo reads an algorithm's name from a raw JSON string.
 func (r *jsonReader) algo(v jsontext.Value) (rl.Algo, error) {
+	switch string(v) {
+	case `"sliding"`:
+		return rl.Sliding, nil
+	case `"fixed"`:
+		return rl.Fixed, nil
+	case `"token"`:
+		return rl.Token, nil
+	}
 	if bytes.IndexByte(v, '\\') < 0 {
 		return parseAlgo(v[1 : len(v)-1])
 	}
 	r.name, _ = jsontext.AppendUnquote(r.name[:0], v)
 	return parseAlgo(r.name)
+}
+
+// appendUnquoted appends the text of the raw JSON string v to dst. The
+// body was checked to be UTF-8, so a string without escapes is its bytes.
+func appendUnquoted(dst []byte, v jsontext.Value) []byte {
+	if bytes.IndexByte(v, '\\') < 0 {
+		return append(dst, v[1:len(v)-1]...)
+	}
+	dst, _ = jsontext.AppendUnquote(dst, v) // valid: a lone surrogate reads as U+FFFD
+	return dst
 }
 
 // appendString appends s as a JSON string. Bytes that are not UTF-8 become

@@ -94,7 +94,7 @@ func newPolicyMetrics(reg *prometheus.Registry) *policyMetrics {
 	m := &policyMetrics{
 		checks: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "raterlimiter_policy_checks_total",
-			Help: "Checks by server-side policy (/auth, and /check_rate with policy=) and result. One series per policy of the file in force (at most 1000).",
+			Help: "Checks by server-side policy (/auth, and /check_rate with policy=) and result. One series per policy of the file in force (at most " + strconv.Itoa(policy.MaxPolicies) + ").",
 		}, []string{"policy", "result"}),
 		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "raterlimiter_policy_reloads_total",

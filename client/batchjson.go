@@ -151,96 +151,111 @@ func (r *answerReader) decisions(ds []rl.Decision) ([]rl.Decision, error) {
 	}
 }
 
+// decisionKeys are the names of a decision's members as the API writes
+// them, quoted, in its order; keyOther is any other name.
+var decisionKeys = [...]string{`"allowed"`, `"status"`, `"id"`, `"count"`, `"limit"`, `"remaining"`, `"reset_ms"`, `"retry_after_ms"`}
+
+const (
+	keyAllowed = iota
+	keyStatus
+	keyID
+	keyCount
+	keyLimit
+	keyRemaining
+	keyResetMS
+	keyRetryAfterMS
+	keyOther
+)
+
 // decision reads one decision object; allowed reports whether it set
-// "allowed" (not null).
+// "allowed" (not null). A name is first compared, quoted as it came, with
+// the one the API writes after the last: the API's answers take one
+// comparison per member.
 func (r *answerReader) decision(d *rl.Decision) (allowed bool, err error) {
-	if _, err := r.dec.ReadToken(); err != nil { // '{'
+	dec := &r.dec
+	if _, err := dec.ReadToken(); err != nil { // '{'
 		return false, err
 	}
-	for r.dec.PeekKind() != '}' {
-		name, err := r.dec.ReadValue()
+	next := keyAllowed
+	for dec.PeekKind() != '}' {
+		name, err := dec.ReadValue()
 		if err != nil {
 			return false, err
 		}
-		isBool, field := decisionField(d, name[1:len(name)-1])
-		if !isBool && field == nil && bytes.IndexByte(name, '\\') >= 0 {
-			r.name, _ = jsontext.AppendUnquote(r.name[:0], name)
-			isBool, field = decisionField(d, r.name)
+		k := next
+		if k == keyOther || string(name) != decisionKeys[k] {
+			k = r.key(name)
 		}
-		v, err := r.dec.ReadValue()
+		next = min(k+1, keyOther)
+		v, err := dec.ReadValue()
 		if err != nil {
 			return false, err
 		}
-		switch {
-		case !isBool && field == nil:
-			// Not a decision's: skipped.
-		case v.Kind() == 'n':
-			// null leaves the field as it is.
-		case isBool:
-			switch v.Kind() {
+		var field *int64
+		switch k {
+		case keyAllowed:
+			switch v[0] {
 			case 't':
 				d.Allowed = true
 			case 'f':
 				d.Allowed = false
+			case 'n':
+				continue // null leaves the field as it is
 			default:
 				return false, errNotDecisions
 			}
 			allowed = true
+			continue
+		case keyCount:
+			field = &d.Count
+		case keyLimit:
+			field = &d.Limit
+		case keyRemaining:
+			field = &d.Remaining
+		case keyResetMS:
+			field = &d.ResetMS
+		case keyRetryAfterMS:
+			field = &d.RetryAfterMS
 		default:
-			n, ok := parseInt(v)
-			if !ok {
-				return false, errNotDecisions
-			}
-			*field = n
+			continue // not a decision's: skipped
 		}
+		if v[0] == 'n' {
+			continue // null leaves the field as it is
+		}
+		n, ok := parseInt(v)
+		if !ok {
+			return false, errNotDecisions
+		}
+		*field = n
 	}
-	_, err = r.dec.ReadToken() // '}'
+	_, err = dec.ReadToken() // '}'
 	return allowed, err
 }
 
-// decisionField returns the integer field of d that name matches, or
-// isBool for "allowed", without regard to case as encoding/json matches
-// names; neither for a name that is not a decision's.
-func decisionField(d *rl.Decision, name []byte) (isBool bool, field *int64) {
-	switch string(name) { // the names as the API writes them
-	case "allowed":
-		return true, nil
-	case "count":
-		return false, &d.Count
-	case "limit":
-		return false, &d.Limit
-	case "remaining":
-		return false, &d.Remaining
-	case "reset_ms":
-		return false, &d.ResetMS
-	case "retry_after_ms":
-		return false, &d.RetryAfterMS
-	case "status", "id":
-		return false, nil
+// key returns the key a quoted name matches, without regard to case as
+// encoding/json matches names, or keyOther.
+func (r *answerReader) key(name []byte) int {
+	for k, q := range decisionKeys {
+		if string(name) == q {
+			return k
+		}
 	}
-	switch {
-	case bytes.EqualFold(name, []byte("allowed")):
-		return true, nil
-	case bytes.EqualFold(name, []byte("count")):
-		return false, &d.Count
-	case bytes.EqualFold(name, []byte("limit")):
-		return false, &d.Limit
-	case bytes.EqualFold(name, []byte("remaining")):
-		return false, &d.Remaining
-	case bytes.EqualFold(name, []byte("reset_ms")):
-		return false, &d.ResetMS
-	case bytes.EqualFold(name, []byte("retry_after_ms")):
-		return false, &d.RetryAfterMS
+	raw := name[1 : len(name)-1]
+	if bytes.IndexByte(raw, '\\') >= 0 {
+		r.name, _ = jsontext.AppendUnquote(r.name[:0], name)
+		raw = r.name
 	}
-	return false, nil
+	for k, q := range decisionKeys {
+		if bytes.EqualFold(raw, []byte(q[1:len(q)-1])) {
+			return k
+		}
+	}
+	return keyOther
 }
 
 // parseInt reads a JSON value as encoding/json stores it in an int64: an
 // integer (no fraction, no exponent) within range. v is valid JSON.
 func parseInt(v jsontext.Value) (int64, bool) {
-	if v.Kind() != '0' {
-		return 0, false
-	}
 	neg := v[0] == '-'
 	if neg {
 		v = v[1:]
@@ -248,12 +263,22 @@ func parseInt(v jsontext.Value) (int64, bool) {
 	if len(v) > 19 {
 		return 0, false
 	}
-	var n uint64
-	for _, c := range v {
-		if c < '0' || c > '9' {
-			return 0, false // a fraction or an exponent
+	// Two digits a step: half the chain of multiplications.
+	var n uint64 // 19 digits fit a uint64
+	if len(v)%2 == 1 {
+		c := v[0] - '0'
+		if c > 9 {
+			return 0, false // not a number
 		}
-		n = n*10 + uint64(c-'0') // 19 digits fit a uint64
+		n = uint64(c)
+		v = v[1:]
+	}
+	for ; len(v) >= 2; v = v[2:] {
+		c0, c1 := v[0]-'0', v[1]-'0'
+		if c0 > 9 || c1 > 9 {
+			return 0, false // not a number, a fraction or an exponent
+		}
+		n = n*100 + uint64(c0)*10 + uint64(c1)
 	}
 	switch {
 	case neg && n <= 1<<63:

@@ -90,7 +90,7 @@ type Config struct {
 	AdminToken string
 	// Clock returns the time in Unix milliseconds; it fills Decision.Now.
 	// Default: the system clock.
-	Clock func() int64
+	Clock rl.Clock
 	// MaxIDBytes is the longest id the local validation accepts; keep it equal
 	// to the sidecar's -max-id-bytes. Default raterlimiter.DefaultMaxIDBytes.
 	MaxIDBytes int
@@ -177,7 +177,7 @@ func New(cfg Config) (*Client, error) {
 		c.timeout = DefaultTimeout
 	}
 	if c.clock == nil {
-		c.clock = func() int64 { return time.Now().UnixMilli() }
+		c.clock = rl.SystemClock
 	}
 	if c.maxID <= 0 {
 		c.maxID = rl.DefaultMaxIDBytes
@@ -352,6 +352,11 @@ func decodeDecisions(status int, body []byte, n int) ([]rl.Decision, error) {
 	return ds, nil
 }
 
+// maxBucketsPages bounds the pages Buckets follows: a server that hands out
+// cursors without end cannot keep the client looping. One id holds at most
+// -max-scales-per-id scales' records, far fewer than a page.
+const maxBucketsPages = 1000
+
 // Buckets lists the live records of id (GET /buckets), sending the admin
 // token if configured.
 func (c *Client) Buckets(ctx context.Context, id string) ([]rl.Bucket, error) {
@@ -360,7 +365,7 @@ func (c *Client) Buckets(ctx context.Context, id string) ([]rl.Bucket, error) {
 	}
 	all := []rl.Bucket{}
 	cursor := ""
-	for range 1000 { // pages of at most api.MaxBucketsPage records
+	for range maxBucketsPages {
 		uri := c.base + "/buckets?id=" + url.QueryEscape(id)
 		if cursor != "" {
 			uri += "&cursor=" + url.QueryEscape(cursor)

@@ -1,6 +1,9 @@
 // Package memory is the embedded limiter: raterlimiter in the application's
-// own process. It shards ids over actors (package actor), each the only owner
-// of its B-tree of buckets, and sweeps them periodically (package sweeper).
+// own process. It shards ids over actors (internal/actor), each the only
+// owner of its B-tree of buckets (internal/buckets), and sweeps them
+// periodically (internal/sweeper). Nothing outside this package reaches the
+// engine: snapshots copy records through CopyRecords and Restore, and
+// replay tools decide through a Store.
 package memory
 
 import (
@@ -14,10 +17,10 @@ import (
 	"time"
 
 	rl "github.com/raterlimiter/raterlimiter"
-	"github.com/raterlimiter/raterlimiter/actor"
 	"github.com/raterlimiter/raterlimiter/algo"
-	"github.com/raterlimiter/raterlimiter/buckets"
-	"github.com/raterlimiter/raterlimiter/sweeper"
+	"github.com/raterlimiter/raterlimiter/internal/actor"
+	"github.com/raterlimiter/raterlimiter/internal/buckets"
+	"github.com/raterlimiter/raterlimiter/internal/sweeper"
 )
 
 // SweepStats is what one sweep did: the records it examined and deleted,
@@ -31,30 +34,33 @@ type Config struct {
 	// GOMAXPROCS, at least 1: one processor runs each actor, the others the
 	// callers (on 2 cores one shard measured fastest; see BENCHMARKS.md).
 	Shards int
-	// Clock returns the time in Unix milliseconds. Default: each actor's own
-	// actor.SteadyClock of the system's clocks, which advances with the
-	// monotonic clock, anchored to the wall clock (see actor.SteadyClock).
-	Clock func() int64
+	// Clock gives the time decisions are made at. Default: a steady clock
+	// per shard that advances with the system's monotonic clock, anchored
+	// to its wall clock: a wall-clock jump corrected within a minute never
+	// rewinds or freezes windows, a lasting one is adopted (see
+	// docs/reliability.md).
+	Clock rl.Clock
 	// SweepInterval is the time between sweeps of stale buckets. Default
-	// sweeper.DefaultInterval (10s); negative disables the sweeper.
+	// DefaultSweepInterval; negative disables the sweeper.
 	SweepInterval time.Duration
 	// MaxIDBytes is the longest id accepted. Default
 	// raterlimiter.DefaultMaxIDBytes.
 	MaxIDBytes int
 	// MaxBuckets bounds the live bucket records, spread evenly over the
-	// shards; past it a new record evicts an old one (see buckets.Store.Check).
+	// shards; past it a new record evicts a sampled old one, sparing ids
+	// being denied (see docs/embedded.md).
 	// Default DefaultMaxBuckets; negative means no bound.
 	MaxBuckets int
 	// MaxScalesPerID bounds the distinct scales one id may have records
 	// of; a check that would add another is refused with
-	// buckets.ErrTooManyScales (matching raterlimiter.ErrInvalid).
+	// ErrTooManyScales (matching raterlimiter.ErrInvalid).
 	// Default DefaultMaxScalesPerID; negative means no bound.
 	MaxScalesPerID int
 	// Mailbox is about how many messages may wait for each actor; callers
-	// past it wait for room. Default actor.DefaultMailbox (65,536).
+	// past it wait for room. Default DefaultMailbox.
 	Mailbox int
 	// SweepBudget is how many records a sweep step examines before the actor
-	// answers checks again. Default actor.DefaultSweepBudget.
+	// answers checks again. Default DefaultSweepBudget.
 	SweepBudget int
 	// OnSweep, if set, is called after each shard's periodic sweep.
 	OnSweep func(shard int, s SweepStats, err error)
@@ -62,6 +68,21 @@ type Config struct {
 	// slog.Default().
 	Logger *slog.Logger
 }
+
+// The engine's defaults, named here for the embedded limiter's users.
+const (
+	// DefaultSweepInterval is Config.SweepInterval's default.
+	DefaultSweepInterval = sweeper.DefaultInterval
+	// DefaultMailbox is Config.Mailbox's default.
+	DefaultMailbox = actor.DefaultMailbox
+	// DefaultSweepBudget is Config.SweepBudget's default.
+	DefaultSweepBudget = actor.DefaultSweepBudget
+)
+
+// ErrTooManyScales refuses a check that would give an id records of more
+// distinct scales than Config.MaxScalesPerID allows. It matches
+// raterlimiter.ErrInvalid.
+var ErrTooManyScales = buckets.ErrTooManyScales
 
 // DefaultMaxBuckets is Config.MaxBuckets's default: about 240 MB of records
 // with 16-byte ids.
@@ -140,7 +161,8 @@ func (l *Limiter) shard(id string) *actor.Actor {
 // CheckRate decides r. Invalid requests fail with an error matching
 // raterlimiter.ErrInvalid and cost the actors nothing. A check that fails
 // because ctx ended (or its deadline passed in the mailbox) was not counted:
-// the actor skips messages whose caller is gone (see actor.Actor.CheckRate).
+// the actor skips messages whose caller is gone (so a caller that times out may retry without
+// double counting).
 func (l *Limiter) CheckRate(ctx context.Context, r rl.Request) (rl.Decision, error) {
 	if err := r.Validate(l.maxID); err != nil {
 		return rl.Decision{}, err
@@ -313,10 +335,6 @@ func (l *Limiter) Stats() Stats {
 	}
 	return st
 }
-
-// Actors returns the shards, for tools that drive them directly (snapshots,
-// tests). The caller must not Close them.
-func (l *Limiter) Actors() []*actor.Actor { return l.actors }
 
 // Close stops the sweeper and the actors; later calls fail with
 // raterlimiter.ErrClosed. It is idempotent.

@@ -10,6 +10,8 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/raterlimiter/raterlimiter/internal/yamlmap"
+
 	rl "github.com/raterlimiter/raterlimiter"
 )
 
@@ -108,39 +110,11 @@ func (p *parser) errf(n *yaml.Node, format string, a ...any) error {
 // fields checks that n is a mapping of known, distinct keys and returns
 // the value node of each.
 func (p *parser) fields(n *yaml.Node, what string, known ...string) (map[string]*yaml.Node, error) {
-	n = deref(n)
-	if n.Kind != yaml.MappingNode {
-		return nil, p.errf(n, "%s must be a mapping", what)
-	}
-	out := make(map[string]*yaml.Node, len(n.Content)/2)
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		k, v := n.Content[i], n.Content[i+1]
-		if k.Kind != yaml.ScalarNode {
-			return nil, p.errf(k, "%s: keys must be names", what)
-		}
-		found := false
-		for _, name := range known {
-			if k.Value == name {
-				found = true
-				break
-			}
-		}
-		if !found {
-			return nil, p.errf(k, "%s: unknown field %q (known: %s)", what, k.Value, strings.Join(known, ", "))
-		}
-		if _, dup := out[k.Value]; dup {
-			return nil, p.errf(k, "%s: field %q given twice", what, k.Value)
-		}
-		out[k.Value] = deref(v)
+	out, err := yamlmap.Fields(n, what, known...)
+	if err != nil {
+		return nil, p.errf(err.Node, "%s", err.Msg)
 	}
 	return out, nil
-}
-
-func deref(n *yaml.Node) *yaml.Node {
-	for n != nil && n.Kind == yaml.AliasNode {
-		n = n.Alias
-	}
-	return n
 }
 
 func (p *parser) file(doc *yaml.Node) (*File, error) {
@@ -157,7 +131,7 @@ func (p *parser) file(doc *yaml.Node) (*File, error) {
 			return nil, p.errf(n, "trusted_proxies must be a list of addresses or networks")
 		}
 		for _, e := range n.Content {
-			e = deref(e)
+			e = yamlmap.Deref(e)
 			if e.Kind != yaml.ScalarNode {
 				return nil, p.errf(e, "trusted_proxies: each entry is an address or a network")
 			}
@@ -181,7 +155,7 @@ func (p *parser) file(doc *yaml.Node) (*File, error) {
 	f.Policies = make([]Policy, 0, len(pn.Content))
 	lines := map[string]int{}
 	for _, e := range pn.Content {
-		pol, err := p.policy(deref(e))
+		pol, err := p.policy(yamlmap.Deref(e))
 		if err != nil {
 			return nil, err
 		}
@@ -291,7 +265,7 @@ func (p *parser) match(n *yaml.Node, in string) (Match, error) {
 			return m, p.errf(ms, "%s: match.methods must be a non-empty list such as [GET, POST]", in)
 		}
 		for _, e := range ms.Content {
-			e = deref(e)
+			e = yamlmap.Deref(e)
 			if e.Kind != yaml.ScalarNode || !isToken(e.Value) {
 				return m, p.errf(e, "%s: match.methods: %q is not a method", in, e.Value)
 			}
@@ -328,7 +302,7 @@ func (p *parser) key(n *yaml.Node, in string) ([]KeySource, error) {
 	}
 	var out []KeySource
 	for _, e := range nodes {
-		k, err := p.source(deref(e), in+": key")
+		k, err := p.source(yamlmap.Deref(e), in+": key")
 		if err != nil {
 			return nil, err
 		}
@@ -372,7 +346,7 @@ func (p *parser) plans(n *yaml.Node, in string, pol *Policy, maxLimit int64) err
 	}
 	pl := &Plans{From: src.String(), Limits: map[string]int64{}}
 	for i := 0; i+1 < len(lim.Content); i += 2 {
-		k, v := lim.Content[i], deref(lim.Content[i+1])
+		k, v := lim.Content[i], yamlmap.Deref(lim.Content[i+1])
 		if k.Kind != yaml.ScalarNode || k.Value == "" {
 			return p.errf(k, "%s: plans.limits: a plan's name must be a non-empty string", in)
 		}

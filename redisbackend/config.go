@@ -96,7 +96,7 @@ type Config struct {
 	// TIME. For tests; in production Redis's clock keeps sidecars in step.
 	// Keys then live an hour longer than their last window, since Redis
 	// still expires them by its own clock.
-	Clock func() int64
+	Clock rl.Clock
 	// MaxIDBytes is the longest id accepted. Default
 	// raterlimiter.DefaultMaxIDBytes.
 	MaxIDBytes int

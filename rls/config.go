@@ -16,12 +16,13 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 
 	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"go.yaml.in/yaml/v3"
+
+	"github.com/raterlimiter/raterlimiter/internal/yamlmap"
 
 	rl "github.com/raterlimiter/raterlimiter"
 	"github.com/raterlimiter/raterlimiter/policy"
@@ -163,33 +164,18 @@ func (l *loader) errf(n *yaml.Node, format string, a ...any) error {
 	return &ConfigError{Path: l.path, Line: line, Msg: fmt.Sprintf(format, a...)}
 }
 
-// fields checks that n is a mapping of known, distinct keys.
+// fields checks that n is a mapping of known, distinct keys and returns
+// the value node of each. Envoy's fields this server does not implement are
+// named as such rather than as unknown.
 func (l *loader) fields(n *yaml.Node, what string, known ...string) (map[string]*yaml.Node, error) {
-	for n != nil && n.Kind == yaml.AliasNode {
-		n = n.Alias
+	out, err := yamlmap.Fields(n, what, known...)
+	switch {
+	case err == nil:
+		return out, nil
+	case err.Unknown == "quota_mode", err.Unknown == "share_threshold":
+		return nil, l.errf(err.Node, "%s: field %q is not supported", what, err.Unknown)
 	}
-	if n == nil || n.Kind != yaml.MappingNode {
-		return nil, l.errf(n, "%s must be a mapping", what)
-	}
-	out := map[string]*yaml.Node{}
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		k, v := n.Content[i], n.Content[i+1]
-		for v.Kind == yaml.AliasNode {
-			v = v.Alias
-		}
-		if !slices.Contains(known, k.Value) {
-			switch k.Value {
-			case "quota_mode", "share_threshold":
-				return nil, l.errf(k, "%s: field %q is not supported", what, k.Value)
-			}
-			return nil, l.errf(k, "%s: unknown field %q", what, k.Value)
-		}
-		if _, dup := out[k.Value]; dup {
-			return nil, l.errf(k, "%s: field %q given twice", what, k.Value)
-		}
-		out[k.Value] = v
-	}
-	return out, nil
+	return nil, l.errf(err.Node, "%s", err.Msg)
 }
 
 func scalar(n *yaml.Node) (string, bool) {

@@ -7,6 +7,9 @@
 # to bare, as Markdown tables.
 #
 # Usage: scripts/bench-sidecar.sh [ROUNDS=3] [DURATION=10s] [CONNS=50] [THREADS=2]
+# API_FLAGS are passed to the sidecar and to barecheck -api (both serve
+# package api), e.g. API_FLAGS="-max-conns-per-ip 4096" for more connections
+# than the default bound on one client address allows.
 # Needs wrk (apt-get install -y wrk) and go.
 set -euo pipefail
 ROUNDS=${1:-3}
@@ -14,17 +17,18 @@ DURATION=${2:-10s}
 CONNS=${3:-50}
 THREADS=${4:-2}
 QUERY=${QUERY:-scale=60000&limit=1000000}
+read -r -a api_flags <<<"${API_FLAGS:-}"
 
 me=bench-sidecar
 . "$(dirname "$0")/lib.sh"
 need "apt-get install -y wrk" wrk go
 (cd "$root" && go build -o "$tmp/raterlimiter" ./cmd/raterlimiter && go build -o "$tmp/barecheck" ./scripts/barecheck)
 
-start sidecar "$tmp/raterlimiter" -listen 127.0.0.1:0
+start sidecar "$tmp/raterlimiter" -listen 127.0.0.1:0 "${api_flags[@]}"
 sidecar=$addr pid_sidecar=$last_pid
 start bare "$tmp/barecheck" -listen 127.0.0.1:0
 bare=$addr pid_bare=$last_pid
-start apinop "$tmp/barecheck" -api -listen 127.0.0.1:0
+start apinop "$tmp/barecheck" -api -listen 127.0.0.1:0 "${api_flags[@]}"
 apinop=$addr pid_apinop=$last_pid
 
 # ms VALUE: wrk's latency (e.g. 812.00us, 1.50ms, 1.02s) in milliseconds.

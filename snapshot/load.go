@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"os"
 	"sync"
-	"time"
 
 	rl "github.com/raterlimiter/raterlimiter"
 	"github.com/raterlimiter/raterlimiter/algo"
@@ -26,7 +25,7 @@ type Target interface {
 type LoadOptions struct {
 	// Clock returns the time in Unix milliseconds: records expired at that
 	// time are not loaded. Default: the system clock.
-	Clock func() int64
+	Clock rl.Clock
 	// IgnoreCorrupt makes a file that matches ErrCorrupt a warning in the log
 	// and an empty start instead of an error. The file is renamed to
 	// path+".corrupt" (replacing an older one), so the next write does not
@@ -67,7 +66,7 @@ const restoreBatch = 256
 // in LoadStats.Err).
 func Load(ctx context.Context, path string, dst Target, opts LoadOptions) (LoadStats, error) {
 	if opts.Clock == nil {
-		opts.Clock = systemClock
+		opts.Clock = rl.SystemClock
 	}
 	if opts.Workers <= 0 {
 		opts.Workers = 4
@@ -197,6 +196,3 @@ func Load(ctx context.Context, path string, dst Target, opts LoadOptions) (LoadS
 	}
 	return st, nil
 }
-
-// systemClock is the default clock: the system time in Unix milliseconds.
-func systemClock() int64 { return time.Now().UnixMilli() }

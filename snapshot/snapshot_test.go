@@ -21,7 +21,6 @@ import (
 
 	rl "github.com/raterlimiter/raterlimiter"
 	"github.com/raterlimiter/raterlimiter/algo"
-	"github.com/raterlimiter/raterlimiter/buckets"
 	"github.com/raterlimiter/raterlimiter/limitertest"
 	"github.com/raterlimiter/raterlimiter/memory"
 	"github.com/raterlimiter/raterlimiter/snapshot"
@@ -40,14 +39,11 @@ func newLimiter(t *testing.T, clock *limitertest.Clock, shards int) *memory.Limi
 func dump(t *testing.T, l *memory.Limiter) []snapshot.Record {
 	t.Helper()
 	var out []snapshot.Record
-	for _, a := range l.Actors() {
-		require.NoError(t, a.Do(context.Background(), func(s *buckets.Store, _ int64) {
-			s.Scan(func(id string, scale int64, al rl.Algo, r algo.Record) bool {
-				out = append(out, snapshot.Record{ID: strings.Clone(id), Scale: scale, Algo: al, State: r})
-				return true
-			})
-		}))
-	}
+	require.NoError(t, l.Scan(context.Background(), func(r memory.Record) bool {
+		r.ID = strings.Clone(r.ID)
+		out = append(out, r)
+		return true
+	}))
 	slices.SortFunc(out, func(a, b snapshot.Record) int {
 		if c := strings.Compare(a.ID, b.ID); c != 0 {
 			return c
@@ -428,7 +424,7 @@ func TestLoadStopsWhenTheTargetFails(t *testing.T) {
 func TestHostileLengthAllocatesLittle(t *testing.T) {
 	b := []byte("RLSNAP\x00\x01\x00\x00\x00\x00\x00\x00\x00\x00")
 	b = binary.AppendUvarint(b, 0)
-	b = binary.AppendUvarint(b, buckets.MaxIDBytes) // 4 MiB, and a few bytes follow
+	b = binary.AppendUvarint(b, memory.MaxIDBytes) // 4 MiB, and a few bytes follow
 	b = append(b, "abc"...)
 	b = withCRC(append(b, 0, 0, 0, 0))
 	var before, after runtime.MemStats

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"time"
 
+	rl "github.com/raterlimiter/raterlimiter"
 	"github.com/raterlimiter/raterlimiter/memory"
 )
 
@@ -35,7 +36,7 @@ type WriteOptions struct {
 	ChunkRecords int
 	// Clock returns the time in Unix milliseconds; the header records it.
 	// Default: the system clock.
-	Clock func() int64
+	Clock rl.Clock
 }
 
 // WriteStats reports a finished Write.
@@ -67,7 +68,7 @@ func Write(ctx context.Context, path string, src Source, opts WriteOptions) (Wri
 		opts.ChunkRecords = DefaultChunkRecords
 	}
 	if opts.Clock == nil {
-		opts.Clock = systemClock
+		opts.Clock = rl.SystemClock
 	}
 	dir, name := filepath.Split(path)
 	if dir == "" {

@@ -11,6 +11,7 @@ import (
 
 	rl "github.com/raterlimiter/raterlimiter"
 	"github.com/raterlimiter/raterlimiter/api"
+	"github.com/raterlimiter/raterlimiter/internal/cli"
 	"github.com/raterlimiter/raterlimiter/memory"
 	"github.com/raterlimiter/raterlimiter/policy"
 	"github.com/raterlimiter/raterlimiter/redisbackend"
@@ -68,7 +69,7 @@ func openBackend(cfg config, logger *slog.Logger, onSwept func(n int, took time.
 	case "redis":
 		fail, err := redisbackend.ParseFailMode(cfg.redisFail)
 		if err != nil {
-			return backend{}, usagef("-redis-fail must be closed, open or local, not %q", cfg.redisFail) // checked by parse
+			return backend{}, cli.Usagef("-redis-fail must be closed, open or local, not %q", cfg.redisFail) // checked by parse
 		}
 		rc := redisbackend.Config{URL: cfg.redisURL, Timeout: cfg.redisTimeout, Fail: fail,
 			MaxIDBytes: limiterIDBytes(cfg), Logger: logger}

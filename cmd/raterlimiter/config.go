@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -12,16 +11,10 @@ import (
 
 	rl "github.com/raterlimiter/raterlimiter"
 	"github.com/raterlimiter/raterlimiter/api"
+	"github.com/raterlimiter/raterlimiter/internal/cli"
 	"github.com/raterlimiter/raterlimiter/memory"
 	"github.com/raterlimiter/raterlimiter/redisbackend"
 )
-
-// usageError is an error in the flags or the environment (exit status 2).
-type usageError struct{ msg string }
-
-func (e *usageError) Error() string { return e.msg + " (see -h)" }
-
-func usagef(format string, a ...any) error { return &usageError{fmt.Sprintf(format, a...)} }
 
 // maxIDBytesCap bounds -max-id-bytes: longer ids make no sense as keys, and
 // the request buffer grows with them.
@@ -77,20 +70,21 @@ func (cfg *config) flags(fs *flag.FlagSet) {
 	cfg.dash.register(fs)
 }
 
-// envName is the environment variable that sets flag name, or "" for a
-// flag only the command line sets.
-func envName(name string) string {
-	if commandLineOnly[name] {
-		return ""
-	}
-	return "RATERLIMITER_" + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))
-}
-
 // commandLineOnly are the flags that make the binary do something else than
 // serve and exit. The environment cannot set them: a stray
 // RATERLIMITER_VERSION=true in a deployment's environment would otherwise
 // turn the sidecar into a program that prints its version and exits.
 var commandLineOnly = map[string]bool{"version": true, "check-policies": true}
+
+// envName is the environment variable that sets flag name, or "" for a
+// flag only the command line sets.
+func envName(name string) string { return environment(nil).Name(name) }
+
+// environment is lookup as the source of the flags the command line leaves
+// unset: RATERLIMITER_<FLAG>, but for commandLineOnly.
+func environment(lookup func(string) (string, bool)) *cli.Env {
+	return &cli.Env{Prefix: "RATERLIMITER_", Lookup: lookup, CommandLineOnly: commandLineOnly}
+}
 
 // backendFlags are the flags that only one backend reads: the Redis
 // backend's, and the memory backend's (which the Redis backend reads only
@@ -107,30 +101,7 @@ func (cfg *config) parse(args []string, lookupEnv func(string) (string, bool)) (
 	fs := flag.NewFlagSet("raterlimiter", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	cfg.flags(fs)
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return fs, err
-		}
-		return fs, usagef("%v", err)
-	}
-	if fs.NArg() > 0 {
-		return fs, usagef("unexpected argument %q", fs.Arg(0))
-	}
-	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	var err error
-	fs.VisitAll(func(f *flag.Flag) {
-		name := envName(f.Name)
-		if set[f.Name] || err != nil || name == "" {
-			return
-		}
-		if v, ok := lookupEnv(name); ok {
-			if e := fs.Set(f.Name, v); e != nil {
-				err = usagef("invalid value %q for %s: %v", v, name, e)
-			}
-			set[f.Name] = true
-		}
-	})
+	set, err := cli.Parse(fs, args, environment(lookupEnv))
 	if err != nil {
 		return fs, err
 	}
@@ -153,9 +124,9 @@ func (cfg *config) checkBackendFlags(set map[string]bool) error {
 	for _, name := range names {
 		switch {
 		case backendFlags[name] == "redis" && cfg.backend != "redis":
-			return usagef("-%s applies only to -backend redis; with -backend %s it would do nothing", name, cfg.backend)
+			return cli.Usagef("-%s applies only to -backend redis; with -backend %s it would do nothing", name, cfg.backend)
 		case backendFlags[name] == "memory" && cfg.backend == "redis" && cfg.redisFail != "local":
-			return usagef("-%s applies to -backend memory (and to -backend redis only with -redis-fail local); here it would do nothing", name)
+			return cli.Usagef("-%s applies to -backend memory (and to -backend redis only with -redis-fail local); here it would do nothing", name)
 		}
 	}
 	return nil
@@ -163,7 +134,7 @@ func (cfg *config) checkBackendFlags(set map[string]bool) error {
 
 // check refuses values no flag type can refuse by itself.
 func (cfg *config) check() error {
-	bad := usagef
+	bad := cli.Usagef
 	switch {
 	case cfg.backend != "memory" && cfg.backend != "redis":
 		return bad("-backend must be memory or redis, not %q", cfg.backend)

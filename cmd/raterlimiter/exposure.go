@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/raterlimiter/raterlimiter/api"
+	"github.com/raterlimiter/raterlimiter/internal/cli"
 	"github.com/raterlimiter/raterlimiter/policy"
 )
 
@@ -44,15 +45,15 @@ func (f *exposureFlags) register(fs *flag.FlagSet) {
 func (f *exposureFlags) validate(token string) (policy.Proxies, error) {
 	switch {
 	case f.perIP == 0 || f.perIP < -1:
-		return policy.Proxies{}, usagef("-max-conns-per-ip must be positive, or -1 for no bound")
+		return policy.Proxies{}, cli.Usagef("-max-conns-per-ip must be positive, or -1 for no bound")
 	case f.perProxy == 0 || f.perProxy < -1:
-		return policy.Proxies{}, usagef("-max-conns-per-proxy must be positive, or -1 for no bound")
+		return policy.Proxies{}, cli.Usagef("-max-conns-per-proxy must be positive, or -1 for no bound")
 	case f.firstByte <= 0:
-		return policy.Proxies{}, usagef("-first-byte-timeout must be positive")
+		return policy.Proxies{}, cli.Usagef("-first-byte-timeout must be positive")
 	case f.bodyBudget == 0 || f.bodyBudget < -1:
-		return policy.Proxies{}, usagef("-body-budget must be positive, or -1 for no bound")
+		return policy.Proxies{}, cli.Usagef("-body-budget must be positive, or -1 for no bound")
 	case f.adminTokenFile != "" && token != "":
-		return policy.Proxies{}, usagef("-admin-token and -admin-token-file are exclusive: keep the file")
+		return policy.Proxies{}, cli.Usagef("-admin-token and -admin-token-file are exclusive: keep the file")
 	}
 	var list []string
 	for _, p := range strings.Split(f.trustedProxies, ",") {
@@ -62,7 +63,7 @@ func (f *exposureFlags) validate(token string) (policy.Proxies, error) {
 	}
 	proxies, err := policy.ParseProxies(list...)
 	if err != nil {
-		return policy.Proxies{}, usagef("-trusted-proxies: %s", strings.TrimPrefix(err.Error(), "policy: "))
+		return policy.Proxies{}, cli.Usagef("-trusted-proxies: %s", strings.TrimPrefix(err.Error(), "policy: "))
 	}
 	return proxies, nil
 }
@@ -74,11 +75,11 @@ func adminToken(token string, f exposureFlags) (string, error) {
 	}
 	b, err := os.ReadFile(f.adminTokenFile)
 	if err != nil {
-		return "", &usageError{msg: "-admin-token-file: " + err.Error()}
+		return "", &cli.UsageError{Msg: "-admin-token-file: " + err.Error()}
 	}
 	t := strings.TrimRight(string(b), "\r\n")
 	if t == "" {
-		return "", usagef("-admin-token-file %s is empty", f.adminTokenFile)
+		return "", cli.Usagef("-admin-token-file %s is empty", f.adminTokenFile)
 	}
 	return t, nil
 }
@@ -119,7 +120,7 @@ func listenAdmin(f exposureFlags, token string) (net.Listener, error) {
 	}
 	if !isLoopback(ln.Addr()) && token == "" {
 		ln.Close()
-		return nil, &usageError{msg: "-admin-listen " + f.adminListen + " is beyond loopback: it needs -admin-token-file (or -admin-token)"}
+		return nil, &cli.UsageError{Msg: "-admin-listen " + f.adminListen + " is beyond loopback: it needs -admin-token-file (or -admin-token)"}
 	}
 	return ln, nil
 }

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 
 	"github.com/raterlimiter/raterlimiter/api"
+	"github.com/raterlimiter/raterlimiter/internal/cli"
 	"github.com/raterlimiter/raterlimiter/policy"
 )
 
@@ -35,9 +36,9 @@ func (f *policyFlags) register(fs *flag.FlagSet) {
 func (f *policyFlags) validate() error {
 	switch {
 	case f.only && f.path == "":
-		return usagef("-policies-only needs -policies")
+		return cli.Usagef("-policies-only needs -policies")
 	case f.denyStatus != 429 && f.denyStatus != 401 && f.denyStatus != 403:
-		return usagef("-auth-deny-status must be 429, 401 or 403, not %d", f.denyStatus)
+		return cli.Usagef("-auth-deny-status must be 429, 401 or 403, not %d", f.denyStatus)
 	}
 	return nil
 }
@@ -46,7 +47,7 @@ func (f *policyFlags) validate() error {
 func checkPolicies(path string, stdout io.Writer) error {
 	f, err := policy.Load(path)
 	if err != nil {
-		return &usageError{msg: err.Error()}
+		return &cli.UsageError{Msg: err.Error()}
 	}
 	fmt.Fprintf(stdout, "%s: ok, %d policies\n", path, len(f.Policies))
 	return nil
@@ -60,7 +61,7 @@ func loadPolicies(f policyFlags) (*policy.File, error) {
 	}
 	pf, err := policy.Load(f.path)
 	if err != nil {
-		return nil, &usageError{msg: err.Error()}
+		return nil, &cli.UsageError{Msg: err.Error()}
 	}
 	return pf, nil
 }

@@ -28,7 +28,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/raterlimiter/raterlimiter/api"
-	"github.com/raterlimiter/raterlimiter/buckets"
 	"github.com/raterlimiter/raterlimiter/memory"
 )
 
@@ -54,24 +53,14 @@ func startRelServer(t *testing.T, mcfg memory.Config, cfg api.Config) *relServer
 	return s
 }
 
-// blockActor makes lim's first actor run a function that waits for the
-// returned release, and returns once it does. release lets the actor go on
-// and returns the error of that call.
+// blockActor holds lim's first shard and returns once it does. release
+// lets the shard go on and returns the error of the held visit.
 func blockActor(lim *memory.Limiter) (release func() error) {
-	rel := make(chan struct{})
-	blocked := make(chan struct{})
-	done := make(chan error, 1)
-	go func() {
-		done <- lim.Actors()[0].Do(context.Background(), func(*buckets.Store, int64) {
-			close(blocked)
-			<-rel
-		})
-	}()
-	<-blocked
-	return func() error {
-		close(rel)
-		return <-done
+	release, err := lim.Pause(context.Background(), 0)
+	if err != nil {
+		panic("blockActor: " + err.Error())
 	}
+	return release
 }
 
 // stop shuts the server down and closes the limiter; it is idempotent.

@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/reflection"
 
 	rl "github.com/raterlimiter/raterlimiter"
+	"github.com/raterlimiter/raterlimiter/internal/cli"
 	"github.com/raterlimiter/raterlimiter/rls"
 )
 
@@ -39,11 +40,11 @@ func (f *rlsFlags) register(fs *flag.FlagSet) {
 func (f *rlsFlags) validate() error {
 	switch {
 	case f.listen != "" && f.config == "":
-		return usagef("-rls-listen needs -rls-config")
+		return cli.Usagef("-rls-listen needs -rls-config")
 	case f.config != "" && f.listen == "":
-		return usagef("-rls-config needs -rls-listen")
+		return cli.Usagef("-rls-config needs -rls-listen")
 	case f.maxDescriptors < 1:
-		return usagef("-rls-max-descriptors must be at least 1")
+		return cli.Usagef("-rls-max-descriptors must be at least 1")
 	}
 	return nil
 }
@@ -64,7 +65,7 @@ func openRLS(f rlsFlags, lim rl.Limiter, maxKey int, logger *slog.Logger) (*rlsS
 	}
 	cfg, err := rls.Load(f.config)
 	if err != nil {
-		return nil, &usageError{msg: err.Error()}
+		return nil, &cli.UsageError{Msg: err.Error()}
 	}
 	srv := rls.New(rls.Options{Limiter: lim, Config: cfg, Load: func() (*rls.Config, error) { return rls.Load(f.config) },
 		MaxKeyBytes: maxKey, MaxDescriptors: f.maxDescriptors, Logger: logger})

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/raterlimiter/raterlimiter/api"
+	"github.com/raterlimiter/raterlimiter/internal/cli"
 )
 
 func TestAdminAccess(t *testing.T) {
@@ -107,7 +108,7 @@ func TestRunFlagsAndEnvironment(t *testing.T) {
 			if tt.wantErr != "" {
 				require.Error(t, err)
 				assert.Contains(t, err.Error(), tt.wantErr)
-				var ue *usageError
+				var ue *cli.UsageError
 				assert.ErrorAs(t, err, &ue)
 				return
 			}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/raterlimiter/raterlimiter/internal/cli"
 	"github.com/raterlimiter/raterlimiter/memory"
 	"github.com/raterlimiter/raterlimiter/snapshot"
 )
@@ -38,11 +39,11 @@ func (f *snapshotFlags) register(fs *flag.FlagSet) {
 func (f *snapshotFlags) check(backend string) error {
 	switch {
 	case f.path != "" && backend != "memory":
-		return usagef("-snapshot needs -backend memory (Redis keeps its own state)")
+		return cli.Usagef("-snapshot needs -backend memory (Redis keeps its own state)")
 	case f.interval < 0:
-		return usagef("-snapshot-interval must not be negative")
+		return cli.Usagef("-snapshot-interval must not be negative")
 	case f.interval > 0 && f.path == "":
-		return usagef("-snapshot-interval needs -snapshot")
+		return cli.Usagef("-snapshot-interval needs -snapshot")
 	}
 	return nil
 }

@@ -13,6 +13,8 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
+
+	"github.com/raterlimiter/raterlimiter/internal/cli"
 )
 
 // listenFlags are the flags of how the sidecar listens beyond -listen: TLS
@@ -33,10 +35,10 @@ func (f *listenFlags) register(fs *flag.FlagSet) {
 
 func (f *listenFlags) validate() error {
 	if (f.cert == "") != (f.key == "") {
-		return usagef("-tls-cert and -tls-key go together")
+		return cli.Usagef("-tls-cert and -tls-key go together")
 	}
 	if _, err := f.mode(); err != nil {
-		return usagef("-unix-mode must be octal permissions such as 0660, not %q", f.unixMode)
+		return cli.Usagef("-unix-mode must be octal permissions such as 0660, not %q", f.unixMode)
 	}
 	return nil
 }
@@ -81,7 +83,7 @@ func openListener(ctx context.Context, addr string, f listenFlags, logger *slog.
 
 func listenUnix(path string, f listenFlags, logger *slog.Logger) (net.Listener, error) {
 	if path == "" {
-		return nil, usagef("-listen unix: needs a path")
+		return nil, cli.Usagef("-listen unix: needs a path")
 	}
 	mode, _ := f.mode() // validated
 	if fi, err := os.Lstat(path); err == nil {

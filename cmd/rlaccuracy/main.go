@@ -3,8 +3,8 @@
 // It replays synthetic traces (steady Poisson traffic under and over the
 // limit, on/off bursts, a boundary attack, and many sources with
 // heavy-tailed rates) against the fixed window, the sliding window and GCRA,
-// each through a buckets.Store as the embedded limiter uses it, and judges
-// every decision against an exact sliding log: a request is rightly allowed
+// each through a memory.Store (one shard of the embedded limiter, at the
+// trace's times), and judges every decision against an exact sliding log: a request is rightly allowed
 // iff the requests the same algorithm allowed to that source in the last
 // scale ms, counted exactly, leave room for it. It prints, per trace and
 // algorithm, the share of wrong decisions, the false allows and false
@@ -23,7 +23,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -35,6 +34,7 @@ import (
 	"time"
 
 	rl "github.com/raterlimiter/raterlimiter"
+	"github.com/raterlimiter/raterlimiter/internal/cli"
 	"github.com/raterlimiter/raterlimiter/internal/term"
 )
 
@@ -42,24 +42,8 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
-	switch {
-	case err == nil, errors.Is(err, flag.ErrHelp): // -h asked for the usage: not a failure
-	default:
-		fmt.Fprintln(os.Stderr, "rlaccuracy:", err)
-		var ue *usageError
-		if errors.As(err, &ue) {
-			os.Exit(2)
-		}
-		os.Exit(1)
-	}
+	os.Exit(cli.ExitCode("rlaccuracy", err, os.Stderr))
 }
-
-// usageError is a bad flag (exit status 2); other failures exit 1.
-type usageError struct{ msg string }
-
-func (e *usageError) Error() string { return e.msg + " (see -h)" }
-
-func usagef(format string, a ...any) error { return &usageError{fmt.Sprintf(format, a...)} }
 
 // options are the command's flags.
 type options struct {
@@ -87,30 +71,24 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.BoolVar(&o.progress, "progress", false, "show a progress bar on stderr even when it is not a terminal")
 	fs.StringVar(&o.limitsSVG, "limits-svg", "", "replay the many-sources trace at each of -limits and draw the wrong-decision share per algorithm to this SVG file")
 	limits := fs.String("limits", "10,30,90,300,900", "limits per minute for -limits-svg, comma-separated")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return o, err
-		}
-		return o, &usageError{err.Error()}
-	}
-	if fs.NArg() > 0 {
-		return o, usagef("unexpected argument %q", fs.Arg(0))
+	if _, err := cli.Parse(fs, args, nil); err != nil {
+		return o, err
 	}
 	for _, f := range strings.Split(*limits, ",") {
 		n, err := strconv.ParseInt(strings.TrimSpace(f), 10, 64)
 		if err != nil || n < 1 || n > 1_000_000 {
-			return o, usagef("-limits must be limits from 1 to 1000000 separated by commas, not %q", *limits)
+			return o, cli.Usagef("-limits must be limits from 1 to 1000000 separated by commas, not %q", *limits)
 		}
 		o.limits = append(o.limits, n)
 	}
 	if o.sources < 1 || o.sources > 1<<30 {
-		return o, usagef("-sources must be from 1 to %d", 1<<30)
+		return o, cli.Usagef("-sources must be from 1 to %d", 1<<30)
 	}
 	if o.limit < 1 || o.limit > 1_000_000 {
-		return o, usagef("-limit must be from 1 to 1000000")
+		return o, cli.Usagef("-limit must be from 1 to 1000000")
 	}
 	if !(o.size > 0 && o.size <= 100) {
-		return o, usagef("-size must be above 0 and at most 100")
+		return o, cli.Usagef("-size must be above 0 and at most 100")
 	}
 	return o, nil
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	rl "github.com/raterlimiter/raterlimiter"
+	"github.com/raterlimiter/raterlimiter/internal/cli"
 	"github.com/raterlimiter/raterlimiter/internal/tooltest"
 )
 
@@ -115,7 +116,7 @@ func TestParse(t *testing.T) {
 			if tc.ok {
 				assert.NoError(t, err)
 			} else {
-				var ue *usageError
+				var ue *cli.UsageError
 				assert.ErrorAs(t, err, &ue, "a bad flag is a usage error (exit status 2)")
 			}
 		})

@@ -8,7 +8,7 @@ import (
 
 	rl "github.com/raterlimiter/raterlimiter"
 	"github.com/raterlimiter/raterlimiter/algo"
-	"github.com/raterlimiter/raterlimiter/buckets"
+	"github.com/raterlimiter/raterlimiter/memory"
 )
 
 // logName is the sliding window log's row: the algorithm that should agree
@@ -181,7 +181,7 @@ func replayAll(tr *trace, keepTimes, withCost bool, tick func()) []result {
 	var out []result
 	for _, a := range rl.Algos {
 		j := newJudge(tr, a.String(), keepTimes)
-		st := buckets.New(buckets.Options{})
+		st := memory.NewStore(memory.StoreConfig{})
 		var model *gcraModel
 		if a == rl.Token {
 			model = newGCRAModel(tr)
@@ -221,7 +221,7 @@ func cost(tr *trace, names []string, a rl.Algo) (nsPerCheck, bytesPerID float64)
 	var before, after runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)
-	st := buckets.New(buckets.Options{CacheSlots: -1}) // the cache's fixed size would blur the bytes per id
+	st := memory.NewStore(memory.StoreConfig{NoCache: true}) // the cache's fixed size would blur the bytes per id
 	req := rl.Request{Scale: tr.scale, Limit: tr.limit, Hits: 1, Algo: a}
 	start := time.Now()
 	for i, ev := range tr.events {
@@ -239,10 +239,10 @@ func cost(tr *trace, names []string, a rl.Algo) (nsPerCheck, bytesPerID float64)
 	runtime.ReadMemStats(&after)
 	ids := 0
 	last := ""
-	st.Scan(func(id string, _ int64, _ rl.Algo, _ algo.Record) bool {
-		if id != last {
+	st.Scan(func(r memory.Record) bool {
+		if r.ID != last {
 			ids++
-			last = id
+			last = r.ID
 		}
 		return true
 	})

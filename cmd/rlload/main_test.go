@@ -16,6 +16,7 @@ import (
 
 	rl "github.com/raterlimiter/raterlimiter"
 	"github.com/raterlimiter/raterlimiter/api"
+	"github.com/raterlimiter/raterlimiter/internal/cli"
 	"github.com/raterlimiter/raterlimiter/internal/tooltest"
 	"github.com/raterlimiter/raterlimiter/limitertest"
 	"github.com/raterlimiter/raterlimiter/memory"
@@ -216,7 +217,7 @@ func TestFlags(t *testing.T) {
 				assert.True(t, strings.Contains(stderr.String(), "-batch-inflight"), "-h lists the flags")
 				return
 			}
-			var ue *usageError
+			var ue *cli.UsageError
 			assert.ErrorAs(t, err, &ue)
 		})
 	}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -21,16 +20,10 @@ import (
 	rl "github.com/raterlimiter/raterlimiter"
 	"github.com/raterlimiter/raterlimiter/api"
 	"github.com/raterlimiter/raterlimiter/client"
+	"github.com/raterlimiter/raterlimiter/internal/cli"
 	"github.com/raterlimiter/raterlimiter/internal/term"
 	"github.com/raterlimiter/raterlimiter/memory"
 )
-
-// usageError is a bad flag (exit status 2).
-type usageError struct{ msg string }
-
-func (e *usageError) Error() string { return e.msg + " (see -h)" }
-
-func usagef(format string, a ...any) error { return &usageError{fmt.Sprintf(format, a...)} }
 
 // config is the parsed command line.
 type config struct {
@@ -94,39 +87,33 @@ func (cfg *config) parse(args []string, stderr io.Writer) error {
 		fs.PrintDefaults()
 	}
 	cfg.flags(fs)
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return &usageError{err.Error()}
-	}
-	if fs.NArg() > 0 {
-		return usagef("unexpected argument %q", fs.Arg(0))
+	if _, err := cli.Parse(fs, args, nil); err != nil {
+		return err
 	}
 	switch {
 	case cfg.callers < 1:
-		return usagef("-c must be at least 1")
+		return cli.Usagef("-c must be at least 1")
 	case cfg.ids < 1:
-		return usagef("-ids must be at least 1")
+		return cli.Usagef("-ids must be at least 1")
 	case cfg.duration <= 0:
-		return usagef("-d must be positive")
+		return cli.Usagef("-d must be positive")
 	case cfg.warmup < 0:
-		return usagef("-warmup must not be negative")
+		return cli.Usagef("-warmup must not be negative")
 	case cfg.embedded && cfg.inproc:
-		return usagef("-embedded and -inproc exclude each other")
+		return cli.Usagef("-embedded and -inproc exclude each other")
 	case cfg.embedded && cfg.batch:
-		return usagef("-batch is the HTTP client's mode; -embedded has no HTTP")
+		return cli.Usagef("-batch is the HTTP client's mode; -embedded has no HTTP")
 	case !(cfg.maxErrors >= 0 && cfg.maxErrors <= 100):
-		return usagef("-max-errors must be a percentage from 0 to 100, not %v", cfg.maxErrors)
+		return cli.Usagef("-max-errors must be a percentage from 0 to 100, not %v", cfg.maxErrors)
 	case cfg.batchMax < 0 || cfg.batchInFlight < 0 || cfg.batchWindow < 0 || cfg.conns < 0 || cfg.shards < 0:
-		return usagef("-batch-max, -batch-inflight, -batch-window, -conns and -shards must not be negative")
+		return cli.Usagef("-batch-max, -batch-inflight, -batch-window, -conns and -shards must not be negative")
 	}
 	a, err := rl.ParseAlgo(cfg.algo)
 	if err != nil {
-		return usagef("-algo: %v", err)
+		return cli.Usagef("-algo: %v", err)
 	}
 	if err := cfg.request("user-0", a).Validate(rl.DefaultMaxIDBytes); err != nil {
-		return usagef("%v", err)
+		return cli.Usagef("%v", err)
 	}
 	return nil
 }

@@ -37,6 +37,7 @@ func (instant) CheckRate(_ context.Context, r rl.Request) (rl.Decision, error) {
 func main() {
 	listen := flag.String("listen", "127.0.0.1:8081", "address to serve on")
 	withAPI := flag.Bool("api", false, "serve package api on an instant limiter instead of the bare handler")
+	perIP := flag.Int("max-conns-per-ip", 0, "with -api: the API's bound on connections per client address (0: its default)")
 	flag.Parse()
 	ln, err := net.Listen("tcp", *listen)
 	if err != nil {
@@ -46,7 +47,7 @@ func main() {
 	slog.Info("barecheck listening", "addr", ln.Addr().String())
 	serve := (&fasthttp.Server{Handler: handle, Name: "barecheck"}).Serve
 	if *withAPI {
-		serve = api.New(api.Config{Limiter: instant{}}).Serve
+		serve = api.New(api.Config{Limiter: instant{}, ConnLimits: api.ConnLimits{PerIP: *perIP}}).Serve
 	}
 	if err := serve(ln); err != nil {
 		fmt.Fprintln(os.Stderr, "barecheck:", err)

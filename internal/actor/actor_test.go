@@ -12,8 +12,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	rl "github.com/raterlimiter/raterlimiter"
-	"github.com/raterlimiter/raterlimiter/actor"
-	"github.com/raterlimiter/raterlimiter/buckets"
+	"github.com/raterlimiter/raterlimiter/internal/actor"
+	"github.com/raterlimiter/raterlimiter/internal/buckets"
 )
 
 const t0 = 1_700_000_040_000
@@ -175,20 +175,6 @@ func TestSweepAndDo(t *testing.T) {
 	require.NoError(t, a.Do(ctx, func(s *buckets.Store, _ int64) { n = s.Len() }))
 	assert.Equal(t, 0, n)
 	assert.Equal(t, 0, a.Len())
-}
-
-func TestBatchRefusesInvalidWhole(t *testing.T) {
-	a := newActor(t, actor.Config{})
-	ctx := waitCtx(t)
-	rs := []rl.Request{hit("u"), {ID: "u", Scale: 0, Limit: 1, Hits: 1}}
-	err := a.CheckRates(ctx, rs, make([]rl.Decision, 2))
-	var ie *rl.ItemError
-	require.ErrorAs(t, err, &ie)
-	assert.Equal(t, 1, ie.Index)
-	out := make([]rl.Decision, 2)
-	require.NoError(t, a.CheckRates(ctx, []rl.Request{hit("u"), hit("u")}, out))
-	assert.Equal(t, int64(1), out[0].Count, "the refused batch counted nothing")
-	assert.Equal(t, int64(2), out[1].Count)
 }
 
 // TestAbandonedBatchOwnsItsRequests: a caller that gives up on a batch may

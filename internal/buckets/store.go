@@ -162,9 +162,7 @@ func (s *Store) insert(id string, p *rec) {
 // Len returns the number of live records.
 func (s *Store) Len() int { return s.tree.Len() }
 
-// Check decides r at now and stores what the algorithm counts. An invalid
-// request is refused with an error matching raterlimiter.ErrInvalid and
-// changes nothing.
+// Check decides r at now and stores what the algorithm counts.
 //
 // When the store holds MaxRecords records, a check that needs a new record
 // first evicts one: of a few neighbouring records read from a random place,
@@ -176,10 +174,12 @@ func (s *Store) Len() int { return s.tree.Len() }
 // the time of a denied check as their last change. A flood of distinct ids
 // thus costs a bounded amount of memory, and mostly its own records; a
 // throttled id cannot reset itself by minting fresh ids.
+//
+// r must be valid (raterlimiter.Request.Validate, with ids up to the
+// store's MaxIDBytes): the store trusts its owner, and the embedded
+// limiter validates every request once, where it comes in (package memory).
+// The error is ErrTooManyScales or nil.
 func (s *Store) Check(now int64, r rl.Request) (rl.Decision, error) {
-	if err := r.Validate(s.maxID); err != nil {
-		return rl.Decision{}, err
-	}
 	if r.Algo == rl.Log {
 		return s.checkLog(now, r)
 	}

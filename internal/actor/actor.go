@@ -24,7 +24,7 @@ import (
 	"time"
 
 	rl "github.com/raterlimiter/raterlimiter"
-	"github.com/raterlimiter/raterlimiter/buckets"
+	"github.com/raterlimiter/raterlimiter/internal/buckets"
 )
 
 // Config configures an Actor. The zero value is usable: every zero field
@@ -36,7 +36,7 @@ type Config struct {
 	// is soon corrected neither freezes nor rewinds decisions. Whatever the
 	// clock, the actor never lets time go backwards: a reading earlier than
 	// one it already used is taken as that one.
-	Clock func() int64
+	Clock rl.Clock
 	// Mailbox is about how many messages may wait for the actor; callers
 	// past it wait for the actor to empty the mailbox. Default
 	// DefaultMailbox (65,536): each caller has one message in the mailbox
@@ -67,9 +67,6 @@ var ErrExpired = fmt.Errorf("actor: the deadline passed before the actor took th
 // ErrPanicked is returned to the caller whose message was being handled when
 // the actor's goroutine panicked. The actor restarts with its store intact.
 var ErrPanicked = fmt.Errorf("actor: check aborted by a panic in the actor, which restarted: %w", rl.ErrUnavailable)
-
-// SystemClock returns the system time in Unix milliseconds.
-func SystemClock() int64 { return time.Now().UnixMilli() }
 
 // SweepStats reports a finished sweep.
 type SweepStats struct {
@@ -123,7 +120,8 @@ type Actor struct {
 // wake-up (see BENCHMARKS.md).
 const actorSpins = 8
 
-// maxDrain bounds how many queued messages share one reading of the clock.
+// maxDrain bounds how many queued messages share one reading of the clock,
+// and how many the actor answers before it yields.
 const maxDrain = 256
 
 // batchChunk is how many requests of a batch the actor decides before it
@@ -239,7 +237,8 @@ func (a *Actor) CheckRate(ctx context.Context, r rl.Request) (rl.Decision, error
 }
 
 // CheckRates decides rs in order into out (len(out) == len(rs)), in one
-// message. Invalid requests are refused before anything is counted.
+// message. The requests must be valid: the limiter validates them where they
+// come in (package memory).
 //
 // The message carries a copy of rs and decisions of its own: a caller whose
 // context ends gets its error at once and may reuse both slices, while the
@@ -463,6 +462,14 @@ func (a *Actor) serve(l *msg) {
 	n := 0
 	for m := l; m != nil; n++ {
 		if n%maxDrain == 0 {
+			if n > 0 {
+				// The callers just answered are runnable on this
+				// processor, whose run queue holds 256: let them run and
+				// send again before answering more, rather than overflow
+				// it to the global queue, whose lock every processor then
+				// takes (BENCHMARKS.md, "Core under concurrency", round 3).
+				runtime.Gosched()
+			}
 			a.tick()
 		}
 		// Read before handling: once answered, m belongs to its caller.
@@ -621,10 +628,6 @@ func (a *Actor) handle(m *msg) {
 			a.noteDecision(m.req, res.d)
 		}
 	case kindBatch:
-		if err := rl.ValidateBatch(m.reqs, a.cfg.Store.MaxIDBytes); err != nil {
-			res.err = err
-			break
-		}
 		if len(m.reqs) > batchChunk {
 			// Decided a chunk at a time between other messages (batchStep).
 			a.current = nil

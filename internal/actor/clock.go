@@ -1,6 +1,7 @@
 package actor
 
 import (
+	rl "github.com/raterlimiter/raterlimiter"
 	"sync"
 	"time"
 )
@@ -60,7 +61,7 @@ func NewSteadyClock(wall func() int64, mono func() time.Duration, tolerance, set
 	sys := wall == nil && mono == nil
 	start := time.Now()
 	if wall == nil {
-		wall = SystemClock
+		wall = rl.SystemClock
 	}
 	if mono == nil {
 		mono = func() time.Duration { return time.Since(start) }

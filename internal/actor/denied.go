@@ -54,12 +54,25 @@ type denials struct {
 	m     sync.Map // deniedKey → *denial
 	n     int      // entries, as the actor knows them
 	dirty atomic.Pointer[denial]
+	// any is n > 0, for callers: with no denial recorded (every check of
+	// an unthrottled workload) a check skips the map's lookup, which
+	// hashes its key. A caller that reads false just as a denial is added
+	// sends its check to the actor, which decides it the same.
+	any atomic.Bool
+}
+
+// add changes the count of entries by delta.
+func (ds *denials) add(delta int) {
+	ds.n += delta
+	if (ds.n > 0) != ds.any.Load() {
+		ds.any.Store(ds.n > 0)
+	}
 }
 
 // fastDeny answers r from a recorded denial if one covers it. It reports
 // false when the actor must decide r.
 func (a *Actor) fastDeny(r rl.Request) (rl.Decision, bool) {
-	if r.Algo != rl.Fixed || r.Hits <= 0 {
+	if r.Algo != rl.Fixed || r.Hits <= 0 || !a.denied.any.Load() {
 		return rl.Decision{}, false
 	}
 	v, ok := a.denied.m.Load(deniedKey{r.ID, r.Scale})
@@ -109,7 +122,7 @@ func (a *Actor) mergeDenied() {
 				// The record was evicted at the store's bound: the denial
 				// goes with it, and the actor decides again.
 				if a.denied.m.CompareAndDelete(e.key, e) {
-					a.denied.n--
+					a.denied.add(-1)
 				}
 			}
 			e.merged = t
@@ -131,7 +144,7 @@ func (a *Actor) noteDecision(r rl.Request, d rl.Decision) {
 		// dirty list holds the denial, not the map).
 		if a.denied.n > 0 {
 			if _, ok := a.denied.m.LoadAndDelete(k); ok {
-				a.denied.n--
+				a.denied.add(-1)
 			}
 		}
 		return
@@ -157,7 +170,7 @@ func (a *Actor) noteDecision(r rl.Request, d rl.Decision) {
 	e.limit.Store(r.Limit)
 	e.total.Store(d.Count)
 	if _, loaded := a.denied.m.Swap(k, e); !loaded {
-		a.denied.n++
+		a.denied.add(1)
 	}
 }
 
@@ -168,7 +181,7 @@ func (a *Actor) forgetDenied() {
 		return
 	}
 	a.denied.m.Clear()
-	a.denied.n = 0
+	a.denied.add(-a.denied.n)
 }
 
 // expireDenied drops the denials whose window has ended.
@@ -180,7 +193,7 @@ func (a *Actor) expireDenied() {
 	a.denied.m.Range(func(k, v any) bool {
 		if v.(*denial).end <= a.now {
 			a.denied.m.Delete(k)
-			a.denied.n--
+			a.denied.add(-1)
 		}
 		return true
 	})

@@ -9,7 +9,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/raterlimiter/raterlimiter/actor"
+	"github.com/raterlimiter/raterlimiter/internal/actor"
 )
 
 // DefaultInterval is the time between sweeps when Config.Interval is zero: the
