@@ -38,7 +38,19 @@ func (b *Backend) unavailable(ctx context.Context, err error) bool {
 		// unanswered).
 		return false
 	}
-	return ctx.Err() == nil
+	return !expired(ctx)
+}
+
+// expired reports whether ctx is done or its deadline has passed: a call
+// bounded by the caller's deadline can end (its own timer having fired)
+// a moment before the caller's context says so, and that wait was the
+// caller's, not Redis being down.
+func expired(ctx context.Context) bool {
+	if ctx.Err() != nil {
+		return true
+	}
+	d, ok := ctx.Deadline()
+	return ok && !time.Now().Before(d)
 }
 
 // isDeadline reports whether err is a wait that ran out of time.

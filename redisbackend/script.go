@@ -2,6 +2,7 @@ package redisbackend
 
 import (
 	"context"
+	"errors"
 	"crypto/sha1"
 	_ "embed"
 	"encoding/base64"
@@ -102,14 +103,29 @@ func eval(c rueidis.Client, s script, keys, args []string) rueidis.Completed {
 	return c.B().Eval().Script(s.body).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build()
 }
 
+// stale reports whether err is not this call's: the client answers
+// context.DeadlineExceeded, without sending, to every call on a connection it
+// dropped when an earlier call's deadline passed during a synchronous
+// exchange. A call whose own deadline (ctx, the earliest of the caller's and
+// the backend's) has not passed cannot have timed out itself, so its script
+// never left and sending it again cannot count it twice. (A connection the
+// client drops because its keep-alive went unanswered fails its calls with
+// os.ErrDeadlineExceeded instead; those may have been sent and are not
+// stale.)
+func stale(ctx context.Context, err error) bool {
+	return errors.Is(err, context.DeadlineExceeded) && !expired(ctx)
+}
+
 func isNoScript(err error) bool {
 	re, ok := rueidis.IsRedisErr(err)
 	return ok && re.IsNoScript()
 }
 
 // run sends one script per item (keys and args of item i from kv), pipelined
-// (a single one with the other callers' waiting single ones, combine.go),
-// and sends again with EVAL, in order, those that found no script loaded.
+// (a single one with the other callers' waiting single ones, combine.go);
+// sends again, once, those that failed on a connection an earlier call's
+// deadline had dropped (stale); and sends again with EVAL, in order, those
+// that found no script loaded.
 func (b *Backend) run(ctx context.Context, s script, n int, kv func(i int) (keys, args []string)) []rueidis.RedisResult {
 	c := b.conn()
 	if c == nil {
@@ -124,13 +140,30 @@ func (b *Backend) run(ctx context.Context, s script, n int, kv func(i int) (keys
 		k, a := kv(i)
 		cmds[i] = evalsha(c, s, k, a)
 	}
-	var res []rueidis.RedisResult
-	if n == 1 {
-		res = []rueidis.RedisResult{b.doCombined(ctx, cmds[0])}
-	} else {
-		res = c.DoMulti(ctx, cmds...)
+	send := func(cmds rueidis.Commands) []rueidis.RedisResult {
+		if len(cmds) == 1 {
+			return []rueidis.RedisResult{b.doCombined(ctx, cmds[0])}
+		}
+		return c.DoMulti(ctx, cmds...)
 	}
+	res := send(cmds)
 	var again []int
+	for i := range res {
+		if stale(ctx, res[i].Error()) {
+			again = append(again, i)
+		}
+	}
+	if len(again) > 0 {
+		retry := make(rueidis.Commands, len(again))
+		for j, i := range again {
+			k, a := kv(i)
+			retry[j] = evalsha(c, s, k, a)
+		}
+		for j, r := range send(retry) {
+			res[again[j]] = r
+		}
+		again = again[:0]
+	}
 	for i := range res {
 		if isNoScript(res[i].Error()) {
 			again = append(again, i)
