@@ -2,11 +2,11 @@ package redisbackend
 
 import (
 	"context"
-	"errors"
 	"crypto/sha1"
 	_ "embed"
 	"encoding/base64"
 	"encoding/hex"
+	"errors"
 	"strconv"
 
 	"github.com/redis/rueidis"
