@@ -53,10 +53,14 @@ func TestTTL(t *testing.T) {
 			require.NoError(t, err)
 			tag := "rl:{" + base64.RawURLEncoding.EncodeToString([]byte(id)) + "}:"
 			lo, hi := tt.bounds(d)
+			// The index's TTL is read first: the record's, read later, can
+			// only have shrunk since, so however slow the machine, an index
+			// that lives as long as its record reads no less.
+			index := pttl(tag + "i")
 			got := pttl(tag + tt.code + ":" + strconv.Itoa(scale))
 			assert.GreaterOrEqual(t, got, lo, "record TTL")
 			assert.LessOrEqual(t, got, hi, "record TTL")
-			assert.GreaterOrEqual(t, pttl(tag+"i"), got-5, "the index lives as long as its records")
+			assert.GreaterOrEqual(t, index, got, "the index lives as long as its records")
 		})
 	}
 }
