@@ -3,6 +3,7 @@ package redisbackend
 import (
 	"context"
 	"errors"
+	"os"
 	"strconv"
 	"testing"
 	"time"
@@ -120,4 +121,34 @@ func TestNeverRewinds(t *testing.T) {
 		assert.Equal(t, int64(9), d.Count, a)
 		assert.Equal(t, strconv.FormatInt(t0+5000, 10), hash(t, b, key[0])["m"], a)
 	}
+}
+
+// lateCtx is a context whose deadline has passed but whose timer has not yet
+// marked it done, as a caller's context can be for a moment.
+type lateCtx struct{ context.Context }
+
+func (lateCtx) Deadline() (time.Time, bool) { return time.Now().Add(-time.Millisecond), true }
+
+// TestWaitPastTheCallersDeadline: a deadline error is the caller's, never
+// Redis down, once the caller's deadline has passed, even before its context
+// says so; and only a deadline error on a call whose own deadline stands is
+// stale (sent again).
+func TestWaitPastTheCallersDeadline(t *testing.T) {
+	b := &Backend{cfg: Config{Timeout: time.Second}}
+	late := lateCtx{context.Background()}
+	live, cancel := context.WithTimeout(context.Background(), time.Hour)
+	defer cancel()
+
+	assert.True(t, expired(late))
+	assert.False(t, expired(live))
+	assert.False(t, expired(context.Background()), "no deadline")
+
+	assert.False(t, b.unavailable(late, context.DeadlineExceeded), "the caller's wait, its timer not yet fired")
+	assert.True(t, b.unavailable(live, context.DeadlineExceeded), "the backend's own Timeout ran out")
+
+	assert.True(t, stale(live, context.DeadlineExceeded), "a dropped connection's error, not this call's")
+	assert.True(t, stale(context.Background(), context.DeadlineExceeded), "a call with no deadline cannot time out itself")
+	assert.False(t, stale(late, context.DeadlineExceeded), "this call's own deadline")
+	assert.False(t, stale(live, os.ErrDeadlineExceeded), "an unanswered keep-alive: perhaps sent")
+	assert.False(t, stale(live, errors.New("EOF")))
 }
