@@ -147,37 +147,28 @@ func (b *Backend) run(ctx context.Context, s script, n int, kv func(i int) (keys
 		return c.DoMulti(ctx, cmds...)
 	}
 	res := send(cmds)
-	var again []int
-	for i := range res {
-		if stale(ctx, res[i].Error()) {
-			again = append(again, i)
+	// resend sends again, built by cmd and in order, the items whose answer
+	// matches.
+	resend := func(match func(error) bool, cmd func(rueidis.Client, script, []string, []string) rueidis.Completed) {
+		var again []int
+		for i := range res {
+			if match(res[i].Error()) {
+				again = append(again, i)
+			}
 		}
-	}
-	if len(again) > 0 {
+		if len(again) == 0 {
+			return
+		}
 		retry := make(rueidis.Commands, len(again))
 		for j, i := range again {
 			k, a := kv(i)
-			retry[j] = evalsha(c, s, k, a)
+			retry[j] = cmd(c, s, k, a)
 		}
 		for j, r := range send(retry) {
 			res[again[j]] = r
 		}
-		again = again[:0]
 	}
-	for i := range res {
-		if isNoScript(res[i].Error()) {
-			again = append(again, i)
-		}
-	}
-	if len(again) > 0 {
-		retry := make(rueidis.Commands, len(again))
-		for j, i := range again {
-			k, a := kv(i)
-			retry[j] = eval(c, s, k, a)
-		}
-		for j, r := range c.DoMulti(ctx, retry...) {
-			res[again[j]] = r
-		}
-	}
+	resend(func(err error) bool { return stale(ctx, err) }, evalsha)
+	resend(isNoScript, eval)
 	return res
 }
