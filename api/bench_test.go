@@ -100,11 +100,9 @@ func (instant) CheckRates(_ context.Context, rs []rl.Request) ([]rl.Decision, er
 	return ds, nil
 }
 
-// BenchmarkCheckRates runs POST /check_rates of 100 checks in memory on the
-// instant limiter: the API's own cost per batch (parse, answer), reported
-// per check too.
-func BenchmarkCheckRates(b *testing.B) {
-	const n = 100
+// batchBody is the body of a POST /check_rates of n sliding-window checks,
+// every one of another id, none of them near its limit.
+func batchBody(n int) []byte {
 	body := []byte("[")
 	for i := range n {
 		if i > 0 {
@@ -112,7 +110,15 @@ func BenchmarkCheckRates(b *testing.B) {
 		}
 		body = append(body, `{"id":"user`+strconv.Itoa(i)+`","scale":60000,"limit":1000000,"algo":"sliding"}`...)
 	}
-	body = append(body, ']')
+	return append(body, ']')
+}
+
+// BenchmarkCheckRates runs POST /check_rates of 100 checks in memory on the
+// instant limiter: the API's own cost per batch (parse, answer), reported
+// per check too.
+func BenchmarkCheckRates(b *testing.B) {
+	const n = 100
+	body := batchBody(n)
 	h := New(Config{Limiter: instant{}}).Handler
 	b.ReportAllocs()
 	defer reportCPU(b)()
@@ -138,14 +144,7 @@ func BenchmarkCheckRates(b *testing.B) {
 // into a batch's requests: the JSON reading alone, without the handler.
 func BenchmarkParseBatch(b *testing.B) {
 	const n = 100
-	body := []byte("[")
-	for i := range n {
-		if i > 0 {
-			body = append(body, ',')
-		}
-		body = append(body, `{"id":"user`+strconv.Itoa(i)+`","scale":60000,"limit":1000000,"algo":"sliding"}`...)
-	}
-	body = append(body, ']')
+	body := batchBody(n)
 	s := New(Config{Limiter: instant{}})
 	bt := new(batch)
 	b.ReportAllocs()
