@@ -28,7 +28,9 @@ func TestCombinedChecksReachTheirCallers(t *testing.T) {
 	var wg sync.WaitGroup
 	for g := range callers {
 		wg.Go(func() {
-			r := rl.Request{ID: "caller-" + strconv.Itoa(g), Scale: 3_600_000, Limit: 1000, Hits: int64(1 + g%3)}
+			// Ten years: no window ends while the test runs (an hour's
+			// ends at every full hour, a reset mid-sequence).
+			r := rl.Request{ID: "caller-" + strconv.Itoa(g), Scale: 315_360_000_000, Limit: 1000, Hits: int64(1 + g%3)}
 			for i := range each {
 				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 				d, err := b.CheckRate(ctx, r)

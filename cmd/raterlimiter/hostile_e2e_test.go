@@ -214,7 +214,7 @@ func TestWellBehavedClientUnderAttack(t *testing.T) {
 	measure := func(d time.Duration, into *[]time.Duration) {
 		var req fasthttp.Request
 		var resp fasthttp.Response
-		req.SetRequestURI("http://" + s.addr + "/check_rate?id=good&scale=3600000&limit=100000000")
+		req.SetRequestURI("http://" + s.addr + "/check_rate?id=good&scale=" + longScale + "&limit=100000000")
 		for end := time.Now().Add(d); time.Now().Before(end); {
 			t0 := time.Now()
 			require.NoError(t, good.Do(&req, &resp))
@@ -351,7 +351,7 @@ func TestWellBehavedClientUnderAttack(t *testing.T) {
 	// depends on the machine (20,000 a second alone, fewer beside CI's
 	// other tests), and is logged above.
 	assert.GreaterOrEqual(t, newIDs.Load(), int64(50_000), "a flood of new ids ran")
-	r := s.get(t, "/check_rate?id=good&scale=3600000&limit=100000000&hits=0")
+	r := s.get(t, "/check_rate?id=good&scale="+longScale+"&limit=100000000&hits=0")
 	assert.Contains(t, r.body, `"count":`+strconv.Itoa(checks)+`,`, "no count of the well-behaved client lost or reset")
 }
 
@@ -599,7 +599,7 @@ func TestHardeningOnTheBinary(t *testing.T) {
 
 	algos := []string{"fixed", "sliding", "token", "log"}
 	throttle := func(a string) int {
-		return s.get(t, "/check_rate?id=throttled-"+a+"&scale=3600000&limit=3&algo="+a).status
+		return s.get(t, "/check_rate?id=throttled-"+a+"&scale="+longScale+"&limit=3&algo="+a).status
 	}
 	for _, a := range algos {
 		for range 3 {
@@ -614,7 +614,7 @@ func TestHardeningOnTheBinary(t *testing.T) {
 			if i > 0 {
 				body.WriteByte(',')
 			}
-			fmt.Fprintf(&body, `{"id":"fresh-%d-%d","scale":3600000,"limit":3,"algo":"%s"}`, round, i, algos[i%4])
+			fmt.Fprintf(&body, `{"id":"fresh-%d-%d","scale":%s,"limit":3,"algo":"%s"}`, round, i, longScale, algos[i%4])
 		}
 		body.WriteByte(']')
 		r := s.do(t, "POST", "/check_rates", "application/json", body.String())

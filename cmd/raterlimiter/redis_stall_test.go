@@ -96,14 +96,14 @@ func TestRedisStallsCostNoAnswers(t *testing.T) {
 						key := tc.name[:3] + run + "-" + strconv.Itoa(id)
 						if tc.batch == 1 {
 							req.Header.SetMethod("GET")
-							req.SetRequestURI("http://" + s.addr + "/check_rate?id=" + key + "&scale=3600000&limit=" + strconv.Itoa(limit))
+							req.SetRequestURI("http://" + s.addr + "/check_rate?id=" + key + "&scale=" + longScale + "&limit=" + strconv.Itoa(limit))
 						} else {
 							body := []byte{'['}
 							for j := range tc.batch {
 								if j > 0 {
 									body = append(body, ',')
 								}
-								body = append(body, `{"id":"`+key+`","scale":3600000,"limit":`+strconv.Itoa(limit)+`}`...)
+								body = append(body, `{"id":"`+key+`","scale":`+longScale+`,"limit":`+strconv.Itoa(limit)+`}`...)
 							}
 							body = append(body, ']')
 							req.Header.SetMethod("POST")

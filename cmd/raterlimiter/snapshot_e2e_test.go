@@ -16,7 +16,9 @@ import (
 )
 
 // longScale is ten years: no window of it ends, and no token of it refills
-// noticeably, while a test runs, so counts stay put between two processes.
+// noticeably, while a test runs, so counts stay put between two processes
+// and over a load of seconds. (A window of an hour ends at every full hour
+// of the wall clock, which a test running across it sees as a reset.)
 const longScale = "315360000000"
 
 // snapCheck is a check_rate whose state a snapshot must carry.
@@ -46,7 +48,7 @@ func TestE2ESnapshotSurvivesSIGTERM(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "limits.snap")
 	checks := []snapCheck{
 		{id: "fixed-user", scale: longScale, limit: "10", algo: "fixed"},
-		{id: "fixed-over", scale: "3600000", limit: "3", algo: "fixed"}, // denied hits are counted too
+		{id: "fixed-over", scale: longScale, limit: "3", algo: "fixed"}, // denied hits are counted too
 		{id: "sliding-user", scale: longScale, limit: "10", algo: "sliding"},
 		{id: "token-user", scale: longScale, limit: "10", algo: "token"},
 		{id: "token-frac", scale: "86400000", limit: "7", algo: "token"}, // fractional arrival time
