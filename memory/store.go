@@ -71,9 +71,9 @@ func (s *Store) Scan(fn func(Record) bool) {
 // Scan calls fn for every record of the limiter, expired or not, shard by
 // shard, each shard's in the store's order (id, scale, algorithm, bucket),
 // until fn returns false. A record's Log is nil; its ID shares the store's
-// memory, so fn must clone it to keep it past the call. Each shard is scanned in one visit, so its checks wait for the
-// whole of it: for tests and tools on a small limiter; a live one is copied
-// with CopyRecords.
+// memory, so fn must clone it to keep it past the call. Each shard is
+// scanned in one visit, so its checks wait for the whole of it: for tests
+// and tools on a small limiter; a live one is copied with CopyRecords.
 func (l *Limiter) Scan(ctx context.Context, fn func(Record) bool) error {
 	for _, a := range l.actors {
 		more := true
