@@ -9,7 +9,7 @@ import (
 
 	rl "github.com/raterlimiter/raterlimiter"
 	"github.com/raterlimiter/raterlimiter/algo"
-	"github.com/raterlimiter/raterlimiter/internal/buckets"
+	"github.com/raterlimiter/raterlimiter/buckets"
 )
 
 // MaxIDBytes is the longest id a record of the store can hold: a bound for

@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	rl "github.com/raterlimiter/raterlimiter"
-	"github.com/raterlimiter/raterlimiter/internal/buckets"
+	"github.com/raterlimiter/raterlimiter/buckets"
 )
 
 // TestCursorUnderDeletesAndInserts drives the chunked copy of one store by

@@ -17,10 +17,10 @@ import (
 	"time"
 
 	rl "github.com/raterlimiter/raterlimiter"
+	"github.com/raterlimiter/raterlimiter/actor"
 	"github.com/raterlimiter/raterlimiter/algo"
-	"github.com/raterlimiter/raterlimiter/internal/actor"
-	"github.com/raterlimiter/raterlimiter/internal/buckets"
-	"github.com/raterlimiter/raterlimiter/internal/sweeper"
+	"github.com/raterlimiter/raterlimiter/buckets"
+	"github.com/raterlimiter/raterlimiter/sweeper"
 )
 
 // SweepStats is what one sweep did: the records it examined and deleted,

@@ -6,7 +6,7 @@ import (
 
 	rl "github.com/raterlimiter/raterlimiter"
 	"github.com/raterlimiter/raterlimiter/algo"
-	"github.com/raterlimiter/raterlimiter/internal/buckets"
+	"github.com/raterlimiter/raterlimiter/buckets"
 )
 
 // Store is one shard's store without its goroutine: it decides checks on

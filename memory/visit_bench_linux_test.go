@@ -14,7 +14,7 @@ import (
 
 	rl "github.com/raterlimiter/raterlimiter"
 	"github.com/raterlimiter/raterlimiter/algo"
-	"github.com/raterlimiter/raterlimiter/internal/buckets"
+	"github.com/raterlimiter/raterlimiter/buckets"
 )
 
 // threadCPU returns the CPU time of the calling OS thread.

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/raterlimiter/raterlimiter/internal/actor"
+	"github.com/raterlimiter/raterlimiter/actor"
 )
 
 // fakeClocks is a wall clock (Unix ms) that tests step both ways and a

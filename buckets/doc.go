@@ -14,4 +14,7 @@
 // id's bytes, so the garbage collector never scans the records and a record
 // with a 16-byte id takes 48 bytes. The bucket number is not stored: the
 // record is created inside its window, so the number is created/scale.
+//
+// Engine internals: use package memory. Only memory imports this package
+// (the root package's TestEngineIsSealed checks it).
 package buckets

@@ -11,8 +11,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	rl "github.com/raterlimiter/raterlimiter"
-	"github.com/raterlimiter/raterlimiter/internal/actor"
-	"github.com/raterlimiter/raterlimiter/internal/buckets"
+	"github.com/raterlimiter/raterlimiter/actor"
+	"github.com/raterlimiter/raterlimiter/buckets"
 )
 
 // TestDeniedFastPathAnswersWithoutTheActorAndCountsExactly: once the actor

@@ -1,6 +1,9 @@
 // Package sweeper periodically asks actors to delete the buckets no decision
 // can read again (the Erlang original's cleanup). It never touches a store:
 // it sends a sweep message and the actor does the deleting.
+//
+// Engine internals: use package memory. Only memory imports this package
+// (the root package's TestEngineIsSealed checks it).
 package sweeper
 
 import (
@@ -9,7 +12,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/raterlimiter/raterlimiter/internal/actor"
+	"github.com/raterlimiter/raterlimiter/actor"
 )
 
 // DefaultInterval is the time between sweeps when Config.Interval is zero: the

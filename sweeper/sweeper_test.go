@@ -10,8 +10,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/raterlimiter/raterlimiter/internal/actor"
-	"github.com/raterlimiter/raterlimiter/internal/sweeper"
+	"github.com/raterlimiter/raterlimiter/actor"
+	"github.com/raterlimiter/raterlimiter/sweeper"
 )
 
 // target counts sweeps and can be made to fail or to block.

@@ -14,7 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	rl "github.com/raterlimiter/raterlimiter"
-	"github.com/raterlimiter/raterlimiter/internal/actor"
+	"github.com/raterlimiter/raterlimiter/actor"
 )
 
 // TestMailboxCountsExactlyTheAnsweredChecks: many callers on a few ids,

@@ -12,8 +12,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	rl "github.com/raterlimiter/raterlimiter"
-	"github.com/raterlimiter/raterlimiter/internal/actor"
-	"github.com/raterlimiter/raterlimiter/internal/buckets"
+	"github.com/raterlimiter/raterlimiter/actor"
+	"github.com/raterlimiter/raterlimiter/buckets"
 )
 
 const t0 = 1_700_000_040_000

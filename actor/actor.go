@@ -10,6 +10,9 @@
 // wake-up and one scheduler turn each. The actor parks only when it finds
 // the mailbox empty after yielding a few times; the caller that finds it
 // parked wakes it.
+//
+// Engine internals: use package memory. Only memory imports this package
+// (the root package's TestEngineIsSealed checks it).
 package actor
 
 import (
@@ -24,7 +27,7 @@ import (
 	"time"
 
 	rl "github.com/raterlimiter/raterlimiter"
-	"github.com/raterlimiter/raterlimiter/internal/buckets"
+	"github.com/raterlimiter/raterlimiter/buckets"
 )
 
 // Config configures an Actor. The zero value is usable: every zero field

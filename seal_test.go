@@ -1,0 +1,57 @@
+package raterlimiter_test
+
+import (
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// engine lists the packages behind memory: the store, its owner goroutine
+// and the sweeper. They sit at the top level, as the design draws them,
+// but no package other than memory (and the engine's own) may import them.
+var engine = []string{"actor", "buckets", "sweeper"}
+
+// TestEngineIsSealed fails when any package of the module, tests included,
+// imports actor, buckets or sweeper other than memory and the engine
+// itself: everything else reaches the engine through package memory.
+func TestEngineIsSealed(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs go list over the module")
+	}
+	const mod = "github.com/raterlimiter/raterlimiter/"
+	out, err := exec.Command("go", "list", "-test", "-f", "{{.ImportPath}}\t{{join .Imports \" \"}}", "./...").Output()
+	require.NoError(t, err, "go list: %s", stderrOf(err))
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	require.Greater(t, len(lines), 20, "go list listed too few packages")
+	for _, line := range lines {
+		pkg, imports, _ := strings.Cut(line, "\t")
+		if rel := strings.TrimPrefix(basePackage(pkg), mod); rel == "memory" || slices.Contains(engine, rel) {
+			continue
+		}
+		for _, imp := range strings.Fields(imports) {
+			for _, e := range engine {
+				if basePackage(imp) == mod+e {
+					t.Errorf("%s imports %s: the engine is reached through package memory only", pkg, imp)
+				}
+			}
+		}
+	}
+}
+
+// basePackage strips go list's test decorations: "p [p.test]", "p_test",
+// "p.test".
+func basePackage(p string) string {
+	p, _, _ = strings.Cut(p, " ")
+	p = strings.TrimSuffix(p, ".test")
+	return strings.TrimSuffix(p, "_test")
+}
+
+func stderrOf(err error) string {
+	if ee, ok := err.(*exec.ExitError); ok {
+		return string(ee.Stderr)
+	}
+	return ""
+}
