@@ -37,6 +37,7 @@ policies:
       limits: {free: 2, pro: 50}
   - name: pair
     key: [ip, header:X-User]
+    missing_key: skip
     algo: log
     limit: 65536
     scale: 87600h

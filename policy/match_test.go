@@ -18,14 +18,18 @@ import (
 )
 
 // input is a request as the sidecar sees it: fasthttp's request header is
-// the policy.Headers of the real path.
+// the policy.Headers of the real path, and the path is read by CleanPath
+// (a path it refuses is left empty: it matches no prefix).
 func input(method, host, path, peer string, kv ...string) *policy.Input {
 	h := new(fasthttp.RequestHeader)
 	for i := 0; i+1 < len(kv); i += 2 {
 		h.Add(kv[i], kv[i+1])
 	}
-	return &policy.Input{Method: []byte(method), Host: []byte(host), Path: []byte(path),
-		Peer: netip.MustParseAddr(peer), Header: h}
+	in := &policy.Input{Method: []byte(method), Host: []byte(host), Peer: netip.MustParseAddr(peer), Header: h}
+	if _, err := policy.CleanPath(&in.Path, []byte(path), nil); err != nil {
+		in.Path = policy.Path{}
+	}
+	return in
 }
 
 func names(cs []policy.Check) []string {
@@ -54,7 +58,7 @@ func TestMatch(t *testing.T) {
 		{"host compared without case and port", input("POST", "EXAMPLE.com:8443", "/login/x", "1.2.3.4"), []string{"login"}},
 		{"another host", input("POST", "example.org", "/login", "1.2.3.4"), nil},
 		{"another method", input("GET", "example.com", "/login", "1.2.3.4"), nil},
-		{"api needs its key header", input("GET", "h", "/api/v1", "1.2.3.4"), nil},
+		{"api without its key header: denied (missing_key: deny)", input("GET", "h", "/api/v1", "1.2.3.4"), []string{"api"}},
 		{"api with its key", input("GET", "h", "/api/v1", "1.2.3.4", "X-Api-Key", "k1"), []string{"api"}},
 		{"path prefix is a prefix", input("GET", "h", "/apix", "1.2.3.4", "X-Api-Key", "k1"), nil},
 		{"every matching policy, in file order", input("GET", "h", "/api/", "1.2.3.4", "X-Api-Key", "k", "X-User", "u"), []string{"api", "pair"}},
@@ -90,7 +94,9 @@ func TestKeyListsNeverCollide(t *testing.T) {
 	assert.NotEqual(t, key("ab", "c"), key("a", "bc"))
 	assert.NotEqual(t, key("a\x01b", "c"), key("a", "\x01bc"))
 	cs, _ := f.Match(input("GET", "h", "/", "1.2.3.4", "A", "a"), nil, nil)
-	assert.Empty(t, cs, "every part must be present")
+	require.Len(t, cs, 1)
+	assert.True(t, cs[0].MissingKey, "every part must be present")
+	assert.Nil(t, cs[0].Key)
 }
 
 func TestClientIP(t *testing.T) {
