@@ -334,6 +334,7 @@ func (s *Server) Serve(ln net.Listener) error {
 	if !s.track(ln) {
 		return nil
 	}
+	s.startDashboard()
 	return s.srv.Serve(newLimitListener(ln, s.connLimits, s.srv.Concurrency-concurrencySlack, &s.metrics.heldBytes, s.metrics.refusedConns, s.metrics.overBudget))
 }
 
