@@ -221,3 +221,15 @@ func mustLoad(t *testing.T, src string) *policy.File {
 	require.NoError(t, err)
 	return f
 }
+
+// TestAuthDenyStatusFromTheQueryIsNginxOnly: Caddy's forward_auth passes
+// the client's query on to /auth, so there ?deny_status= is the client's.
+func TestAuthDenyStatusFromTheQueryIsNginxOnly(t *testing.T) {
+	h, _ := newGateway(t, escapePolicies, api.Config{AuthHeaders: policy.GatewayCaddy})
+	hdr := original(policy.GatewayCaddy, "GET", "/api/x", "h", "X-Api-Key", "k")
+	for range 2 {
+		require.Equal(t, 200, h.do(t, "GET", "/auth?deny_status=401", "", "", hdr...).status)
+	}
+	assert.Equal(t, 429, h.do(t, "GET", "/auth?deny_status=401", "", "", hdr...).status)
+	assert.Equal(t, 429, h.do(t, "GET", "/auth?deny_status=500", "", "", hdr...).status)
+}

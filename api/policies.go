@@ -233,7 +233,9 @@ func (s *Server) auth(ctx *fasthttp.RequestCtx) {
 		return
 	}
 	denyStatus := s.denyStatus
-	if v := ctx.QueryArgs().Peek("deny_status"); v != nil {
+	// nginx asks the URI its configuration names; Caddy's forward_auth
+	// passes the client's own query on, so there the query is not read.
+	if v := ctx.QueryArgs().Peek("deny_status"); v != nil && s.gateway == policy.GatewayNginx {
 		switch string(v) {
 		case "401":
 			denyStatus = fasthttp.StatusUnauthorized
