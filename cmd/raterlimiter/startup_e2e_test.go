@@ -85,3 +85,42 @@ func TestE2EUnknownVariablesWarnAtStart(t *testing.T) {
 	assert.NotContains(t, logs, "RATERLIMITER_MAX_BATCH", "a flag's variable")
 	assert.Equal(t, 200, s.get(t, "/healthz").status, "it serves")
 }
+
+// TestReadmeNamesTestPrerequisites: every program .ci/run installs for the
+// tests, and traefik, which it builds, is named in the README's "Test
+// prerequisites", so a new contributor knows before a test skips.
+func TestReadmeNamesTestPrerequisites(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	require.NoError(t, err)
+	_, section, ok := strings.Cut(string(readme), "### Test prerequisites")
+	require.True(t, ok, "README.md has a Test prerequisites part")
+	section, _, _ = strings.Cut(section, "\n## ")
+	ci, err := os.ReadFile("../../.ci/run")
+	require.NoError(t, err)
+	programs := []string{"traefik"}
+	for _, line := range strings.Split(string(ci), "\n") {
+		if f := strings.Fields(line); len(f) >= 3 && f[0] == "need" {
+			programs = append(programs, f[1])
+		}
+	}
+	require.Greater(t, len(programs), 5, ".ci/run's need lines were read")
+	for _, p := range programs {
+		if p == "redis-cli" {
+			continue // comes with redis-server
+		}
+		assert.Contains(t, section, "`"+p+"`", "README.md names %s as a test prerequisite", p)
+	}
+}
+
+// TestDocsSpeakOfTheProject: the documents speak of the project, its users
+// and its measures, not of where a change came from.
+func TestDocsSpeakOfTheProject(t *testing.T) {
+	files, err := filepath.Glob("../../docs/*.md")
+	require.NoError(t, err)
+	files = append(files, "../../README.md", "../../ACCURACY.md", "../../CONTRIBUTING.md")
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		require.NoError(t, err)
+		assert.NotContains(t, strings.ToLower(string(b)), "the issue", f)
+	}
+}
