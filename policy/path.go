@@ -59,8 +59,11 @@ func hasPrefixFold(b []byte, prefix string) bool {
 // no allocation.
 func CleanPath(p *Path, target, buf []byte) ([]byte, error) {
 	*p = Path{}
-	if i := bytes.IndexAny(target, "?#"); i >= 0 {
-		target = target[:i]
+	for i, c := range target {
+		if c == '?' || c == '#' {
+			target = target[:i]
+			break
+		}
 	}
 	if len(target) == 0 {
 		return buf, ErrBadPath
@@ -131,23 +134,32 @@ func cutAbsolute(target []byte) ([]byte, bool) {
 
 // scanPath reports whether path (which starts with a slash) holds anything
 // that decodePath and cleanSegments would change but dot segments (decode),
-// and whether it holds a "." or ".." segment (dots).
+// and whether it holds a "." or ".." segment (dots). It runs on every
+// /auth request: one pass, a table lookup a byte.
 func scanPath(path []byte) (decode, dots bool) {
-	for i := 0; i < len(path); i++ {
-		switch path[i] {
-		case '%', '\\', ';':
+	for i, c := range path {
+		switch pathClass[c] {
+		case 0:
+		case classDecode:
 			decode = true
-		case '/':
+		case classSlash:
 			if i+1 < len(path) && path[i+1] == '/' {
 				decode = true
-			}
-			if dotSegment(path[i+1:]) {
+			} else if !dots && dotSegment(path[i+1:]) {
 				dots = true
 			}
 		}
 	}
 	return decode, dots
 }
+
+// Byte classes of scanPath.
+const (
+	classDecode = 1 + iota
+	classSlash
+)
+
+var pathClass = [256]uint8{'%': classDecode, '\\': classDecode, ';': classDecode, '/': classSlash}
 
 // dotSegment reports whether rest (what follows a slash) starts with a
 // "." or ".." segment.
