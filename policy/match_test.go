@@ -230,3 +230,39 @@ func BenchmarkMatch100Policies(b *testing.B) {
 		dst, buf = f.Match(in, dst[:0], buf[:0])
 	}
 }
+
+// TestMissingKeyFallbackCountsApart: a request without the key header is
+// counted by its address under counters of its own, which a key header
+// spelling that address never reaches; a missing key that must be denied
+// is denied without counting anything.
+func TestMissingKeyFallbackCountsApart(t *testing.T) {
+	clock := limitertest.NewClock(limitertest.T0)
+	lim := memory.New(memory.Config{Clock: clock.Now, SweepInterval: -1, MaxIDBytes: 1024 + policy.IDOverhead})
+	t.Cleanup(func() { lim.Close() })
+	f := mustParse(t, "policies:\n"+
+		"  - {name: fb, match: {path_prefix: /f/}, key: 'header:K', missing_key: 'key:ip', limit: 1, scale: 1m}\n"+
+		"  - {name: deny, match: {path_prefix: /d/}, key: 'header:K', limit: 1, scale: 1m}\n")
+	e := &policy.Engine{Limiter: lim}
+	decide := func(in *policy.Input) []policy.Result {
+		cs, _ := f.Match(in, nil, nil)
+		rs, err := e.Decide(context.Background(), cs, nil)
+		require.NoError(t, err)
+		return rs
+	}
+	anon := decide(input("GET", "h", "/f/x", "1.2.3.4"))
+	require.Len(t, anon, 1)
+	assert.True(t, policy.Allowed(anon))
+	assert.Equal(t, string(policy.FallbackCounterID(nil, "fb", []byte("1.2.3.4"))), anon[0].Request.ID)
+	assert.False(t, policy.Allowed(decide(input("GET", "h", "/f/x", "1.2.3.4"))), "1 a minute by address")
+	assert.True(t, policy.Allowed(decide(input("GET", "h", "/f/x", "9.9.9.9", "K", "1.2.3.4"))), "the key 1.2.3.4 is not the address 1.2.3.4")
+	assert.NotEqual(t, policy.CounterID(nil, "fb", []byte("1.2.3.4")), policy.FallbackCounterID(nil, "fb", []byte("1.2.3.4")))
+
+	d := decide(input("GET", "h", "/d/x", "1.2.3.4"))
+	require.Len(t, d, 1)
+	assert.True(t, d[0].MissingKey)
+	assert.True(t, d[0].Denies())
+	assert.Empty(t, d[0].Request.ID, "nothing counted")
+	bs, err := lim.Buckets(context.Background(), string(policy.CounterID(nil, "deny", nil)))
+	require.NoError(t, err)
+	assert.Empty(t, bs)
+}
