@@ -128,6 +128,10 @@ type Config struct {
 	// default), or 401 or 403 for proxies that treat other statuses as
 	// errors (nginx auth_request).
 	AuthDenyStatus int
+	// AuthHeaders is the proxy in front of /auth, and so the one family of
+	// headers /auth reads the original request from. Unset, /auth answers
+	// 503: a sidecar that guessed could be told any path by any client.
+	AuthHeaders policy.Gateway
 
 	// Admin says where the admin endpoints answer. Default AdminOnMain.
 	Admin AdminAccess
@@ -171,6 +175,7 @@ type Server struct {
 	pols         atomic.Pointer[policyState]
 	policiesOnly bool
 	denyStatus   int
+	gateway      policy.Gateway
 	loadPolicies func() (*policy.File, error)
 	engine       policy.Engine
 	pmetrics     *policyMetrics
@@ -252,6 +257,7 @@ func New(cfg Config) *Server {
 		s.token = sha256.Sum256([]byte("Bearer " + cfg.AdminToken))
 	}
 	s.policiesOnly, s.denyStatus, s.loadPolicies = cfg.PoliciesOnly, cfg.AuthDenyStatus, cfg.LoadPolicies
+	s.gateway = cfg.AuthHeaders
 	s.admin, s.metricsPublic = cfg.Admin, cfg.MetricsPublic
 	s.connLimits = cfg.ConnLimits
 	s.stale = cfg.Stale
@@ -328,6 +334,7 @@ func (s *Server) Serve(ln net.Listener) error {
 	if !s.track(ln) {
 		return nil
 	}
+	s.startDashboard()
 	return s.srv.Serve(newLimitListener(ln, s.connLimits, s.srv.Concurrency-concurrencySlack, &s.metrics.heldBytes, s.metrics.refusedConns, s.metrics.overBudget))
 }
 

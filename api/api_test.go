@@ -83,6 +83,9 @@ func (h *harness) do(t *testing.T, method, uri, contentType, body string, hdr ..
 	}
 	for i := 0; i+1 < len(hdr); i += 2 {
 		req.Header.Set(hdr[i], hdr[i+1])
+		if strings.EqualFold(hdr[i], "Host") {
+			req.UseHostHeader = true // the header's, not the URI's
+		}
 	}
 	if body != "" {
 		req.SetBodyString(body)

@@ -16,8 +16,11 @@ import (
 // BenchmarkAuth compares /auth with /check_rate for the same limit on the
 // embedded limiter, over 10,000 keys, each response written as the server
 // writes it: check-rate is GET /check_rate?id=KEY&scale=60000&limit=1000000,
-// auth is GET /auth with X-Original-URI and X-Api-Key: KEY under one policy
-// of that limit and scale (auth-100-policies: the same policy last of 100).
+// auth is GET /auth as nginx asks it (X-Original-Method, X-Original-URI
+// /api/things?x=1, X-Api-Key: KEY) under one policy of that limit and
+// scale; auth-path-to-clean sends /%61pi//things/./x;v=1?x=1, a path
+// policy.CleanPath must decode and clean; auth-100-policies has the same
+// policy last of 100.
 func BenchmarkAuth(b *testing.B) {
 	const keys = 10_000
 	one := "policies:\n  - {name: api, match: {path_prefix: /api/}, key: 'header:X-Api-Key', limit: 1000000, scale: 1m}\n"
@@ -33,7 +36,7 @@ func BenchmarkAuth(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		return New(Config{Limiter: lim, Policies: f}).Handler
+		return New(Config{Limiter: lim, Policies: f, AuthHeaders: policy.GatewayNginx}).Handler
 	}
 	ids := make([]string, keys)
 	uris := make([][]byte, keys)
@@ -44,11 +47,12 @@ func BenchmarkAuth(b *testing.B) {
 	for _, bc := range []struct {
 		name string
 		h    fasthttp.RequestHandler
-		auth bool
+		auth string // the original target; "" for check-rate
 	}{
-		{"check-rate", New(Config{Limiter: lim}).Handler, false},
-		{"auth", server(one), true},
-		{"auth-100-policies", server(many), true},
+		{"check-rate", New(Config{Limiter: lim}).Handler, ""},
+		{"auth", server(one), "/api/things?x=1"},
+		{"auth-path-to-clean", server(one), "/%61pi//things/./x;v=1?x=1"},
+		{"auth-100-policies", server(many), "/api/things?x=1"},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			b.ReportAllocs()
@@ -60,9 +64,9 @@ func BenchmarkAuth(b *testing.B) {
 				i := 0
 				for pb.Next() {
 					req.Reset()
-					if bc.auth {
+					if bc.auth != "" {
 						req.SetRequestURI("/auth")
-						req.Header.Set("X-Original-URI", "/api/things?x=1")
+						req.Header.Set("X-Original-URI", bc.auth)
 						req.Header.Set("X-Original-Method", "GET")
 						req.Header.Set("X-Api-Key", ids[i%keys])
 					} else {

@@ -88,7 +88,10 @@ func (s *Server) buckets(ctx *fasthttp.RequestCtx) {
 		}
 	}
 	if seen&fieldID == 0 {
-		s.invalid(ctx, &rl.FieldError{Field: "id", Rule: "is required"})
+		// No listing of every id: a sidecar may hold millions, and on
+		// Redis they are other sidecars' too. The hottest are on the
+		// dashboard.
+		s.invalid(ctx, &rl.FieldError{Field: "id", Rule: "is required: /buckets?id=ID reads or resets one id's records; there is no listing of every id (the ids checked most are on /dashboard)"})
 		return
 	}
 	c, cancel := context.WithTimeout(context.Background(), s.timeout)

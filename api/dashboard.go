@@ -62,7 +62,15 @@ type DashboardConfig struct {
 	// counted (rounded up to a power of two). Default topk.DefaultSample;
 	// 1 counts every check.
 	Sample int
+	// Interval is how often the rates are sampled, from the first Serve
+	// on, whether anyone looks or not: an operator who opens the page
+	// after an incident sees the minutes before it. Default
+	// DefaultDashboardInterval; negative: never in the background.
+	Interval time.Duration
 }
+
+// DefaultDashboardInterval is how often the dashboard samples the rates.
+const DefaultDashboardInterval = time.Second
 
 // BackendState is the backend's health as the dashboard shows it.
 type BackendState struct {
@@ -113,6 +121,9 @@ type sample struct {
 func newDashboard(cfg DashboardConfig) *dashboard {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
+	}
+	if cfg.Interval == 0 {
+		cfg.Interval = DefaultDashboardInterval
 	}
 	d := &dashboard{cfg: cfg, stop: make(chan struct{}), old: newSketches()}
 	d.cur.Store(newSketches())
@@ -188,14 +199,17 @@ func (d *dashboard) sweep(now time.Time, took time.Duration) {
 	d.mu.Unlock()
 }
 
-// start begins sampling once a second, on the first request for data, until
-// Shutdown.
+// startDashboard begins sampling every Interval until Shutdown; the first
+// Serve calls it, so the rates cover the minutes before anyone looks.
 func (s *Server) startDashboard() {
 	d := s.dash
+	if d.cfg.Off || d.cfg.Interval < 0 {
+		return
+	}
 	d.once.Do(func() {
 		s.sampleDashboard()
 		go func() {
-			t := time.NewTicker(time.Second)
+			t := time.NewTicker(d.cfg.Interval)
 			defer t.Stop()
 			for {
 				select {
@@ -364,7 +378,6 @@ func (s *Server) serveDashboardData(ctx *fasthttp.RequestCtx) {
 	if !s.requireAdmin(ctx, "/dashboard/data") {
 		return
 	}
-	s.startDashboard()
 	ctx.Response.Header.Set("Cache-Control", "no-store")
 	s.writeJSON(ctx, fasthttp.StatusOK, s.dashboardData())
 }

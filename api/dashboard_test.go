@@ -2,6 +2,7 @@ package api_test
 
 import (
 	"encoding/json"
+	"os"
 	"regexp"
 	"strings"
 	"sync"
@@ -50,8 +51,7 @@ type dashData struct {
 func dashboardHarness(t *testing.T, hash bool) (*harness, *fakeNow) {
 	clock := &fakeNow{t: time.UnixMilli(t0)}
 	h := newHarness(t, api.Config{AdminToken: "s3cret", Stats: func() api.BackendStats { return api.BackendStats{Live: 3} },
-		Dashboard: api.DashboardConfig{Backend: "memory", Now: clock.Now, Sample: 1, HashIDs: hash}})
-	api.NoDashboardSampler(h.srv)
+		Dashboard: api.DashboardConfig{Backend: "memory", Now: clock.Now, Sample: 1, HashIDs: hash, Interval: -1}})
 	return h, clock
 }
 
@@ -135,8 +135,7 @@ func TestDashboardPage(t *testing.T) {
 
 func TestDashboardCountsAuthByPolicy(t *testing.T) {
 	clock := &fakeNow{t: time.UnixMilli(t0)}
-	h, _ := newGateway(t, gatewayPolicies, api.Config{AdminToken: "s3cret", Dashboard: api.DashboardConfig{Now: clock.Now, Sample: 1}})
-	api.NoDashboardSampler(h.srv)
+	h, _ := newGateway(t, gatewayPolicies, api.Config{AdminToken: "s3cret", Dashboard: api.DashboardConfig{Now: clock.Now, Sample: 1, Interval: -1}})
 	for range 5 {
 		h.authAs(t, "POST", "/login", "198.51.100.7")
 	}
@@ -150,4 +149,53 @@ func TestDashboardCountsAuthByPolicy(t *testing.T) {
 	assert.Equal(t, "login", d.Top["policies_denied"][0].Key)
 	assert.EqualValues(t, 2, d.Top["policies_denied"][0].Count, "login allows 3 a minute")
 	assert.Empty(t, d.Top["ids"], "/auth's keys are not shown")
+}
+
+// TestDashboardSamplesFromStart: the rates are sampled from the moment the
+// server serves, not from the first look at the page, so the first look
+// after an incident shows the minutes before it.
+func TestDashboardSamplesFromStart(t *testing.T) {
+	h := newHarness(t, api.Config{Dashboard: api.DashboardConfig{Interval: 5 * time.Millisecond}})
+	for range 10 {
+		h.get(t, "/check_rate?id=incident&scale=60000&limit=5")
+	}
+	// Two samples after the checks: the rates between them and the one
+	// before the checks (taken as Serve began) hold them.
+	n := api.DashboardSamples(h.srv)
+	require.Positive(t, n, "sampled as Serve began")
+	require.Eventually(t, func() bool { return api.DashboardSamples(h.srv) >= n+2 }, 10*time.Second, time.Millisecond,
+		"nobody asked for /dashboard/data: the sampler runs anyway")
+	d := h.dashData(t)
+	require.GreaterOrEqual(t, len(d.Rates), 2, "the first look finds rates already")
+	busiest := 0.0
+	for _, r := range d.Rates {
+		busiest = max(busiest, r.Checks)
+	}
+	assert.Positive(t, busiest, "the checks made before anyone looked are in the rates")
+
+	off := newHarness(t, api.Config{Dashboard: api.DashboardConfig{Off: true, Interval: time.Millisecond}})
+	off.get(t, "/check_rate?id=x&scale=60000&limit=5")
+	time.Sleep(20 * time.Millisecond)
+	assert.Zero(t, api.DashboardSamples(off.srv), "-dashboard-off samples nothing")
+}
+
+// TestBucketsWithoutAnID: GET /buckets is one id's records, never a listing
+// of every id; without id it says so, and docs/http-api.md says the same.
+func TestBucketsWithoutAnID(t *testing.T) {
+	h := newHarness(t, api.Config{})
+	h.get(t, "/check_rate?id=alice&scale=60000&limit=2")
+	for _, method := range []string{"GET", "DELETE"} {
+		r := h.do(t, method, "/buckets", "", "")
+		assert.Equal(t, 400, r.status, method)
+		assert.Contains(t, r.body, `"field":"id"`)
+		assert.Contains(t, r.body, "there is no listing of every id", method)
+	}
+	doc, err := os.ReadFile("../docs/http-api.md")
+	require.NoError(t, err)
+	for _, line := range strings.Split(string(doc), "\n") {
+		if i := strings.Index(line, "`GET /buckets"); i >= 0 {
+			assert.True(t, strings.HasPrefix(line[i:], "`GET /buckets?id=") || strings.Contains(line, "without"),
+				"docs/http-api.md describes GET /buckets as one id's: %q", line)
+		}
+	}
 }

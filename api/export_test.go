@@ -4,6 +4,9 @@ package api
 // sampler does.
 func SampleDashboard(s *Server) { s.sampleDashboard() }
 
-// NoDashboardSampler keeps the background sampler from starting, so a test
-// decides when samples are taken.
-func NoDashboardSampler(s *Server) { s.dash.once.Do(func() {}) }
+// DashboardSamples is how many rate samples the dashboard holds.
+func DashboardSamples(s *Server) int {
+	s.dash.mu.Lock()
+	defer s.dash.mu.Unlock()
+	return len(s.dash.samples)
+}

@@ -1,7 +1,6 @@
 package api
 
 import (
-	"bytes"
 	"errors"
 	"net"
 	"net/netip"
@@ -207,23 +206,17 @@ func (s *Server) reload(ctx *fasthttp.RequestCtx) {
 type authScratch struct {
 	checks  []policy.Check
 	keys    []byte
+	path    []byte
 	results []policy.Result
 	hdr     []byte
 	body    []byte
 }
 
-// Headers a reverse proxy's auth hook sends with the original request.
-var (
-	hForwardedMethod = []byte("X-Forwarded-Method")
-	hForwardedURI    = []byte("X-Forwarded-Uri")
-	hForwardedHost   = []byte("X-Forwarded-Host")
-	hOriginalMethod  = []byte("X-Original-Method")
-	hOriginalURI     = []byte("X-Original-URI")
-)
-
 // auth serves /auth (any method) for nginx auth_request, Caddy forward_auth
 // and Traefik ForwardAuth: every policy that matches the original request
-// is checked, and the request is allowed iff all allow.
+// is checked, and the request is allowed iff all allow. The original
+// request is read from the headers of the proxy AuthHeaders names, and its
+// path as policy.CleanPath reads it.
 func (s *Server) auth(ctx *fasthttp.RequestCtx) {
 	start := startTime(ctx)
 	st := s.pols.Load()
@@ -234,8 +227,15 @@ func (s *Server) auth(ctx *fasthttp.RequestCtx) {
 		s.fail(ctx, fasthttp.StatusServiceUnavailable, "api: /auth needs policies: start the sidecar with -policies FILE")
 		return
 	}
+	if s.gateway == policy.GatewayUnset {
+		ctx.Response.Header.Set("Retry-After", "60")
+		s.fail(ctx, fasthttp.StatusServiceUnavailable, "api: /auth needs -auth-headers nginx, caddy or traefik: the proxy whose headers carry the original request (a client's copies of the others are not believed)")
+		return
+	}
 	denyStatus := s.denyStatus
-	if v := ctx.QueryArgs().Peek("deny_status"); v != nil {
+	// nginx asks the URI its configuration names; Caddy's forward_auth
+	// passes the client's own query on, so there the query is not read.
+	if v := ctx.QueryArgs().Peek("deny_status"); v != nil && s.gateway == policy.GatewayNginx {
 		switch string(v) {
 		case "401":
 			denyStatus = fasthttp.StatusUnauthorized
@@ -250,39 +250,35 @@ func (s *Server) auth(ctx *fasthttp.RequestCtx) {
 	}
 	h := &ctx.Request.Header
 	in := policy.Input{Header: h, Peer: peerAddr(ctx)}
-	in.Method = h.PeekBytes(hForwardedMethod)
-	if in.Method == nil {
-		if in.Method = h.PeekBytes(hOriginalMethod); in.Method == nil {
-			in.Method = h.Method()
-		}
-	}
-	uri := h.PeekBytes(hForwardedURI)
-	if uri == nil {
-		if uri = h.PeekBytes(hOriginalURI); uri == nil {
-			uri = h.RequestURI()
-		}
-	}
-	if i := bytes.IndexAny(uri, "?#"); i >= 0 {
-		uri = uri[:i]
-	}
-	in.Path = uri
-	if in.Host = h.PeekBytes(hForwardedHost); in.Host == nil {
-		in.Host = h.Host()
+	var target []byte
+	var missing string
+	if in.Method, target, in.Host, missing = s.gateway.Original(h); missing != "" {
+		s.fail(ctx, fasthttp.StatusBadRequest, "api: /auth: the request has no "+missing+
+			": the proxy in front is not set up as docs/gateways.md shows for -auth-headers "+s.gateway.String())
+		return
 	}
 
 	sc := s.authScratch.Get().(*authScratch)
 	defer s.authScratch.Put(sc)
+	var err error
+	if sc.path, err = policy.CleanPath(&in.Path, target, sc.path[:0]); err != nil {
+		// A path no backend reads alike is refused, never matched
+		// against nothing.
+		ctx.SetStatusCode(denyStatus)
+		ctx.SetContentType("application/json")
+		ctx.SetBodyString(`{"allowed":false,"error":"api: /auth: the original request's path cannot be decoded (a percent sign without two hex digits, or no path)"}`)
+		return
+	}
 	sc.checks, sc.keys = st.file.Match(&in, sc.checks[:0], sc.keys[:0])
 	if len(sc.checks) == 0 {
 		ctx.SetContentType("application/json")
 		ctx.SetBodyString(`{"allowed":true}`)
 		return
 	}
-	var err error
 	sc.results, err = s.engine.Decide(s.deadlines.get(start), sc.checks, sc.results[:0])
 	if err != nil {
 		mode, ds := degradedAnswer(err)
-		if len(ds) != len(sc.checks) {
+		if len(ds) != countedChecks(sc.checks) {
 			res := s.limiterFailed(ctx, err)
 			for i := range sc.checks {
 				s.countPolicy(st, sc.checks[i].Rule, res)
@@ -292,14 +288,36 @@ func (s *Server) auth(ctx *fasthttp.RequestCtx) {
 		// Decided without the shared state (Redis's fail mode): the
 		// engine's results are rebuilt from the degraded decisions.
 		sc.results = sc.results[:0]
+		j := 0
 		for i := range sc.checks {
-			sc.results = append(sc.results, policy.Result{Rule: sc.checks[i].Rule, Decision: ds[i],
-				Request: rl.Request{Limit: ds[i].Limit, Scale: sc.checks[i].Rule.Scale}})
+			c := &sc.checks[i]
+			switch {
+			case c.MissingKey:
+				sc.results = append(sc.results, policy.Result{Rule: c.Rule, MissingKey: true})
+				continue
+			case c.Rule.Unlimited:
+				sc.results = append(sc.results, policy.Result{Rule: c.Rule, Decision: rl.Decision{Allowed: true}})
+				continue
+			}
+			sc.results = append(sc.results, policy.Result{Rule: c.Rule, Decision: ds[j],
+				Request: rl.Request{Limit: ds[j].Limit, Scale: c.Rule.Scale}})
+			j++
 		}
 		ctx.Response.Header.Set(DegradedHeader, mode)
 	}
 	s.writeAuth(ctx, st, sc, denyStatus)
 	s.metrics.latency(endpointAuth, start)
+}
+
+// countedChecks is how many of checks go to the limiter.
+func countedChecks(checks []policy.Check) int {
+	n := 0
+	for i := range checks {
+		if !checks[i].MissingKey && !checks[i].Rule.Unlimited {
+			n++
+		}
+	}
+	return n
 }
 
 // writeAuth answers /auth from sc.results: the RateLimit headers with one
@@ -314,7 +332,7 @@ func (s *Server) writeAuth(ctx *fasthttp.RequestCtx, st *policyState, sc *authSc
 	b := sc.hdr[:0]
 	for i := range sc.results {
 		r := &sc.results[i]
-		if r.Rule.Unlimited {
+		if r.Rule.Unlimited || r.MissingKey {
 			continue
 		}
 		if len(b) > 0 {
@@ -334,7 +352,7 @@ func (s *Server) writeAuth(ctx *fasthttp.RequestCtx, st *policyState, sc *authSc
 			if denied == nil {
 				denied = r
 			}
-			if headers.Retryable(r.Request, r.Decision) {
+			if !r.MissingKey && headers.Retryable(r.Request, r.Decision) {
 				retry = max(retry, r.Decision.RetryAfterMS)
 			} else {
 				never = true
@@ -342,7 +360,7 @@ func (s *Server) writeAuth(ctx *fasthttp.RequestCtx, st *policyState, sc *authSc
 		}
 		s.countPolicy(st, r.Rule, res)
 		s.dash.observePolicy(r.Rule.Name, res == resultDenied)
-		if r.Rule.Unlimited {
+		if r.Rule.Unlimited || r.MissingKey {
 			continue
 		}
 		if len(b) > 0 {
@@ -366,8 +384,14 @@ func (s *Server) writeAuth(ctx *fasthttp.RequestCtx, st *policyState, sc *authSc
 	}
 	b = append(b[:0], `{"allowed":false,"policy":`...)
 	b = appendString(b, denied.Rule.Name)
-	b = append(b, `,"retry_after_ms":`...)
-	b = strconv.AppendInt(b, retry, 10)
+	if denied.MissingKey {
+		// The request lacks the policy's key (missing_key: deny): no
+		// wait lets it pass.
+		b = append(b, `,"missing_key":true`...)
+	} else {
+		b = append(b, `,"retry_after_ms":`...)
+		b = strconv.AppendInt(b, retry, 10)
+	}
 	b = append(b, '}')
 	sc.body = b
 	ctx.SetStatusCode(denyStatus)

@@ -51,6 +51,9 @@ func newGateway(t *testing.T, src string, cfg api.Config) (*harness, string) {
 	t.Cleanup(func() { lim.Close() })
 	cfg.Limiter = lim
 	cfg.Policies = f
+	if cfg.AuthHeaders == policy.GatewayUnset {
+		cfg.AuthHeaders = policy.GatewayNginx
+	}
 	cfg.LoadPolicies = func() (*policy.File, error) { return policy.Load(path) }
 	h := newHarness(t, cfg)
 	h.clock, h.lim = clock, lim
@@ -79,7 +82,7 @@ func TestAuthCountsEveryMatchingPolicy(t *testing.T) {
 	// Sliding: the three hits weigh until 79.5 s from now (algo.Sliding).
 	assert.Equal(t, "80", r.headers["Retry-After"])
 	assert.JSONEq(t, `{"allowed":false,"policy":"login","retry_after_ms":79500}`, r.body)
-	assert.Contains(t, r.headers["RateLimit"], `"login";r=0;t=60`)
+	assert.Contains(t, r.headers["RateLimit"], `"login";r=0;t=80`, "t= is never earlier than Retry-After")
 
 	r = h.authAs(t, "POST", "/login", "198.51.100.8")
 	assert.Equal(t, 200, r.status, "another client address, its own counter")
@@ -89,7 +92,7 @@ func TestAuthCountsEveryMatchingPolicy(t *testing.T) {
 }
 
 func TestAuthFromCaddyAndTraefikHeaders(t *testing.T) {
-	h, _ := newGateway(t, gatewayPolicies, api.Config{})
+	h, _ := newGateway(t, gatewayPolicies, api.Config{AuthHeaders: policy.GatewayCaddy})
 	for range 3 {
 		r := h.do(t, "GET", "/auth", "", "", "X-Forwarded-Method", "POST", "X-Forwarded-Uri", "/login", "X-Forwarded-Host", "example.com", "X-Forwarded-For", "203.0.113.5")
 		require.Equal(t, 200, r.status)
@@ -125,7 +128,7 @@ func TestAuthDenyStatusAndPlans(t *testing.T) {
 		require.Equal(t, 200, h.authAs(t, "GET", "/api/x", "198.51.100.1", "X-Api-Key", "free-user").status)
 	}
 	assert.Equal(t, 403, h.authAs(t, "GET", "/api/x", "198.51.100.1", "X-Api-Key", "free-user").status)
-	r := h.do(t, "GET", "/auth?deny_status=401", "", "", "X-Original-URI", "/api/x", "X-Api-Key", "free-user")
+	r := h.do(t, "GET", "/auth?deny_status=401", "", "", "X-Original-Method", "GET", "X-Original-URI", "/api/x", "X-Api-Key", "free-user")
 	assert.Equal(t, 401, r.status)
 	assert.Equal(t, 400, h.do(t, "GET", "/auth?deny_status=500", "", "", "X-Original-URI", "/api/x").status)
 

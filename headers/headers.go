@@ -135,18 +135,40 @@ func AppendRateLimit(dst []byte, d rl.Decision) []byte {
 }
 
 // AppendRateLimitItem appends one item of RateLimit for d:
-// "NAME";r=REMAINING;t=RESET, the reset in seconds rounded up.
+// "NAME";r=REMAINING;t=RESET, the reset in seconds rounded up (ResetSeconds:
+// on a denial never earlier than Retry-After).
 func AppendRateLimitItem(dst []byte, name string, d rl.Decision) []byte {
 	dst = appendQuoted(dst, name)
 	dst = append(dst, ";r="...)
 	dst = strconv.AppendInt(dst, d.Remaining, 10)
 	dst = append(dst, ";t="...)
-	return strconv.AppendInt(dst, ceilSeconds(d.ResetMS), 10)
+	return strconv.AppendInt(dst, ResetSeconds(d), 10)
+}
+
+// ResetSeconds returns the t= of RateLimit for d: the seconds, rounded up,
+// until d's window ends (ResetMS); on a denial, never fewer than
+// Retry-After's. A window can end before a denied request may pass (the
+// sliding window still weighs the window before; a log's oldest hit may
+// leave before enough have), and a client that waits t= seconds must not
+// be denied again for it.
+func ResetSeconds(d rl.Decision) int64 {
+	t := ceilSeconds(d.ResetMS)
+	if !d.Allowed {
+		t = max(t, RetryAfterSeconds(d))
+	}
+	return t
 }
 
 // ResetUnix returns the value of X-RateLimit-Reset: the Unix time in seconds,
-// rounded up, at which d's window ends (d.Now + d.ResetMS).
-func ResetUnix(d rl.Decision) int64 { return ceilSeconds(d.Now + d.ResetMS) }
+// rounded up, at which d's window ends (d.Now + d.ResetMS); on a denial
+// never earlier than the time Retry-After names (d.Now + RetryAfterMS).
+func ResetUnix(d rl.Decision) int64 {
+	at := d.Now + d.ResetMS
+	if !d.Allowed {
+		at = max(at, d.Now+max(d.RetryAfterMS, 1))
+	}
+	return ceilSeconds(at)
+}
 
 // Retryable reports whether a denial can pass later, so its answer carries
 // Retry-After: a check of more hits than its limit (limit 0 included)

@@ -1,8 +1,13 @@
 package headers_test
 
 import (
+	"context"
+	"errors"
+	"flag"
 	"fmt"
+	"math/rand/v2"
 	"net/http"
+	"strconv"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -10,6 +15,8 @@ import (
 
 	rl "github.com/raterlimiter/raterlimiter"
 	"github.com/raterlimiter/raterlimiter/headers"
+	"github.com/raterlimiter/raterlimiter/limitertest"
+	"github.com/raterlimiter/raterlimiter/memory"
 )
 
 func collect(r rl.Request, d rl.Decision) map[string]string {
@@ -81,11 +88,39 @@ func TestSet(t *testing.T) {
 			d:    rl.Decision{Allowed: false, Count: 2, Limit: 1, ResetMS: 0, RetryAfterMS: 0, Now: 1000},
 			want: map[string]string{
 				"RateLimit-Policy":      `"default";q=1;w=1`,
-				"RateLimit":             `"default";r=0;t=0`,
+				"RateLimit":             `"default";r=0;t=1`,
 				"X-RateLimit-Limit":     "1",
 				"X-RateLimit-Remaining": "0",
-				"X-RateLimit-Reset":     "1",
+				"X-RateLimit-Reset":     "2",
 				"Retry-After":           "1",
+			},
+		},
+		{
+			// The sliding window's minute ends in 9 s, but the minute
+			// before still weighs: the request may pass in 29 s. A client
+			// that waited t= seconds must not be denied for it.
+			name: "denied: t and X-RateLimit-Reset never before Retry-After",
+			r:    rl.Request{ID: "u1", Scale: 60000, Limit: 3, Hits: 1, Algo: rl.Sliding},
+			d:    rl.Decision{Allowed: false, Count: 3, Limit: 3, ResetMS: 8200, RetryAfterMS: 28500, Now: 1_700_000_051_800},
+			want: map[string]string{
+				"RateLimit-Policy":      `"default";q=3;w=60`,
+				"RateLimit":             `"default";r=0;t=29`,
+				"X-RateLimit-Limit":     "3",
+				"X-RateLimit-Remaining": "0",
+				"X-RateLimit-Reset":     "1700000081",
+				"Retry-After":           "29",
+			},
+		},
+		{
+			name: "allowed: t is the window's end",
+			r:    rl.Request{ID: "u1", Scale: 60000, Limit: 3, Hits: 1, Algo: rl.Sliding},
+			d:    rl.Decision{Allowed: true, Count: 2, Limit: 3, Remaining: 1, ResetMS: 8200, Now: 1_700_000_051_800},
+			want: map[string]string{
+				"RateLimit-Policy":      `"default";q=3;w=60`,
+				"RateLimit":             `"default";r=1;t=9`,
+				"X-RateLimit-Limit":     "3",
+				"X-RateLimit-Remaining": "1",
+				"X-RateLimit-Reset":     "1700000060",
 			},
 		},
 		{
@@ -160,4 +195,53 @@ func TestSetOnMatchesSet(t *testing.T) {
 	got := recorder{}
 	headers.SetOn(got, nil, r, d)
 	assert.Equal(t, collect(r, d), map[string]string(got))
+}
+
+var seedFlag = flag.Uint64("headers.seed", 20261125, "seed of TestResetNeverBeforeRetryAfter")
+
+// TestResetNeverBeforeRetryAfter drives every algorithm with seeded random
+// traffic on the embedded limiter and reads each denial's headers: the
+// RateLimit item's t= and X-RateLimit-Reset never name an earlier moment
+// than Retry-After does.
+func TestResetNeverBeforeRetryAfter(t *testing.T) {
+	t.Logf("seed %d (rerun with -headers.seed=%d)", *seedFlag, *seedFlag)
+	rng := rand.New(rand.NewPCG(*seedFlag, 0x4ead))
+	clock := limitertest.NewClock(limitertest.T0)
+	lim := memory.New(memory.Config{Clock: clock.Now, SweepInterval: -1, Shards: 1})
+	t.Cleanup(func() { lim.Close() })
+	denials := map[rl.Algo]int{}
+	for _, a := range rl.Algos {
+		for round := range 20 {
+			scale := []int64{1000, 1500, 60_000, 3_600_000}[rng.IntN(4)]
+			r := rl.Request{ID: fmt.Sprintf("%v-%d", a, round), Scale: scale, Limit: 1 + rng.Int64N(5), Algo: a}
+			for range 40 {
+				clock.Advance(rng.Int64N(scale / 4))
+				r.Hits = 1 + rng.Int64N(2)
+				d, err := lim.CheckRate(context.Background(), r)
+				if errors.Is(err, rl.ErrInvalid) {
+					break // an algorithm's own bound (a request field it needs)
+				}
+				require.NoError(t, err)
+				h := collect(r, d)
+				retry, ok := h["Retry-After"]
+				if !ok {
+					continue
+				}
+				denials[a]++
+				ra, err := strconv.ParseInt(retry, 10, 64)
+				require.NoError(t, err)
+				var rem, tsec int64
+				_, err = fmt.Sscanf(h["RateLimit"], `"default";r=%d;t=%d`, &rem, &tsec)
+				require.NoError(t, err, h["RateLimit"])
+				assert.GreaterOrEqual(t, tsec, ra, "%v: %+v: RateLimit %s, Retry-After %s", a, d, h["RateLimit"], retry)
+				reset, err := strconv.ParseInt(h["X-RateLimit-Reset"], 10, 64)
+				require.NoError(t, err)
+				assert.GreaterOrEqual(t, reset*1000, d.Now+d.RetryAfterMS, "%v: %+v: X-RateLimit-Reset %d", a, d, reset)
+			}
+		}
+	}
+	for _, a := range rl.Algos {
+		t.Logf("%v: %d denials read", a, denials[a])
+	}
+	assert.Positive(t, denials[rl.Sliding], "the traffic reaches denials")
 }

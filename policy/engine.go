@@ -97,6 +97,12 @@ type Check struct {
 	// Peek decides without counting (hits 0): Envoy's hits_addend of 0 on
 	// a descriptor.
 	Peek bool
+	// Fallback marks Key as the policy's missing_key fallback: it counts
+	// under FallbackCounterID, apart from keys of the same bytes.
+	Fallback bool
+	// MissingKey marks a request that lacks the rule's key and is denied
+	// for it (missing_key: deny): nothing is counted, Key is nil.
+	MissingKey bool
 }
 
 // Result is the engine's answer for one Check.
@@ -107,13 +113,16 @@ type Result struct {
 	// the zero Request for an unlimited rule.
 	Request rl.Request
 	// Decision is the limiter's answer; for an unlimited rule an allowing
-	// Decision with no counts.
+	// Decision with no counts; for a missing key a denying one.
 	Decision rl.Decision
+	// MissingKey reports a check denied for a missing key (Check.MissingKey):
+	// no wait lets it pass, and nothing was counted.
+	MissingKey bool
 }
 
-// Denies reports whether the result denies the request: the limiter denied
-// and the rule is not in shadow mode.
-func (r *Result) Denies() bool { return !r.Decision.Allowed && !r.Rule.Shadow }
+// Denies reports whether the result denies the request: a missing key, or
+// the limiter denied and the rule is not in shadow mode.
+func (r *Result) Denies() bool { return r.MissingKey || !r.Decision.Allowed && !r.Rule.Shadow }
 
 // Engine decides Checks on a Limiter. Its fields are set before first use
 // and not changed after; it is then safe for concurrent use.
@@ -148,11 +157,20 @@ func (e *Engine) Decide(ctx context.Context, checks []Check, out []Result) ([]Re
 			out = append(out, res)
 			continue
 		}
+		if c.MissingKey {
+			res.MissingKey = true
+			out = append(out, res)
+			continue
+		}
 		if len(c.Key) > maxKey {
 			return out[:base], &rl.ItemError{Index: i, Err: &rl.FieldError{Field: "key",
 				Rule: "must be at most " + strconv.Itoa(maxKey) + " bytes"}}
 		}
-		if len(c.Rule.Name) == 0 || len(c.Rule.Name) > MaxRuleNameBytes {
+		name := len(c.Rule.Name)
+		if c.Fallback {
+			name += len(fallbackSuffix)
+		}
+		if len(c.Rule.Name) == 0 || name > MaxRuleNameBytes {
 			return out[:base], &rl.ItemError{Index: i, Err: &rl.FieldError{Field: "policy",
 				Rule: "name must be 1 to " + strconv.Itoa(MaxRuleNameBytes) + " bytes"}}
 		}
@@ -166,7 +184,11 @@ func (e *Engine) Decide(ctx context.Context, checks []Check, out []Result) ([]Re
 		if c.Peek {
 			hits = 0
 		}
-		buf = CounterID(buf[:0], c.Rule.Name, c.Key)
+		if c.Fallback {
+			buf = FallbackCounterID(buf[:0], c.Rule.Name, c.Key)
+		} else {
+			buf = CounterID(buf[:0], c.Rule.Name, c.Key)
+		}
 		res.Request = rl.Request{ID: string(buf), Scale: c.Rule.Scale, Limit: c.Rule.LimitFor(c.Plan),
 			Hits: hits, Algo: c.Rule.Algo}
 		at = append(at, len(out))

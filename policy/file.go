@@ -33,18 +33,23 @@ type Policy struct {
 	Key []KeySource
 	// PlanFrom is where the plan is read when Rule.Plans is set.
 	PlanFrom KeySource
+	// MissingKey is what a request that lacks the key gets.
+	MissingKey MissingKey
 	// Line is the policy's line in the file, for messages.
 	Line int
 }
 
 // Match selects requests: every field that is set must match.
 type Match struct {
-	// Methods, if any, lists the methods matched (upper case).
+	// Methods, if any, lists the methods matched (upper case, compared
+	// without case). GET matches HEAD too: backends serve HEAD with their
+	// GET handler.
 	Methods []string
-	// PathPrefix, if set, must begin the request's path.
+	// PathPrefix, if set, must begin the request's path (a clean path,
+	// compared without ASCII case with either form of Input.Path).
 	PathPrefix string
-	// Host, if set, must equal the request's host (without a port, case
-	// folded). It is kept in lower case.
+	// Host, if set, must equal the request's host (without a port or a
+	// trailing dot, case folded). It is kept in lower case.
 	Host string
 }
 
@@ -84,9 +89,11 @@ type Headers interface {
 // Input is what matching reads of one request. Its slices are read during
 // the call only.
 type Input struct {
-	// Method, Host and Path are those of the original request (as the
-	// proxy forwarded them); Path has no query.
-	Method, Host, Path []byte
+	// Method and Host are those of the original request, as the proxy
+	// forwarded them.
+	Method, Host []byte
+	// Path is the original request's path as CleanPath reads it.
+	Path Path
 	// Peer is the TCP peer's address.
 	Peer netip.Addr
 	// Header gives the request's headers (X-Forwarded-For, key and plan
@@ -102,56 +109,80 @@ func (f *File) Lookup(name string) *Policy {
 	return f.byName[name]
 }
 
-// Match appends to dst a Check for every policy that matches in and whose
-// key is present (a policy whose key header is absent does not apply), in
-// the file's order. Keys and plans are written into buf, which Match
-// returns (grown) for reuse; the Checks' slices point into it. With dst and
-// buf of enough capacity, Match allocates nothing.
+// Match appends to dst a Check for every policy that matches in, in the
+// file's order. A request that lacks a policy's key (a key header absent
+// or empty) gets what the policy's MissingKey says: a Check that denies
+// (MissingDeny, also when a fallback key is missing too), a Check by the
+// fallback key, or none (MissingSkip). Keys and plans are written into
+// buf, which Match returns (grown) for reuse; the Checks' slices point
+// into it. With dst and buf of enough capacity, Match allocates nothing.
 func (f *File) Match(in *Input, dst []Check, buf []byte) ([]Check, []byte) {
-	var ip netip.Addr
-	ipDone := false
+	c := keyReader{f: f, in: in}
 	for i := range f.Policies {
 		p := &f.Policies[i]
 		if !p.Match.matches(in) {
 			continue
 		}
+		check := Check{Rule: &p.Rule}
+		var ok bool
 		start := len(buf)
-		ok := true
-		for _, k := range p.Key {
-			var v []byte
-			var ipText [64]byte
-			if k.Kind == KeyIP {
-				if !ipDone {
-					ip, ipDone = f.ClientIP(in), true
-				}
-				if !ip.IsValid() {
-					ok = false
-					break
-				}
-				v = ip.AppendTo(ipText[:0])
-			} else if v = in.Header.Peek(k.Header); v == nil {
-				ok = false
-				break
-			}
-			if len(p.Key) > 1 {
-				// Several parts: each with its length first, so no two
-				// lists of values make the same key.
-				buf = binary.AppendUvarint(buf, uint64(len(v)))
-			}
-			buf = append(buf, v...)
-		}
-		if !ok {
+		if buf, ok = c.key(buf, p.Key); !ok {
 			buf = buf[:start]
-			continue
+			switch p.MissingKey.Action {
+			case MissingSkip:
+				continue
+			case MissingFallback:
+				if buf, ok = c.key(buf, []KeySource{p.MissingKey.Fallback}); !ok {
+					buf = buf[:start]
+				}
+				check.Fallback = true
+			}
+			check.MissingKey = !ok
 		}
-		key := buf[start:len(buf):len(buf)]
-		var plan []byte
-		if p.Plans != nil {
-			plan = in.Header.Peek(p.PlanFrom.Header)
+		if ok {
+			check.Key = buf[start:len(buf):len(buf)]
+			if p.Plans != nil {
+				check.Plan = in.Header.Peek(p.PlanFrom.Header)
+			}
 		}
-		dst = append(dst, Check{Rule: &p.Rule, Key: key, Plan: plan})
+		dst = append(dst, check)
 	}
 	return dst, buf
+}
+
+// keyReader reads keys of one request, the client's address at most once.
+type keyReader struct {
+	f      *File
+	in     *Input
+	ip     netip.Addr
+	ipDone bool
+}
+
+// key appends to buf the key made of sources, or reports false when the
+// request lacks one of them (a header absent or empty).
+func (c *keyReader) key(buf []byte, sources []KeySource) ([]byte, bool) {
+	for _, k := range sources {
+		var v []byte
+		var ipText [64]byte
+		if k.Kind == KeyIP {
+			if !c.ipDone {
+				c.ip, c.ipDone = c.f.ClientIP(c.in), true
+			}
+			if !c.ip.IsValid() {
+				return buf, false
+			}
+			v = c.ip.AppendTo(ipText[:0])
+		} else if v = c.in.Header.Peek(k.Header); len(v) == 0 {
+			return buf, false
+		}
+		if len(sources) > 1 {
+			// Several parts: each with its length first, so no two
+			// lists of values make the same key.
+			buf = binary.AppendUvarint(buf, uint64(len(v)))
+		}
+		buf = append(buf, v...)
+	}
+	return buf, true
 }
 
 // ClientIP returns the client's address: in.Peer, or when the peer is a
@@ -168,7 +199,8 @@ func (m *Match) matches(in *Input) bool {
 	if len(m.Methods) > 0 {
 		found := false
 		for _, x := range m.Methods {
-			if string(in.Method) == x {
+			if len(in.Method) == len(x) && equalFoldASCII(in.Method, x) ||
+				x == "GET" && len(in.Method) == 4 && equalFoldASCII(in.Method, "HEAD") {
 				found = true
 				break
 			}
@@ -177,7 +209,7 @@ func (m *Match) matches(in *Input) bool {
 			return false
 		}
 	}
-	if m.PathPrefix != "" && !bytes.HasPrefix(in.Path, []byte(m.PathPrefix)) {
+	if m.PathPrefix != "" && !in.Path.HasPrefix(m.PathPrefix) {
 		return false
 	}
 	if m.Host != "" {
@@ -186,6 +218,7 @@ func (m *Match) matches(in *Input) bool {
 			h = h[:i] // a port
 		}
 		h = bytes.TrimSuffix(bytes.TrimPrefix(h, []byte("[")), []byte("]"))
+		h = bytes.TrimSuffix(h, []byte(".")) // "example.com." is example.com
 		if len(h) != len(m.Host) || !equalFoldASCII(h, m.Host) {
 			return false
 		}
@@ -193,13 +226,18 @@ func (m *Match) matches(in *Input) bool {
 	return true
 }
 
-func equalFoldASCII(b []byte, lower string) bool {
+// equalFoldASCII reports whether b and s, of the same length, are equal
+// with ASCII letters compared without case.
+func equalFoldASCII(b []byte, s string) bool {
 	for i := range b {
-		c := b[i]
-		if 'A' <= c && c <= 'Z' {
-			c += 'a' - 'A'
+		x, y := b[i], s[i]
+		if 'A' <= x && x <= 'Z' {
+			x += 'a' - 'A'
 		}
-		if c != lower[i] {
+		if 'A' <= y && y <= 'Z' {
+			y += 'a' - 'A'
+		}
+		if x != y {
 			return false
 		}
 	}

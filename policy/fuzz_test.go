@@ -16,6 +16,8 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte("policies:\n  - {name: a, key: [ip, 'header:X'], limit: 1, scale: 1ms, plans: {from: 'header:P', limits: {x: 2}}}\n"))
 	f.Add([]byte("trusted_proxies: [::1/128]\npolicies: &a\n  - {name: b, key: ip, limit: 1, scale: 1s}\n"))
 	f.Add([]byte("policies:\n  - <<: {name: c}\n"))
+	f.Add([]byte("policies:\n  - {name: d, match: {path_prefix: /api/}, key: 'header:K', missing_key: 'key:ip', limit: 1, scale: 1s}\n"))
+	f.Add([]byte("policies:\n  - {name: e, match: {path_prefix: '/a//b'}, key: ip, missing_key: skip, limit: 1, scale: 1s}\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		file, err := policy.Parse("f.yaml", data)
 		if err != nil {
@@ -28,6 +30,12 @@ func FuzzParse(f *testing.F) {
 			r := rl.Request{ID: "x", Scale: p.Scale, Limit: p.Limit, Hits: p.Hits, Algo: p.Algo}
 			if err := r.Validate(0); err != nil || p.Hits < 1 || len(p.Key) == 0 || file.Lookup(p.Name) == nil {
 				t.Fatalf("policy %+v loaded out of bounds: %v", p, err)
+			}
+			if pp := p.Match.PathPrefix; pp != "" {
+				var cp policy.Path
+				if _, err := policy.CleanPath(&cp, []byte(pp), nil); err != nil || cp.Written != nil || string(cp.Resolved) != pp {
+					t.Fatalf("path_prefix %q loaded, which no clean path can begin with", pp)
+				}
 			}
 			if p.Plans != nil {
 				for _, l := range p.Plans.Limits {
@@ -59,6 +67,9 @@ func FuzzMatch(f *testing.F) {
 			case "api":
 				if string(c.Key) != string(in.Header.Peek("X-Api-Key")) {
 					t.Fatalf("key %q for header %q", c.Key, apiKey)
+				}
+				if c.MissingKey != (len(in.Header.Peek("X-Api-Key")) == 0) {
+					t.Fatalf("missing key %v for header %q", c.MissingKey, apiKey)
 				}
 			case "login":
 				t.Fatalf("login matched host h")

@@ -188,7 +188,7 @@ func validName(s string) bool {
 }
 
 func (p *parser) policy(n *yaml.Node) (Policy, error) {
-	fs, err := p.fields(n, "a policy", "name", "match", "key", "algo", "limit", "scale", "hits", "plans")
+	fs, err := p.fields(n, "a policy", "name", "match", "key", "algo", "limit", "scale", "hits", "plans", "missing_key")
 	if err != nil {
 		return Policy{}, err
 	}
@@ -213,6 +213,11 @@ func (p *parser) policy(n *yaml.Node) (Policy, error) {
 	}
 	if pol.Key, err = p.key(keyN, in); err != nil {
 		return pol, err
+	}
+	if mk := fs["missing_key"]; mk != nil {
+		if pol.MissingKey, err = p.missingKey(mk, in, pol.Key); err != nil {
+			return pol, err
+		}
 	}
 	if a := fs["algo"]; a != nil {
 		if a.Kind != yaml.ScalarNode {
@@ -275,6 +280,9 @@ func (p *parser) match(n *yaml.Node, in string) (Match, error) {
 	if pp := fs["path_prefix"]; pp != nil {
 		if pp.Kind != yaml.ScalarNode || !strings.HasPrefix(pp.Value, "/") {
 			return m, p.errf(pp, "%s: match.path_prefix must start with /", in)
+		}
+		if why := checkPrefix(pp.Value); why != "" {
+			return m, p.errf(pp, "%s: match.path_prefix %q %s", in, pp.Value, why)
 		}
 		m.PathPrefix = pp.Value
 	}

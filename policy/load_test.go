@@ -37,6 +37,7 @@ policies:
       limits: {free: 2, pro: 50}
   - name: pair
     key: [ip, header:X-User]
+    missing_key: skip
     algo: log
     limit: 65536
     scale: 87600h
@@ -69,11 +70,13 @@ func TestParseEveryField(t *testing.T) {
 	require.NotNil(t, api.Plans)
 	assert.Equal(t, map[string]int64{"free": 2, "pro": 50}, api.Plans.Limits)
 	assert.Equal(t, "X-Plan", api.PlanFrom.Header)
+	assert.Equal(t, "deny", api.MissingKey.String(), "missing_key defaults to deny")
 
 	pair := f.Lookup("pair")
 	assert.Equal(t, "ip, header:X-User", pair.KeyString())
 	assert.Equal(t, rl.Log, pair.Algo)
 	assert.Equal(t, rl.MaxScale, pair.Scale)
+	assert.Equal(t, policy.MissingSkip, pair.MissingKey.Action)
 	assert.Nil(t, f.Lookup("nope"))
 }
 
@@ -158,6 +161,19 @@ func TestParseRefusesNamingTheLine(t *testing.T) {
 		{"hits past the bound", with(nil, "hits: 4294967296"), 6, "hits"},
 		{"unknown match field", with(nil, "match: {path: /x}"), 6, `match: unknown field "path"`},
 		{"relative path prefix", with(nil, "match: {path_prefix: api}"), 6, "must start with /"},
+		{"path prefix with a double slash", with(nil, "match: {path_prefix: /api//}"), 6, `path_prefix "/api//" would never match`},
+		{"path prefix with an escape", with(nil, "match: {path_prefix: /%61pi/}"), 6, `where it is "/api/"`},
+		{"path prefix with dot dot", with(nil, "match: {path_prefix: /a/../b}"), 6, "would never match"},
+		{"path prefix with a query", with(nil, "match: {path_prefix: '/a?b'}"), 6, "would never match"},
+		{"path prefix with a bad escape", with(nil, "match: {path_prefix: /a%zz}"), 6, "is not a path"},
+		{"path prefix in capitals", with(nil, "match: {path_prefix: /API/}"), 0, ""},
+		{"missing_key deny", with(nil, "missing_key: deny"), 0, ""},
+		{"missing_key skip", with(nil, "missing_key: skip"), 0, ""},
+		{"missing_key a header", with(nil, "missing_key: 'key:header:X-Session'"), 0, ""},
+		{"missing_key the key itself", with(nil, "missing_key: 'key:ip'"), 6, "is the policy's own key"},
+		{"missing_key nonsense", with(nil, "missing_key: allow"), 6, "missing_key must be deny, skip, key:ip or key:header:NAME"},
+		{"missing_key a list", with(nil, "missing_key: [deny]"), 6, "missing_key must be"},
+		{"missing_key a bad source", with(nil, "missing_key: 'key:cookie'"), 6, `missing_key: key: "cookie" must be ip or header:NAME`},
 		{"bad method", with(nil, "match: {methods: ['GE T']}"), 6, "is not a method"},
 		{"empty methods", with(nil, "match: {methods: []}"), 6, "non-empty list"},
 		{"bad host", with(nil, "match: {host: 'a b'}"), 6, "host name"},

@@ -18,14 +18,18 @@ import (
 )
 
 // input is a request as the sidecar sees it: fasthttp's request header is
-// the policy.Headers of the real path.
+// the policy.Headers of the real path, and the path is read by CleanPath
+// (a path it refuses is left empty: it matches no prefix).
 func input(method, host, path, peer string, kv ...string) *policy.Input {
 	h := new(fasthttp.RequestHeader)
 	for i := 0; i+1 < len(kv); i += 2 {
 		h.Add(kv[i], kv[i+1])
 	}
-	return &policy.Input{Method: []byte(method), Host: []byte(host), Path: []byte(path),
-		Peer: netip.MustParseAddr(peer), Header: h}
+	in := &policy.Input{Method: []byte(method), Host: []byte(host), Peer: netip.MustParseAddr(peer), Header: h}
+	if _, err := policy.CleanPath(&in.Path, []byte(path), nil); err != nil {
+		in.Path = policy.Path{}
+	}
+	return in
 }
 
 func names(cs []policy.Check) []string {
@@ -54,7 +58,7 @@ func TestMatch(t *testing.T) {
 		{"host compared without case and port", input("POST", "EXAMPLE.com:8443", "/login/x", "1.2.3.4"), []string{"login"}},
 		{"another host", input("POST", "example.org", "/login", "1.2.3.4"), nil},
 		{"another method", input("GET", "example.com", "/login", "1.2.3.4"), nil},
-		{"api needs its key header", input("GET", "h", "/api/v1", "1.2.3.4"), nil},
+		{"api without its key header: denied (missing_key: deny)", input("GET", "h", "/api/v1", "1.2.3.4"), []string{"api"}},
 		{"api with its key", input("GET", "h", "/api/v1", "1.2.3.4", "X-Api-Key", "k1"), []string{"api"}},
 		{"path prefix is a prefix", input("GET", "h", "/apix", "1.2.3.4", "X-Api-Key", "k1"), nil},
 		{"every matching policy, in file order", input("GET", "h", "/api/", "1.2.3.4", "X-Api-Key", "k", "X-User", "u"), []string{"api", "pair"}},
@@ -90,7 +94,9 @@ func TestKeyListsNeverCollide(t *testing.T) {
 	assert.NotEqual(t, key("ab", "c"), key("a", "bc"))
 	assert.NotEqual(t, key("a\x01b", "c"), key("a", "\x01bc"))
 	cs, _ := f.Match(input("GET", "h", "/", "1.2.3.4", "A", "a"), nil, nil)
-	assert.Empty(t, cs, "every part must be present")
+	require.Len(t, cs, 1)
+	assert.True(t, cs[0].MissingKey, "every part must be present")
+	assert.Nil(t, cs[0].Key)
 }
 
 func TestClientIP(t *testing.T) {
@@ -223,4 +229,40 @@ func BenchmarkMatch100Policies(b *testing.B) {
 	for b.Loop() {
 		dst, buf = f.Match(in, dst[:0], buf[:0])
 	}
+}
+
+// TestMissingKeyFallbackCountsApart: a request without the key header is
+// counted by its address under counters of its own, which a key header
+// spelling that address never reaches; a missing key that must be denied
+// is denied without counting anything.
+func TestMissingKeyFallbackCountsApart(t *testing.T) {
+	clock := limitertest.NewClock(limitertest.T0)
+	lim := memory.New(memory.Config{Clock: clock.Now, SweepInterval: -1, MaxIDBytes: 1024 + policy.IDOverhead})
+	t.Cleanup(func() { lim.Close() })
+	f := mustParse(t, "policies:\n"+
+		"  - {name: fb, match: {path_prefix: /f/}, key: 'header:K', missing_key: 'key:ip', limit: 1, scale: 1m}\n"+
+		"  - {name: deny, match: {path_prefix: /d/}, key: 'header:K', limit: 1, scale: 1m}\n")
+	e := &policy.Engine{Limiter: lim}
+	decide := func(in *policy.Input) []policy.Result {
+		cs, _ := f.Match(in, nil, nil)
+		rs, err := e.Decide(context.Background(), cs, nil)
+		require.NoError(t, err)
+		return rs
+	}
+	anon := decide(input("GET", "h", "/f/x", "1.2.3.4"))
+	require.Len(t, anon, 1)
+	assert.True(t, policy.Allowed(anon))
+	assert.Equal(t, string(policy.FallbackCounterID(nil, "fb", []byte("1.2.3.4"))), anon[0].Request.ID)
+	assert.False(t, policy.Allowed(decide(input("GET", "h", "/f/x", "1.2.3.4"))), "1 a minute by address")
+	assert.True(t, policy.Allowed(decide(input("GET", "h", "/f/x", "9.9.9.9", "K", "1.2.3.4"))), "the key 1.2.3.4 is not the address 1.2.3.4")
+	assert.NotEqual(t, policy.CounterID(nil, "fb", []byte("1.2.3.4")), policy.FallbackCounterID(nil, "fb", []byte("1.2.3.4")))
+
+	d := decide(input("GET", "h", "/d/x", "1.2.3.4"))
+	require.Len(t, d, 1)
+	assert.True(t, d[0].MissingKey)
+	assert.True(t, d[0].Denies())
+	assert.Empty(t, d[0].Request.ID, "nothing counted")
+	bs, err := lim.Buckets(context.Background(), string(policy.CounterID(nil, "deny", nil)))
+	require.NoError(t, err)
+	assert.Empty(t, bs)
 }

@@ -4,8 +4,11 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
+	"os"
 	"runtime/debug"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -80,10 +83,43 @@ var commandLineOnly = map[string]bool{"version": true, "check-policies": true}
 // flag only the command line sets.
 func envName(name string) string { return environment(nil).Name(name) }
 
+// testVariables start the names of the test suite's own RATERLIMITER_
+// variables (CONTRIBUTING.md): they set no flag, and a sidecar started by
+// the tests does not warn about them.
+var testVariables = []string{"RATERLIMITER_REQUIRE_REDIS", "RATERLIMITER_SOAK", "RATERLIMITER_FLOOD", "RATERLIMITER_STALL_LOAD"}
+
 // environment is lookup as the source of the flags the command line leaves
 // unset: RATERLIMITER_<FLAG>, but for commandLineOnly.
 func environment(lookup func(string) (string, bool)) *cli.Env {
-	return &cli.Env{Prefix: "RATERLIMITER_", Lookup: lookup, CommandLineOnly: commandLineOnly}
+	return &cli.Env{Prefix: "RATERLIMITER_", Lookup: lookup, CommandLineOnly: commandLineOnly, NotFlags: testVariables}
+}
+
+// envWarnings are the warnings the sidecar logs at start about variables
+// of the process's environment that lookup sees and no flag reads: a
+// misspelt RATERLIMITER_POLICY must not leave a sidecar without its rules
+// and without a word.
+func envWarnings(fs *flag.FlagSet, lookup func(string) (string, bool)) []string {
+	return environment(lookup).Unknown(fs, os.Environ())
+}
+
+// checkListen refuses an address net.Listen could never listen on for a
+// reason the command line alone shows (a port out of range, no port): a
+// usage error, exit status 2, not a failure to serve.
+func checkListen(name, addr string) error {
+	if addr == "" || strings.HasPrefix(addr, unixPrefix) {
+		return nil
+	}
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return cli.Usagef("-%s %q must be host:port (port 0 picks a free one) or unix:/path", name, addr)
+	}
+	if n, err := strconv.Atoi(port); err == nil && (n < 0 || n > 65535) || port == "" {
+		return cli.Usagef("-%s %q: the port must be from 0 to 65535", name, addr)
+	}
+	if _, err := net.LookupPort("tcp", port); err != nil {
+		return cli.Usagef("-%s %q: %q is not a port", name, addr, port)
+	}
+	return nil
 }
 
 // backendFlags are the flags that only one backend reads: the Redis
@@ -158,6 +194,15 @@ func (cfg *config) check() error {
 		return bad("-sweep-interval must be positive")
 	case cfg.redisFail != "closed" && cfg.redisFail != "open" && cfg.redisFail != "local":
 		return bad("-redis-fail must be closed, open or local, not %q", cfg.redisFail)
+	}
+	if err := checkListen("listen", cfg.listen); err != nil {
+		return err
+	}
+	if err := checkListen("admin-listen", cfg.exp.adminListen); err != nil {
+		return err
+	}
+	if err := checkListen("rls-listen", cfg.rls.listen); err != nil {
+		return err
 	}
 	if cfg.backend == "redis" {
 		if err := redisbackend.CheckURL(cfg.redisURL); err != nil {

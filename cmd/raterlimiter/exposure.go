@@ -75,11 +75,11 @@ func adminToken(token string, f exposureFlags) (string, error) {
 	}
 	b, err := os.ReadFile(f.adminTokenFile)
 	if err != nil {
-		return "", &cli.UsageError{Msg: "-admin-token-file: " + err.Error()}
+		return "", cli.Filef("-admin-token-file: %v", err)
 	}
 	t := strings.TrimRight(string(b), "\r\n")
 	if t == "" {
-		return "", cli.Usagef("-admin-token-file %s is empty", f.adminTokenFile)
+		return "", cli.Filef("-admin-token-file %s is empty", f.adminTokenFile)
 	}
 	return t, nil
 }

@@ -69,10 +69,10 @@ func TestE2EMonitoringMetricsExist(t *testing.T) {
 	dir := t.TempDir()
 	policies := filepath.Join(dir, "policies.yaml")
 	require.NoError(t, os.WriteFile(policies, []byte("policies:\n  - name: api\n    key: header:X-Api-Key\n    limit: 2\n    scale: 1m\n"), 0o600))
-	s := start(t, nil, "-policies", policies, "-sweep-interval", "50ms")
+	s := start(t, nil, "-policies", policies, "-auth-headers", "nginx", "-sweep-interval", "50ms")
 	s.get(t, "/check_rate?id=a&scale=60000&limit=1")
 	s.get(t, "/check_rate?id=a&scale=60000&limit=1")
-	s.do(t, "GET", "/auth", "", "", "X-Api-Key", "k")
+	require.Equal(t, 200, s.do(t, "GET", "/auth", "", "", "X-Original-Method", "GET", "X-Original-URI", "/", "X-Api-Key", "k").status)
 	mem := exported(s.get(t, "/metrics").body)
 
 	var redisNames []string

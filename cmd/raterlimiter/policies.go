@@ -15,21 +15,23 @@ import (
 
 // policyFlags are the flags of gateway mode.
 type policyFlags struct {
-	path       string
-	only       bool
-	denyStatus int
-	check      string
+	path        string
+	only        bool
+	denyStatus  int
+	authHeaders string
+	check       string
 }
 
 // policyFlagNames lists them in the order -h shows them.
 func policyFlagNames() []string {
-	return []string{"policies", "policies-only", "auth-deny-status", "check-policies"}
+	return []string{"policies", "policies-only", "auth-deny-status", "auth-headers", "check-policies"}
 }
 
 func (f *policyFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.path, "policies", "", "policies file (YAML) of gateway mode: the limits /auth and checks by policy name apply; reloaded on SIGHUP and POST /reload; empty: none")
 	fs.BoolVar(&f.only, "policies-only", false, "refuse checks that do not name a policy, so callers cannot choose their own limits (needs -policies)")
 	fs.IntVar(&f.denyStatus, "auth-deny-status", 429, "status /auth answers a denied request with: 429, or 401 or 403 for nginx auth_request")
+	fs.StringVar(&f.authHeaders, "auth-headers", "", "the proxy in front of /auth: nginx (X-Original-Method, X-Original-URI, Host), caddy or traefik (X-Forwarded-Method, -Uri, -Host); /auth reads the original request from that family only, and answers 503 while unset")
 	fs.StringVar(&f.check, "check-policies", "", "check this policies file, print what is wrong with it (file:line: message) and exit: 0 when it loads, 2 when not")
 }
 
@@ -39,15 +41,34 @@ func (f *policyFlags) validate() error {
 		return cli.Usagef("-policies-only needs -policies")
 	case f.denyStatus != 429 && f.denyStatus != 401 && f.denyStatus != 403:
 		return cli.Usagef("-auth-deny-status must be 429, 401 or 403, not %d", f.denyStatus)
+	case f.authHeaders != "" && f.path == "":
+		return cli.Usagef("-auth-headers needs -policies")
+	}
+	if _, err := policy.ParseGateway(f.authHeaders); err != nil {
+		return cli.Usagef("-auth-headers must be nginx, caddy or traefik, not %q", f.authHeaders)
 	}
 	return nil
+}
+
+// gateway is -auth-headers, validated.
+func (f *policyFlags) gateway() policy.Gateway {
+	g, _ := policy.ParseGateway(f.authHeaders)
+	return g
+}
+
+// warnWithoutGateway says at start that /auth will refuse to answer: a
+// policies file without -auth-headers serves checks by policy name only.
+func warnWithoutGateway(f policyFlags, logger *slog.Logger) {
+	if f.path != "" && f.gateway() == policy.GatewayUnset {
+		logger.Warn("no -auth-headers: /auth answers 503 until it names the proxy in front (nginx, caddy or traefik); checks by policy name are served")
+	}
 }
 
 // checkPolicies is -check-policies: it loads the file and says so.
 func checkPolicies(path string, stdout io.Writer) error {
 	f, err := policy.Load(path)
 	if err != nil {
-		return &cli.UsageError{Msg: err.Error()}
+		return cli.Filef("%s", err.Error())
 	}
 	fmt.Fprintf(stdout, "%s: ok, %d policies\n", path, len(f.Policies))
 	return nil
@@ -61,7 +82,7 @@ func loadPolicies(f policyFlags) (*policy.File, error) {
 	}
 	pf, err := policy.Load(f.path)
 	if err != nil {
-		return nil, &cli.UsageError{Msg: err.Error()}
+		return nil, cli.Filef("%s", err.Error())
 	}
 	return pf, nil
 }

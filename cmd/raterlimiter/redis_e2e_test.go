@@ -51,17 +51,17 @@ func TestE2EPoliciesOnRedisAcrossSidecars(t *testing.T) {
 	redistest.Available(t)
 	rs := redistest.Start(t)
 	policies := "../../docs/gateways/policies.yaml"
-	a := start(t, nil, "-backend", "redis", "-redis-url", rs.URL(), "-policies", policies)
-	b := start(t, nil, "-backend", "redis", "-redis-url", rs.URL(), "-policies", policies)
+	a := start(t, nil, "-backend", "redis", "-redis-url", rs.URL(), "-policies", policies, "-auth-headers", "nginx")
+	b := start(t, nil, "-backend", "redis", "-redis-url", rs.URL(), "-policies", policies, "-auth-headers", "nginx")
 	for _, key := range []string{"k&hits=0", "k}{x", "k\xffbin", strings.Repeat("x", 1024)} {
 		allowed := 0
 		for i := range 8 {
 			var r reply
 			switch i % 3 {
 			case 0:
-				r = a.do(t, "GET", "/auth", "", "", "X-Original-URI", "/api/x", "X-Api-Key", key)
+				r = a.do(t, "GET", "/auth", "", "", "X-Original-Method", "GET", "X-Original-URI", "/api/x", "X-Api-Key", key)
 			case 1:
-				r = b.do(t, "GET", "/auth", "", "", "X-Original-URI", "/api/x", "X-Api-Key", key)
+				r = b.do(t, "GET", "/auth", "", "", "X-Original-Method", "GET", "X-Original-URI", "/api/x", "X-Api-Key", key)
 			default:
 				r = b.get(t, "/check_rate?policy=api&id="+url.QueryEscape(key))
 			}

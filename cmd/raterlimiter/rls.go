@@ -65,7 +65,7 @@ func openRLS(f rlsFlags, lim rl.Limiter, maxKey int, logger *slog.Logger) (*rlsS
 	}
 	cfg, err := rls.Load(f.config)
 	if err != nil {
-		return nil, &cli.UsageError{Msg: err.Error()}
+		return nil, cli.Filef("%s", err.Error())
 	}
 	srv := rls.New(rls.Options{Limiter: lim, Config: cfg, Load: func() (*rls.Config, error) { return rls.Load(f.config) },
 		MaxKeyBytes: maxKey, MaxDescriptors: f.maxDescriptors, Logger: logger})

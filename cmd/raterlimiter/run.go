@@ -38,6 +38,9 @@ func run(ctx context.Context, args []string, lookupEnv func(string) (string, boo
 		return err
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, nil))
+	for _, w := range envWarnings(fs, lookupEnv) {
+		logger.Warn(w)
+	}
 
 	var srv atomic.Pointer[api.Server] // for sweeps that report before it exists
 	be, err := openBackend(cfg, logger, func(n int, took time.Duration) {
@@ -103,6 +106,7 @@ func run(ctx context.Context, args []string, lookupEnv func(string) (string, boo
 		LoadPolicies:   reloader(cfg.pol),
 		PoliciesOnly:   cfg.pol.only,
 		AuthDenyStatus: cfg.pol.denyStatus,
+		AuthHeaders:    cfg.pol.gateway(),
 
 		Admin:         access,
 		MetricsPublic: cfg.exp.metricsPublic,
@@ -112,7 +116,8 @@ func run(ctx context.Context, args []string, lookupEnv func(string) (string, boo
 	})
 	srv.Store(s)
 	if policies != nil {
-		logger.Info("policies loaded", "file", cfg.pol.path, "policies", len(policies.Policies), "policies_only", cfg.pol.only)
+		logger.Info("policies loaded", "file", cfg.pol.path, "policies", len(policies.Policies), "policies_only", cfg.pol.only, "auth_headers", cfg.pol.authHeaders)
+		warnWithoutGateway(cfg.pol, logger)
 		reloadOnHangup(ctx, s, logger)
 	}
 

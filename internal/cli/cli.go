@@ -8,16 +8,35 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 )
 
-// UsageError is a bad flag or argument: the command exits 2.
-type UsageError struct{ Msg string }
+// UsageError is a bad flag or argument, or a file a flag names that does
+// not load: the command exits 2.
+type UsageError struct {
+	Msg string
+	// File marks a file that does not load (a policies file, a token
+	// file): the message says what is wrong with it, and -h would not
+	// help, so Error does not point there.
+	File bool
+}
 
-func (e *UsageError) Error() string { return e.Msg + " (see -h)" }
+func (e *UsageError) Error() string {
+	if e.File {
+		return e.Msg
+	}
+	return e.Msg + " (see -h)"
+}
 
 // Usagef returns a UsageError with a formatted message.
-func Usagef(format string, a ...any) error { return &UsageError{fmt.Sprintf(format, a...)} }
+func Usagef(format string, a ...any) error { return &UsageError{Msg: fmt.Sprintf(format, a...)} }
+
+// Filef returns a UsageError about a file a flag names, with a formatted
+// message that names the file.
+func Filef(format string, a ...any) error {
+	return &UsageError{Msg: fmt.Sprintf(format, a...), File: true}
+}
 
 // Env is the environment as a second source of flags.
 type Env struct {
@@ -30,6 +49,10 @@ type Env struct {
 	// the command do something else than its work (-version), which a stray
 	// variable in a deployment would otherwise turn on.
 	CommandLineOnly map[string]bool
+	// NotFlags start the names of variables with Prefix that set no flag
+	// and are read elsewhere on purpose (by the test suite): Unknown does
+	// not report them.
+	NotFlags []string
 }
 
 // Name is the variable that sets flag name, or "" for a flag only the
@@ -51,7 +74,7 @@ func Parse(fs *flag.FlagSet, args []string, env *Env) (set map[string]bool, err 
 		if errors.Is(err, flag.ErrHelp) {
 			return nil, err
 		}
-		return nil, &UsageError{err.Error()}
+		return nil, &UsageError{Msg: err.Error()}
 	}
 	if fs.NArg() > 0 {
 		return nil, Usagef("unexpected argument %q", fs.Arg(0))
@@ -74,6 +97,79 @@ func Parse(fs *flag.FlagSet, args []string, env *Env) (set map[string]bool, err 
 		}
 	})
 	return set, err
+}
+
+// Unknown returns a warning for every variable of environ ("NAME=value"
+// pairs, as os.Environ gives them) that has the prefix but sets no flag of
+// fs: a typo (RATERLIMITER_POLICY) or a flag only the command line sets
+// would otherwise be ignored without a word. Each warning names the
+// variable and, when one is close, the variable it may have meant. Only
+// variables Lookup also sees are reported.
+func (e *Env) Unknown(fs *flag.FlagSet, environ []string) []string {
+	known := map[string]string{} // variable -> flag
+	var names []string
+	fs.VisitAll(func(f *flag.Flag) {
+		if n := e.Name(f.Name); n != "" {
+			known[n] = f.Name
+			names = append(names, n)
+		}
+	})
+	var out []string
+	for _, kv := range environ {
+		name, _, _ := strings.Cut(kv, "=")
+		if !strings.HasPrefix(name, e.Prefix) || known[name] != "" || slices.ContainsFunc(e.NotFlags, func(p string) bool {
+			return strings.HasPrefix(name, p)
+		}) {
+			continue
+		}
+		if _, ok := e.Lookup(name); !ok {
+			continue
+		}
+		flagName := strings.ToLower(strings.ReplaceAll(strings.TrimPrefix(name, e.Prefix), "_", "-"))
+		switch {
+		case e.CommandLineOnly[flagName] && fs.Lookup(flagName) != nil:
+			out = append(out, name+" is ignored: -"+flagName+" is set on the command line only")
+		case closest(name, names) != "":
+			out = append(out, name+" is ignored: no flag reads it (did you mean "+closest(name, names)+"?)")
+		default:
+			out = append(out, name+" is ignored: no flag reads it")
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// closest returns the name of names nearest to s by edit distance, if it
+// is at most 3 edits away.
+func closest(s string, names []string) string {
+	best, bestD := "", 4
+	for _, n := range names {
+		if d := editDistance(s, n); d < bestD {
+			best, bestD = n, d
+		}
+	}
+	return best
+}
+
+// editDistance is the Levenshtein distance of a and b.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
 }
 
 // ExitCode reports err on stderr as command's and returns the exit status:

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"io"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -66,4 +67,44 @@ func TestExitCode(t *testing.T) {
 	assert.Equal(t, 2, cli.ExitCode("t", cli.Usagef("-x must be %d", 1), &out))
 	assert.Equal(t, "t: -x must be 1 (see -h)\n", out.String())
 	assert.Equal(t, 1, cli.ExitCode("t", errors.New("boom"), &out))
+}
+
+func TestFileErrorsDoNotPointToHelp(t *testing.T) {
+	var out bytes.Buffer
+	err := cli.Filef("%s:3: policy %q: limit is required", "p.yaml", "api")
+	var ue *cli.UsageError
+	require.ErrorAs(t, err, &ue)
+	assert.Equal(t, 2, cli.ExitCode("t", err, &out), "a file that does not load is a usage error")
+	assert.Equal(t, "t: p.yaml:3: policy \"api\": limit is required\n", out.String(), "-h would not help: not pointed to")
+}
+
+func TestUnknownVariables(t *testing.T) {
+	environ := []string{
+		"T_MAX_ID_BYTES=7",       // a flag's
+		"T_MAX_ID_BYTE=7",        // a typo
+		"T_VERSION=true",         // a command-line-only flag's
+		"T_COLOUR=blue",          // nothing like any flag
+		"T_TEST_KNOB=1",          // the test suite's
+		"OTHER_MAX_ID_BYTES=1",   // another prefix
+		"T_GONE=x",               // in environ but not seen by Lookup
+		"T_SECRET_TOKN=hunter2x", // a value is never repeated
+	}
+	seen := map[string]bool{}
+	for _, kv := range environ {
+		name, _, _ := strings.Cut(kv, "=")
+		seen[name] = name != "T_GONE"
+	}
+	env := &cli.Env{Prefix: "T_", Lookup: func(k string) (string, bool) { return "", seen[k] },
+		CommandLineOnly: map[string]bool{"version": true}, NotFlags: []string{"T_TEST_"}}
+	fs, _, _ := flags()
+	got := env.Unknown(fs, environ)
+	assert.Equal(t, []string{
+		"T_COLOUR is ignored: no flag reads it",
+		"T_MAX_ID_BYTE is ignored: no flag reads it (did you mean T_MAX_ID_BYTES?)",
+		"T_SECRET_TOKN is ignored: no flag reads it",
+		"T_VERSION is ignored: -version is set on the command line only",
+	}, got)
+	for _, w := range got {
+		assert.NotContains(t, w, "hunter2x", "values may be secrets")
+	}
 }
