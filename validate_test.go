@@ -43,12 +43,12 @@ func TestValidate(t *testing.T) {
 		{"slices at their most", with(func(r *rl.Request) { r.Algo, r.Slices = rl.Slices, rl.MaxSlices }), ""},
 		{"one slice", with(func(r *rl.Request) { r.Algo, r.Slices = rl.Slices, 1 }), "slices"},
 		{"negative slices", with(func(r *rl.Request) { r.Algo, r.Slices = rl.Slices, -60 }), "slices"},
-		{"slices past 600", with(func(r *rl.Request) { r.Algo, r.Slices = rl.Slices, rl.MaxSlices + 1 }), "slices"},
+		{"slices past 600", with(func(r *rl.Request) { r.Algo, r.Slices = rl.Slices, rl.MaxSlices+1 }), "slices"},
 		{"more slices than ms in the scale", with(func(r *rl.Request) { r.Algo, r.Slices, r.Scale = rl.Slices, 600, 1 }), ""},
 		{"slices with another algo", with(func(r *rl.Request) { r.Slices = 60 }), "slices"},
 		{"leaky with no queue", with(func(r *rl.Request) { r.Algo = rl.Leaky }), ""},
 		{"leaky at its longest queue", with(func(r *rl.Request) { r.Algo, r.Queue = rl.Leaky, rl.MaxQueue }), ""},
-		{"queue past its bound", with(func(r *rl.Request) { r.Algo, r.Queue = rl.Leaky, rl.MaxQueue + 1 }), "queue"},
+		{"queue past its bound", with(func(r *rl.Request) { r.Algo, r.Queue = rl.Leaky, rl.MaxQueue+1 }), "queue"},
 		{"negative queue", with(func(r *rl.Request) { r.Algo, r.Queue = rl.Leaky, -1 }), "queue"},
 		{"queue with another algo", with(func(r *rl.Request) { r.Algo, r.Queue = rl.Token, 3 }), "queue"},
 		{"a bound on the delay", with(func(r *rl.Request) { r.Algo, r.MaxDelayMS = rl.Leaky, 10_000 }), ""},
@@ -147,7 +147,7 @@ func TestOutOfBoundsIsValidatesError(t *testing.T) {
 		{"hits", func(r *rl.Request) { r.Hits = rl.MaxHits + 1 }},
 		{"algo", func(r *rl.Request) { r.Algo = 200 }},
 		{"slices", func(r *rl.Request) { r.Algo, r.Slices = rl.Slices, 601 }},
-		{"queue", func(r *rl.Request) { r.Algo, r.Queue = rl.Leaky, 1 << 20 }},
+		{"queue", func(r *rl.Request) { r.Algo, r.Queue = rl.Leaky, 1<<20 }},
 		{"max_delay_ms", func(r *rl.Request) { r.MaxDelayMS = -5 }},
 	} {
 		t.Run(tt.field, func(t *testing.T) {
