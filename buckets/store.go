@@ -57,6 +57,9 @@ type Store struct {
 	// maxScales is Options.MaxScalesPerID.
 	maxScales int
 	logs      logSlab
+	// sliceBuf and goneBuf are the scratch of a scan of slices.
+	sliceBuf []algo.Slice
+	goneBuf  []*rec
 	// Evicted counts records evicted to stay within MaxRecords.
 	Evicted uint64
 }
@@ -120,7 +123,7 @@ func (s *Store) evict(now int64) *rec {
 		// A record that is denying goes last: taking it would hand its id
 		// a fresh limit. Among the rest, the least recently seen goes.
 		if victim == nil || (victim.denying() && !p.denying()) ||
-			(victim.denying() == p.denying() && p.modified < victim.modified) {
+			(victim.denying() == p.denying() && p.seen() < victim.seen()) {
 			victim, at = p, i
 		}
 	}
@@ -156,7 +159,7 @@ func (s *Store) makeRoom(now int64) *rec {
 func (s *Store) insert(id string, p *rec) {
 	s.tree.Set(p)
 	s.cache.grow(s.tree.Len())
-	s.cache.put(s.cache.slot(id, p.keyMeta()), p)
+	s.cache.put(s.cache.slot(id, p.cacheMeta()), p)
 }
 
 // Len returns the number of live records.
@@ -180,11 +183,14 @@ func (s *Store) Len() int { return s.tree.Len() }
 // limiter validates every request once, where it comes in (package memory).
 // The error is ErrTooManyScales or nil.
 func (s *Store) Check(now int64, r rl.Request) (rl.Decision, error) {
-	if r.Algo == rl.Log {
+	switch r.Algo {
+	case rl.Log:
 		return s.checkLog(now, r)
+	case rl.Slices:
+		return s.checkSlices(now, r)
 	}
 	var b int64
-	if r.Algo != rl.Token {
+	if r.Algo != rl.Token && r.Algo != rl.Leaky {
 		b = algo.Bucket(now, r.Scale)
 	}
 	cur, ok := s.get(r.ID, r.Scale, r.Algo, b)
@@ -301,6 +307,11 @@ func (s *Store) Put(id string, scale int64, a rl.Algo, r algo.Record) error {
 	if a == rl.Log {
 		return errPutLog
 	}
+	if a == rl.Slices {
+		if n, _ := algo.SlicesOfRecord(r); n < rl.MinSlices || n > rl.MaxSlices {
+			return &rl.FieldError{Field: "slices", Rule: "a slices record's slice count must be from 2 to 600"}
+		}
+	}
 	p := newRec(id, scale, a, r)
 	if s.max > 0 && s.tree.Len() >= s.max {
 		if _, found := s.tree.Get(p); !found {
@@ -309,6 +320,9 @@ func (s *Store) Put(id string, scale int64, a rl.Algo, r algo.Record) error {
 	}
 	if prev, replaced := s.tree.Set(p); replaced {
 		s.remove(prev)
+	}
+	if a == rl.Slices {
+		s.invalidateSlices(id, scale, p.slices())
 	}
 	return nil
 }
@@ -368,10 +382,15 @@ func (s *Store) recordOf(p *rec) algo.Record {
 }
 
 // ScanFrom is Scan starting at the first record whose key (id, scale, algo,
-// bucket) is not less than the given one, so a long walk can be resumed
-// across calls without passing over what it already saw.
-func (s *Store) ScanFrom(id string, scale int64, a rl.Algo, bucket int64, fn func(id string, scale int64, a rl.Algo, r algo.Record) bool) {
-	s.tree.Ascend(s.pv.set(id, scale, a, bucket), func(p *rec) bool {
+// slices, bucket) is not less than the given one, so a long walk can be
+// resumed across calls without passing over what it already saw. slices
+// is the slice count of a Slices key (algo.SlicesOfRecord), else 0.
+func (s *Store) ScanFrom(id string, scale int64, a rl.Algo, slices, bucket int64, fn func(id string, scale int64, a rl.Algo, r algo.Record) bool) {
+	pv := s.pv.set(id, scale, a, bucket)
+	if a == rl.Slices {
+		pv = s.pv.setSlice(id, scale, slices, bucket)
+	}
+	s.tree.Ascend(pv, func(p *rec) bool {
 		return fn(p.id(), p.scale(), p.algo(), s.recordOf(p))
 	})
 }
