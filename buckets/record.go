@@ -98,6 +98,7 @@ func (p *rec) setDenying(on bool) {
 		p.meta &^= metaDenying
 	}
 }
+
 // record returns the record as package algo reads it (a Slices record as
 // algo.SlicesRecord packs it).
 func (p *rec) record() algo.Record {
