@@ -19,7 +19,9 @@ const (
 	MinSlices     int64 = 2
 	MaxSlices     int64 = 600
 	DefaultSlices int64 = 60
-	// MaxQueue is the largest Request.Queue.
+	// MaxQueue is the largest Request.Queue. A queue must also drain in at
+	// most MaxScale: Queue × Scale / Limit ≤ MaxScale (with Limit > 0), so
+	// that every time a leaky bucket holds stays within ten years of now.
 	MaxQueue int64 = 65536
 	// MaxDelayMS is the largest Request.MaxDelayMS: ten years.
 	MaxDelayMS = MaxScale
@@ -37,6 +39,7 @@ var (
 	errSlicesOf = &FieldError{"slices", "is for algo=slices only"}
 	errQueue    = &FieldError{"queue", "must be an integer from 0 to " + strconv.FormatInt(MaxQueue, 10)}
 	errQueueOf  = &FieldError{"queue", "is for algo=leaky only"}
+	errQueueLen = &FieldError{"queue", "must drain in at most ten years: queue × scale / limit ≤ " + strconv.FormatInt(MaxScale, 10) + " ms"}
 	errMaxDelay = &FieldError{"max_delay_ms", "must be an integer from 0 (no bound) to " + strconv.FormatInt(MaxDelayMS, 10)}
 )
 
@@ -107,10 +110,20 @@ func (r Request) Validate(maxIDBytes int) error {
 		return errQueueOf
 	case r.Queue < 0 || r.Queue > MaxQueue:
 		return errQueue
+	case r.Queue > 0 && r.Limit > 0 && queueTooLong(r.Queue, r.Scale, r.Limit):
+		return errQueueLen
 	case r.MaxDelayMS < 0 || r.MaxDelayMS > MaxDelayMS:
 		return errMaxDelay
 	}
 	return nil
+}
+
+// queueTooLong reports whether queue intervals of scale/limit ms pass
+// MaxScale: queue × scale > MaxScale × limit, without overflow (queue ×
+// scale is below 2^55).
+func queueTooLong(queue, scale, limit int64) bool {
+	q, rem := queue*scale/limit, queue*scale%limit
+	return q > MaxScale || q == MaxScale && rem > 0
 }
 
 // ValidateBatch validates every request of rs and returns an *ItemError for
