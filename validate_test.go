@@ -55,7 +55,9 @@ func TestValidate(t *testing.T) {
 		{"a queue draining in more than ten years", with(func(r *rl.Request) { r.Algo, r.Queue, r.Scale, r.Limit = rl.Leaky, 3, rl.MaxScale, 2 }), "queue"},
 		{"a queue of exactly ten years", with(func(r *rl.Request) { r.Algo, r.Queue, r.Scale, r.Limit = rl.Leaky, 3, rl.MaxScale/3*2, 2 }), ""},
 		{"a queue a third of a ms past ten years", with(func(r *rl.Request) { r.Algo, r.Queue, r.Scale, r.Limit = rl.Leaky, 3, rl.MaxScale/3*2+1, 2 }), "queue"},
-		{"the longest queue at the longest scale", with(func(r *rl.Request) { r.Algo, r.Queue, r.Scale, r.Limit = rl.Leaky, rl.MaxQueue, rl.MaxScale, rl.MaxLimit }), ""},
+		{"the longest queue at the longest scale", with(func(r *rl.Request) {
+			r.Algo, r.Queue, r.Scale, r.Limit = rl.Leaky, rl.MaxQueue, rl.MaxScale, rl.MaxLimit
+		}), ""},
 		{"a queue with limit 0", with(func(r *rl.Request) { r.Algo, r.Queue, r.Scale, r.Limit = rl.Leaky, rl.MaxQueue, rl.MaxScale, 0 }), ""},
 		{"a bound on the delay", with(func(r *rl.Request) { r.Algo, r.MaxDelayMS = rl.Leaky, 10_000 }), ""},
 		{"a bound on a delay that never comes", with(func(r *rl.Request) { r.MaxDelayMS = rl.MaxDelayMS }), ""},
