@@ -74,7 +74,6 @@ func slicesCases() []Case {
 			{Req: wreq(minute, 2, 1, 6), Want: deny(2, 2, minute, minute)},
 			{Req: wreq(minute, 2, 1, 60), Want: allow(1, 2, minute)},
 			{Req: wreq(minute, 2, 1, 0), Want: allow(2, 2, minute)}, // 0 is 60
-
 			{Req: wreq(minute, 2, 1, 2), Want: allow(1, 2, minute)},
 		}},
 		{Name: "slices/60 by default, a slice a second for a minute", Start: T0 + 500, Steps: []Step{
