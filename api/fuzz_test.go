@@ -49,7 +49,7 @@ func FuzzDecodeCheck(f *testing.F) {
 		var id []byte
 		err := d.reset(in)
 		if err == nil {
-			id, _, err = d.check(&r, nil, rl.DefaultMaxIDBytes, rs, &pc)
+			id, _, err = d.check(&r, nil, rl.DefaultMaxIDBytes, rs, &pc, new(checkOpts))
 		}
 		if err == nil {
 			err = d.end()
@@ -202,7 +202,7 @@ func FuzzCheckRateQuery(f *testing.F) {
 		var r rl.Request
 		var shown string
 		pc := s.policyCheck()
-		_, err := parseArgs(&args, &r, &shown, rl.DefaultMaxIDBytes, s.rules, &pc)
+		_, err := parseArgs(&args, &r, &shown, rl.DefaultMaxIDBytes, s.rules, &pc, new(checkOpts))
 		if err == nil && resp.StatusCode() == 400 {
 			// Parsed, then refused by the store: the fuzzer has given this
 			// id records of as many scales as it may have.
