@@ -77,7 +77,7 @@ func (s *Server) checkRate(ctx *fasthttp.RequestCtx) {
 	s.scratch.Put(sc)
 	s.metrics.latency(endpointCheck, start)
 	if opts.wait {
-		s.hold(ctx, d)
+		s.hold(d)
 	}
 }
 

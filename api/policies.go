@@ -300,7 +300,7 @@ func (s *Server) auth(ctx *fasthttp.RequestCtx) {
 	}
 	s.writeAuth(ctx, st, sc, denyStatus)
 	s.metrics.latency(endpointAuth, start)
-	s.holdAuth(ctx, sc.results)
+	s.holdAuth(sc.results)
 }
 
 // writeAuth answers /auth from sc.results: the RateLimit headers with one

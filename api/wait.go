@@ -5,8 +5,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/valyala/fasthttp"
-
 	rl "github.com/raterlimiter/raterlimiter"
 	"github.com/raterlimiter/raterlimiter/policy"
 )
@@ -44,8 +42,9 @@ func (s *Server) boundDelay(own int64) int64 {
 }
 
 // hold waits d.DelayMS ms before the answer leaves, or less if the server
-// shuts down. It reports how long it held.
-func (s *Server) hold(ctx *fasthttp.RequestCtx, d rl.Decision) time.Duration {
+// shuts down (Shutdown closes stopping before it waits for the requests in
+// flight). It reports how long it held.
+func (s *Server) hold(d rl.Decision) time.Duration {
 	if !d.Allowed || d.DelayMS <= 0 {
 		return 0
 	}
@@ -57,14 +56,13 @@ func (s *Server) hold(ctx *fasthttp.RequestCtx, d rl.Decision) time.Duration {
 	select {
 	case <-t.C:
 	case <-s.stopping:
-	case <-ctx.Done(): // fasthttp's shutdown
 	}
 	return time.Since(start)
 }
 
 // holdAuth holds an allowed /auth answer until the turn of its policies
 // that wait: the longest delay among them.
-func (s *Server) holdAuth(ctx *fasthttp.RequestCtx, rs []policy.Result) {
+func (s *Server) holdAuth(rs []policy.Result) {
 	var longest rl.Decision
 	for i := range rs {
 		r := &rs[i]
@@ -75,7 +73,7 @@ func (s *Server) holdAuth(ctx *fasthttp.RequestCtx, rs []policy.Result) {
 			longest = r.Decision
 		}
 	}
-	s.hold(ctx, longest)
+	s.hold(longest)
 }
 
 // appendShapingFields closes a decision's JSON object by policy with the
