@@ -194,6 +194,7 @@ type body struct {
 	Remaining    int64  `json:"remaining"`
 	ResetMS      int64  `json:"reset_ms"`
 	RetryAfterMS int64  `json:"retry_after_ms"`
+	DelayMS      int64  `json:"delay_ms"`
 }
 
 type errBody struct {
