@@ -114,11 +114,17 @@ func SlicesCheck(slices []Slice, now int64, r rl.Request) rl.Decision {
 // returns false, since RetryAfterMS needs every slice: decide with
 // SlicesCheck then.
 func SlicesFast(sum uint64, oldest, now int64, r rl.Request) (rl.Decision, bool) {
+	n, w, k := SliceOf(now, r)
+	return SlicesFastAt(sum, oldest, n, w, k, now, r)
+}
+
+// SlicesFastAt is SlicesFast for a caller that has SliceOf(now, r) at hand:
+// n, w and k.
+func SlicesFastAt(sum uint64, oldest, n, w, k, now int64, r rl.Request) (rl.Decision, bool) {
 	lim, h := uint64(r.Limit), uint64(r.Hits)
 	if sum+h > lim {
 		return rl.Decision{}, false
 	}
-	n, w, k := SliceOf(now, r)
 	counted := sum > 0
 	if h > 0 {
 		sum += h

@@ -3,6 +3,8 @@ package buckets
 import (
 	"math"
 
+	"github.com/tidwall/btree"
+
 	rl "github.com/raterlimiter/raterlimiter"
 	"github.com/raterlimiter/raterlimiter/algo"
 )
@@ -89,34 +91,46 @@ func slicesCacheMeta(id string, scale, n int64) uint64 {
 	return makeMeta(len(id), scale, rl.Slices) ^ uint64(n)<<4
 }
 
-// getSlice returns the record of slice num of (id, scale, n), from the
-// cache when it holds it.
-func (s *Store) getSlice(id string, scale, n, num int64) (*rec, bool) {
-	cm := slicesCacheMeta(id, scale, n)
-	meta := makeMeta(len(id), scale, rl.Slices)
-	slot := s.cache.slot(id, cm)
-	if p := s.cache.at(slot); p != nil && p.keyMeta() == meta && p.slices() == n && p.bucket() == num && p.id() == id {
-		return p, true
-	}
-	p, ok := s.tree.Get(s.pv.setSlice(id, scale, n, num))
-	if ok {
-		s.cache.put(slot, p)
-	}
-	return p, ok
-}
-
 // checkSlices decides a request with algo Slices (see the comment at the
 // top of this file).
 func (s *Store) checkSlices(now int64, r rl.Request) (rl.Decision, error) {
-	n, _, k := algo.SliceOf(now, r)
-	cur, ok := s.getSlice(r.ID, r.Scale, n, k)
+	n, w, k := algo.SliceOf(now, r)
+	meta := makeMeta(len(r.ID), r.Scale, rl.Slices)
+	slot := s.cache.slot(r.ID, slicesCacheMeta(r.ID, r.Scale, n))
+	// last is the limit's record the cache holds: its newest, since every
+	// new slice's record goes there (and nothing but a check makes one).
+	last := s.cache.at(slot)
+	if last != nil && (last.keyMeta() != meta || last.slices() != n || last.id() != r.ID) {
+		last = nil
+	}
+	if last != nil && last.created >= (k+1)*w {
+		// Before the limit's newest slice: a caller whose clock ran back
+		// (an actor's never does) is decided at that slice's last
+		// sighting, as the log and Redis decide: the window never rewinds.
+		now = max(now, last.seen())
+		k = algo.Bucket(now, w)
+	}
+	var cur *rec
+	ok := false
+	switch {
+	case last != nil && last.created >= k*w:
+		cur, ok = last, true
+	case last != nil && last.summaryValid():
+		if d, done := s.nextSlice(last, now, n, w, k, r); done {
+			return d, nil
+		}
+	default:
+		if cur, ok = s.tree.Get(s.pv.setSlice(r.ID, r.Scale, n, k)); ok {
+			s.cache.put(slot, cur)
+		}
+	}
 	if ok && cur.summaryValid() {
 		base, own := cur.base(), cur.own()
 		oldest := k
 		if base > 0 {
 			oldest = k - cur.oldestBack()
 		}
-		if d, allowed := algo.SlicesFast(uint64(base+own), oldest, now, r); allowed {
+		if d, allowed := algo.SlicesFastAt(uint64(base+own), oldest, n, w, k, now, r); allowed {
 			if r.Hits > 0 {
 				cur.setOwn(own + r.Hits)
 				cur.see(now)
@@ -143,7 +157,9 @@ func (s *Store) checkSlices(now int64, r rl.Request) (rl.Decision, error) {
 		}
 		cur.setSummary(base, back)
 	case d.Allowed && r.Hits > 0:
-		if s.overScales(r.ID, r.Scale) {
+		// A limit that holds slices has its scale: only a first slice can
+		// pass the bound on scales.
+		if newest == nil && s.overScales(r.ID, r.Scale) {
 			return rl.Decision{}, ErrTooManyScales
 		}
 		p := newRecIn(s.makeRoom(now), r.ID, r.Scale, rl.Slices, algo.SlicesRecord(n, r.Hits, now, now))
@@ -165,6 +181,70 @@ func (s *Store) checkSlices(now int64, r rl.Request) (rl.Decision, error) {
 		}
 	}
 	return d, nil
+}
+
+// nextSlice decides the first check of slice k of a limit whose newest
+// record, last, is of an older slice and holds a valid summary of its own
+// window: the new window's older slices are that window less the slices
+// that have left since, which a walk from the limit's first record finds
+// (and deletes), so the first check of each slice reads those few records,
+// not the window's. It reports done false, having changed nothing, when
+// the check is denied (RetryAfterMS needs every slice) or the records do
+// not add up to the summary: the caller then scans the window.
+func (s *Store) nextSlice(last *rec, now, n, w, k int64, r rl.Request) (rl.Decision, bool) {
+	lo := k - n + 1
+	from := algo.Bucket(last.created, w) - n + 1 // the first slice last's summary counts
+	leaving, oldest := int64(0), int64(0)
+	found := false
+	gone := s.goneBuf[:0]
+	meta := last.keyMeta()
+	start := s.pv.setSlice(r.ID, r.Scale, n, 0)
+	start.created = math.MinInt64 // before every slice
+	s.tree.Ascend(start, func(q *rec) bool {
+		if q.keyMeta() != meta || q.slices() != n || q.id() != r.ID {
+			return false
+		}
+		j := algo.Bucket(q.created, w)
+		if j < lo {
+			if j >= from {
+				leaving += q.own()
+			}
+			gone = append(gone, q)
+			return true
+		}
+		if q.own() > 0 {
+			oldest, found = j, true
+			return false
+		}
+		return true
+	})
+	s.goneBuf = gone[:0]
+	base := last.base() + last.own() - leaving
+	if base < 0 || base > 0 && (!found || oldest >= k) {
+		clear(gone)
+		return rl.Decision{}, false // the summary is stale: scan
+	}
+	d, allowed := algo.SlicesFastAt(uint64(base), oldest, n, w, k, now, r)
+	if !allowed {
+		clear(gone)
+		return rl.Decision{}, false
+	}
+	// The slices gone and the new one are the limit's first and last
+	// records, most often in one leaf: a path hint spares the searches.
+	var hint btree.PathHint
+	for _, q := range gone {
+		s.tree.DeleteHint(q, &hint)
+		s.remove(q)
+	}
+	clear(gone)
+	if r.Hits > 0 {
+		p := newRecIn(s.makeRoom(now), r.ID, r.Scale, rl.Slices, algo.SlicesRecord(n, r.Hits, now, now))
+		p.setSummary(base, k-oldest)
+		s.tree.SetHint(p, &hint)
+		s.cache.grow(s.tree.Len())
+		s.cache.put(s.cache.slot(r.ID, p.cacheMeta()), p)
+	}
+	return d, true
 }
 
 // scanSlices reads the slices of (id, scale, n) up to slice k, oldest first,
@@ -217,4 +297,14 @@ func (s *Store) invalidateSlices(id string, scale, n int64) {
 		p.clearSummary()
 		return true
 	})
+}
+
+// forgetSlice is remove's part for a Slices record p leaving the tree: the
+// summary of its limit's newest record (the one the cache holds) may
+// count p's hits, so it is no longer trusted.
+func (s *Store) forgetSlice(p *rec) {
+	q := s.cache.at(s.cache.slot(p.id(), p.cacheMeta()))
+	if q != nil && q != p && q.keyMeta() == p.keyMeta() && q.slices() == p.slices() && q.id() == p.id() {
+		q.clearSummary()
+	}
 }

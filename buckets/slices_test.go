@@ -144,3 +144,20 @@ func TestSlicesRestoredSummary(t *testing.T) {
 	require.Error(t, s.Put("u", 60_000, rl.Slices, algo.SlicesRecord(1, 4, t0, t0)), "one slice is no slices record")
 	require.ErrorIs(t, s.Put("u", 60_000, rl.Slices, algo.SlicesRecord(601, 4, t0, t0)), rl.ErrInvalid)
 }
+
+// TestSlicesNeverRewind: a check at a time before the limit's newest slice
+// (a caller whose clock ran back) is decided at that slice's last
+// sighting, so no counted slice comes back into play as if unspent.
+func TestSlicesNeverRewind(t *testing.T) {
+	s := New(Options{})
+	r := rl.Request{ID: "u", Scale: 60_000, Limit: 2, Hits: 1, Algo: rl.Slices, Slices: 6}
+	_, err := s.Check(t0+50_000, r)
+	require.NoError(t, err)
+	_, err = s.Check(t0+70_000, r)
+	require.NoError(t, err)
+	d, err := s.Check(t0+10_000, r)
+	require.NoError(t, err)
+	assert.False(t, d.Allowed, "two hits in the window of t0+70 s")
+	assert.Equal(t, int64(t0+70_000), d.Now)
+	assert.Equal(t, int64(2), d.Count)
+}

@@ -136,11 +136,15 @@ func (s *Store) evict(now int64) *rec {
 }
 
 // remove is the hook every deletion passes through: it keeps the cache from
-// pointing at a record no longer in the tree, and frees a Log record's log.
+// pointing at a record no longer in the tree, frees a Log record's log, and
+// distrusts the summary that may count a Slices record's hits.
 func (s *Store) remove(p *rec) {
 	s.cache.forget(p)
-	if p.algo() == rl.Log {
+	switch p.algo() {
+	case rl.Log:
 		s.logs.release(p.count)
+	case rl.Slices:
+		s.forgetSlice(p)
 	}
 }
 
