@@ -63,6 +63,7 @@ func TestMiddlewareWaitsItsTurn(t *testing.T) {
 
 			// A requester that leaves while it waits: the handler never runs.
 			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
 			req := httptest.NewRequest(http.MethodGet, "/", nil).WithContext(ctx)
 			req.RemoteAddr = "192.0.2.2:1000"
 			for range 2 { // the second waits 200 ms
