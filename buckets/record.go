@@ -135,13 +135,13 @@ func (p *rec) bucket() int64 {
 	case rl.Token, rl.Log, rl.Leaky:
 		return 0
 	case rl.Slices:
-		return algo.Bucket(p.created, algo.SliceWidth(p.scale(), max(p.slices(), 1)))
+		return p.slot() // its place in its limit's ring (slices.go)
 	}
 	return algo.Bucket(p.created, p.scale())
 }
 
 // less orders records by id, then scale, then algo, then (Slices) slice
-// count, then bucket.
+// count, then bucket (Slices: the slot in the ring).
 func less(a, b *rec) bool {
 	if c := strings.Compare(a.id(), b.id()); c != 0 {
 		return c < 0
@@ -178,11 +178,11 @@ func (pv *pivot) set(id string, scale int64, a rl.Algo, bucket int64) *rec {
 	return p
 }
 
-// setSlice makes the pivot the key of slice num of (id, scale) cut into n
-// slices, and returns it.
-func (pv *pivot) setSlice(id string, scale, n, num int64) *rec {
+// setSlice makes the pivot the key of slot (0 .. n-1) of the ring of (id,
+// scale) cut into n slices, and returns it.
+func (pv *pivot) setSlice(id string, scale, n, slot int64) *rec {
 	p := pv.set(id, scale, rl.Slices, 0)
 	p.modified = int64(uint64(n) & slicesNMask << slicesNShift)
-	p.created = num * algo.SliceWidth(scale, n)
+	p.created = slot * algo.SliceWidth(scale, n) // slice slot: in slot slot
 	return p
 }

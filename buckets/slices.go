@@ -1,27 +1,34 @@
 package buckets
 
 import (
+	"cmp"
 	"math"
-
-	"github.com/tidwall/btree"
+	"slices"
 
 	rl "github.com/raterlimiter/raterlimiter"
 	"github.com/raterlimiter/raterlimiter/algo"
 )
 
-// The sliding window counters keep one record per slice, keyed (id, scale,
-// Slices, slice count, slice number): the slices of one limit are
-// neighbours in the tree, so the whole window is one range scan of at most
-// N records. A check does not scan on the way it takes most often, though:
-// the record of the current slice also holds the window's other slices'
-// hits and how far back the oldest of them is (its summary), written when
-// the record is made, and the slices before the current one never change
-// again (only the current slice counts, and the store's time never runs
-// back). A check of a slice that has its record is then one cache lookup,
-// as a fixed window's; the first check of a new slice, and every denied
-// one (whose RetryAfterMS needs each slice), scan the window, and the
-// scan deletes the limit's slices that have left it, so a busy limit never
-// holds more than N+1 records and the sweeper only mops up idle ones.
+// The sliding window counters keep one record per slice, in a ring: the
+// key is (id, scale, Slices, slice count N, slot), the slot of slice j being
+// j mod N, so the slices of one limit are neighbours in the tree (the whole
+// window is one range scan of at most N records, in the ring's order) and a
+// limit never holds more than N records. A slice takes the record of the
+// slice N before it, which has just left the window, in place: starting a
+// slice moves no record in the tree. A record whose slice has left the
+// window counts nothing until its slot is taken again, or the sweeper
+// deletes it.
+//
+// A check does not scan on the way it takes most often, though: the record
+// of the current slice also holds the window's other slices' hits and how
+// far back the oldest of them is (its summary), and the slices before the
+// current one never change again (only the current slice counts, and the
+// store's time never runs back). A check of a slice that has its record is
+// then one cache lookup, as a fixed window's. The first check of a new
+// slice derives the new summary from the previous slice's (the cache holds
+// the limit's newest record), reading only the slots of the slices that
+// have left and the next one; a denied check (whose RetryAfterMS needs each
+// slice) scans the window.
 //
 // The packing of a Slices record's modified word (see rec):
 const (
@@ -91,6 +98,28 @@ func slicesCacheMeta(id string, scale, n int64) uint64 {
 	return makeMeta(len(id), scale, rl.Slices) ^ uint64(n)<<4
 }
 
+// floorMod returns a mod n in [0, n).
+func floorMod(a, n int64) int64 {
+	m := a % n
+	if m < 0 {
+		m += n
+	}
+	return m
+}
+
+// sliceNum is the number of a Slices record's slice, and slot its place in
+// its limit's ring.
+func (p *rec) sliceNum() int64 {
+	return algo.Bucket(p.created, algo.SliceWidth(p.scale(), max(p.slices(), 1)))
+}
+
+func (p *rec) slot() int64 { return floorMod(p.sliceNum(), max(p.slices(), 1)) }
+
+// inGroup reports whether p is a record of the limit (meta, n, id).
+func (p *rec) inGroup(meta uint64, n int64, id string) bool {
+	return p.keyMeta() == meta && p.slices() == n && p.id() == id
+}
+
 // checkSlices decides a request with algo Slices (see the comment at the
 // top of this file).
 func (s *Store) checkSlices(now int64, r rl.Request) (rl.Decision, error) {
@@ -98,9 +127,10 @@ func (s *Store) checkSlices(now int64, r rl.Request) (rl.Decision, error) {
 	meta := makeMeta(len(r.ID), r.Scale, rl.Slices)
 	slot := s.cache.slot(r.ID, slicesCacheMeta(r.ID, r.Scale, n))
 	// last is the limit's record the cache holds: its newest, since every
-	// new slice's record goes there (and nothing but a check makes one).
+	// slice's record goes there when it starts (and nothing but a check
+	// starts one).
 	last := s.cache.at(slot)
-	if last != nil && (last.keyMeta() != meta || last.slices() != n || last.id() != r.ID) {
+	if last != nil && !last.inGroup(meta, n, r.ID) {
 		last = nil
 	}
 	if last != nil && last.created >= (k+1)*w {
@@ -111,20 +141,20 @@ func (s *Store) checkSlices(now int64, r rl.Request) (rl.Decision, error) {
 		k = algo.Bucket(now, w)
 	}
 	var cur *rec
-	ok := false
 	switch {
 	case last != nil && last.created >= k*w:
-		cur, ok = last, true
+		cur = last
 	case last != nil && last.summaryValid():
 		if d, done := s.nextSlice(last, now, n, w, k, r); done {
 			return d, nil
 		}
 	default:
-		if cur, ok = s.tree.Get(s.pv.setSlice(r.ID, r.Scale, n, k)); ok {
-			s.cache.put(slot, cur)
+		if p, found := s.tree.Get(s.pv.setSlice(r.ID, r.Scale, n, floorMod(k, n))); found && p.created >= k*w {
+			cur = p // in slice k: its slot may hold an older slice's
+			s.cache.put(slot, p)
 		}
 	}
-	if ok && cur.summaryValid() {
+	if cur != nil && cur.summaryValid() {
 		base, own := cur.base(), cur.own()
 		oldest := k
 		if base > 0 {
@@ -139,7 +169,7 @@ func (s *Store) checkSlices(now int64, r rl.Request) (rl.Decision, error) {
 			return d, nil
 		}
 	}
-	list, newest := s.scanSlices(r.ID, r.Scale, n, k)
+	list, newest, atK := s.scanSlices(r.ID, r.Scale, n, w, k)
 	d := algo.SlicesCheck(list, now, r)
 	var base, back int64
 	for _, sl := range list {
@@ -151,20 +181,17 @@ func (s *Store) checkSlices(now int64, r rl.Request) (rl.Decision, error) {
 		}
 	}
 	switch {
-	case ok:
+	case cur != nil:
 		if d.Allowed && r.Hits > 0 {
 			cur.setOwn(cur.own() + r.Hits)
 		}
 		cur.setSummary(base, back)
 	case d.Allowed && r.Hits > 0:
-		// A limit that holds slices has its scale: only a first slice can
-		// pass the bound on scales.
-		if newest == nil && s.overScales(r.ID, r.Scale) {
-			return rl.Decision{}, ErrTooManyScales
+		p, err := s.startSlice(atK, newest == nil, slot, now, n, r)
+		if err != nil {
+			return rl.Decision{}, err
 		}
-		p := newRecIn(s.makeRoom(now), r.ID, r.Scale, rl.Slices, algo.SlicesRecord(n, r.Hits, now, now))
 		p.setSummary(base, back)
-		s.insert(r.ID, p)
 		cur = p
 	}
 	if r.Hits > 0 {
@@ -183,115 +210,148 @@ func (s *Store) checkSlices(now int64, r rl.Request) (rl.Decision, error) {
 	return d, nil
 }
 
+// startSlice makes the record of the current slice, holding r.Hits: in
+// atK, the record of its slot (whose slice has left the window), when
+// there is one, else a new record (refused past MaxScalesPerID when first
+// is set: the limit holds no record in its window, so perhaps none at
+// all). The record goes into the cache's slot.
+func (s *Store) startSlice(atK *rec, first bool, slot uint64, now, n int64, r rl.Request) (*rec, error) {
+	rec := algo.SlicesRecord(n, r.Hits, now, now)
+	if atK != nil {
+		atK.set(rec) // the same slot: its place in the tree holds
+		atK.setDenying(false)
+		s.cache.put(slot, atK)
+		return atK, nil
+	}
+	if first && s.overScales(r.ID, r.Scale) {
+		return nil, ErrTooManyScales
+	}
+	p := newRecIn(s.makeRoom(now), r.ID, r.Scale, rl.Slices, rec)
+	s.insert(r.ID, p)
+	return p, nil
+}
+
 // nextSlice decides the first check of slice k of a limit whose newest
-// record, last, is of an older slice and holds a valid summary of its own
-// window: the new window's older slices are that window less the slices
-// that have left since, which a walk from the limit's first record finds
-// (and deletes), so the first check of each slice reads those few records,
-// not the window's. It reports done false, having changed nothing, when
-// the check is denied (RetryAfterMS needs every slice) or the records do
-// not add up to the summary: the caller then scans the window.
+// record, last, is of an older slice k' and holds a valid summary of its
+// window, k'-N+1 .. k': the new window's older slices are that window less
+// the slices k'-N+1 .. k-N, which have left since. They sit in the ring's
+// slots just before the new window's oldest, so a walk from the first of
+// them reads those few records and stops at the first slice of the new
+// window holding hits; it passes slot k's record, which the new slice
+// takes. It reports done false, having changed nothing, when the check is
+// denied (RetryAfterMS needs every slice) or the records do not add up to
+// the summary: the caller then scans the window.
 func (s *Store) nextSlice(last *rec, now, n, w, k int64, r rl.Request) (rl.Decision, bool) {
-	lo := k - n + 1
-	from := algo.Bucket(last.created, w) - n + 1 // the first slice last's summary counts
-	leaving, oldest := int64(0), int64(0)
-	found := false
-	gone := s.goneBuf[:0]
+	kp := algo.Bucket(last.created, w)
+	from, lo := kp-n+1, k-n+1 // the first slice last's summary counts; the new window's
+	base, oldest := int64(0), int64(0)
+	var atK *rec
 	meta := last.keyMeta()
-	start := s.pv.setSlice(r.ID, r.Scale, n, 0)
-	start.created = math.MinInt64 // before every slice
-	s.tree.Ascend(start, func(q *rec) bool {
-		if q.keyMeta() != meta || q.slices() != n || q.id() != r.ID {
-			return false
+	if k-kp >= n {
+		// All of last's window has left: only slot k's record matters.
+		if p, found := s.tree.Get(s.pv.setSlice(r.ID, r.Scale, n, floorMod(k, n))); found {
+			atK = p
 		}
-		j := algo.Bucket(q.created, w)
-		if j < lo {
-			if j >= from {
-				leaving += q.own()
+	} else {
+		leaving := int64(0)
+		found, seen := false, int64(0)
+		slotK := floorMod(k, n)
+		visit := func(q *rec) bool {
+			if !q.inGroup(meta, n, r.ID) {
+				return false
 			}
-			gone = append(gone, q)
-			return true
+			j := algo.Bucket(q.created, w)
+			if floorMod(j, n) == slotK {
+				atK = q
+			}
+			switch {
+			case j >= from && j < lo:
+				leaving += q.own()
+			case j >= lo && j <= kp && q.own() > 0:
+				oldest, found = j, true
+				return false
+			}
+			seen++
+			return seen < n
 		}
-		if q.own() > 0 {
-			oldest, found = j, true
-			return false
+		// The ring from the slot of slice from on, round to the slot before
+		// it.
+		first := floorMod(from, n)
+		more := true
+		s.tree.Ascend(s.pv.setSlice(r.ID, r.Scale, n, first), func(q *rec) bool {
+			more = visit(q)
+			return more
+		})
+		if more && !found && first > 0 {
+			s.tree.Ascend(s.pv.setSlice(r.ID, r.Scale, n, 0), func(q *rec) bool {
+				return q.inGroup(meta, n, r.ID) && q.slot() < first && visit(q)
+			})
 		}
-		return true
-	})
-	s.goneBuf = gone[:0]
-	base := last.base() + last.own() - leaving
-	if base < 0 || base > 0 && (!found || oldest >= k) {
-		clear(gone)
-		return rl.Decision{}, false // the summary is stale: scan
+		base = last.base() + last.own() - leaving
+		if base < 0 || base > 0 && !found {
+			return rl.Decision{}, false // the summary is stale: scan
+		}
 	}
 	d, allowed := algo.SlicesFastAt(uint64(base), oldest, n, w, k, now, r)
 	if !allowed {
-		clear(gone)
 		return rl.Decision{}, false
 	}
-	// The slices gone and the new one are the limit's first and last
-	// records, most often in one leaf: a path hint spares the searches.
-	var hint btree.PathHint
-	for _, q := range gone {
-		s.tree.DeleteHint(q, &hint)
-		s.remove(q)
-	}
-	clear(gone)
 	if r.Hits > 0 {
-		p := newRecIn(s.makeRoom(now), r.ID, r.Scale, rl.Slices, algo.SlicesRecord(n, r.Hits, now, now))
-		p.setSummary(base, k-oldest)
-		s.tree.SetHint(p, &hint)
-		s.cache.grow(s.tree.Len())
-		s.cache.put(s.cache.slot(r.ID, p.cacheMeta()), p)
+		slot := s.cache.slot(r.ID, slicesCacheMeta(r.ID, r.Scale, n))
+		p, err := s.startSlice(atK, false, slot, now, n, r)
+		if err != nil {
+			return rl.Decision{}, false
+		}
+		back := int64(0)
+		if base > 0 {
+			back = k - oldest
+		}
+		p.setSummary(base, back)
 	}
 	return d, true
 }
 
-// scanSlices reads the slices of (id, scale, n) up to slice k, oldest first,
-// and deletes those that have left the window ending at k. It returns them
-// in the store's scratch (valid until the next scan), and the newest record
-// read.
-func (s *Store) scanSlices(id string, scale, n, k int64) ([]algo.Slice, *rec) {
+// scanSlices reads the slices of (id, scale, n) in the window ending at
+// slice k, oldest first, into the store's scratch (valid until the next
+// scan). It also returns the newest record of the window, and the record of
+// slot k (in slice k, or in a slice that has left the window), nil when
+// absent.
+func (s *Store) scanSlices(id string, scale, n, w, k int64) (list []algo.Slice, newest, atK *rec) {
 	lo := k - n + 1
-	list, gone := s.sliceBuf[:0], s.goneBuf[:0]
-	var newest *rec
+	s.sliceScans++
+	list = s.sliceBuf[:0]
 	meta := makeMeta(len(id), scale, rl.Slices)
-	start := s.pv.setSlice(id, scale, n, 0)
-	start.created = math.MinInt64 // before every slice
-	s.tree.Ascend(start, func(p *rec) bool {
-		if p.keyMeta() != meta || p.slices() != n || p.id() != id {
+	slotK := floorMod(k, n)
+	newestNum := int64(math.MinInt64)
+	s.tree.Ascend(s.pv.setSlice(id, scale, n, 0), func(p *rec) bool {
+		if !p.inGroup(meta, n, id) {
 			return false
 		}
-		num := p.bucket()
-		switch {
-		case num < lo:
-			gone = append(gone, p)
-		case num <= k:
-			list = append(list, algo.Slice{Num: num, Hits: p.own()})
-			newest = p
-		default:
-			return false
+		j := algo.Bucket(p.created, w)
+		if floorMod(j, n) == slotK {
+			atK = p
+		}
+		if j >= lo && j <= k {
+			list = append(list, algo.Slice{Num: j, Hits: p.own()})
+			if j > newestNum {
+				newest, newestNum = p, j
+			}
 		}
 		return true
 	})
-	for _, p := range gone {
-		s.tree.Delete(p)
-		s.remove(p)
-	}
-	clear(gone)
-	s.sliceBuf, s.goneBuf = list, gone[:0]
-	return list, newest
+	// The ring's order is the slices' turned round: put it in order.
+	slices.SortFunc(list, func(a, b algo.Slice) int { return cmp.Compare(a.Num, b.Num) })
+	s.sliceBuf = list
+	return list, newest, atK
 }
 
 // invalidateSlices clears the summaries of (id, scale, n)'s slices: a
 // record put among them (a snapshot's) changes what they summarise.
 func (s *Store) invalidateSlices(id string, scale, n int64) {
 	var pv pivot
-	start := pv.setSlice(id, scale, n, 0)
-	start.created = math.MinInt64
 	meta := makeMeta(len(id), scale, rl.Slices)
-	s.tree.Ascend(start, func(p *rec) bool {
-		if p.keyMeta() != meta || p.slices() != n || p.id() != id {
+	s.tree.Ascend(pv.setSlice(id, scale, n, 0), func(p *rec) bool {
+		if !p.inGroup(meta, n, id) {
 			return false
 		}
 		p.clearSummary()
@@ -304,7 +364,7 @@ func (s *Store) invalidateSlices(id string, scale, n int64) {
 // count p's hits, so it is no longer trusted.
 func (s *Store) forgetSlice(p *rec) {
 	q := s.cache.at(s.cache.slot(p.id(), p.cacheMeta()))
-	if q != nil && q != p && q.keyMeta() == p.keyMeta() && q.slices() == p.slices() && q.id() == p.id() {
+	if q != nil && q != p && q.inGroup(p.keyMeta(), p.slices(), p.id()) {
 		q.clearSummary()
 	}
 }

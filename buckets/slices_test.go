@@ -40,10 +40,11 @@ func (m slicesRef) check(now int64, r rl.Request) rl.Decision {
 }
 
 // TestSlicesAgainstTheReference: the store's slices (the running summary
-// of the current slice, the scans, the deletions of slices gone, the cache)
+// of the current slice, the ring whose slots new slices take, the scans,
+// the cache)
 // decide every check as SlicesCheck over every allowed hit, for several
 // ids, scales and slice counts at once, sweeps in between; and a limit
-// never holds more than slices+1 records.
+// never holds more than slices records.
 func TestSlicesAgainstTheReference(t *testing.T) {
 	seed := uint64(20260315)
 	t.Logf("seed %d", seed)
@@ -74,7 +75,7 @@ func TestSlicesAgainstTheReference(t *testing.T) {
 		s.Scan(func(id string, scale int64, a rl.Algo, r algo.Record) bool {
 			n, _ := algo.SlicesOfRecord(r)
 			perLimit[id+"/"+strconv.FormatInt(scale, 10)+"/"+strconv.FormatInt(n, 10)]++
-			assert.LessOrEqual(t, perLimit[id+"/"+strconv.FormatInt(scale, 10)+"/"+strconv.FormatInt(n, 10)], n+1)
+			assert.LessOrEqual(t, perLimit[id+"/"+strconv.FormatInt(scale, 10)+"/"+strconv.FormatInt(n, 10)], n, "a ring of slices")
 			return true
 		})
 		require.NotEmpty(t, perLimit)
@@ -110,17 +111,23 @@ func TestSlicesKeysAndListing(t *testing.T) {
 	assert.Zero(t, s.Len())
 }
 
-// TestSlicesLeaveTheStore: the slices that left the window go, by the
-// check that first reads the window after them or by the sweeper.
+// TestSlicesLeaveTheStore: a limit's slices are a ring whose slots new
+// slices take; the sweeper deletes the slices of an idle limit once they
+// have left the window.
 func TestSlicesLeaveTheStore(t *testing.T) {
 	s := New(Options{})
 	r := rl.Request{ID: "u", Scale: 1000, Limit: 100, Hits: 1, Algo: rl.Slices, Slices: 10} // 100 ms slices
 	for i := range int64(30) {
 		_, err := s.Check(t0+100*i, r)
 		require.NoError(t, err)
-		require.LessOrEqual(t, s.Len(), 11)
+		require.LessOrEqual(t, s.Len(), 10, "a ring of ten slots")
 	}
 	assert.Equal(t, 10, s.Len(), "the window's slices, one record each")
+	bs := s.Buckets("u")
+	require.Len(t, bs, 10)
+	for i, b := range bs {
+		assert.Equal(t, t0/100+20+int64(i), b.Bucket, "in the order of the slices, not of the ring")
+	}
 	_, deleted, _ := s.Sweep(t0+100*29+999, 0)
 	assert.Equal(t, 9, deleted, "all but the current slice have left 1 s later")
 	_, deleted, _ = s.Sweep(t0+100*29+1000, 0)
@@ -141,6 +148,10 @@ func TestSlicesRestoredSummary(t *testing.T) {
 	require.NoError(t, err)
 	assert.False(t, d.Allowed, "4 restored + 1 + 1 > 5")
 	assert.Equal(t, int64(5), d.Count)
+	require.NoError(t, s.Put("u", 60_000, rl.Slices, algo.SlicesRecord(6, 9, t0-60_000, t0-60_000)), "its slot holds a newer slice")
+	d, err = s.Check(t0+20_002, rl.Request{ID: "u", Scale: 60_000, Limit: 5, Algo: rl.Slices, Slices: 6})
+	require.NoError(t, err)
+	assert.Equal(t, int64(5), d.Count, "an older slice put in its slot changes nothing")
 	require.Error(t, s.Put("u", 60_000, rl.Slices, algo.SlicesRecord(1, 4, t0, t0)), "one slice is no slices record")
 	require.ErrorIs(t, s.Put("u", 60_000, rl.Slices, algo.SlicesRecord(601, 4, t0, t0)), rl.ErrInvalid)
 }
@@ -160,4 +171,28 @@ func TestSlicesNeverRewind(t *testing.T) {
 	assert.False(t, d.Allowed, "two hits in the window of t0+70 s")
 	assert.Equal(t, int64(t0+70_000), d.Now)
 	assert.Equal(t, int64(2), d.Count)
+}
+
+// TestSlicesStartWithoutScanning: at full use, round the ring several
+// times, with a check or several per slice and slices skipped, a new slice
+// starts from the previous one's summary: no check scans the window but the
+// very first and the denied ones.
+func TestSlicesStartWithoutScanning(t *testing.T) {
+	for _, step := range []int64{100, 37, 250, 1100} { // 100 ms slices, a window of 1 s
+		s := New(Options{})
+		r := rl.Request{ID: "u", Scale: 1000, Limit: 1 << 20, Hits: 1, Algo: rl.Slices, Slices: 10}
+		denied := 0
+		for i := range int64(200) {
+			if i == 150 {
+				r.Limit = 0 // denials scan
+			}
+			d, err := s.Check(t0+3+step*i, r)
+			require.NoError(t, err)
+			if !d.Allowed {
+				denied++
+			}
+		}
+		assert.Equal(t, uint64(1+denied), s.sliceScans, "step %d ms: the first check, and each denial", step)
+		assert.LessOrEqual(t, s.Len(), 10)
+	}
 }

@@ -1,6 +1,9 @@
 package buckets
 
 import (
+	"cmp"
+	"slices"
+
 	"github.com/tidwall/btree"
 
 	rl "github.com/raterlimiter/raterlimiter"
@@ -57,9 +60,10 @@ type Store struct {
 	// maxScales is Options.MaxScalesPerID.
 	maxScales int
 	logs      logSlab
-	// sliceBuf and goneBuf are the scratch of a scan of slices.
-	sliceBuf []algo.Slice
-	goneBuf  []*rec
+	// sliceBuf is the scratch of a scan of slices; sliceScans counts the
+	// scans of a whole window (the tests watch the way around them).
+	sliceBuf   []algo.Slice
+	sliceScans uint64
 	// Evicted counts records evicted to stay within MaxRecords.
 	Evicted uint64
 }
@@ -161,7 +165,9 @@ func (s *Store) makeRoom(now int64) *rec {
 
 // insert adds the new record p of id to the tree and the cache.
 func (s *Store) insert(id string, p *rec) {
-	s.tree.Set(p)
+	if prev, replaced := s.tree.Set(p); replaced {
+		s.remove(prev) // never by a check; kept sound all the same
+	}
 	s.cache.grow(s.tree.Len())
 	s.cache.put(s.cache.slot(id, p.cacheMeta()), p)
 }
@@ -317,6 +323,13 @@ func (s *Store) Put(id string, scale int64, a rl.Algo, r algo.Record) error {
 		}
 	}
 	p := newRec(id, scale, a, r)
+	if a == rl.Slices {
+		// A slot holds one slice: a record of an older slice than the one
+		// there has left the window already.
+		if old, found := s.tree.Get(p); found && old.sliceNum() > p.sliceNum() {
+			return nil
+		}
+	}
 	if s.max > 0 && s.tree.Len() >= s.max {
 		if _, found := s.tree.Get(p); !found {
 			s.evict(r.Modified)
@@ -334,9 +347,22 @@ func (s *Store) Put(id string, scale int64, a rl.Algo, r algo.Record) error {
 // errPutLog refuses a Log record in Put: its hits are not in a Record.
 var errPutLog = &rl.FieldError{Field: "algo", Rule: "log records cannot be restored from a record"}
 
-// Buckets returns the records of id in key order.
+// Buckets returns the records of id in key order (a Slices limit's in the
+// order of its slices, not of its ring).
 func (s *Store) Buckets(id string) []rl.Bucket {
 	var out []rl.Bucket
+	defer func() {
+		// Each limit's slices are one run of the tree's order: sort it.
+		for i := 0; i < len(out); {
+			j := i + 1
+			for j < len(out) && out[i].Algo == rl.Slices && out[j].Algo == rl.Slices &&
+				out[j].Scale == out[i].Scale && out[j].Slices == out[i].Slices {
+				j++
+			}
+			slices.SortFunc(out[i:j], func(x, y rl.Bucket) int { return cmp.Compare(x.Bucket, y.Bucket) })
+			i = j
+		}
+	}()
 	s.tree.Ascend(s.pv.set(id, 0, 0, 0), func(p *rec) bool {
 		if p.id() != id {
 			return false
@@ -388,7 +414,9 @@ func (s *Store) recordOf(p *rec) algo.Record {
 // ScanFrom is Scan starting at the first record whose key (id, scale, algo,
 // slices, bucket) is not less than the given one, so a long walk can be
 // resumed across calls without passing over what it already saw. slices
-// is the slice count of a Slices key (algo.SlicesOfRecord), else 0.
+// is the slice count of a Slices key (algo.SlicesOfRecord), else 0, and a
+// Slices key's bucket is the slot in its ring: the slice number modulo the
+// slice count (see SliceSlot).
 func (s *Store) ScanFrom(id string, scale int64, a rl.Algo, slices, bucket int64, fn func(id string, scale int64, a rl.Algo, r algo.Record) bool) {
 	pv := s.pv.set(id, scale, a, bucket)
 	if a == rl.Slices {
@@ -398,3 +426,8 @@ func (s *Store) ScanFrom(id string, scale int64, a rl.Algo, slices, bucket int64
 		return fn(p.id(), p.scale(), p.algo(), s.recordOf(p))
 	})
 }
+
+// SliceSlot is the bucket of a Slices record in the store's key order: its
+// slot in its limit's ring, the slice number modulo the slice count (see
+// ScanFrom).
+func SliceSlot(num, slices int64) int64 { return floorMod(num, max(slices, 1)) }

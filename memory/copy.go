@@ -86,7 +86,9 @@ type key struct {
 func keyOf(id string, scale int64, a rl.Algo, r algo.Record) key {
 	k := key{id: id, scale: scale, algo: a, b: algo.BucketOf(a, scale, r)}
 	if a == rl.Slices {
+		// The store keeps a limit's slices in a ring: ordered by slot.
 		k.slices, _ = algo.SlicesOfRecord(r)
+		k.b = buckets.SliceSlot(k.b, k.slices)
 	}
 	return k
 }
