@@ -41,7 +41,7 @@ func BenchmarkSlicesCheck(b *testing.B) {
 					now += w
 				}
 				step := max(1, w/int64(perSlice*ids)) // the clock's move per check
-				runtime.LockOSThread() // threadCPU reads this thread's time
+				runtime.LockOSThread()                // threadCPU reads this thread's time
 				defer runtime.UnlockOSThread()
 				b.ReportAllocs()
 				i := 0
