@@ -32,6 +32,7 @@ func (h *harness) timedGet(uri string) timed {
 	defer fasthttp.ReleaseRequest(req)
 	defer fasthttp.ReleaseResponse(resp)
 	req.SetRequestURI("http://sidecar" + uri)
+	req.Header.Set("X-Original-Method", "GET") // what nginx sends /auth
 	req.Header.Set("X-Original-URI", "/q")
 	start := time.Now()
 	err := h.client.Do(req, resp)
