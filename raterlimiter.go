@@ -35,14 +35,28 @@ const (
 	// limit. Exact, with no boundary burst and no estimate; its memory
 	// grows with the limit, which is at most MaxLogLimit.
 	Log
+	// Slices is the sliding window counters (Figma's hourly limit counted
+	// in minute counters): the window is cut into Request.Slices slices of
+	// ceil(scale/slices) ms aligned to the epoch, and a check is allowed
+	// iff the allowed hits of the current slice and the slices-1 before
+	// it, plus its own, stay within the limit. It counts allowed hits
+	// only, one counter per slice: its memory grows with the slices in
+	// use, never with the hits.
+	Slices
+	// Leaky is the leaky bucket as a queue: one hit leaves every
+	// scale/limit ms, a check that finds room in the queue
+	// (Request.Queue may wait) is allowed with Decision.DelayMS, the wait
+	// until its turn, and a full queue denies. It is GCRA with a queue,
+	// as nginx's limit_req without nodelay; it counts allowed hits only.
+	Leaky
 
 	numAlgos
 )
 
-var algoNames = [numAlgos]string{Fixed: "fixed", Sliding: "sliding", Token: "token", Log: "log"}
+var algoNames = [numAlgos]string{Fixed: "fixed", Sliding: "sliding", Token: "token", Log: "log", Slices: "slices", Leaky: "leaky"}
 
 // Algos lists every algorithm, in the order of their values.
-var Algos = []Algo{Fixed, Sliding, Token, Log}
+var Algos = []Algo{Fixed, Sliding, Token, Log, Slices, Leaky}
 
 // String returns the algorithm's name as the HTTP API spells it.
 func (a Algo) String() string {
@@ -55,8 +69,8 @@ func (a Algo) String() string {
 // Valid reports whether a names a known algorithm.
 func (a Algo) Valid() bool { return a < numAlgos }
 
-// ParseAlgo returns the algorithm named s ("fixed", "sliding", "token" or "log"). The
-// empty string means Fixed, the default.
+// ParseAlgo returns the algorithm named s ("fixed", "sliding", "token",
+// "log", "slices" or "leaky"). The empty string means Fixed, the default.
 func ParseAlgo(s string) (Algo, error) {
 	switch s {
 	case "", "fixed":
@@ -67,11 +81,15 @@ func ParseAlgo(s string) (Algo, error) {
 		return Token, nil
 	case "log":
 		return Log, nil
+	case "slices":
+		return Slices, nil
+	case "leaky":
+		return Leaky, nil
 	}
 	return 0, errAlgo
 }
 
-var errAlgo = &FieldError{Field: "algo", Rule: "must be one of fixed, sliding, token, log"}
+var errAlgo = &FieldError{Field: "algo", Rule: "must be one of fixed, sliding, token, log, slices, leaky"}
 
 // MarshalText implements encoding.TextMarshaler.
 func (a Algo) MarshalText() ([]byte, error) {
@@ -108,6 +126,30 @@ type Request struct {
 	Hits int64 `json:"hits"`
 	// Algo is the algorithm; the zero value is Fixed.
 	Algo Algo `json:"algo"`
+	// Slices is how many slices the window is cut into, with Algo Slices
+	// only: MinSlices to MaxSlices, 0 meaning DefaultSlices. Like Scale it
+	// is part of what is counted: two slice counts of one id and scale
+	// never share a counter.
+	Slices int64 `json:"slices,omitempty"`
+	// Queue is how many hits may wait their turn, with Algo Leaky only: 0
+	// to MaxQueue, default 0 (a check passes only when the previous one
+	// has left; nginx's limit_req burst=).
+	Queue int64 `json:"queue,omitempty"`
+	// MaxDelayMS, when positive, is the longest Decision.DelayMS the check
+	// accepts: a Leaky check whose wait would be longer is denied and
+	// takes no place in the queue (Wait sets it from its context's
+	// deadline, the sidecar from -max-wait). 0 means no bound; at most
+	// MaxScale. Other algorithms never delay, so it changes nothing for
+	// them.
+	MaxDelayMS int64 `json:"max_delay_ms,omitempty"`
+}
+
+// SlicesOrDefault returns r.Slices, or DefaultSlices when it is 0.
+func (r Request) SlicesOrDefault() int64 {
+	if r.Slices == 0 {
+		return DefaultSlices
+	}
+	return r.Slices
 }
 
 // Decision is the answer to a Request. Times are in milliseconds.
@@ -117,20 +159,28 @@ type Decision struct {
 	// Count is what the algorithm counts in the current window: for Fixed the
 	// bucket's counter (denied hits included), for Sliding the weighted
 	// estimate rounded up (so Remaining is exactly the hits that would pass
-	// now), for Token limit minus the whole tokens left.
+	// now), for Token limit minus the whole tokens left, for Log and Slices
+	// the allowed hits in the window, for Leaky the hits queued (waiting or
+	// leaving), ceil((TAT-now)*limit/scale).
 	Count int64 `json:"count"`
 	// Limit echoes the request's limit.
 	Limit int64 `json:"limit"`
 	// Remaining is max(0, Limit-Count).
 	Remaining int64 `json:"remaining"`
 	// ResetMS is the time until the current window ends (Token: until the
-	// bucket is full again).
+	// bucket is full again; Leaky: until the queue has drained; Log and
+	// Slices: until the oldest counted hit, or slice, leaves the window, 0
+	// when none is counted).
 	ResetMS int64 `json:"reset_ms"`
 	// RetryAfterMS is 0 when allowed; otherwise the time after which the same
 	// request, with no other traffic, is allowed, at least 1. A request with
 	// Hits greater than Limit is never allowed; its RetryAfterMS is then
 	// max(ResetMS, 1).
 	RetryAfterMS int64 `json:"retry_after_ms"`
+	// DelayMS is how long the caller waits before going on, when allowed:
+	// for Leaky the time until its turn in the queue (rounded up to whole
+	// ms); 0 for every other algorithm, and when denied. Wait sleeps it.
+	DelayMS int64 `json:"delay_ms"`
 	// Now is the instant of the decision, in Unix milliseconds, by the clock of
 	// whoever decided (the limiter's clock, or Redis's). It is not part of the
 	// HTTP body; the client fills it from its own clock.
@@ -146,10 +196,13 @@ type Bucket struct {
 	Scale int64 `json:"scale"`
 	Algo  Algo  `json:"algo"`
 	// Bucket is floor(time/scale) of the window the record counts (Fixed and
-	// Sliding); 0 for Token, whose single record is its state.
+	// Sliding), floor(time/ceil(scale/slices)) of its slice (Slices); 0 for
+	// Token, Leaky and Log, whose single record is their state.
 	Bucket int64 `json:"bucket"`
-	// Count is the record's counter (Token: the theoretical arrival time,
-	// Unix ms, rounded up).
+	// Slices is the slice count of a Slices record; 0 for the others.
+	Slices int64 `json:"slices,omitempty"`
+	// Count is the record's counter (Token and Leaky: the theoretical
+	// arrival time, Unix ms, rounded up).
 	Count int64 `json:"count"`
 	// Created and Modified are Unix milliseconds.
 	Created  int64 `json:"created"`
@@ -170,7 +223,8 @@ type Limiter interface {
 	// CheckRates decides a batch in order. If any request is invalid nothing is
 	// counted and the error (an *ItemError) names the first bad index.
 	CheckRates(ctx context.Context, rs []Request) ([]Decision, error)
-	// Buckets lists the live records of id, ordered by scale, algo and bucket.
+	// Buckets lists the live records of id, ordered by scale, algo (and
+	// slices) and bucket.
 	Buckets(ctx context.Context, id string) ([]Bucket, error)
 	// Reset deletes the records of id, of every scale when scale is 0, and
 	// returns how many it deleted.

@@ -15,6 +15,16 @@ const (
 	// MaxLogLimit is the largest limit of the Log algorithm, which keeps up
 	// to one entry per allowed hit.
 	MaxLogLimit int64 = 65536
+	// MinSlices, MaxSlices and DefaultSlices bound Request.Slices.
+	MinSlices     int64 = 2
+	MaxSlices     int64 = 600
+	DefaultSlices int64 = 60
+	// MaxQueue is the largest Request.Queue. A queue must also drain in at
+	// most MaxScale: Queue × Scale / Limit ≤ MaxScale (with Limit > 0), so
+	// that every time a leaky bucket holds stays within ten years of now.
+	MaxQueue int64 = 65536
+	// MaxDelayMS is the largest Request.MaxDelayMS: ten years.
+	MaxDelayMS = MaxScale
 )
 
 // The errors of a field out of its bounds, shared: refusing a request
@@ -25,6 +35,12 @@ var (
 	errLimit    = &FieldError{"limit", "must be an integer from 0 to " + strconv.FormatInt(MaxLimit, 10)}
 	errHits     = &FieldError{"hits", "must be an integer from 0 to " + strconv.FormatInt(MaxHits, 10)}
 	errLogLimit = &FieldError{"limit", "must be an integer from 0 to " + strconv.FormatInt(MaxLogLimit, 10) + " with algo=log"}
+	errSlices   = &FieldError{"slices", "must be an integer from " + strconv.FormatInt(MinSlices, 10) + " to " + strconv.FormatInt(MaxSlices, 10) + " (default " + strconv.FormatInt(DefaultSlices, 10) + ")"}
+	errSlicesOf = &FieldError{"slices", "is for algo=slices only"}
+	errQueue    = &FieldError{"queue", "must be an integer from 0 to " + strconv.FormatInt(MaxQueue, 10)}
+	errQueueOf  = &FieldError{"queue", "is for algo=leaky only"}
+	errQueueLen = &FieldError{"queue", "must drain in at most ten years: queue × scale / limit ≤ " + strconv.FormatInt(MaxScale, 10) + " ms"}
+	errMaxDelay = &FieldError{"max_delay_ms", "must be an integer from 0 (no bound) to " + strconv.FormatInt(MaxDelayMS, 10)}
 )
 
 // idTooLong is the error of an id longer than maxIDBytes.
@@ -33,7 +49,8 @@ func idTooLong(maxIDBytes int) *FieldError {
 }
 
 // OutOfBounds returns the error Validate gives when field ("id", "scale",
-// "limit", "hits" or "algo") is out of its bounds; for "id", too long for
+// "limit", "hits", "algo", "slices", "queue" or "max_delay_ms") is out of
+// its bounds; for "id", too long for
 // maxIDBytes (DefaultMaxIDBytes when maxIDBytes <= 0). A parser that cannot
 // read a value as its field's type (a sign, a fraction, an overflow) can
 // refuse it in the same words. The error must not be modified. It panics
@@ -53,6 +70,12 @@ func OutOfBounds(field string, maxIDBytes int) *FieldError {
 		return errHits
 	case "algo":
 		return errAlgo
+	case "slices":
+		return errSlices
+	case "queue":
+		return errQueue
+	case "max_delay_ms":
+		return errMaxDelay
 	}
 	panic("raterlimiter: OutOfBounds of an unknown field " + strconv.Quote(field))
 }
@@ -79,8 +102,28 @@ func (r Request) Validate(maxIDBytes int) error {
 		return errAlgo
 	case r.Algo == Log && r.Limit > MaxLogLimit:
 		return errLogLimit
+	case r.Slices != 0 && r.Algo != Slices:
+		return errSlicesOf
+	case r.Slices != 0 && (r.Slices < MinSlices || r.Slices > MaxSlices):
+		return errSlices
+	case r.Queue != 0 && r.Algo != Leaky:
+		return errQueueOf
+	case r.Queue < 0 || r.Queue > MaxQueue:
+		return errQueue
+	case r.Queue > 0 && r.Limit > 0 && queueTooLong(r.Queue, r.Scale, r.Limit):
+		return errQueueLen
+	case r.MaxDelayMS < 0 || r.MaxDelayMS > MaxDelayMS:
+		return errMaxDelay
 	}
 	return nil
+}
+
+// queueTooLong reports whether queue intervals of scale/limit ms pass
+// MaxScale: queue × scale > MaxScale × limit, without overflow (queue ×
+// scale is below 2^55).
+func queueTooLong(queue, scale, limit int64) bool {
+	q, rem := queue*scale/limit, queue*scale%limit
+	return q > MaxScale || q == MaxScale && rem > 0
 }
 
 // ValidateBatch validates every request of rs and returns an *ItemError for

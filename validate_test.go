@@ -37,7 +37,32 @@ func TestValidate(t *testing.T) {
 		{"hits -1", with(func(r *rl.Request) { r.Hits = -1 }), "hits"},
 		{"largest hits", with(func(r *rl.Request) { r.Hits = rl.MaxHits }), ""},
 		{"hits past 2^32-1", with(func(r *rl.Request) { r.Hits = rl.MaxHits + 1 }), "hits"},
-		{"unknown algo", with(func(r *rl.Request) { r.Algo = 4 }), "algo"},
+		{"unknown algo", with(func(r *rl.Request) { r.Algo = 6 }), "algo"},
+		{"slices by default", with(func(r *rl.Request) { r.Algo = rl.Slices }), ""},
+		{"slices at their fewest", with(func(r *rl.Request) { r.Algo, r.Slices = rl.Slices, rl.MinSlices }), ""},
+		{"slices at their most", with(func(r *rl.Request) { r.Algo, r.Slices = rl.Slices, rl.MaxSlices }), ""},
+		{"one slice", with(func(r *rl.Request) { r.Algo, r.Slices = rl.Slices, 1 }), "slices"},
+		{"negative slices", with(func(r *rl.Request) { r.Algo, r.Slices = rl.Slices, -60 }), "slices"},
+		{"slices past 600", with(func(r *rl.Request) { r.Algo, r.Slices = rl.Slices, rl.MaxSlices+1 }), "slices"},
+		{"more slices than ms in the scale", with(func(r *rl.Request) { r.Algo, r.Slices, r.Scale = rl.Slices, 600, 1 }), ""},
+		{"slices with another algo", with(func(r *rl.Request) { r.Slices = 60 }), "slices"},
+		{"leaky with no queue", with(func(r *rl.Request) { r.Algo = rl.Leaky }), ""},
+		{"leaky at its longest queue", with(func(r *rl.Request) { r.Algo, r.Queue = rl.Leaky, rl.MaxQueue }), ""},
+		{"queue past its bound", with(func(r *rl.Request) { r.Algo, r.Queue = rl.Leaky, rl.MaxQueue+1 }), "queue"},
+		{"negative queue", with(func(r *rl.Request) { r.Algo, r.Queue = rl.Leaky, -1 }), "queue"},
+		{"queue with another algo", with(func(r *rl.Request) { r.Algo, r.Queue = rl.Token, 3 }), "queue"},
+		{"a queue draining in ten years", with(func(r *rl.Request) { r.Algo, r.Queue, r.Scale, r.Limit = rl.Leaky, 2, rl.MaxScale, 2 }), ""},
+		{"a queue draining in more than ten years", with(func(r *rl.Request) { r.Algo, r.Queue, r.Scale, r.Limit = rl.Leaky, 3, rl.MaxScale, 2 }), "queue"},
+		{"a queue of exactly ten years", with(func(r *rl.Request) { r.Algo, r.Queue, r.Scale, r.Limit = rl.Leaky, 3, rl.MaxScale/3*2, 2 }), ""},
+		{"a queue a third of a ms past ten years", with(func(r *rl.Request) { r.Algo, r.Queue, r.Scale, r.Limit = rl.Leaky, 3, rl.MaxScale/3*2+1, 2 }), "queue"},
+		{"the longest queue at the longest scale", with(func(r *rl.Request) {
+			r.Algo, r.Queue, r.Scale, r.Limit = rl.Leaky, rl.MaxQueue, rl.MaxScale, rl.MaxLimit
+		}), ""},
+		{"a queue with limit 0", with(func(r *rl.Request) { r.Algo, r.Queue, r.Scale, r.Limit = rl.Leaky, rl.MaxQueue, rl.MaxScale, 0 }), ""},
+		{"a bound on the delay", with(func(r *rl.Request) { r.Algo, r.MaxDelayMS = rl.Leaky, 10_000 }), ""},
+		{"a bound on a delay that never comes", with(func(r *rl.Request) { r.MaxDelayMS = rl.MaxDelayMS }), ""},
+		{"a negative bound on the delay", with(func(r *rl.Request) { r.MaxDelayMS = -1 }), "max_delay_ms"},
+		{"a bound on the delay past ten years", with(func(r *rl.Request) { r.MaxDelayMS = rl.MaxDelayMS + 1 }), "max_delay_ms"},
 		{"log at its largest limit", with(func(r *rl.Request) { r.Algo, r.Limit = rl.Log, rl.MaxLogLimit }), ""},
 		{"log past its largest limit", with(func(r *rl.Request) { r.Algo, r.Limit = rl.Log, rl.MaxLogLimit+1 }), "limit"},
 		{"fixed past the log's largest limit", with(func(r *rl.Request) { r.Limit = rl.MaxLogLimit + 1 }), ""},
@@ -84,7 +109,7 @@ func TestAlgoText(t *testing.T) {
 	def, err := rl.ParseAlgo("")
 	require.NoError(t, err)
 	assert.Equal(t, rl.Fixed, def, "the default")
-	for _, bad := range []string{"Fixed", "gcra", " token", "sliding\x00"} {
+	for _, bad := range []string{"Fixed", "gcra", " token", "sliding\x00", "slice", "leaky "} {
 		_, err := rl.ParseAlgo(bad)
 		assert.ErrorIs(t, err, rl.ErrInvalid, "%q", bad)
 	}
@@ -95,6 +120,18 @@ func TestAlgoText(t *testing.T) {
 	var r rl.Request
 	require.NoError(t, json.Unmarshal([]byte(`{"id":"u","scale":1000,"limit":3,"hits":1,"algo":"token"}`), &r))
 	assert.Equal(t, rl.Request{ID: "u", Scale: 1000, Limit: 3, Hits: 1, Algo: rl.Token}, r)
+	var s rl.Request
+	require.NoError(t, json.Unmarshal([]byte(`{"id":"u","scale":1000,"limit":3,"algo":"slices","slices":10}`), &s))
+	assert.Equal(t, rl.Request{ID: "u", Scale: 1000, Limit: 3, Algo: rl.Slices, Slices: 10}, s)
+	assert.Equal(t, int64(10), s.SlicesOrDefault())
+	assert.Equal(t, rl.DefaultSlices, rl.Request{Algo: rl.Slices}.SlicesOrDefault())
+	assert.Equal(t, []string{"fixed", "sliding", "token", "log", "slices", "leaky"},
+		func() (out []string) {
+			for _, a := range rl.Algos {
+				out = append(out, a.String())
+			}
+			return out
+		}(), "every algorithm, in the order of their values")
 }
 
 func TestErrorsAreDistinct(t *testing.T) {
@@ -117,6 +154,9 @@ func TestOutOfBoundsIsValidatesError(t *testing.T) {
 		{"limit", func(r *rl.Request) { r.Limit = -1 }},
 		{"hits", func(r *rl.Request) { r.Hits = rl.MaxHits + 1 }},
 		{"algo", func(r *rl.Request) { r.Algo = 200 }},
+		{"slices", func(r *rl.Request) { r.Algo, r.Slices = rl.Slices, 601 }},
+		{"queue", func(r *rl.Request) { r.Algo, r.Queue = rl.Leaky, 1<<20 }},
+		{"max_delay_ms", func(r *rl.Request) { r.MaxDelayMS = -5 }},
 	} {
 		t.Run(tt.field, func(t *testing.T) {
 			r := ok

@@ -24,6 +24,9 @@ import (
 //   - Log: the hits live in a Log kept beside the record (the store's);
 //     Modified is the time of the newest hit, Created the record's creation
 //     time, and Count whatever the store uses to find the Log.
+//   - Slices: one record per slice; Count packs the slice count and the
+//     slice's hits, Created lies in the slice (see SlicesRecord).
+//   - Leaky: as Token, the TAT being the time the queue drains.
 type Record struct {
 	Count    int64
 	Created  int64
@@ -40,11 +43,15 @@ func Bucket(now, scale int64) int64 {
 }
 
 // BucketOf returns the bucket number of a stored record: the window its
-// Created falls in for Fixed and Sliding, 0 for Token (one record per id and
-// scale).
+// Created falls in for Fixed and Sliding, its slice for Slices, 0 for
+// Token, Leaky and Log (one record per id and scale).
 func BucketOf(a rl.Algo, scale int64, rec Record) int64 {
-	if a == rl.Token || a == rl.Log {
+	switch a {
+	case rl.Token, rl.Log, rl.Leaky:
 		return 0
+	case rl.Slices:
+		n, _ := SlicesOfRecord(rec)
+		return Bucket(rec.Created, SliceWidth(scale, max(n, 1)))
 	}
 	return Bucket(rec.Created, scale)
 }
@@ -52,18 +59,21 @@ func BucketOf(a rl.Algo, scale int64, rec Record) int64 {
 // Expired reports whether no decision at now or later can read rec again, so
 // a sweep may delete it: Fixed once its window has ended, Sliding one window
 // later (the next window still weighs it), Token once its state equals a
-// fresh one (the theoretical arrival time has passed), Log once its newest
-// hit has left the window.
+// fresh one (the theoretical arrival time has passed; Leaky: the queue has
+// drained), Log once its newest hit has left the window, a Slices record
+// once its slice has.
 func Expired(a rl.Algo, scale int64, rec Record, now int64) bool {
 	switch a {
 	case rl.Fixed:
 		return now >= (Bucket(rec.Created, scale)+1)*scale
 	case rl.Sliding:
 		return now >= (Bucket(rec.Created, scale)+2)*scale
-	case rl.Token:
+	case rl.Token, rl.Leaky:
 		return tokenExpired(rec, now)
 	case rl.Log:
 		return now-scale >= rec.Modified
+	case rl.Slices:
+		return slicesExpired(scale, rec, now)
 	}
 	return false
 }
@@ -72,15 +82,20 @@ func Expired(a rl.Algo, scale int64, rec Record, now int64) bool {
 // (for Token the id's single record), ok whether it exists; prev and prevOK
 // the previous window's record, read by Sliding only. It returns the decision,
 // and the record to store when write is true. Log keeps its hits outside a
-// Record: decide it with LogCheck.
+// Record: decide it with LogCheck; Slices reads many records: decide it
+// with SlicesCheck.
 func Check(cur Record, ok bool, prev Record, prevOK bool, now int64, r rl.Request) (d rl.Decision, next Record, write bool) {
 	switch r.Algo {
 	case rl.Sliding:
 		return Sliding(cur, ok, prev, prevOK, now, r)
 	case rl.Token:
 		return Token(cur, ok, now, r)
+	case rl.Leaky:
+		return Leaky(cur, ok, now, r)
 	case rl.Log:
 		panic("algo: Check cannot decide Log, whose hits are not in a Record; use LogCheck")
+	case rl.Slices:
+		panic("algo: Check cannot decide Slices, which reads one record per slice; use SlicesCheck")
 	}
 	return Fixed(cur, ok, now, r)
 }
@@ -95,8 +110,14 @@ func satAdd(a, b int64) int64 {
 // View presents a stored record as the admin API shows it.
 func View(a rl.Algo, scale int64, rec Record) rl.Bucket {
 	switch a {
-	case rl.Token:
-		return tokenView(scale, rec)
+	case rl.Token, rl.Leaky:
+		b := tokenView(scale, rec)
+		b.Algo = a
+		return b
+	case rl.Slices:
+		n, hits := SlicesOfRecord(rec)
+		return rl.Bucket{Scale: scale, Algo: a, Bucket: BucketOf(a, scale, rec), Slices: n,
+			Count: hits, Created: rec.Created, Modified: rec.Modified}
 	case rl.Log:
 		// Count is the hits in the log; one record per id and scale.
 		return rl.Bucket{Scale: scale, Algo: a, Count: rec.Count, Created: rec.Created, Modified: rec.Modified}

@@ -4,6 +4,8 @@ import (
 	"math/big"
 	"testing"
 
+	"github.com/stretchr/testify/require"
+
 	rl "github.com/raterlimiter/raterlimiter"
 	"github.com/raterlimiter/raterlimiter/algo"
 )
@@ -103,6 +105,111 @@ func FuzzToken(f *testing.F) {
 		}
 		if d.Remaining != max(0, limit-d.Count) || d.ResetMS < 0 {
 			t.Fatalf("%+v: %+v", r, d)
+		}
+		checkRetry(t, before, now, r, d)
+	})
+}
+
+func FuzzSlices(f *testing.F) {
+	f.Add(int64(3_600_000), int64(10), int64(1), int64(60), int64(30_000), []byte{4, 0, 0, 3, 0, 2})
+	f.Add(int64(1000), int64(3), int64(3), int64(2), int64(0), []byte{1, 1, 1})
+	f.Add(rl.MaxScale, rl.MaxLimit, rl.MaxHits, int64(600), int64(-1), []byte{255, 255})
+	f.Add(int64(1), int64(0), int64(0), int64(600), int64(0), []byte{})
+	f.Fuzz(func(t *testing.T, scale, limit, hits, n, e int64, counts []byte) {
+		scale = within(scale, 1, rl.MaxScale)
+		limit = within(limit, 0, rl.MaxLimit)
+		hits = within(hits, 0, rl.MaxHits)
+		n = within(n, rl.MinSlices, rl.MaxSlices)
+		r := rl.Request{ID: "u", Scale: scale, Limit: limit, Hits: hits, Algo: rl.Slices, Slices: n}
+		w := algo.SliceWidth(scale, n)
+		k := algo.Bucket(t0, w)
+		now := k*w + within(e, 0, w-1)
+		// One counter a byte, from a slice before the window up to the
+		// current one; zeros are slices with no record.
+		var list []algo.Slice
+		var sum, oldest int64 = 0, -1
+		for i, c := range counts[:min(len(counts), int(n)+2)] {
+			num := k - int64(len(counts[:min(len(counts), int(n)+2)])) + 1 + int64(i)
+			if c == 0 {
+				continue
+			}
+			list = append(list, algo.Slice{Num: num, Hits: int64(c)})
+			if num > k-n {
+				sum += int64(c)
+				if oldest < 0 {
+					oldest = num
+				}
+			}
+		}
+		d := algo.SlicesCheck(list, now, r)
+		allowed := sum+hits <= limit
+		count := sum
+		if allowed {
+			count += hits
+			if oldest < 0 && hits > 0 {
+				oldest = k
+			}
+		}
+		var reset int64
+		if oldest >= 0 {
+			reset = (oldest+n)*w - now
+		}
+		want := rl.Decision{Allowed: allowed, Count: count, Limit: limit, Remaining: max(0, limit-count), ResetMS: reset, Now: now}
+		if allowed {
+			require.Equal(t, want, d, "%+v %v", r, list)
+			fast, ok := algo.SlicesFast(uint64(sum), max(oldest, 0), now, r)
+			require.True(t, ok)
+			require.Equal(t, d, fast)
+			return
+		}
+		want.RetryAfterMS = d.RetryAfterMS
+		require.Equal(t, want, d, "%+v %v", r, list)
+		_, ok := algo.SlicesFast(uint64(sum), max(oldest, 0), now, r)
+		require.False(t, ok)
+		if hits > limit {
+			require.Equal(t, max(reset, 1), d.RetryAfterMS)
+			return
+		}
+		// No traffic in between: the counters stay as they are.
+		require.True(t, algo.SlicesCheck(list, now+d.RetryAfterMS, r).Allowed, "passes after %d", d.RetryAfterMS)
+		require.False(t, algo.SlicesCheck(list, now+d.RetryAfterMS-1, r).Allowed, "fails 1 ms before")
+	})
+}
+
+func FuzzLeaky(f *testing.F) {
+	f.Add(int64(0), int64(0), int64(5), int64(1000), int64(5), int64(1), int64(3), int64(0))
+	f.Add(int64(600), int64(0), int64(5), int64(1000), int64(5), int64(1), int64(3), int64(0))
+	f.Add(int64(666), int64(2), int64(3), int64(1000), int64(3), int64(1), int64(2), int64(600))
+	f.Add(rl.MaxScale, int64(0), rl.MaxLimit, rl.MaxScale, rl.MaxLimit, int64(1), rl.MaxQueue, rl.MaxDelayMS)
+	f.Add(int64(400), int64(1), int64(3), int64(1000), int64(0), int64(1), int64(0), int64(0))
+	f.Fuzz(func(t *testing.T, ahead, num, den, scale, limit, hits, queue, maxDelay int64) {
+		scale = within(scale, 1, rl.MaxScale)
+		limit = within(limit, 0, rl.MaxLimit)
+		hits = within(hits, 0, rl.MaxHits)
+		queue = within(queue, 0, rl.MaxQueue)
+		maxDelay = within(maxDelay, 0, rl.MaxDelayMS)
+		den = within(den, 1, rl.MaxLimit)
+		num = within(num, 0, den-1)
+		ahead = within(ahead, -scale, min(scale*(queue+2), 1<<50))
+		now := int64(t0)
+		s := newSim(t)
+		s.recs[0] = *tat(now+ahead, num, den)
+		r := rl.Request{ID: "u", Scale: scale, Limit: limit, Hits: hits, Algo: rl.Leaky, Queue: queue, MaxDelayMS: maxDelay}
+		before := s.clone()
+		d := s.check(now, r)
+		if den == limit {
+			g := leakyModel{tat: new(big.Rat).Add(rat(now+ahead), big.NewRat(num, den))}
+			allowed, count, reset, delay := g.check(now, r)
+			if d.Allowed != allowed || d.Count != count || d.ResetMS != reset || d.DelayMS != delay {
+				t.Fatalf("%+v TAT=%d+%d/%d: got %+v, the exact model says allowed=%v count=%d reset=%d delay=%d",
+					r, now+ahead, num, den, d, allowed, count, reset, delay)
+			}
+		}
+		if d.Remaining != max(0, limit-d.Count) || d.ResetMS < 0 || d.DelayMS < 0 || (!d.Allowed && d.DelayMS != 0) {
+			t.Fatalf("%+v: %+v", r, d)
+		}
+		if maxDelay > 0 && d.DelayMS > maxDelay {
+			t.Fatalf("%+v: a delay of %d past the bound", r, d.DelayMS)
 		}
 		checkRetry(t, before, now, r, d)
 	})

@@ -22,15 +22,21 @@ func newRand(t *testing.T) *rand.Rand {
 	return rand.New(rand.NewPCG(*seedFlag, 0x5eed))
 }
 
-// shape is a random limit: scale, limit, and the traffic's pace.
+// shape is a random limit: scale, limit, and for Slices and Leaky their
+// slices and queue (set for every algorithm; a test passes them to its
+// own only).
 type shape struct {
-	scale, limit int64
+	scale, limit  int64
+	slices, queue int64
 }
 
 func randShape(rng *rand.Rand) shape {
 	scales := []int64{1, 2, 7, 100, 1000, 60_000, 1 + rng.Int64N(5000), rl.MaxScale}
 	limits := []int64{0, 1, 2, 3, 7, 10, 1 + rng.Int64N(100), 1000, rl.MaxLimit}
-	return shape{scales[rng.IntN(len(scales))], limits[rng.IntN(len(limits))]}
+	slices := []int64{0, 2, 3, 10, 60, 2 + rng.Int64N(599), 600}
+	queues := []int64{0, 1, 3, rng.Int64N(100), rl.MaxQueue}
+	return shape{scales[rng.IntN(len(scales))], limits[rng.IntN(len(limits))],
+		slices[rng.IntN(len(slices))], queues[rng.IntN(len(queues))]}
 }
 
 // randHits is mostly 1, sometimes 0 (a peek), a few, or more than the limit.
@@ -62,7 +68,7 @@ func randStep(rng *rand.Rand, scale int64) int64 {
 
 func TestPropertyRetryAfterIsExact(t *testing.T) {
 	rng := newRand(t)
-	for _, a := range []rl.Algo{rl.Sliding, rl.Token} {
+	for _, a := range []rl.Algo{rl.Sliding, rl.Token, rl.Slices, rl.Leaky} {
 		t.Run(a.String(), func(t *testing.T) {
 			checked := 0
 			for trial := 0; trial < 3000; trial++ {
@@ -74,6 +80,7 @@ func TestPropertyRetryAfterIsExact(t *testing.T) {
 				for range 1 + rng.IntN(30) {
 					now += randStep(rng, sh.scale)
 					r = rl.Request{ID: "u", Scale: sh.scale, Limit: sh.limit, Hits: randHits(rng, sh.limit), Algo: a}
+					r.Slices, r.Queue = sh.slices, sh.queue
 					d = s.check(now, r)
 				}
 				if d.Allowed {
@@ -97,9 +104,12 @@ func TestPropertyRetryAfterIsExact(t *testing.T) {
 	}
 }
 
+// TestPropertyRemainingIsExact: Remaining is exactly the hits a check
+// could be allowed now. (Not for Leaky, whose Remaining is the rate's room
+// in a window, while its queue decides who waits.)
 func TestPropertyRemainingIsExact(t *testing.T) {
 	rng := newRand(t)
-	for _, a := range []rl.Algo{rl.Sliding, rl.Token} {
+	for _, a := range []rl.Algo{rl.Sliding, rl.Token, rl.Slices} {
 		t.Run(a.String(), func(t *testing.T) {
 			for trial := 0; trial < 3000; trial++ {
 				sh := randShape(rng)
@@ -107,10 +117,10 @@ func TestPropertyRemainingIsExact(t *testing.T) {
 				now := t0 + rng.Int64N(sh.scale)
 				for range 1 + rng.IntN(30) {
 					now += randStep(rng, sh.scale)
-					r := rl.Request{ID: "u", Scale: sh.scale, Limit: sh.limit, Hits: randHits(rng, sh.limit), Algo: a}
+					r := rl.Request{ID: "u", Scale: sh.scale, Limit: sh.limit, Hits: randHits(rng, sh.limit), Algo: a, Slices: sh.slices}
 					s.check(now, r)
 				}
-				peek := rl.Request{ID: "u", Scale: sh.scale, Limit: sh.limit, Algo: a}
+				peek := rl.Request{ID: "u", Scale: sh.scale, Limit: sh.limit, Algo: a, Slices: sh.slices}
 				before := s.clone()
 				d := s.check(now, peek)
 				require.Equal(t, before.recs, s.recs, "a peek writes nothing")

@@ -150,6 +150,10 @@ type Config struct {
 	Stale func() string
 	// Dashboard configures GET /dashboard and /dashboard/data (admin).
 	Dashboard DashboardConfig
+	// MaxWait bounds how long an answer is held for its delay (wait=1, a
+	// policy's wait: true); a longer delay is a 429 at once. Default
+	// DefaultMaxWait; at most raterlimiter.MaxDelayMS ms.
+	MaxWait time.Duration
 }
 
 // Server serves the HTTP API. It is safe for concurrent use.
@@ -193,6 +197,11 @@ type Server struct {
 	mu   sync.Mutex
 	shut bool           // Shutdown was called
 	lns  []net.Listener // given to Serve
+
+	// maxWaitMS is Config.MaxWait; stopping is closed when Shutdown
+	// begins, releasing held answers (wait.go).
+	maxWaitMS int64
+	stopping  chan struct{}
 }
 
 // scratch is a reusable buffer for one response.
@@ -282,6 +291,12 @@ func New(cfg Config) *Server {
 	s.readers.New = func() any { return new(jsonReader) }
 	s.scratch.New = func() any { return &scratch{b: make([]byte, 0, 256)} }
 	s.deadlines = newDeadlines(cfg.Timeout)
+	if cfg.MaxWait <= 0 {
+		cfg.MaxWait = DefaultMaxWait
+	}
+	s.maxWaitMS = min(max(cfg.MaxWait.Milliseconds(), 1), rl.MaxDelayMS)
+	s.stopping = make(chan struct{})
+	s.engine.MaxWaitMS = s.maxWaitMS
 	s.dash, s.stats = newDashboard(cfg.Dashboard), cfg.Stats
 	s.srv = &fasthttp.Server{
 		Handler:            s.Handler,
@@ -356,6 +371,9 @@ func (s *Server) track(ln net.Listener) bool {
 // first. Serve calls that come after it return at once.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.mu.Lock()
+	if !s.shut {
+		close(s.stopping) // held answers leave now
+	}
 	s.shut = true
 	lns := s.lns
 	s.mu.Unlock()

@@ -122,8 +122,8 @@ func TestCheckRateExactBodiesAndHeaders(t *testing.T) {
 	r := h.get(t, "/check_rate?id=u1&scale=60000&limit=2")
 	assert.Equal(t, 200, r.status)
 	assert.Equal(t, "application/json", r.headers["Content-Type"])
-	assert.JSONEq(t, `{"allowed":true,"status":"ok","id":"u1","count":1,"limit":2,"remaining":1,"reset_ms":59500,"retry_after_ms":0}`, r.body)
-	assert.Equal(t, `{"allowed":true,"status":"ok","id":"u1","count":1,"limit":2,"remaining":1,"reset_ms":59500,"retry_after_ms":0}`, r.body, "field order as SPEC")
+	assert.JSONEq(t, `{"allowed":true,"status":"ok","id":"u1","count":1,"limit":2,"remaining":1,"reset_ms":59500,"retry_after_ms":0,"delay_ms":0}`, r.body)
+	assert.Equal(t, `{"allowed":true,"status":"ok","id":"u1","count":1,"limit":2,"remaining":1,"reset_ms":59500,"retry_after_ms":0,"delay_ms":0}`, r.body, "field order as SPEC")
 	assert.Equal(t, map[string]string{
 		"RateLimit-Policy":      `"default";q=2;w=60`,
 		"RateLimit":             `"default";r=1;t=60`,
@@ -137,7 +137,7 @@ func TestCheckRateExactBodiesAndHeaders(t *testing.T) {
 	assert.Equal(t, 200, r.status)
 	r = h.get(t, "/check_rate?id=u1&scale=60000&limit=2")
 	assert.Equal(t, 429, r.status)
-	assert.Equal(t, `{"allowed":false,"status":"fail","id":"u1","count":3,"limit":2,"remaining":0,"reset_ms":58500,"retry_after_ms":58500}`, r.body)
+	assert.Equal(t, `{"allowed":false,"status":"fail","id":"u1","count":3,"limit":2,"remaining":0,"reset_ms":58500,"retry_after_ms":58500,"delay_ms":0}`, r.body)
 	assert.Equal(t, map[string]string{
 		"RateLimit-Policy":      `"default";q=2;w=60`,
 		"RateLimit":             `"default";r=0;t=59`,
@@ -230,7 +230,7 @@ func TestInvalidInputIsRefusedAndCountsNothing(t *testing.T) {
 		{"id twice", "GET", "", "/check_rate?id=v&id=w&scale=60000&limit=5", "", "id"},
 		{"limit past max", "GET", "", "/check_rate?id=v&scale=60000&limit=4294967296", "", "limit"},
 		{"hits past max", "GET", "", "/check_rate?id=v&scale=60000&limit=5&hits=4294967296", "", "hits"},
-		{"bad algo", "GET", "", "/check_rate?id=v&scale=60000&limit=5&algo=leaky", "", "algo"},
+		{"bad algo", "GET", "", "/check_rate?id=v&scale=60000&limit=5&algo=gcra", "", "algo"},
 		{"form bad limit", "POST", "application/x-www-form-urlencoded", "/check_rate", "id=v&scale=60000&limit=x", "limit"},
 		{"json float", "POST", "application/json", "/check_rate", `{"id":"v","scale":6e4,"limit":5}`, "scale"},
 		{"json string number", "POST", "application/json", "/check_rate", `{"id":"v","scale":"60000","limit":5}`, "scale"},
@@ -270,9 +270,9 @@ func TestBatch(t *testing.T) {
 	r := h.do(t, "POST", "/check_rates", "application/json", body)
 	require.Equal(t, 200, r.status, r.body)
 	assert.Equal(t, "["+
-		`{"allowed":true,"status":"ok","id":"a","count":1,"limit":1,"remaining":0,"reset_ms":59500,"retry_after_ms":0},`+
-		`{"allowed":false,"status":"fail","id":"b","count":1,"limit":0,"remaining":0,"reset_ms":500,"retry_after_ms":500},`+
-		`{"allowed":false,"status":"fail","id":"a","count":2,"limit":1,"remaining":0,"reset_ms":59500,"retry_after_ms":59500}`+
+		`{"allowed":true,"status":"ok","id":"a","count":1,"limit":1,"remaining":0,"reset_ms":59500,"retry_after_ms":0,"delay_ms":0},`+
+		`{"allowed":false,"status":"fail","id":"b","count":1,"limit":0,"remaining":0,"reset_ms":500,"retry_after_ms":500,"delay_ms":0},`+
+		`{"allowed":false,"status":"fail","id":"a","count":2,"limit":1,"remaining":0,"reset_ms":59500,"retry_after_ms":59500,"delay_ms":0}`+
 		"]", r.body)
 
 	r = h.do(t, "POST", "/check_rates", "application/json", `[]`)
@@ -556,7 +556,7 @@ func TestDegradedAnswersAreServedAndSaySo(t *testing.T) {
 	r := h.get(t, "/check_rate?id=a&scale=1000&limit=3")
 	assert.Equal(t, 200, r.status, r.body)
 	assert.Equal(t, "open", r.headers[api.DegradedHeader])
-	assert.Equal(t, `{"allowed":true,"status":"ok","id":"a","count":0,"limit":3,"remaining":3,"reset_ms":1000,"retry_after_ms":0}`, r.body)
+	assert.Equal(t, `{"allowed":true,"status":"ok","id":"a","count":0,"limit":3,"remaining":3,"reset_ms":1000,"retry_after_ms":0,"delay_ms":0}`, r.body)
 	assert.Equal(t, "3", r.headers["X-RateLimit-Remaining"])
 
 	r = h.do(t, "POST", "/check_rates", "", `[{"id":"a","scale":1000,"limit":3},{"id":"b","scale":2000,"limit":1}]`)
@@ -669,8 +669,8 @@ func TestBatchGivenUpOnIsNotReused(t *testing.T) {
 	body := `[{"id":"aaaa","scale":60000,"limit":5},{"id":"bb","scale":60000,"limit":5}]`
 	r := h.do(t, "POST", "/check_rates", "application/json", body)
 	require.Equal(t, 503, r.status, r.body)
-	want := `[{"allowed":true,"status":"ok","id":"aaaa","count":4,"limit":5,"remaining":4,"reset_ms":0,"retry_after_ms":0},` +
-		`{"allowed":true,"status":"ok","id":"bb","count":2,"limit":5,"remaining":4,"reset_ms":0,"retry_after_ms":0}]`
+	want := `[{"allowed":true,"status":"ok","id":"aaaa","count":4,"limit":5,"remaining":4,"reset_ms":0,"retry_after_ms":0,"delay_ms":0},` +
+		`{"allowed":true,"status":"ok","id":"bb","count":2,"limit":5,"remaining":4,"reset_ms":0,"retry_after_ms":0,"delay_ms":0}]`
 	for range 200 {
 		r = h.do(t, "POST", "/check_rates", "application/json", body)
 		require.Equal(t, 200, r.status, r.body)

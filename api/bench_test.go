@@ -30,7 +30,8 @@ func bareParse(rs *rules) fasthttp.RequestHandler {
 		var r rl.Request
 		var shown string
 		var pc policyCheck
-		if _, err := parseArgs(ctx.QueryArgs(), &r, &shown, rl.DefaultMaxIDBytes, rs, &pc); err != nil {
+		var opts checkOpts
+		if _, err := parseArgs(ctx.QueryArgs(), &r, &shown, rl.DefaultMaxIDBytes, rs, &pc, &opts); err != nil {
 			ctx.SetStatusCode(400)
 			return
 		}

@@ -19,17 +19,21 @@ func (s *Server) checkRate(ctx *fasthttp.RequestCtx) {
 	var r rl.Request
 	var shown string // the id as the caller gave it
 	var err error
+	var opts checkOpts
 	pc := s.policyCheck()
 	var pol *policy.Policy
 	if ctx.IsGet() {
-		pol, err = parseArgs(ctx.QueryArgs(), &r, &shown, s.maxID, s.rules, &pc)
+		pol, err = parseArgs(ctx.QueryArgs(), &r, &shown, s.maxID, s.rules, &pc, &opts)
 	} else {
-		pol, err = s.parseBody(ctx, &r, &shown, &pc)
+		pol, err = s.parseBody(ctx, &r, &shown, &pc, &opts)
 	}
 	if err != nil {
 		s.metrics.check(r.Algo, resultInvalid)
 		s.invalid(ctx, err)
 		return
+	}
+	if opts.wait {
+		r.MaxDelayMS = s.boundDelay(r.MaxDelayMS)
 	}
 	d, err := s.lim.CheckRate(s.deadlines.get(start), r)
 	var mode string
@@ -72,11 +76,14 @@ func (s *Server) checkRate(ctx *fasthttp.RequestCtx) {
 	ctx.SetBody(sc.b)
 	s.scratch.Put(sc)
 	s.metrics.latency(endpointCheck, start)
+	if opts.wait {
+		s.hold(d)
+	}
 }
 
 // parseBody reads a POSTed check: JSON when the content type says so or the
 // body starts with '{' and no content type is given; a form otherwise.
-func (s *Server) parseBody(ctx *fasthttp.RequestCtx, r *rl.Request, shown *string, pc *policyCheck) (*policy.Policy, error) {
+func (s *Server) parseBody(ctx *fasthttp.RequestCtx, r *rl.Request, shown *string, pc *policyCheck, opts *checkOpts) (*policy.Policy, error) {
 	ct := ctx.Request.Header.ContentType()
 	if i := bytes.IndexByte(ct, ';'); i >= 0 {
 		ct = ct[:i]
@@ -97,7 +104,7 @@ func (s *Server) parseBody(ctx *fasthttp.RequestCtx, r *rl.Request, shown *strin
 		args := fasthttp.AcquireArgs()
 		defer fasthttp.ReleaseArgs(args)
 		args.ParseBytes(body)
-		return parseArgs(args, r, shown, s.maxID, s.rules, pc)
+		return parseArgs(args, r, shown, s.maxID, s.rules, pc, opts)
 	}
 	var idbuf [128]byte
 	jr := s.readers.Get().(*jsonReader)
@@ -109,7 +116,7 @@ func (s *Server) parseBody(ctx *fasthttp.RequestCtx, r *rl.Request, shown *strin
 	var ids []byte
 	var pol *policy.Policy
 	if err == nil {
-		ids, pol, err = jr.check(r, idbuf[:0], s.maxID, s.rules, pc)
+		ids, pol, err = jr.check(r, idbuf[:0], s.maxID, s.rules, pc, opts)
 	}
 	if err == nil {
 		err = jr.end()
@@ -270,7 +277,7 @@ func (s *Server) parseBatch(body []byte, b *batch, pc *policyCheck) error {
 		b.reqs = append(b.reqs, rl.Request{})
 		var err error
 		var p *policy.Policy
-		b.ids, p, err = r.check(&b.reqs[len(b.reqs)-1], b.ids, s.maxID, s.rules, pc)
+		b.ids, p, err = r.check(&b.reqs[len(b.reqs)-1], b.ids, s.maxID, s.rules, pc, nil)
 		if err != nil {
 			return &rl.ItemError{Index: len(b.reqs) - 1, Err: err}
 		}

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 	"unicode/utf8"
 
 	"github.com/stretchr/testify/assert"
@@ -32,6 +33,10 @@ var jsonSeeds = []string{
 	`[{"id":"x","scale":1,"limit":1}]`,
 	`{}`,
 	``,
+	`{"id":"x","scale":1000,"limit":5,"algo":"leaky","queue":3,"wait":true,"max_delay_ms":250}`,
+	`{"id":"x","scale":1000,"limit":5,"algo":"slices","slices":600,"wait":0}`,
+	`{"id":"x","scale":1000,"limit":5,"algo":"slices","slices":1,"wait":2}`,
+	`{"id":"x","scale":1000,"limit":5,"algo":"leaky","wait":"1"}`,
 }
 
 // FuzzDecodeCheck compares the JSON decoder with encoding/json: whatever it
@@ -49,7 +54,7 @@ func FuzzDecodeCheck(f *testing.F) {
 		var id []byte
 		err := d.reset(in)
 		if err == nil {
-			id, _, err = d.check(&r, nil, rl.DefaultMaxIDBytes, rs, &pc)
+			id, _, err = d.check(&r, nil, rl.DefaultMaxIDBytes, rs, &pc, new(checkOpts))
 		}
 		if err == nil {
 			err = d.end()
@@ -84,6 +89,15 @@ func FuzzDecodeCheck(f *testing.F) {
 			var a rl.Algo
 			require.NoError(t, json.Unmarshal(raw, &a))
 			assert.Equal(t, a, r.Algo)
+		}
+		for name, got := range map[string]int64{"slices": r.Slices, "queue": r.Queue, "max_delay_ms": r.MaxDelayMS} {
+			if raw, ok := m[name]; ok {
+				n, err := strconv.ParseInt(string(raw), 10, 64)
+				require.NoError(t, err)
+				assert.Equal(t, n, got, name)
+			} else {
+				assert.Zero(t, got, name)
+			}
 		}
 	})
 }
@@ -120,7 +134,9 @@ func replaceInvalid(s string) string {
 func fuzzServer(t testing.TB) *Server {
 	lim := memory.New(memory.Config{SweepInterval: -1})
 	t.Cleanup(func() { lim.Close() })
-	return New(Config{Limiter: lim, MaxBatch: 50})
+	// A leaky check's held answer waits at most a few ms, so the fuzzer
+	// does not sleep.
+	return New(Config{Limiter: lim, MaxBatch: 50, MaxWait: 5 * time.Millisecond})
 }
 
 // serve runs the handler on an in-memory request for path?query.
@@ -185,6 +201,10 @@ var querySeeds = []string{
 	"id=u1&scale=1e3&limit=0x1",
 	"id",
 	"&&&=&",
+	"id=q&scale=1000&limit=5&algo=leaky&queue=3&wait=1",
+	"id=q&scale=1000&limit=5&algo=leaky&queue=65536&max_delay_ms=315360000000",
+	"id=s&scale=3600000&limit=10&algo=slices&slices=60",
+	"id=s&scale=1&limit=10&algo=slices&slices=601&wait=yes",
 }
 
 // FuzzCheckRateQuery sends any query string to GET /check_rate.
@@ -202,7 +222,7 @@ func FuzzCheckRateQuery(f *testing.F) {
 		var r rl.Request
 		var shown string
 		pc := s.policyCheck()
-		_, err := parseArgs(&args, &r, &shown, rl.DefaultMaxIDBytes, s.rules, &pc)
+		_, err := parseArgs(&args, &r, &shown, rl.DefaultMaxIDBytes, s.rules, &pc, new(checkOpts))
 		if err == nil && resp.StatusCode() == 400 {
 			// Parsed, then refused by the store: the fuzzer has given this
 			// id records of as many scales as it may have.

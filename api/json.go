@@ -104,9 +104,13 @@ func (r *jsonReader) end() error {
 // bounds. A check by policy ("policy": NAME, or every check under
 // -policies-only) takes scale, limit, algo and default hits from the
 // policy, which check returns; the caller then makes the counter id from the
-// decoded id.
-func (r *jsonReader) check(req *rl.Request, ids []byte, maxID int, rules *rules, pc *policyCheck) ([]byte, *policy.Policy, error) {
+// decoded id. "wait" (true or 1) sets opts.wait; with opts nil (a batch's
+// item) it is refused.
+func (r *jsonReader) check(req *rl.Request, ids []byte, maxID int, rules *rules, pc *policyCheck, opts *checkOpts) ([]byte, *policy.Policy, error) {
 	*req = rl.Request{Hits: 1}
+	if opts != nil {
+		*opts = checkOpts{}
+	}
 	if err := r.open('{', "an object"); err != nil {
 		return ids, nil, err
 	}
@@ -139,12 +143,27 @@ func (r *jsonReader) check(req *rl.Request, ids []byte, maxID int, rules *rules,
 			if len(ids)-start > maxID {
 				return ids, nil, rules.id
 			}
-		case fieldScale, fieldLimit, fieldHits:
+		case fieldScale, fieldLimit, fieldHits, fieldSlices, fieldQueue, fieldMaxDelay:
 			n, ok := parseUint(v) // digits only: a sign, a fraction or an exponent breaks the rule
 			if !ok {
 				return ids, nil, rules.of(f)
 			}
 			f.set(req, n)
+		case fieldWait:
+			if opts == nil {
+				return ids, nil, errWaitInBatch
+			}
+			w, ok := parseWait(v)
+			switch string(v) {
+			case "true":
+				w, ok = true, true
+			case "false":
+				w, ok = false, true
+			}
+			if !ok {
+				return ids, nil, rules.waitArg
+			}
+			opts.wait, opts.waitGiven = w, true
 		case fieldAlgo:
 			if v.Kind() != '"' {
 				return ids, nil, rules.algo
@@ -168,6 +187,9 @@ func (r *jsonReader) check(req *rl.Request, ids []byte, maxID int, rules *rules,
 			return ids, nil, err
 		}
 		pc.apply(req, p, seen)
+		if opts != nil {
+			applyWait(p, opts)
+		}
 		return ids, p, nil
 	}
 	return ids, nil, seen.missing()
@@ -189,6 +211,14 @@ func (r *jsonReader) field(name jsontext.Value) fields {
 		return fieldAlgo
 	case `"policy"`:
 		return fieldPolicy
+	case `"slices"`:
+		return fieldSlices
+	case `"queue"`:
+		return fieldQueue
+	case `"max_delay_ms"`:
+		return fieldMaxDelay
+	case `"wait"`:
+		return fieldWait
 	}
 	if bytes.IndexByte(name, '\\') < 0 {
 		return 0
@@ -259,5 +289,7 @@ func appendDecision(dst []byte, id string, d rl.Decision) []byte {
 	dst = strconv.AppendInt(dst, d.ResetMS, 10)
 	dst = append(dst, `,"retry_after_ms":`...)
 	dst = strconv.AppendInt(dst, d.RetryAfterMS, 10)
+	dst = append(dst, `,"delay_ms":`...)
+	dst = strconv.AppendInt(dst, d.DelayMS, 10)
 	return append(dst, '}')
 }

@@ -42,7 +42,7 @@ var endpointNames = [numEndpoints]string{"check_rate", "check_rates", "auth"}
 // global state). The hot path touches pre-resolved children only.
 type metrics struct {
 	reg       *prometheus.Registry
-	checks    [4][numResults]prometheus.Counter // [algo][result]
+	checks    [maxAlgos][numResults]prometheus.Counter // [algo][result]
 	duration  [numEndpoints]prometheus.Observer
 	batchSize prometheus.Histogram
 	swept     prometheus.Counter
@@ -56,10 +56,18 @@ type metrics struct {
 	heldBytes atomic.Int64
 	// sweepSeconds is the time of one shard's sweep.
 	sweepSeconds prometheus.Histogram
+	// held is the answers being held for their turn (wait.go).
+	held prometheus.Gauge
 }
+
+// maxAlgos is room for every algorithm in metrics.checks (rl.Algos).
+const maxAlgos = 8
 
 func newMetrics(stats func() BackendStats, extra []prometheus.Collector) *metrics {
 	m := &metrics{reg: prometheus.NewRegistry()}
+	if len(rl.Algos) > maxAlgos {
+		panic("api: metrics has no room for every algorithm")
+	}
 	checks := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "raterlimiter_checks_total",
 		Help: "Checks answered, by algorithm and result (allowed, denied, invalid, unavailable).",
@@ -103,7 +111,11 @@ func newMetrics(stats func() BackendStats, extra []prometheus.Collector) *metric
 		Name: "raterlimiter_request_bytes_held",
 		Help: "Request bytes read or admitted and not yet answered, over every connection: what -body-budget bounds.",
 	}, func() float64 { return float64(m.heldBytes.Load()) })
-	m.reg.MustRegister(checks, duration, m.batchSize, m.swept, m.refusedConns, m.overBudget, held, m.sweepSeconds,
+	m.held = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "raterlimiter_held_answers",
+		Help: "Answers held until their request's turn (wait=1, a policy's wait: true; leaky), bounded by -max-wait.",
+	})
+	m.reg.MustRegister(checks, duration, m.batchSize, m.swept, m.refusedConns, m.overBudget, held, m.sweepSeconds, m.held,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.reg.MustRegister(extra...)
 	if stats != nil {

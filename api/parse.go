@@ -8,7 +8,7 @@ import (
 )
 
 // fields is a set of the check's fields, one bit each.
-type fields uint8
+type fields uint16
 
 const (
 	fieldID fields = 1 << iota
@@ -17,10 +17,26 @@ const (
 	fieldHits
 	fieldAlgo
 	fieldPolicy
+	fieldSlices
+	fieldQueue
+	fieldMaxDelay
+	fieldWait
 )
+
+// fieldsOfPolicy are the fields a policy sets: a check by policy may not
+// give them.
+const fieldsOfPolicy = fieldScale | fieldLimit | fieldAlgo | fieldSlices | fieldQueue
 
 func fieldOf(name []byte) fields {
 	switch string(name) {
+	case "slices":
+		return fieldSlices
+	case "queue":
+		return fieldQueue
+	case "max_delay_ms":
+		return fieldMaxDelay
+	case "wait":
+		return fieldWait
 	case "id":
 		return fieldID
 	case "scale":
@@ -51,6 +67,14 @@ func (f fields) name() string {
 		return "algo"
 	case fieldPolicy:
 		return "policy"
+	case fieldSlices:
+		return "slices"
+	case fieldQueue:
+		return "queue"
+	case fieldMaxDelay:
+		return "max_delay_ms"
+	case fieldWait:
+		return "wait"
 	}
 	return "?"
 }
@@ -63,6 +87,12 @@ func (f fields) set(r *rl.Request, n int64) {
 		r.Limit = n
 	case fieldHits:
 		r.Hits = n
+	case fieldSlices:
+		r.Slices = n
+	case fieldQueue:
+		r.Queue = n
+	case fieldMaxDelay:
+		r.MaxDelayMS = n
 	}
 }
 
@@ -86,18 +116,29 @@ func (f fields) missing() error {
 // that cannot even be read as an integer (a sign, a space, an overflow) is
 // refused with the same words as one out of range.
 type rules struct {
-	id, scale, limit, hits, algo *rl.FieldError
+	id, scale, limit, hits, algo     *rl.FieldError
+	slices, queue, maxDelay, waitArg *rl.FieldError
 }
 
 func newRules(maxID int) *rules {
 	return &rules{
-		id:    rl.OutOfBounds("id", maxID),
-		scale: rl.OutOfBounds("scale", 0),
-		limit: rl.OutOfBounds("limit", 0),
-		hits:  rl.OutOfBounds("hits", 0),
-		algo:  rl.OutOfBounds("algo", 0),
+		id:       rl.OutOfBounds("id", maxID),
+		scale:    rl.OutOfBounds("scale", 0),
+		limit:    rl.OutOfBounds("limit", 0),
+		hits:     rl.OutOfBounds("hits", 0),
+		algo:     rl.OutOfBounds("algo", 0),
+		slices:   rl.OutOfBounds("slices", 0),
+		queue:    rl.OutOfBounds("queue", 0),
+		maxDelay: rl.OutOfBounds("max_delay_ms", 0),
+		waitArg:  errWait,
 	}
 }
+
+// errWait refuses a wait that is neither 0 nor 1.
+var errWait = &rl.FieldError{Field: "wait", Rule: "must be 0 or 1 (1: the answer is held for delay_ms, at most -max-wait)"}
+
+// errWaitInBatch refuses wait in a batch's item.
+var errWaitInBatch = &rl.FieldError{Field: "wait", Rule: "is for single checks: a batch's answers each say their delay_ms"}
 
 func (rs *rules) of(f fields) *rl.FieldError {
 	switch f {
@@ -109,8 +150,36 @@ func (rs *rules) of(f fields) *rl.FieldError {
 		return rs.limit
 	case fieldHits:
 		return rs.hits
+	case fieldSlices:
+		return rs.slices
+	case fieldQueue:
+		return rs.queue
+	case fieldMaxDelay:
+		return rs.maxDelay
+	case fieldWait:
+		return rs.waitArg
 	}
 	return rs.algo
+}
+
+// checkOpts is what a check asks of its answer, beside the request.
+type checkOpts struct {
+	// wait holds the answer for its delay_ms (wait=1, or a policy's wait:
+	// true unless wait=0).
+	wait bool
+	// waitGiven is set when the check said wait itself.
+	waitGiven bool
+}
+
+// parseWait reads wait's value: 0 or 1.
+func parseWait(v []byte) (bool, bool) {
+	switch string(v) {
+	case "0":
+		return false, true
+	case "1":
+		return true, true
+	}
+	return false, false
 }
 
 // parseUint reads a decimal integer made of digits only: no sign, no space,
@@ -148,6 +217,10 @@ func parseAlgo(b []byte) (rl.Algo, error) {
 		return rl.Sliding, nil
 	case "token":
 		return rl.Token, nil
+	case "slices":
+		return rl.Slices, nil
+	case "leaky":
+		return rl.Leaky, nil
 	}
 	return rl.ParseAlgo(string(b))
 }
@@ -157,9 +230,10 @@ func parseAlgo(b []byte) (rl.Algo, error) {
 // It copies the id: nothing it returns refers to args. A check by policy
 // (policy=NAME) takes its scale, limit, algo and default hits from the
 // policy found in pc, and its id becomes the policy's counter id; *shown is
-// then the id as the caller gave it (else r.ID).
-func parseArgs(args *fasthttp.Args, r *rl.Request, shown *string, maxID int, rs *rules, pc *policyCheck) (*policy.Policy, error) {
+// then the id as the caller gave it (else r.ID). wait=1 sets opts.wait.
+func parseArgs(args *fasthttp.Args, r *rl.Request, shown *string, maxID int, rs *rules, pc *policyCheck, opts *checkOpts) (*policy.Policy, error) {
 	*r = rl.Request{Hits: 1}
+	*opts = checkOpts{}
 	var seen fields
 	var pname, id []byte
 	for k, v := range args.All() {
@@ -185,6 +259,12 @@ func parseArgs(args *fasthttp.Args, r *rl.Request, shown *string, maxID int, rs 
 				return nil, err
 			}
 			r.Algo = a
+		case fieldWait:
+			w, ok := parseWait(v)
+			if !ok {
+				return nil, rs.waitArg
+			}
+			opts.wait, opts.waitGiven = w, true
 		default:
 			n, ok := parseUint(v)
 			if !ok {
@@ -200,6 +280,7 @@ func parseArgs(args *fasthttp.Args, r *rl.Request, shown *string, maxID int, rs 
 		}
 		*shown = string(id)
 		pc.apply(r, p, seen)
+		applyWait(p, opts)
 		r.ID = counterID(p, id)
 		return p, r.Validate(maxID + policyOverhead)
 	}

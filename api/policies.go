@@ -40,8 +40,8 @@ func (pc *policyCheck) resolve(name []byte, seen fields, id []byte) (*policy.Pol
 	if seen&fieldPolicy == 0 {
 		return nil, &rl.FieldError{Field: "policy", Rule: "is required: this sidecar runs with -policies-only, so limits come from its policies"}
 	}
-	if seen&(fieldScale|fieldLimit|fieldAlgo) != 0 {
-		return nil, &rl.FieldError{Field: "policy", Rule: "takes id and hits only: scale, limit and algo are the policy's"}
+	if seen&fieldsOfPolicy != 0 {
+		return nil, &rl.FieldError{Field: "policy", Rule: "takes id and hits only: scale, limit, algo, slices and queue are the policy's"}
 	}
 	if seen&fieldID == 0 {
 		return nil, &rl.FieldError{Field: "id", Rule: "is required"}
@@ -65,7 +65,7 @@ func (pc *policyCheck) resolve(name []byte, seen fields, id []byte) (*policy.Pol
 // apply takes r's scale, limit, algo and (unless given) hits from p. The
 // caller sets r.ID to the counter id.
 func (pc *policyCheck) apply(r *rl.Request, p *policy.Policy, seen fields) {
-	r.Scale, r.Limit, r.Algo = p.Scale, p.Limit, p.Algo
+	r.Scale, r.Limit, r.Algo, r.Slices, r.Queue = p.Scale, p.Limit, p.Algo, p.Slices, p.Queue
 	if seen&fieldHits == 0 {
 		r.Hits = p.Hits
 	}
@@ -307,6 +307,7 @@ func (s *Server) auth(ctx *fasthttp.RequestCtx) {
 	}
 	s.writeAuth(ctx, st, sc, denyStatus)
 	s.metrics.latency(endpointAuth, start)
+	s.holdAuth(sc.results)
 }
 
 // countedChecks is how many of checks go to the limiter.
@@ -419,5 +420,6 @@ func appendPolicyFields(dst []byte, p *policy.Policy) []byte {
 	dst = strconv.AppendInt(dst, p.Scale, 10)
 	dst = append(dst, `,"algo":"`...)
 	dst = append(dst, p.Algo.String()...)
-	return append(dst, '"', '}')
+	dst = append(dst, '"')
+	return appendShapingFields(dst, p)
 }

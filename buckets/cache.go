@@ -67,7 +67,7 @@ func (c *cache) forget(p *rec) {
 	if c.slots == nil {
 		return
 	}
-	if i := c.slot(p.id(), p.keyMeta()); c.slots[i] == p {
+	if i := c.slot(p.id(), p.cacheMeta()); c.slots[i] == p {
 		c.slots[i] = nil
 	}
 }

@@ -1,6 +1,8 @@
 // Package buckets is raterlimiter's store: an ordered B-tree
 // (github.com/tidwall/btree) of records keyed by (id, scale, algo, bucket),
-// each holding a count and the times it was created and last modified.
+// each holding a count and the times it was created and last modified (the
+// sliding window counters' by (id, scale, algo, slice count, slot): a ring
+// of slices, see slices.go).
 //
 // All the records of one id sit next to each other, and within them those of
 // one scale, so the sliding window finds the previous bucket as a neighbour and

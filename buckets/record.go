@@ -14,6 +14,15 @@ import (
 // never changes, nor does meta or, for windowed algorithms, created (which
 // fixes the bucket); once evicted, its memory may become a new record
 // (newRecIn).
+//
+// A Slices record (one slice's counter) packs more into the same four
+// words, so that one slice costs what a fixed window's record costs (see
+// slices.go): count holds the slice's hits in its low 32 bits and, in its
+// high 32, the hits of the window's older slices (the running sum a check
+// of the current slice reads instead of every slice); modified holds the
+// time last seen as an offset from created in its low 40 bits, then the
+// slice count, the distance back to the window's oldest counted slice and
+// a bit saying whether that summary is valid.
 type rec struct {
 	meta     uint64 // scale<<metaScaleShift | algo<<metaAlgoShift | len(id)
 	count    int64
@@ -23,12 +32,14 @@ type rec struct {
 
 const (
 	headerWords    = 4
-	metaAlgoShift  = 22
+	metaAlgoShift  = 21
+	metaAlgoMask   = 7
 	metaScaleShift = 24
 	// metaDenying marks a record whose last check was denied: eviction
 	// spares it while it has other candidates.
-	metaDenying = 1 << 21
-	// MaxIDBytes is the longest id a record can hold.
+	metaDenying = 1 << 20
+	// MaxIDBytes is the longest id a record can hold: 1 MiB - 1, far above
+	// what a sidecar accepts (-max-id-bytes is at most 64 KiB).
 	MaxIDBytes = metaDenying - 1
 )
 
@@ -70,7 +81,7 @@ func (p *rec) id() string {
 }
 
 func (p *rec) scale() int64  { return int64(p.meta >> metaScaleShift) }
-func (p *rec) algo() rl.Algo { return rl.Algo(p.meta >> metaAlgoShift & 3) }
+func (p *rec) algo() rl.Algo { return rl.Algo(p.meta >> metaAlgoShift & metaAlgoMask) }
 func (p *rec) key() uint64   { return p.meta >> metaAlgoShift } // scale and algo
 
 // keyMeta is the record's meta without the denying mark: what lookups and
@@ -87,28 +98,61 @@ func (p *rec) setDenying(on bool) {
 		p.meta &^= metaDenying
 	}
 }
+
+// record returns the record as package algo reads it (a Slices record as
+// algo.SlicesRecord packs it).
 func (p *rec) record() algo.Record {
+	if p.algo() == rl.Slices {
+		return algo.SlicesRecord(p.slices(), p.own(), p.created, p.seen())
+	}
 	return algo.Record{Count: p.count, Created: p.created, Modified: p.modified}
 }
 
+// set stores r, a record as package algo reads it. A Slices record's
+// summary is left invalid: the next check of its slice reads the window.
 func (p *rec) set(r algo.Record) {
+	if p.algo() == rl.Slices {
+		n, hits := algo.SlicesOfRecord(r)
+		p.count, p.created = hits, r.Created
+		p.modified = packSeen(r.Created, r.Modified) | int64(uint64(n)&slicesNMask<<slicesNShift)
+		return
+	}
 	p.count, p.created, p.modified = r.Count, r.Created, r.Modified
 }
 
+// seen is the last time the record was seen: Modified, or for a Slices
+// record its packed offset from created. Eviction takes the least recently
+// seen.
+func (p *rec) seen() int64 {
+	if p.algo() == rl.Slices {
+		return p.created + p.modified&seenMask
+	}
+	return p.modified
+}
+
 func (p *rec) bucket() int64 {
-	if a := p.algo(); a == rl.Token || a == rl.Log {
+	switch p.algo() {
+	case rl.Token, rl.Log, rl.Leaky:
 		return 0
+	case rl.Slices:
+		return p.slot() // its place in its limit's ring (slices.go)
 	}
 	return algo.Bucket(p.created, p.scale())
 }
 
-// less orders records by id, then scale, then algo, then bucket.
+// less orders records by id, then scale, then algo, then (Slices) slice
+// count, then bucket (Slices: the slot in the ring).
 func less(a, b *rec) bool {
 	if c := strings.Compare(a.id(), b.id()); c != 0 {
 		return c < 0
 	}
 	if ka, kb := a.key(), b.key(); ka != kb {
 		return ka < kb
+	}
+	if a.algo() == rl.Slices {
+		if na, nb := a.slices(), b.slices(); na != nb {
+			return na < nb
+		}
 	}
 	return a.bucket() < b.bucket()
 }
@@ -119,7 +163,8 @@ type pivot struct {
 }
 
 // set makes the pivot the key (id, scale, a, bucket) and returns it. A scale
-// of 0 sorts before every record of id.
+// of 0 sorts before every record of id; a Slices pivot set here sorts
+// before every slice count (see setSlice).
 func (pv *pivot) set(id string, scale int64, a rl.Algo, bucket int64) *rec {
 	n := headerWords + (len(id)+7)/8
 	if cap(pv.w) < n {
@@ -127,7 +172,17 @@ func (pv *pivot) set(id string, scale int64, a rl.Algo, bucket int64) *rec {
 	}
 	p := (*rec)(unsafe.Pointer(unsafe.SliceData(pv.w)))
 	p.meta = makeMeta(len(id), scale, a)
+	p.count, p.modified = 0, 0
 	p.created = bucket * scale
 	copy(unsafe.Slice(p.idData(), len(id)), id)
+	return p
+}
+
+// setSlice makes the pivot the key of slot (0 .. n-1) of the ring of (id,
+// scale) cut into n slices, and returns it.
+func (pv *pivot) setSlice(id string, scale, n, slot int64) *rec {
+	p := pv.set(id, scale, rl.Slices, 0)
+	p.modified = int64(uint64(n) & slicesNMask << slicesNShift)
+	p.created = slot * algo.SliceWidth(scale, n) // slice slot: in slot slot
 	return p
 }

@@ -1,6 +1,9 @@
 package buckets
 
 import (
+	"cmp"
+	"slices"
+
 	"github.com/tidwall/btree"
 
 	rl "github.com/raterlimiter/raterlimiter"
@@ -57,6 +60,10 @@ type Store struct {
 	// maxScales is Options.MaxScalesPerID.
 	maxScales int
 	logs      logSlab
+	// sliceBuf is the scratch of a scan of slices; sliceScans counts the
+	// scans of a whole window (the tests watch the way around them).
+	sliceBuf   []algo.Slice
+	sliceScans uint64
 	// Evicted counts records evicted to stay within MaxRecords.
 	Evicted uint64
 }
@@ -120,7 +127,7 @@ func (s *Store) evict(now int64) *rec {
 		// A record that is denying goes last: taking it would hand its id
 		// a fresh limit. Among the rest, the least recently seen goes.
 		if victim == nil || (victim.denying() && !p.denying()) ||
-			(victim.denying() == p.denying() && p.modified < victim.modified) {
+			(victim.denying() == p.denying() && p.seen() < victim.seen()) {
 			victim, at = p, i
 		}
 	}
@@ -133,11 +140,15 @@ func (s *Store) evict(now int64) *rec {
 }
 
 // remove is the hook every deletion passes through: it keeps the cache from
-// pointing at a record no longer in the tree, and frees a Log record's log.
+// pointing at a record no longer in the tree, frees a Log record's log, and
+// distrusts the summary that may count a Slices record's hits.
 func (s *Store) remove(p *rec) {
 	s.cache.forget(p)
-	if p.algo() == rl.Log {
+	switch p.algo() {
+	case rl.Log:
 		s.logs.release(p.count)
+	case rl.Slices:
+		s.forgetSlice(p)
 	}
 }
 
@@ -154,9 +165,11 @@ func (s *Store) makeRoom(now int64) *rec {
 
 // insert adds the new record p of id to the tree and the cache.
 func (s *Store) insert(id string, p *rec) {
-	s.tree.Set(p)
+	if prev, replaced := s.tree.Set(p); replaced {
+		s.remove(prev) // never by a check; kept sound all the same
+	}
 	s.cache.grow(s.tree.Len())
-	s.cache.put(s.cache.slot(id, p.keyMeta()), p)
+	s.cache.put(s.cache.slot(id, p.cacheMeta()), p)
 }
 
 // Len returns the number of live records.
@@ -180,11 +193,14 @@ func (s *Store) Len() int { return s.tree.Len() }
 // limiter validates every request once, where it comes in (package memory).
 // The error is ErrTooManyScales or nil.
 func (s *Store) Check(now int64, r rl.Request) (rl.Decision, error) {
-	if r.Algo == rl.Log {
+	switch r.Algo {
+	case rl.Log:
 		return s.checkLog(now, r)
+	case rl.Slices:
+		return s.checkSlices(now, r)
 	}
 	var b int64
-	if r.Algo != rl.Token {
+	if r.Algo != rl.Token && r.Algo != rl.Leaky {
 		b = algo.Bucket(now, r.Scale)
 	}
 	cur, ok := s.get(r.ID, r.Scale, r.Algo, b)
@@ -301,7 +317,19 @@ func (s *Store) Put(id string, scale int64, a rl.Algo, r algo.Record) error {
 	if a == rl.Log {
 		return errPutLog
 	}
+	if a == rl.Slices {
+		if n, _ := algo.SlicesOfRecord(r); n < rl.MinSlices || n > rl.MaxSlices {
+			return &rl.FieldError{Field: "slices", Rule: "a slices record's slice count must be from 2 to 600"}
+		}
+	}
 	p := newRec(id, scale, a, r)
+	if a == rl.Slices {
+		// A slot holds one slice: a record of an older slice than the one
+		// there has left the window already.
+		if old, found := s.tree.Get(p); found && old.sliceNum() > p.sliceNum() {
+			return nil
+		}
+	}
 	if s.max > 0 && s.tree.Len() >= s.max {
 		if _, found := s.tree.Get(p); !found {
 			s.evict(r.Modified)
@@ -310,15 +338,31 @@ func (s *Store) Put(id string, scale int64, a rl.Algo, r algo.Record) error {
 	if prev, replaced := s.tree.Set(p); replaced {
 		s.remove(prev)
 	}
+	if a == rl.Slices {
+		s.invalidateSlices(id, scale, p.slices())
+	}
 	return nil
 }
 
 // errPutLog refuses a Log record in Put: its hits are not in a Record.
 var errPutLog = &rl.FieldError{Field: "algo", Rule: "log records cannot be restored from a record"}
 
-// Buckets returns the records of id in key order.
+// Buckets returns the records of id in key order (a Slices limit's in the
+// order of its slices, not of its ring).
 func (s *Store) Buckets(id string) []rl.Bucket {
 	var out []rl.Bucket
+	defer func() {
+		// Each limit's slices are one run of the tree's order: sort it.
+		for i := 0; i < len(out); {
+			j := i + 1
+			for j < len(out) && out[i].Algo == rl.Slices && out[j].Algo == rl.Slices &&
+				out[j].Scale == out[i].Scale && out[j].Slices == out[i].Slices {
+				j++
+			}
+			slices.SortFunc(out[i:j], func(x, y rl.Bucket) int { return cmp.Compare(x.Bucket, y.Bucket) })
+			i = j
+		}
+	}()
 	s.tree.Ascend(s.pv.set(id, 0, 0, 0), func(p *rec) bool {
 		if p.id() != id {
 			return false
@@ -368,10 +412,22 @@ func (s *Store) recordOf(p *rec) algo.Record {
 }
 
 // ScanFrom is Scan starting at the first record whose key (id, scale, algo,
-// bucket) is not less than the given one, so a long walk can be resumed
-// across calls without passing over what it already saw.
-func (s *Store) ScanFrom(id string, scale int64, a rl.Algo, bucket int64, fn func(id string, scale int64, a rl.Algo, r algo.Record) bool) {
-	s.tree.Ascend(s.pv.set(id, scale, a, bucket), func(p *rec) bool {
+// slices, bucket) is not less than the given one, so a long walk can be
+// resumed across calls without passing over what it already saw. slices
+// is the slice count of a Slices key (algo.SlicesOfRecord), else 0, and a
+// Slices key's bucket is the slot in its ring: the slice number modulo the
+// slice count (see SliceSlot).
+func (s *Store) ScanFrom(id string, scale int64, a rl.Algo, slices, bucket int64, fn func(id string, scale int64, a rl.Algo, r algo.Record) bool) {
+	pv := s.pv.set(id, scale, a, bucket)
+	if a == rl.Slices {
+		pv = s.pv.setSlice(id, scale, slices, bucket)
+	}
+	s.tree.Ascend(pv, func(p *rec) bool {
 		return fn(p.id(), p.scale(), p.algo(), s.recordOf(p))
 	})
 }
+
+// SliceSlot is the bucket of a Slices record in the store's key order: its
+// slot in its limit's ring, the slice number modulo the slice count (see
+// ScanFrom).
+func SliceSlot(num, slices int64) int64 { return floorMod(num, max(slices, 1)) }

@@ -154,6 +154,12 @@ func TestSweepNeverChangesADecision(t *testing.T) {
 				Hits:  rng.Int64N(3),
 				Algo:  rl.Algos[rng.IntN(len(rl.Algos))],
 			}}
+			switch st.r.Algo {
+			case rl.Slices:
+				st.r.Slices = []int64{0, 2, 5, 60}[rng.IntN(4)]
+			case rl.Leaky:
+				st.r.Queue = rng.Int64N(4)
+			}
 			if rng.IntN(4) == 0 {
 				st.sweep = 1 + rng.IntN(5)
 			}
@@ -274,13 +280,13 @@ func TestScanFromResumes(t *testing.T) {
 		s.Check(t0, r)
 	}
 	var seen []string
-	s.ScanFrom("a", 2000, rl.Fixed, t0/2000, func(id string, scale int64, _ rl.Algo, _ algo.Record) bool {
+	s.ScanFrom("a", 2000, rl.Fixed, 0, t0/2000, func(id string, scale int64, _ rl.Algo, _ algo.Record) bool {
 		seen = append(seen, id+"/"+strconv.FormatInt(scale, 10))
 		return true
 	})
 	assert.Equal(t, []string{"a/2000", "b/1000", "c/1000"}, seen)
 	seen = nil
-	s.ScanFrom("a", 2000, rl.Fixed, t0/2000+1, func(id string, scale int64, _ rl.Algo, _ algo.Record) bool {
+	s.ScanFrom("a", 2000, rl.Fixed, 0, t0/2000+1, func(id string, scale int64, _ rl.Algo, _ algo.Record) bool {
 		seen = append(seen, id)
 		return len(seen) < 1
 	})
@@ -295,6 +301,9 @@ func TestEvictionKeepsThrottledIDsThrottled(t *testing.T) {
 		t.Run(a.String(), func(t *testing.T) {
 			s := New(Options{MaxRecords: 200, Seed: 7})
 			thr := rl.Request{ID: "throttled", Scale: 3_600_000, Limit: 3, Hits: 1, Algo: a}
+			if a == rl.Leaky {
+				thr.Queue = 2 // three pass (two of them wait), then the queue is full
+			}
 			now := int64(t0)
 			for range 3 {
 				d, err := s.Check(now, thr)

@@ -67,6 +67,9 @@ func TestBatchingAllowsExactlyTheLimit(t *testing.T) {
 			cl := &counting{Limiter: lim}
 			c := batching(t, sidecar(t, cl, ""), client.Config{Clock: clock.Now})
 			r := rl.Request{ID: "hot", Scale: 60_000, Limit: 1000, Hits: 1, Algo: a}
+			if a == rl.Leaky {
+				r.Queue = 999 // the limit at once, all but one waiting
+			}
 			var allowed, denied atomic.Int64
 			var wg sync.WaitGroup
 			for range 128 {

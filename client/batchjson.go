@@ -38,9 +38,29 @@ func appendBatchJSON(b []byte, rs []rl.Request) []byte {
 		b = strconv.AppendInt(b, r.Hits, 10)
 		b = append(b, `,"algo":"`...)
 		b = append(b, r.Algo.String()...)
-		b = append(b, `"}`...)
+		b = append(b, '"')
+		b = appendShaping(b, r)
+		b = append(b, '}')
 	}
 	return append(b, ']')
+}
+
+// appendShaping appends to a check's JSON object the fields that only some
+// checks carry: slices, queue and max_delay_ms, when set.
+func appendShaping(b []byte, r *rl.Request) []byte {
+	if r.Slices != 0 {
+		b = append(b, `,"slices":`...)
+		b = strconv.AppendInt(b, r.Slices, 10)
+	}
+	if r.Queue != 0 {
+		b = append(b, `,"queue":`...)
+		b = strconv.AppendInt(b, r.Queue, 10)
+	}
+	if r.MaxDelayMS != 0 {
+		b = append(b, `,"max_delay_ms":`...)
+		b = strconv.AppendInt(b, r.MaxDelayMS, 10)
+	}
+	return b
 }
 
 // answerReader is the reusable state of decodeBatchAnswer.
@@ -153,7 +173,7 @@ func (r *answerReader) decisions(ds []rl.Decision) ([]rl.Decision, error) {
 
 // decisionKeys are the names of a decision's members as the API writes
 // them, quoted, in its order; keyOther is any other name.
-var decisionKeys = [...]string{`"allowed"`, `"status"`, `"id"`, `"count"`, `"limit"`, `"remaining"`, `"reset_ms"`, `"retry_after_ms"`}
+var decisionKeys = [...]string{`"allowed"`, `"status"`, `"id"`, `"count"`, `"limit"`, `"remaining"`, `"reset_ms"`, `"retry_after_ms"`, `"delay_ms"`}
 
 const (
 	keyAllowed = iota
@@ -164,6 +184,7 @@ const (
 	keyRemaining
 	keyResetMS
 	keyRetryAfterMS
+	keyDelayMS
 	keyOther
 )
 
@@ -216,6 +237,8 @@ func (r *answerReader) decision(d *rl.Decision) (allowed bool, err error) {
 			field = &d.ResetMS
 		case keyRetryAfterMS:
 			field = &d.RetryAfterMS
+		case keyDelayMS:
+			field = &d.DelayMS
 		default:
 			continue // not a decision's: skipped
 		}

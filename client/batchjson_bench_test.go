@@ -32,7 +32,7 @@ func BenchmarkDecodeBatchAnswer(b *testing.B) {
 		if i > 0 {
 			body = append(body, ',')
 		}
-		body = append(body, `{"allowed":true,"status":"ok","id":"user-`+strconv.Itoa(i*17)+`","count":123,"limit":1000000000,"remaining":999999877,"reset_ms":41234,"retry_after_ms":0}`...)
+		body = append(body, `{"allowed":true,"status":"ok","id":"user-`+strconv.Itoa(i*17)+`","count":123,"limit":1000000000,"remaining":999999877,"reset_ms":41234,"retry_after_ms":0,"delay_ms":0}`...)
 	}
 	body = append(body, ']')
 	b.Run("fast", func(b *testing.B) {

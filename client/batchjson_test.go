@@ -16,8 +16,9 @@ func TestDecodeBatchAnswer(t *testing.T) {
 		name string
 		body string
 	}{
-		{"the API's shape", `[{"allowed":true,"status":"ok","id":"u1","count":3,"limit":10,"remaining":7,"reset_ms":412,"retry_after_ms":0},` +
-			`{"allowed":false,"status":"fail","id":"u\"2\u00e9","count":11,"limit":10,"remaining":0,"reset_ms":412,"retry_after_ms":412}]`},
+		{"the API's shape", `[{"allowed":true,"status":"ok","id":"u1","count":3,"limit":10,"remaining":7,"reset_ms":412,"retry_after_ms":0,"delay_ms":250},` +
+			`{"allowed":false,"status":"fail","id":"u\"2\u00e9","count":11,"limit":10,"remaining":0,"reset_ms":412,"retry_after_ms":412,"delay_ms":0}]`},
+		{"an answer before delay_ms", `[{"allowed":true,"status":"ok","id":"u1","count":3,"limit":10,"remaining":7,"reset_ms":412,"retry_after_ms":0}]`},
 		{"empty", `[]`},
 		{"white space", " [ {\"allowed\" : true , \"count\" :\t-5 } ]\n"},
 		{"empty object", `[{}]`},
@@ -83,7 +84,7 @@ func TestAppendBatchJSON(t *testing.T) {
 // FuzzDecodeBatchAnswer: whatever the body, the batch decoder gives what
 // encoding/json gives (the same decisions, or an error when it errs).
 func FuzzDecodeBatchAnswer(f *testing.F) {
-	f.Add([]byte(`[{"allowed":true,"status":"ok","id":"u1","count":3,"limit":10,"remaining":7,"reset_ms":412,"retry_after_ms":0}]`))
+	f.Add([]byte(`[{"allowed":true,"status":"ok","id":"u1","count":3,"limit":10,"remaining":7,"reset_ms":412,"retry_after_ms":0,"delay_ms":600}]`))
 	f.Add([]byte(`[{"allowed":false,"status":"fail","id":"a\"b\\c\u00e9","count":-1,"x":null,"y":1.5e-3}]`))
 	f.Add([]byte(`[{"ALLOWED":true},{}]`))
 	f.Add([]byte(`[{"count":9223372036854775807},{"count":-9223372036854775808}]`))

@@ -142,7 +142,10 @@ type Client struct {
 	maxID    int
 }
 
-var _ rl.Limiter = (*Client)(nil)
+var (
+	_ rl.Limiter = (*Client)(nil)
+	_ rl.Waiter  = (*Client)(nil)
+)
 
 // New returns a client of the sidecar at cfg.URL. It fails only on a URL that
 // is not an absolute http or https URL or a unix: socket path.
@@ -255,6 +258,15 @@ func (c *Client) CheckRate(ctx context.Context, r rl.Request) (rl.Decision, erro
 	return d, nil
 }
 
+// Wait decides r and, when it is allowed with a delay (algo Leaky), sleeps
+// here until its turn (raterlimiter.Wait): the check carries the bound of
+// ctx's deadline (max_delay_ms), so the sidecar refuses a longer delay
+// before it takes a place in the queue. The sleep is the client's: it holds
+// no connection to the sidecar, and -max-wait does not bound it.
+func (c *Client) Wait(ctx context.Context, r rl.Request) (rl.Decision, error) {
+	return rl.Wait(ctx, c, r)
+}
+
 func (c *Client) checkRate(ctx context.Context, r rl.Request) (rl.Decision, error) {
 	u := make([]byte, 0, len(c.base)+len("/check_rate?id=&scale=&limit=&hits=&algo=sliding")+3*len(r.ID)+40)
 	u = append(u, c.base...)
@@ -269,6 +281,18 @@ func (c *Client) checkRate(ctx context.Context, r rl.Request) (rl.Decision, erro
 	if r.Algo != rl.Fixed {
 		u = append(u, "&algo="...)
 		u = append(u, r.Algo.String()...)
+	}
+	if r.Slices != 0 {
+		u = append(u, "&slices="...)
+		u = strconv.AppendInt(u, r.Slices, 10)
+	}
+	if r.Queue != 0 {
+		u = append(u, "&queue="...)
+		u = strconv.AppendInt(u, r.Queue, 10)
+	}
+	if r.MaxDelayMS != 0 {
+		u = append(u, "&max_delay_ms="...)
+		u = strconv.AppendInt(u, r.MaxDelayMS, 10)
 	}
 	var d rl.Decision
 	err := c.do(ctx, fasthttp.MethodGet, string(u), nil, false, func(status int, body []byte) error {

@@ -106,7 +106,7 @@ func TestNewRefusesBadURLs(t *testing.T) {
 
 func TestCheckRateRequestAndDecision(t *testing.T) {
 	srv := newCanned(t, http.StatusTooManyRequests,
-		`{"allowed":false,"status":"fail","id":"x","count":11,"limit":10,"remaining":0,"reset_ms":412,"retry_after_ms":400}`)
+		`{"allowed":false,"status":"fail","id":"x","count":11,"limit":10,"remaining":0,"reset_ms":412,"retry_after_ms":400,"delay_ms":0}`)
 	c := newClient(t, client.Config{URL: srv.srv.URL + "/", AdminToken: "secret"})
 	id := "a b/c?d=e&f%20#ü\x00\xff+\"'"
 	d, err := c.CheckRate(context.Background(), rl.Request{ID: id, Scale: 30000, Limit: 10, Hits: 0, Algo: rl.Sliding})
@@ -125,17 +125,48 @@ func TestCheckRateRequestAndDecision(t *testing.T) {
 	assert.Empty(t, r.Header.Get("Authorization"), "checks never carry the admin token")
 }
 
+// TestCheckRateSendsShaping: a slices or leaky check sends its slice
+// count, queue and bound on the delay, and the answer's delay_ms arrives.
+func TestCheckRateSendsShaping(t *testing.T) {
+	srv := newCanned(t, http.StatusOK,
+		`{"allowed":true,"status":"ok","id":"x","count":3,"limit":5,"remaining":2,"reset_ms":600,"retry_after_ms":0,"delay_ms":400}`)
+	c := newClient(t, client.Config{URL: srv.srv.URL})
+	d, err := c.CheckRate(context.Background(), rl.Request{ID: "x", Scale: 1000, Limit: 5, Hits: 1, Algo: rl.Leaky, Queue: 3, MaxDelayMS: 700})
+	require.NoError(t, err)
+	assert.Equal(t, int64(400), d.DelayMS)
+	r, _ := srv.last(t)
+	q := r.URL.Query()
+	assert.Equal(t, "leaky", q.Get("algo"))
+	assert.Equal(t, "3", q.Get("queue"))
+	assert.Equal(t, "700", q.Get("max_delay_ms"))
+	assert.False(t, q.Has("slices"))
+	_, err = c.CheckRate(context.Background(), rl.Request{ID: "x", Scale: 60_000, Limit: 5, Hits: 1, Algo: rl.Slices, Slices: 12})
+	require.NoError(t, err)
+	r, _ = srv.last(t)
+	q = r.URL.Query()
+	assert.Equal(t, "slices", q.Get("algo"))
+	assert.Equal(t, "12", q.Get("slices"))
+	assert.False(t, q.Has("queue"))
+	assert.False(t, q.Has("max_delay_ms"))
+}
+
 func TestCheckRatesRequestAndDecisions(t *testing.T) {
 	srv := newCanned(t, http.StatusOK,
-		`[{"allowed":true,"count":1,"limit":10,"remaining":9,"reset_ms":1000,"retry_after_ms":0},
-		  {"allowed":false,"count":3,"limit":2,"remaining":0,"reset_ms":50,"retry_after_ms":50}]`)
+		`[{"allowed":true,"count":1,"limit":10,"remaining":9,"reset_ms":1000,"retry_after_ms":0,"delay_ms":0},
+		  {"allowed":false,"count":3,"limit":2,"remaining":0,"reset_ms":50,"retry_after_ms":50,"delay_ms":0},
+		  {"allowed":true,"count":1,"limit":2,"remaining":1,"reset_ms":60000,"retry_after_ms":0,"delay_ms":0},
+		  {"allowed":true,"count":2,"limit":2,"remaining":0,"reset_ms":1000,"retry_after_ms":0,"delay_ms":500}]`)
 	c := newClient(t, client.Config{URL: srv.srv.URL})
-	rs := []rl.Request{okReq, {ID: "quote\"and\\ünï", Scale: 5, Limit: 2, Hits: 3, Algo: rl.Token}}
+	rs := []rl.Request{okReq, {ID: "quote\"and\\ünï", Scale: 5, Limit: 2, Hits: 3, Algo: rl.Token},
+		{ID: "s", Scale: 60_000, Limit: 2, Hits: 1, Algo: rl.Slices, Slices: 6},
+		{ID: "q", Scale: 1000, Limit: 2, Hits: 1, Algo: rl.Leaky, Queue: 4, MaxDelayMS: 900}}
 	ds, err := c.CheckRates(context.Background(), rs)
 	require.NoError(t, err)
 	assert.Equal(t, []rl.Decision{
 		{Allowed: true, Count: 1, Limit: 10, Remaining: 9, ResetMS: 1000, Now: fixedClock()},
 		{Count: 3, Limit: 2, ResetMS: 50, RetryAfterMS: 50, Now: fixedClock()},
+		{Allowed: true, Count: 1, Limit: 2, Remaining: 1, ResetMS: 60000, Now: fixedClock()},
+		{Allowed: true, Count: 2, Limit: 2, ResetMS: 1000, DelayMS: 500, Now: fixedClock()},
 	}, ds)
 
 	r, body := srv.last(t)

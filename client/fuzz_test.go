@@ -15,9 +15,9 @@ import (
 // /check_rate), and every error is a *Error, or a FieldError (in an
 // ItemError when the body names an index) that matches ErrInvalid.
 func FuzzAnswer(f *testing.F) {
-	f.Add(200, []byte(`{"allowed":true,"status":"ok","id":"u1","count":3,"limit":10,"remaining":7,"reset_ms":412,"retry_after_ms":0}`))
-	f.Add(429, []byte(`{"allowed":false,"status":"fail","count":11,"limit":10,"remaining":0,"reset_ms":412,"retry_after_ms":412}`))
-	f.Add(200, []byte(`[{"allowed":true,"count":1,"limit":2,"remaining":1,"reset_ms":5,"retry_after_ms":0}]`))
+	f.Add(200, []byte(`{"allowed":true,"status":"ok","id":"u1","count":3,"limit":10,"remaining":7,"reset_ms":412,"retry_after_ms":0,"delay_ms":0}`))
+	f.Add(429, []byte(`{"allowed":false,"status":"fail","count":11,"limit":10,"remaining":0,"reset_ms":412,"retry_after_ms":412,"delay_ms":0}`))
+	f.Add(200, []byte(`[{"allowed":true,"count":1,"limit":2,"remaining":1,"reset_ms":5,"retry_after_ms":0,"delay_ms":0}]`))
 	f.Add(200, []byte(`[{"scale":1000,"algo":"fixed","bucket":1,"count":2,"created":3,"modified":4}]`))
 	f.Add(200, []byte(`{"deleted":2}`))
 	f.Add(400, []byte(`{"error":"invalid scale","field":"scale","rule":"must be 1.."}`))

@@ -16,7 +16,8 @@ import (
 // policy, not the caller, sets the algorithm, limit and scale, as with a
 // sidecar run with -policies-only. hits 0 means the policy's own hits per
 // request. It returns the decision and the request as the policy made it
-// (its scale, limit and algo, for the RateLimit headers). An unknown policy,
+// (its scale, limit and algo, and its slices or queue, for the RateLimit
+// headers). An unknown policy,
 // an empty or too long id fail with an error matching
 // raterlimiter.ErrInvalid. The fail mode applies as for CheckRate; failing
 // open, the decision allows with no counts.
@@ -48,13 +49,15 @@ func (c *Client) CheckPolicy(ctx context.Context, policy, id string, hits int64)
 			return err
 		}
 		var p struct {
-			Scale int64   `json:"scale"`
-			Algo  rl.Algo `json:"algo"`
+			Scale  int64   `json:"scale"`
+			Algo   rl.Algo `json:"algo"`
+			Slices int64   `json:"slices"`
+			Queue  int64   `json:"queue"`
 		}
 		if err := json.Unmarshal(body, &p); err != nil {
 			return err
 		}
-		r.Scale, r.Algo = p.Scale, p.Algo
+		r.Scale, r.Algo, r.Slices, r.Queue = p.Scale, p.Algo, p.Slices, p.Queue
 		return nil
 	})
 	d.Now = c.clock()

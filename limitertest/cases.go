@@ -167,6 +167,9 @@ func invalid() []struct {
 		{"hits", with(func(r *rl.Request) { r.Hits = -1 })},
 		{"hits", with(func(r *rl.Request) { r.Hits = rl.MaxHits + 1 })},
 		{"algo", with(func(r *rl.Request) { r.Algo = rl.Algo(7) })},
+		{"slices", with(func(r *rl.Request) { r.Slices = rl.MaxSlices + 1 })},
+		{"queue", with(func(r *rl.Request) { r.Queue = rl.MaxQueue + 1 })},
+		{"max_delay_ms", with(func(r *rl.Request) { r.MaxDelayMS = -1 })},
 	}
 }
 
@@ -175,6 +178,9 @@ func commonCases() []Case {
 	for _, a := range rl.Algos {
 		r := req("u", 1000, 5, 1)
 		r.Algo = a
+		if a == rl.Leaky {
+			r.Queue = 10 // several checks at one instant queue up
+		}
 		peek := r
 		peek.Hits = 0
 		cs = append(cs, Case{Name: a.String() + "/invalid input is refused and counts nothing", Start: T0, Steps: []Step{
@@ -198,12 +204,17 @@ func commonCases() []Case {
 		cs = append(cs, Case{Name: a.String() + "/batch decides in order, refuses a bad item whole", Start: T0, Steps: []Step{
 			{Do: func(t *testing.T, l rl.Limiter) {
 				ctx := context.Background()
-				rs := []rl.Request{r, r, peek, {ID: "other", Scale: 1000, Limit: 5, Hits: 1, Algo: a}, r}
+				rs := []rl.Request{r, r, peek, {ID: "other", Scale: 1000, Limit: 5, Hits: 1, Algo: a, Queue: r.Queue}, r}
 				ds, err := l.CheckRates(ctx, rs)
 				require.NoError(t, err)
 				require.Len(t, ds, len(rs))
 				assert.Equal(t, []int64{1, 2, 2, 1, 3}, counts(ds))
-				bad := []rl.Request{r, r, {ID: "u", Scale: 0, Limit: 5, Hits: 1, Algo: a}}
+				if a == rl.Leaky {
+					assert.Equal(t, []int64{0, 200, 0, 0, 400}, delays(ds), "the queue's waits")
+				} else {
+					assert.Equal(t, []int64{0, 0, 0, 0, 0}, delays(ds), "only leaky delays")
+				}
+				bad := []rl.Request{r, r, {ID: "u", Scale: 0, Limit: 5, Hits: 1, Algo: a, Queue: r.Queue}}
 				_, err = l.CheckRates(ctx, bad)
 				var ie *rl.ItemError
 				require.ErrorAs(t, err, &ie)
@@ -232,12 +243,23 @@ func commonCases() []Case {
 				assert.Equal(t, int64(1000), bs[0].Scale)
 				assert.Equal(t, int64(60_000), bs[1].Scale)
 				assert.Equal(t, a, bs[0].Algo)
-				if a != rl.Token {
+				if a != rl.Token && a != rl.Leaky {
 					assert.Equal(t, int64(2), bs[0].Count)
+				}
+				switch a {
+				case rl.Token, rl.Leaky:
+				case rl.Slices:
+					// in its slice (on Redis a slice keeps its start only)
+					assert.Equal(t, int64(T0/17), bs[0].Created/17)
+				default:
 					assert.Equal(t, int64(T0), bs[0].Created)
 				}
-				if a != rl.Token && a != rl.Log {
+				switch a {
+				case rl.Fixed, rl.Sliding:
 					assert.Equal(t, int64(T0/1000), bs[0].Bucket)
+				case rl.Slices:
+					assert.Equal(t, int64(T0/17), bs[0].Bucket, "1000 ms in 60 slices of 17 ms")
+					assert.Equal(t, int64(60), bs[0].Slices)
 				}
 				none, err := l.Buckets(ctx, "nobody")
 				require.NoError(t, err)
@@ -248,7 +270,7 @@ func commonCases() []Case {
 				d, err := l.CheckRate(ctx, peek)
 				require.NoError(t, err)
 				assert.Equal(t, int64(0), d.Count, "reset of one scale")
-				d, err = l.CheckRate(ctx, rl.Request{ID: "u", Scale: 60_000, Limit: 5, Algo: a})
+				d, err = l.CheckRate(ctx, rl.Request{ID: "u", Scale: 60_000, Limit: 5, Algo: a, Queue: r.Queue})
 				require.NoError(t, err)
 				assert.Equal(t, int64(1), d.Count, "other scales untouched")
 				n, err = l.Reset(ctx, "u", 0)
@@ -281,11 +303,23 @@ func commonCases() []Case {
 // allowAny is the decision of a first hit on a fresh id, any algorithm.
 func allowAny(a rl.Algo, r rl.Request) rl.Decision {
 	d := rl.Decision{Allowed: true, Count: r.Hits, Limit: r.Limit, Remaining: r.Limit - r.Hits, ResetMS: r.Scale - T0%r.Scale}
-	if a == rl.Token {
-		// The bucket refills r.Hits tokens, each scale/limit ms.
+	switch a {
+	case rl.Token, rl.Leaky:
+		// The bucket refills (the queue drains) r.Hits, each scale/limit ms.
 		d.ResetMS = (r.Hits*r.Scale + r.Limit - 1) / r.Limit
+	case rl.Slices:
+		// The slice of 17 ms holding T0 leaves 60 slices after its start.
+		d.ResetMS = 60*17 - T0%17
 	}
 	return d
+}
+
+func delays(ds []rl.Decision) []int64 {
+	out := make([]int64, len(ds))
+	for i, d := range ds {
+		out[i] = d.DelayMS
+	}
+	return out
 }
 
 func counts(ds []rl.Decision) []int64 {

@@ -42,6 +42,8 @@ func Run(t *testing.T, f Factory) {
 	all = append(all, slidingCases()...)
 	all = append(all, tokenCases()...)
 	all = append(all, logCases()...)
+	all = append(all, slicesCases()...)
+	all = append(all, leakyCases()...)
 	all = append(all, commonCases()...)
 	for _, c := range all {
 		t.Run(c.Name, func(t *testing.T) {

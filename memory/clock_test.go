@@ -49,6 +49,9 @@ func TestCorrectedClockJumpsNeitherFreezeNorRewind(t *testing.T) {
 				l := memory.New(memory.Config{Shards: 1, Clock: steady.Now, SweepInterval: -1})
 				defer l.Close()
 				r := rl.Request{ID: "u", Scale: 1000, Limit: 2, Hits: 1, Algo: a}
+				if a == rl.Leaky {
+					r.Queue = 1
+				}
 				for step := range 8 {
 					switch step {
 					case 2:

@@ -76,14 +76,21 @@ func (l *Limiter) CopyRecords(ctx context.Context, chunk int, fn func(Record) er
 
 // key is a record's place in a store: the order buckets.Store.Scan follows.
 type key struct {
-	id    string
-	scale int64
-	algo  rl.Algo
-	b     int64
+	id     string
+	scale  int64
+	algo   rl.Algo
+	slices int64 // a Slices record's slice count, else 0
+	b      int64
 }
 
 func keyOf(id string, scale int64, a rl.Algo, r algo.Record) key {
-	return key{id: id, scale: scale, algo: a, b: algo.BucketOf(a, scale, r)}
+	k := key{id: id, scale: scale, algo: a, b: algo.BucketOf(a, scale, r)}
+	if a == rl.Slices {
+		// The store keeps a limit's slices in a ring: ordered by slot.
+		k.slices, _ = algo.SlicesOfRecord(r)
+		k.b = buckets.SliceSlot(k.b, k.slices)
+	}
+	return k
 }
 
 func (k key) compare(o key) int {
@@ -95,6 +102,8 @@ func (k key) compare(o key) int {
 		return cmp.Compare(k.scale, o.scale)
 	case k.algo != o.algo:
 		return cmp.Compare(k.algo, o.algo)
+	case k.slices != o.slices:
+		return cmp.Compare(k.slices, o.slices)
 	}
 	return cmp.Compare(k.b, o.b)
 }
@@ -143,7 +152,7 @@ func (c *cursor) visit(s *buckets.Store, now int64, chunk int, fn func(Record) e
 		return true
 	}
 	if c.started {
-		s.ScanFrom(c.last.id, c.last.scale, c.last.algo, c.last.b, each)
+		s.ScanFrom(c.last.id, c.last.scale, c.last.algo, c.last.slices, c.last.b, each)
 	} else {
 		s.Scan(each)
 	}

@@ -3,12 +3,14 @@ package memory
 import (
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	rl "github.com/raterlimiter/raterlimiter"
+	"github.com/raterlimiter/raterlimiter/algo"
 	"github.com/raterlimiter/raterlimiter/buckets"
 )
 
@@ -80,4 +82,42 @@ func TestCursorUnderDeletesAndInserts(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestCursorResumesWithinSlices: a copy one record a visit resumes
+// between the slices of one limit and between two slice counts of one
+// scale, whose records differ only in those.
+func TestCursorResumesWithinSlices(t *testing.T) {
+	const now = int64(1_700_000_040_000)
+	s := buckets.New(buckets.Options{})
+	for i, n := range []int64{2, 6, 60} {
+		for k := range int64(5) {
+			for _, id := range []string{"a", "b"} {
+				r := rl.Request{ID: id, Scale: 60_000, Limit: 100, Hits: 1 + int64(i), Algo: rl.Slices, Slices: n}
+				_, err := s.Check(now+k*1000, r)
+				require.NoError(t, err)
+			}
+		}
+	}
+	var want []Record
+	s.Scan(func(id string, scale int64, a rl.Algo, r algo.Record) bool {
+		want = append(want, Record{ID: strings.Clone(id), Scale: scale, Algo: a, State: r})
+		return true
+	})
+	require.Len(t, want, 2*(1+1+5), "4 s of hits: 1 slice of 30 s, 1 of 10 s, 5 of 1 s, for each id")
+	var got []Record
+	var c cursor
+	for visits := 0; ; visits++ {
+		require.Less(t, visits, 100)
+		done, err := c.visit(s, now+4000, 1, func(r Record) error {
+			r.ID = strings.Clone(r.ID)
+			got = append(got, r)
+			return nil
+		})
+		require.NoError(t, err)
+		if done {
+			break
+		}
+	}
+	assert.Equal(t, want, got)
 }

@@ -102,7 +102,10 @@ type Limiter struct {
 	once    sync.Once
 }
 
-var _ rl.Limiter = (*Limiter)(nil)
+var (
+	_ rl.Limiter = (*Limiter)(nil)
+	_ rl.Waiter  = (*Limiter)(nil)
+)
 
 // New starts a limiter. Close stops it.
 func New(cfg Config) *Limiter {
@@ -168,6 +171,14 @@ func (l *Limiter) CheckRate(ctx context.Context, r rl.Request) (rl.Decision, err
 		return rl.Decision{}, err
 	}
 	return l.shard(r.ID).CheckRate(ctx, r)
+}
+
+// Wait decides r and, when it is allowed with a delay (algo Leaky), sleeps
+// until its turn (raterlimiter.Wait): a delay that would outlast ctx's
+// deadline is refused before it takes a place in the queue, and a ctx that
+// ends during the sleep returns early with its error.
+func (l *Limiter) Wait(ctx context.Context, r rl.Request) (rl.Decision, error) {
+	return rl.Wait(ctx, l, r)
 }
 
 // CheckRates decides a batch, one message per shard, the shards in parallel.

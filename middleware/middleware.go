@@ -9,7 +9,8 @@
 // or the sidecar's client (package client). Both answer a denied request
 // with 429, the contract's rate-limit headers (package headers), Retry-After
 // and a short text body; an allowed request goes on to the next handler with
-// the same headers set.
+// the same headers set, after its turn when the algorithm (leaky) queues it
+// (Config.MaxWait bounds the wait).
 //
 // When the limiter fails (it is down, overloaded, or times out) the
 // middleware fails open by default: the request goes on without rate-limit
@@ -27,6 +28,7 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+	"time"
 
 	rl "github.com/raterlimiter/raterlimiter"
 	"github.com/raterlimiter/raterlimiter/headers"
@@ -44,12 +46,19 @@ type Policy struct {
 	Hits int64
 	// Algo is the algorithm. Default raterlimiter.Fixed.
 	Algo rl.Algo
+	// Slices is the slice count of algo Slices (0: the default), Queue how
+	// many requests may wait their turn with algo Leaky (see
+	// raterlimiter.Request).
+	Slices, Queue int64
 }
 
 // Request returns the check of one request by key.
 func (p Policy) Request(key string) rl.Request {
-	return rl.Request{ID: key, Scale: p.Scale, Limit: p.Limit, Hits: p.Hits, Algo: p.Algo}
+	return rl.Request{ID: key, Scale: p.Scale, Limit: p.Limit, Hits: p.Hits, Algo: p.Algo, Slices: p.Slices, Queue: p.Queue}
 }
+
+// DefaultMaxWait is Config.MaxWait's default, the sidecar's -max-wait.
+const DefaultMaxWait = 10 * time.Second
 
 // Config is what both middlewares share. Limiter and Policy are required;
 // every other zero field means the default its comment names.
@@ -78,6 +87,13 @@ type Config struct {
 	// Message is the body of a 429 answer. Default: "Too many requests,
 	// retry in N s" and a newline, N being Retry-After.
 	Message string
+	// MaxWait bounds how long a request waits its turn (algo Leaky, whose
+	// allowed checks may come with a delay): the check carries it as its
+	// bound on the delay, so a longer wait is a 429 that took no place in
+	// the queue. Default DefaultMaxWait. With PolicyName the middleware
+	// does not wait: a policy with wait: true makes the sidecar hold the
+	// answer instead.
+	MaxWait time.Duration
 }
 
 // Outcome is what the middleware does with a request.
@@ -109,6 +125,7 @@ type Core struct {
 	failClosed bool
 	onError    func(error)
 	message    string
+	maxWaitMS  int64 // with policy: the bound on a check's delay
 }
 
 // New validates cfg and returns its Core. It fails on a missing limiter, a
@@ -120,6 +137,10 @@ func New(cfg Config) (*Core, error) {
 	}
 	c := &Core{limiter: cfg.Limiter, policy: cfg.Policy, name: headers.PolicyName,
 		failClosed: cfg.FailClosed, onError: cfg.OnError, message: cfg.Message}
+	if cfg.MaxWait <= 0 {
+		cfg.MaxWait = DefaultMaxWait
+	}
+	c.maxWaitMS = min(max(cfg.MaxWait.Milliseconds(), 1), rl.MaxDelayMS)
 	if cfg.PolicyName != "" {
 		pc, ok := cfg.Limiter.(rl.PolicyChecker)
 		if !ok {
@@ -162,6 +183,7 @@ func (c *Core) Check(ctx context.Context, key string) (rl.Request, rl.Decision, 
 		d, r, err = c.byName.CheckPolicy(ctx, c.name, key, 0)
 	} else {
 		r = c.policy.Request(key)
+		r.MaxDelayMS = c.maxWaitMS
 		d, err = c.limiter.CheckRate(ctx, r)
 	}
 	switch {
@@ -180,6 +202,25 @@ func (c *Core) Check(ctx context.Context, key string) (rl.Request, rl.Decision, 
 		return r, d, Unavailable
 	}
 	return r, d, Unlimited
+}
+
+// Hold waits the turn of an allowed request whose decision came with a
+// delay (algo Leaky; at most Config.MaxWait, which the check was bounded
+// by) before it goes on, or until ctx ends, whose error it returns: the
+// requester is gone. With PolicyName it returns at once (the sidecar
+// holds the answers of a policy that waits).
+func (c *Core) Hold(ctx context.Context, d rl.Decision) error {
+	if c.byName != nil || !d.Allowed || d.DelayMS <= 0 {
+		return nil
+	}
+	t := time.NewTimer(time.Duration(d.DelayMS) * time.Millisecond)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // DenyBody returns the body of a 429 answer for d.

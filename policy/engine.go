@@ -41,6 +41,13 @@ type Rule struct {
 	Scale int64
 	// Hits is what one matched request counts; 0 means 1.
 	Hits int64
+	// Slices is the slice count of algo Slices (0: the default), and Queue
+	// how many may wait with algo Leaky: those of raterlimiter.Request.
+	Slices, Queue int64
+	// Wait asks that a matched request wait its turn (algo Leaky): the
+	// answer to /auth is held for the decision's delay, at most
+	// Engine.MaxWaitMS, and a longer delay is a denial.
+	Wait bool
 	// Plans, if set, gives the limit per plan.
 	Plans *Plans
 	// Shadow rules are counted and reported but never deny.
@@ -134,6 +141,10 @@ type Engine struct {
 	// ErrKeyTooLong, never cut short (a cut key would be someone else's).
 	// Default raterlimiter.DefaultMaxIDBytes.
 	MaxKeyBytes int
+	// MaxWaitMS bounds the delay of a rule that waits (Rule.Wait): its
+	// requests carry it as raterlimiter.Request.MaxDelayMS, so a longer
+	// wait is denied before it takes a place. 0: no bound.
+	MaxWaitMS int64
 }
 
 // Decide counts every check and appends one Result per check, in order, to
@@ -190,7 +201,10 @@ func (e *Engine) Decide(ctx context.Context, checks []Check, out []Result) ([]Re
 			buf = CounterID(buf[:0], c.Rule.Name, c.Key)
 		}
 		res.Request = rl.Request{ID: string(buf), Scale: c.Rule.Scale, Limit: c.Rule.LimitFor(c.Plan),
-			Hits: hits, Algo: c.Rule.Algo}
+			Hits: hits, Algo: c.Rule.Algo, Slices: c.Rule.Slices, Queue: c.Rule.Queue}
+		if c.Rule.Wait {
+			res.Request.MaxDelayMS = e.MaxWaitMS
+		}
 		at = append(at, len(out))
 		reqs = append(reqs, res.Request)
 		out = append(out, res)

@@ -188,7 +188,7 @@ func validName(s string) bool {
 }
 
 func (p *parser) policy(n *yaml.Node) (Policy, error) {
-	fs, err := p.fields(n, "a policy", "name", "match", "key", "algo", "limit", "scale", "hits", "plans", "missing_key")
+	fs, err := p.fields(n, "a policy", "name", "match", "key", "algo", "limit", "scale", "hits", "plans", "missing_key", "slices", "queue", "wait")
 	if err != nil {
 		return Policy{}, err
 	}
@@ -221,10 +221,10 @@ func (p *parser) policy(n *yaml.Node) (Policy, error) {
 	}
 	if a := fs["algo"]; a != nil {
 		if a.Kind != yaml.ScalarNode {
-			return pol, p.errf(a, "%s: algo must be one of fixed, sliding, token, log", in)
+			return pol, p.errf(a, "%s: algo must be one of %s", in, algoNames)
 		}
 		if pol.Algo, err = rl.ParseAlgo(a.Value); err != nil {
-			return pol, p.errf(a, "%s: algo %q: must be one of fixed, sliding, token, log", in, a.Value)
+			return pol, p.errf(a, "%s: algo %q: must be one of %s", in, a.Value, algoNames)
 		}
 	}
 	limN := fs["limit"]
@@ -255,6 +255,9 @@ func (p *parser) policy(n *yaml.Node) (Policy, error) {
 		if err := p.plans(pl, in, &pol, maxLimit); err != nil {
 			return pol, err
 		}
+	}
+	if err := p.shaping(fs, in, &pol); err != nil {
+		return pol, err
 	}
 	return pol, nil
 }

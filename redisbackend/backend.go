@@ -252,14 +252,14 @@ func (b *Backend) decide(ctx context.Context, op string, rs []rl.Request) ([]rl.
 	now := b.now()
 	start := time.Now()
 	dl := b.deadlineArg(cctx)
-	res := b.run(cctx, b.check, len(rs), func(i int) ([]string, []string) { return b.checkArgs(rs[i], now, dl) })
+	res := b.runChecks(cctx, rs, now, dl)
 	ds := make([]rl.Decision, len(rs))
 	var failed []int
 	var cause, firstErr error
 	for i, r := range res {
 		var err error
 		if err = r.Error(); err == nil {
-			ds[i], err = decision(r, rs[i])
+			ds[i], err = decisionOf(r, rs[i])
 		}
 		if err == nil {
 			continue

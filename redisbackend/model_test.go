@@ -1,9 +1,11 @@
 package redisbackend_test
 
 import (
+	"cmp"
 	"context"
 	"encoding/base64"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -31,19 +33,38 @@ type mkey struct {
 	id            string
 	a             rl.Algo
 	scale, bucket int64
+	slices        int64
 }
 
 func (m *model) check(now int64, r rl.Request) rl.Decision {
+	if r.Algo == rl.Slices {
+		n, _, k := algo.SliceOf(now, r)
+		var list []algo.Slice
+		for key, rec := range m.recs {
+			if key.id == r.ID && key.a == rl.Slices && key.scale == r.Scale && key.slices == n {
+				_, hits := algo.SlicesOfRecord(rec)
+				list = append(list, algo.Slice{Num: key.bucket, Hits: hits})
+			}
+		}
+		slices.SortFunc(list, func(a, b algo.Slice) int { return cmp.Compare(a.Num, b.Num) })
+		d := algo.SlicesCheck(list, now, r)
+		if d.Allowed && r.Hits > 0 {
+			key := mkey{r.ID, rl.Slices, r.Scale, k, n}
+			_, hits := algo.SlicesOfRecord(m.recs[key])
+			m.recs[key] = algo.SlicesRecord(n, hits+r.Hits, now, now)
+		}
+		return d
+	}
 	if r.Algo == rl.Log {
-		k := mkey{r.ID, r.Algo, r.Scale, 0}
+		k := mkey{r.ID, r.Algo, r.Scale, 0, 0}
 		if m.logs[k] == nil {
 			m.logs[k] = new(algo.Log)
 		}
 		return algo.LogCheck(m.logs[k], now, r)
 	}
-	cur := mkey{r.ID, r.Algo, r.Scale, 0}
+	cur := mkey{r.ID, r.Algo, r.Scale, 0, 0}
 	prev := cur
-	if r.Algo != rl.Token {
+	if r.Algo != rl.Token && r.Algo != rl.Leaky {
 		cur.bucket = algo.Bucket(now, r.Scale)
 		prev.bucket = cur.bucket - 1
 	}
@@ -85,8 +106,24 @@ func (p profile) randomRequest(rnd *rand.Rand) rl.Request {
 		Scale: p.scales[rnd.IntN(len(p.scales))],
 		Limit: p.limits[rnd.IntN(len(p.limits))],
 	}
-	if r.Algo == rl.Log {
+	switch r.Algo {
+	case rl.Log:
 		r.Limit = min(r.Limit, rl.MaxLogLimit)
+	case rl.Slices:
+		r.Slices = []int64{0, 2, 7, 600}[rnd.IntN(4)]
+	case rl.Leaky:
+		// A queue that drains within ten years (the bound Validate keeps).
+		q := []int64{0, 1, 3, rl.MaxQueue, rnd.Int64N(rl.MaxQueue + 1)}[rnd.IntN(5)]
+		if r.Limit > 0 {
+			q = min(q, int64(float64(rl.MaxScale)/float64(r.Scale)*float64(r.Limit)))
+		}
+		r.Queue = q
+		for r.Validate(0) != nil {
+			r.Queue /= 2
+		}
+		if rnd.IntN(8) == 0 {
+			r.MaxDelayMS = 1 + rnd.Int64N(r.Scale)
+		}
 	}
 	switch rnd.IntN(8) {
 	case 0:

@@ -120,7 +120,7 @@ func (b *Backend) Buckets(ctx context.Context, id string) ([]rl.Bucket, error) {
 	if err != nil {
 		return nil, err
 	}
-	return live(now, ls), nil
+	return b.withSlices(ctx, "list", id, 0, live(now, ls))
 }
 
 // Reset deletes the records of id, of every scale when scale is 0, and
@@ -133,5 +133,6 @@ func (b *Backend) Reset(ctx context.Context, id string, scale int64) (int, error
 	if err != nil {
 		return 0, err
 	}
-	return len(live(now, ls)), nil
+	bs, err := b.withSlices(ctx, "reset", id, scale, live(now, ls))
+	return len(bs), err
 }

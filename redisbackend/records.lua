@@ -20,7 +20,10 @@ else
   now = tonumber(ARGV[4])
 end
 local out = {string.format('%d', now)}
-local fields = redis.call('HKEYS', idx)
+local fields = {}
+for _, f in ipairs(redis.call('HKEYS', idx)) do
+  if string.sub(f, 1, 2) ~= 'w:' then table.insert(fields, f) end -- slices: slicesrecords.lua
+end
 for _, f in ipairs(fields) do
   local key = prefix .. f
   local st = redis.call('HMGET', key, 'c', 'cr', 'm', 'pc', 'pcr', 'pm', 'd')

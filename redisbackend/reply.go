@@ -47,7 +47,7 @@ func parseRecords(a rl.Algo, ms []rueidis.RedisMessage) (cur, prev raw, err erro
 		}
 	}
 	cur = raw{algo.Record{Count: v[0], Created: v[1], Modified: v[2]}, ok[0] && ok[1]}
-	if a == rl.Token {
+	if a == rl.Token || a == rl.Leaky {
 		cur.rec.Count = int64(uint64(v[6])<<32 | uint64(uint32(v[0])))
 		return cur, prev, nil
 	}
@@ -98,7 +98,7 @@ func logDecision(now int64, req rl.Request, ms []rueidis.RedisMessage) (rl.Decis
 // reads, exactly as check.lua does: the current window's and (sliding) the
 // previous one's.
 func current(a rl.Algo, scale, now int64, c, p raw) (cur algo.Record, ok bool, prev algo.Record, prevOK bool) {
-	if a == rl.Token {
+	if a == rl.Token || a == rl.Leaky {
 		return c.rec, c.ok, prev, false
 	}
 	bk := algo.Bucket(now, scale)

@@ -36,6 +36,8 @@ func algoCode(a rl.Algo) string {
 		return "t"
 	case rl.Log:
 		return "l"
+	case rl.Leaky:
+		return "q"
 	}
 	return "f"
 }
@@ -50,6 +52,8 @@ func parseAlgoCode(s string) (rl.Algo, bool) {
 		return rl.Token, true
 	case "l":
 		return rl.Log, true
+	case "q":
+		return rl.Leaky, true
 	}
 	return 0, false
 }

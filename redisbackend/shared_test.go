@@ -46,6 +46,9 @@ func TestTwoBackendsShareOneLimit(t *testing.T) {
 						// refills one hit per 36 days, while the test runs.
 						id := target.name + "/" + name + "/" + time.Now().Format(time.RFC3339Nano)
 						r := rl.Request{ID: id, Scale: rl.MaxScale, Limit: limit, Hits: 1, Algo: a}
+						if a == rl.Leaky {
+							r.Queue = limit - 1 // the limit at once, all but one waiting
+						}
 						var allowed, denied atomic.Int64
 						var wg sync.WaitGroup
 						const workers, perWorker = 8, 3 * limit / 8

@@ -25,7 +25,7 @@ func TestWriteFuzzCorpus(t *testing.T) {
 		"good":              good,
 		"empty":             {},
 		"wrong_magic":       mutate(func(b []byte) []byte { b[0] = 'X'; return b }),
-		"wrong_version":     withCRC(mutate(func(b []byte) []byte { b[7] = 2; return b })),
+		"wrong_version":     withCRC(mutate(func(b []byte) []byte { b[7] = 4; return b })),
 		"flipped_byte":      mutate(func(b []byte) []byte { b[20] ^= 0x10; return b }),
 		"truncated":         good[:len(good)/2],
 		"trailing":          withCRC(append(slices.Clone(good[:len(good)-4]), 0, 0, 0, 0, 0)),

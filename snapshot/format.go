@@ -19,8 +19,9 @@ var ErrCorrupt = errors.New("snapshot: corrupt or foreign file")
 
 // Version is the format version this build writes. It reads it and every
 // older one: version 2 added the entries of Log records, which version 1
-// has none of.
-const Version = 2
+// has none of; version 3 gave the algorithm three bits beside the scale
+// (Slices and Leaky), where versions 1 and 2 have two.
+const Version = 3
 
 // maxLogBytes bounds a Log record's entries in a file: a log holds at most
 // raterlimiter.MaxLogLimit hits, a few bytes each.
@@ -90,7 +91,7 @@ func (e *encoder) add(id string, scale int64, a rl.Algo, r algo.Record, logData 
 	b = binary.AppendUvarint(b, uint64(shared))
 	b = binary.AppendUvarint(b, uint64(len(id)-shared))
 	b = append(b, id[shared:]...)
-	b = binary.AppendUvarint(b, uint64(scale)<<2|uint64(a))
+	b = binary.AppendUvarint(b, uint64(scale)<<algoBits|uint64(a))
 	b = binary.AppendVarint(b, r.Count)
 	b = binary.AppendVarint(b, r.Created-e.base) // wraps, and unwraps on read
 	b = binary.AppendVarint(b, r.Modified-r.Created)
@@ -206,9 +207,13 @@ func decode(sr io.Reader, fn func(Record) error) (Info, error) {
 		if err != nil {
 			return info, err
 		}
-		rec := Record{Scale: int64(sa >> 2), Algo: rl.Algo(sa & 3)}
+		bits := uint(algoBits)
+		if info.Version < 3 {
+			bits = 2
+		}
+		rec := Record{Scale: int64(sa >> bits), Algo: rl.Algo(sa & (1<<bits - 1))}
 		if rec.Scale < 1 || rec.Scale > rl.MaxScale || !rec.Algo.Valid() {
-			return info, corrupt("record %d: scale %d or algorithm %d out of range", info.Records, sa>>2, sa&3)
+			return info, corrupt("record %d: scale %d or algorithm %d out of range", info.Records, sa>>bits, sa&(1<<bits-1))
 		}
 		var c, dc, dm int64
 		if c, err = varint(br, "count"); err == nil {
@@ -223,7 +228,10 @@ func decode(sr io.Reader, fn func(Record) error) (Info, error) {
 		if why := implausible(rec, info.Written); why != "" {
 			return info, corrupt("record %d: %s", info.Records, why)
 		}
-		k := recordKey{string(id), rec.Scale, rec.Algo, algo.BucketOf(rec.Algo, rec.Scale, rec.State)}
+		k := recordKey{string(id), rec.Scale, rec.Algo, 0, algo.BucketOf(rec.Algo, rec.Scale, rec.State)}
+		if rec.Algo == rl.Slices {
+			k.slices, _ = algo.SlicesOfRecord(rec.State)
+		}
 		if info.Records > 0 && k == prevKey {
 			return info, corrupt("record %d: the same key as the record before it", info.Records)
 		}
@@ -295,7 +303,7 @@ func implausible(r Record, written int64) string {
 		case st.Modified > written+clockSlack:
 			return "changed after the file was written"
 		}
-	case rl.Token:
+	case rl.Token, rl.Leaky:
 		num, den := uint32(st.Count), uint32(uint64(st.Count)>>32)
 		switch {
 		case num != 0 && num >= den:
@@ -307,6 +315,15 @@ func implausible(r Record, written int64) string {
 		}
 	case rl.Log:
 		switch {
+		case st.Modified < st.Created:
+			return "changed before it was created"
+		case st.Modified > written+clockSlack:
+			return "changed after the file was written"
+		}
+	case rl.Slices:
+		switch n := uint64(st.Count) >> 32; {
+		case n < uint64(rl.MinSlices) || n > uint64(rl.MaxSlices):
+			return fmt.Sprintf("a slice count (%d) out of 2 to 600", n)
 		case st.Modified < st.Created:
 			return "changed before it was created"
 		case st.Modified > written+clockSlack:
@@ -361,8 +378,13 @@ func sectionOf(r io.ReaderAt, size int64) io.Reader {
 // recordKey is a record's place in the store: no two records of a file
 // share one.
 type recordKey struct {
-	id    string
-	scale int64
-	algo  rl.Algo
-	b     int64
+	id     string
+	scale  int64
+	algo   rl.Algo
+	slices int64
+	b      int64
 }
+
+// algoBits is how many bits of a record's scale field hold its algorithm
+// (version 3; two before).
+const algoBits = 3

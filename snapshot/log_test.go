@@ -1,16 +1,23 @@
 package snapshot_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/binary"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	rl "github.com/raterlimiter/raterlimiter"
+	"github.com/raterlimiter/raterlimiter/algo"
 	"github.com/raterlimiter/raterlimiter/limitertest"
+	"github.com/raterlimiter/raterlimiter/memory"
 	"github.com/raterlimiter/raterlimiter/snapshot"
 )
 
@@ -53,15 +60,86 @@ func TestLogRecordsRoundTrip(t *testing.T) {
 	}
 }
 
-func TestVersion1FilesStillLoad(t *testing.T) {
-	old := goodSnapshot(t) // fixed, sliding and token records only
-	old[7] = 1
-	path := filepath.Join(t.TempDir(), "v1.snap")
-	require.NoError(t, os.WriteFile(path, withCRC(old), 0o600))
+// encodeOld writes records in the format of version 1 or 2, whose scale
+// field holds the algorithm in two bits, as the builds before version 3
+// wrote them (no id prefixes shared, which the format allows).
+func encodeOld(version uint16, base int64, recs []snapshot.Record) []byte {
+	b := []byte("RLSNAP")
+	b = binary.BigEndian.AppendUint16(b, version)
+	b = binary.BigEndian.AppendUint64(b, uint64(base))
+	for _, r := range recs {
+		b = binary.AppendUvarint(b, 0)
+		b = binary.AppendUvarint(b, uint64(len(r.ID)))
+		b = append(b, r.ID...)
+		b = binary.AppendUvarint(b, uint64(r.Scale)<<2|uint64(r.Algo))
+		b = binary.AppendVarint(b, r.State.Count)
+		b = binary.AppendVarint(b, r.State.Created-base)
+		b = binary.AppendVarint(b, r.State.Modified-r.State.Created)
+		if r.Algo == rl.Log {
+			b = binary.AppendUvarint(b, uint64(len(r.Log)))
+			b = append(b, r.Log...)
+		}
+	}
+	b = append(b, 0, 0)
+	b = binary.AppendUvarint(b, uint64(len(recs)))
+	return withCRC(append(b, 0, 0, 0, 0))
+}
+
+// TestOlderVersionsStillLoad: files of versions 1 and 2, written before the
+// algorithm took three bits, load into the records they held.
+func TestOlderVersionsStillLoad(t *testing.T) {
+	ctx := context.Background()
 	clock := limitertest.NewClock(t0)
-	st, err := snapshot.Load(context.Background(), path, newLimiter(t, clock, 2), snapshot.LoadOptions{Clock: clock.Now})
-	require.NoError(t, err)
-	assert.Equal(t, 4, st.Loaded)
+	src := newLimiter(t, clock, 1)
+	for i, a := range []rl.Algo{rl.Fixed, rl.Sliding, rl.Token, rl.Log} {
+		_, err := src.CheckRate(ctx, rl.Request{ID: "id" + strconv.Itoa(i), Scale: 60_000, Limit: 10, Hits: 3, Algo: a})
+		require.NoError(t, err)
+	}
+	clock.Advance(7)
+	want := dump(t, src)
+	for i := range want {
+		if want[i].Algo == rl.Log {
+			var err error
+			want[i].Log, err = logOf(src, want[i])
+			require.NoError(t, err)
+		}
+	}
+	for _, version := range []uint16{1, 2} {
+		t.Run("version "+strconv.Itoa(int(version)), func(t *testing.T) {
+			recs := want
+			if version == 1 {
+				recs = slices.DeleteFunc(slices.Clone(want), func(r snapshot.Record) bool { return r.Algo == rl.Log })
+			}
+			path := filepath.Join(t.TempDir(), "old.snap")
+			require.NoError(t, os.WriteFile(path, encodeOld(version, t0, recs), 0o600))
+			dst := newLimiter(t, clock, 2)
+			st, err := snapshot.Load(ctx, path, dst, snapshot.LoadOptions{Clock: clock.Now})
+			require.NoError(t, err)
+			assert.Equal(t, len(recs), st.Loaded)
+			got := dump(t, dst)
+			for i := range got {
+				got[i].Log = nil
+			}
+			plain := slices.Clone(recs)
+			for i := range plain {
+				plain[i].Log = nil
+			}
+			assert.Equal(t, plain, got)
+		})
+	}
+}
+
+// logOf returns the marshalled entries of a Log record of l, as a snapshot
+// holds them.
+func logOf(l *memory.Limiter, r snapshot.Record) ([]byte, error) {
+	var out []byte
+	err := l.CopyRecords(context.Background(), 100, func(c memory.Record) error {
+		if c.ID == r.ID && c.Scale == r.Scale && c.Algo == rl.Log {
+			out = slices.Clone(c.Log)
+		}
+		return nil
+	}, func(time.Duration) error { return nil })
+	return out, err
 }
 
 func TestLogRecordsRefusedWhereTheyCannotBe(t *testing.T) {
@@ -100,3 +178,74 @@ func TestLogRecordsRefusedWhereTheyCannotBe(t *testing.T) {
 }
 
 func clone(b []byte) []byte { return append([]byte(nil), b...) }
+
+// TestSlicesAndLeakyRoundTrip: a limiter loaded from a snapshot of slices
+// (several slice counts, many slices each) and leaky queues decides every
+// later check exactly as the one that saved them, on another number of
+// shards.
+func TestSlicesAndLeakyRoundTrip(t *testing.T) {
+	ctx := context.Background()
+	clock := limitertest.NewClock(t0)
+	src := newLimiter(t, clock, 1)
+	checks := func(id string, i int) []rl.Request {
+		return []rl.Request{
+			{ID: id, Scale: 60_000, Limit: 40, Hits: int64(1 + i%3), Algo: rl.Slices, Slices: 6},
+			{ID: id, Scale: 60_000, Limit: 40, Hits: 1, Algo: rl.Slices},
+			{ID: id, Scale: 3_600_000, Limit: 25, Hits: 1, Algo: rl.Slices, Slices: 600},
+			{ID: id, Scale: 1000, Limit: 3, Hits: 1, Algo: rl.Leaky, Queue: 4},
+		}
+	}
+	ids := []string{"a", "b\x00", "c\xff"}
+	for i := range 120 {
+		clock.Advance(int64(500 + 37*(i%5)))
+		for _, id := range ids {
+			for _, r := range checks(id, i) {
+				_, err := src.CheckRate(ctx, r)
+				require.NoError(t, err)
+			}
+		}
+	}
+	path := filepath.Join(t.TempDir(), "snap")
+	st, err := snapshot.Write(ctx, path, src, snapshot.WriteOptions{Clock: clock.Now})
+	require.NoError(t, err)
+	assert.Greater(t, st.Records, 3*20, "many slices of each limit")
+	dst := newLimiter(t, clock, 3)
+	_, err = snapshot.Load(ctx, path, dst, snapshot.LoadOptions{Clock: clock.Now})
+	require.NoError(t, err)
+	assert.Equal(t, dump(t, src), dump(t, dst))
+	for i := range 200 {
+		clock.Advance(int64(300 + 11*(i%7)))
+		for _, id := range ids {
+			for _, r := range checks(id, i) {
+				want, err := src.CheckRate(ctx, r)
+				require.NoError(t, err)
+				got, err := dst.CheckRate(ctx, r)
+				require.NoError(t, err)
+				require.Equal(t, want, got, "check %d of %q: %+v", i, id, r)
+			}
+		}
+	}
+}
+
+// TestImplausibleSliceCounts: a slices record whose slice count no check
+// could make is refused.
+func TestImplausibleSliceCounts(t *testing.T) {
+	for _, n := range []int64{0, 1, 601, 1 << 20} {
+		rec := snapshot.Record{ID: "u", Scale: 60_000, Algo: rl.Slices, State: algo.SlicesRecord(n, 3, t0, t0)}
+		var b []byte
+		b = append(b, "RLSNAP"...)
+		b = binary.BigEndian.AppendUint16(b, snapshot.Version)
+		b = binary.BigEndian.AppendUint64(b, uint64(t0))
+		b = binary.AppendUvarint(b, 0)
+		b = binary.AppendUvarint(b, 1)
+		b = append(b, 'u')
+		b = binary.AppendUvarint(b, uint64(rec.Scale)<<3|uint64(rec.Algo))
+		b = binary.AppendVarint(b, rec.State.Count)
+		b = binary.AppendVarint(b, 0)
+		b = binary.AppendVarint(b, 0)
+		b = append(b, 0, 0, 1, 0, 0, 0, 0)
+		_, err := snapshot.Read(bytes.NewReader(withCRC(b)), int64(len(b)), nil)
+		require.ErrorIs(t, err, snapshot.ErrCorrupt, "slice count %d", n)
+		assert.Contains(t, err.Error(), "slice count")
+	}
+}

@@ -46,6 +46,7 @@ type config struct {
 	exp             exposureFlags
 	lis             listenFlags
 	dash            dashboardFlags
+	wait            waitFlags
 }
 
 // flags declares every flag on fs, bound to cfg's fields.
@@ -71,6 +72,7 @@ func (cfg *config) flags(fs *flag.FlagSet) {
 	cfg.exp.register(fs)
 	cfg.lis.register(fs)
 	cfg.dash.register(fs)
+	cfg.wait.register(fs)
 }
 
 // commandLineOnly are the flags that make the binary do something else than
@@ -219,6 +221,9 @@ func (cfg *config) check() error {
 		return err
 	}
 	if err := cfg.lis.validate(); err != nil {
+		return err
+	}
+	if err := cfg.wait.validate(); err != nil {
 		return err
 	}
 	return cfg.snap.check(cfg.backend)

@@ -195,6 +195,7 @@ type body struct {
 	Remaining    int64  `json:"remaining"`
 	ResetMS      int64  `json:"reset_ms"`
 	RetryAfterMS int64  `json:"retry_after_ms"`
+	DelayMS      int64  `json:"delay_ms"`
 }
 
 type errBody struct {
@@ -287,7 +288,7 @@ func TestE2EInputBounds(t *testing.T) {
 		{"algo fixed", check{id: "af", scale: "1000", limit: "1", algo: "fixed"}, 200, ""},
 		{"algo sliding", check{id: "as", scale: "1000", limit: "1", algo: "sliding"}, 200, ""},
 		{"algo token", check{id: "at", scale: "1000", limit: "1", algo: "token"}, 200, ""},
-		{"algo unknown", check{id: "a", scale: "1000", limit: "1", algo: "leaky"}, 400, "algo"},
+		{"algo unknown", check{id: "a", scale: "1000", limit: "1", algo: "gcra"}, 400, "algo"},
 	}
 	for _, how := range []string{"query", "form", "json"} {
 		for _, tt := range tests {

@@ -113,6 +113,7 @@ func run(ctx context.Context, args []string, lookupEnv func(string) (string, boo
 		ConnLimits: api.ConnLimits{PerIP: cfg.exp.perIP, PerProxy: cfg.exp.perProxy, Proxies: proxies,
 			FirstByteTimeout: cfg.exp.firstByte, BodyBudget: cfg.exp.bodyBudget},
 		Dashboard: cfg.dash.config(cfg.backend, be.State),
+		MaxWait:   cfg.wait.maxWait,
 	})
 	srv.Store(s)
 	if policies != nil {

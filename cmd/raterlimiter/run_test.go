@@ -77,6 +77,14 @@ func TestRunFlagsAndEnvironment(t *testing.T) {
 		}, ""},
 		{"bad env", nil, env("RATERLIMITER_TIMEOUT", "soon"), nil, `invalid value "soon" for RATERLIMITER_TIMEOUT`},
 		{"zero timeout", []string{"-timeout", "0s"}, noEnv, nil, "-timeout must be positive"},
+		{"max wait by default", nil, noEnv, func(t *testing.T, c config) {
+			assert.Equal(t, "10s", c.wait.maxWait.String())
+		}, ""},
+		{"max wait from env", nil, env("RATERLIMITER_MAX_WAIT", "250ms"), func(t *testing.T, c config) {
+			assert.Equal(t, "250ms", c.wait.maxWait.String())
+		}, ""},
+		{"zero max wait", []string{"-max-wait", "0s"}, noEnv, nil, "-max-wait must be from 1ms to ten years"},
+		{"max wait under a ms", []string{"-max-wait", "500us"}, noEnv, nil, "-max-wait must be from 1ms"},
 		{"negative shards", []string{"-shards", "-1"}, noEnv, nil, "-shards must not be negative"},
 		{"zero batch", []string{"-max-batch", "0"}, noEnv, nil, "-max-batch must be at least 1"},
 		{"the environment cannot ask for the version", nil, env("RATERLIMITER_VERSION", "true"), func(t *testing.T, c config) {

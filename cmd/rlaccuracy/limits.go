@@ -24,10 +24,10 @@ type limitPoint struct {
 func sweepLimits(ctx context.Context, o options, scaled func(int64) int64, w io.Writer, bar *progress) error {
 	fmt.Fprintf(w, "rlaccuracy -seed %d -sources %d -size %g -limits-svg %s\n\n", o.seed, o.sources, o.size, o.limitsSVG)
 	fmt.Fprintf(w, "Wrong decisions on the many-sources trace, by limit per minute.\n\n| limit |")
-	for _, a := range rl.Algos {
-		fmt.Fprintf(w, " %s |", a)
+	for _, v := range variants {
+		fmt.Fprintf(w, " %s |", v.name)
 	}
-	fmt.Fprintf(w, "\n|---:|%s\n", strings.Repeat("---:|", len(rl.Algos)))
+	fmt.Fprintf(w, "\n|---:|%s\n", strings.Repeat("---:|", len(variants)))
 	var pts []limitPoint
 	for _, limit := range o.limits {
 		rng := rand.New(rand.NewPCG(o.seed, 0xacc))
@@ -44,7 +44,7 @@ func sweepLimits(ctx context.Context, o options, scaled func(int64) int64, w io.
 		}
 		p := limitPoint{limit: limit, wrong: map[string]float64{}}
 		fmt.Fprintf(w, "| %d |", limit)
-		for _, r := range res[:len(rl.Algos)] {
+		for _, r := range res[:len(variants)] {
 			p.wrong[r.name] = 100 * float64(r.wrong()) / float64(max(1, r.requests))
 			fmt.Fprintf(w, " %.4f %% |", p.wrong[r.name])
 		}
@@ -96,23 +96,23 @@ func drawLimits(w io.Writer, pts []limitPoint) {
 	}
 	fmt.Fprintf(w, `<text x="%.1f" y="%d" text-anchor="middle">limit per minute (log scale)</text>`+"\n", float64(left)+pw/2, height-10)
 	fmt.Fprintf(w, `<rect x="%d" y="%d" width="%.1f" height="%.1f" fill="none" stroke="black"/>`+"\n", left, top, pw, ph)
-	for i, a := range rl.Algos {
+	for i, v := range variants {
 		var xy []string
 		for _, p := range pts {
-			xy = append(xy, fmt.Sprintf("%.1f,%.1f", x(p.limit), y(p.wrong[a.String()])))
+			xy = append(xy, fmt.Sprintf("%.1f,%.1f", x(p.limit), y(p.wrong[v.name])))
 		}
-		color := plotColors[a.String()]
+		color := plotColors[v.name]
 		dash := ""
-		if a == rl.Log {
+		if v.algo == rl.Log {
 			dash = ` stroke-dasharray="6 3"` // on the axis: it makes no wrong decision
 		}
 		fmt.Fprintf(w, `<polyline fill="none" stroke="%s" stroke-width="2"%s points="%s"/>`+"\n", color, dash, strings.Join(xy, " "))
 		for _, p := range pts {
-			fmt.Fprintf(w, `<circle cx="%.1f" cy="%.1f" r="3" fill="%s"/>`+"\n", x(p.limit), y(p.wrong[a.String()]), color)
+			fmt.Fprintf(w, `<circle cx="%.1f" cy="%.1f" r="3" fill="%s"/>`+"\n", x(p.limit), y(p.wrong[v.name]), color)
 		}
 		ly := top + 20 + 22*i
 		fmt.Fprintf(w, `<line x1="%.1f" y1="%d" x2="%.1f" y2="%d" stroke="%s" stroke-width="3"/>`+"\n", float64(left)+pw+12, ly, float64(left)+pw+36, ly, color)
-		fmt.Fprintf(w, `<text x="%.1f" y="%d">%s</text>`+"\n", float64(left)+pw+42, ly+4, a)
+		fmt.Fprintf(w, `<text x="%.1f" y="%d">%s</text>`+"\n", float64(left)+pw+42, ly+4, v.name)
 	}
 	fmt.Fprintln(w, "</svg>")
 }

@@ -33,7 +33,6 @@ import (
 	"strings"
 	"time"
 
-	rl "github.com/raterlimiter/raterlimiter"
 	"github.com/raterlimiter/raterlimiter/internal/cli"
 	"github.com/raterlimiter/raterlimiter/internal/term"
 )
@@ -115,7 +114,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 
 	var total int64
 	for _, tr := range traces {
-		total += int64(len(tr.events)) * int64(len(rl.Algos)+3) // the rows replay adds up
+		total += int64(len(tr.events)) * int64(len(variants)+3) // the rows replay adds up
 	}
 	bar := newProgress(stderr, total, o.progress || term.IsTerminal(stderr))
 	defer bar.done()

@@ -12,10 +12,12 @@ import (
 const plotWindows = 13
 
 var plotColors = map[string]string{
-	"fixed":   "#d62728",
-	"sliding": "#1f77b4",
-	"token":   "#2ca02c",
-	"log":     "#555555",
+	"fixed":     "#d62728",
+	"sliding":   "#1f77b4",
+	"token":     "#2ca02c",
+	"log":       "#555555",
+	"slices 10": "#9467bd",
+	"slices 60": "#ff7f0e",
 }
 
 // writePlot draws, per algorithm, the requests allowed in the last scale ms

@@ -15,6 +15,32 @@ import (
 // with the judge's own exact log on every decision.
 var logName = rl.Log.String()
 
+// variant is one row of the tables: an algorithm, and for the sliding
+// window counters a slice count.
+type variant struct {
+	name   string
+	algo   rl.Algo
+	slices int64
+}
+
+// variants are the limiters replayed: every algorithm that decides by a
+// count of the window (the leaky bucket is a queue that delays, not a
+// window's count: an exact log cannot judge it), the sliding window
+// counters at 10 and 60 slices.
+var variants = []variant{
+	{name: "fixed", algo: rl.Fixed},
+	{name: "sliding", algo: rl.Sliding},
+	{name: "token", algo: rl.Token},
+	{name: "log", algo: rl.Log},
+	{name: "slices 10", algo: rl.Slices, slices: 10},
+	{name: "slices 60", algo: rl.Slices, slices: 60},
+}
+
+// request is v's check of one hit for tr.
+func (v variant) request(tr *trace) rl.Request {
+	return rl.Request{Scale: tr.scale, Limit: tr.limit, Hits: 1, Algo: v.algo, Slices: v.slices}
+}
+
 // result is what one algorithm did on one trace.
 type result struct {
 	name      string
@@ -179,15 +205,15 @@ func replayAll(tr *trace, keepTimes, withCost bool, tick func()) []result {
 		names[i] = "src-" + strconv.Itoa(i)
 	}
 	var out []result
-	for _, a := range rl.Algos {
-		j := newJudge(tr, a.String(), keepTimes)
+	for _, v := range variants {
+		j := newJudge(tr, v.name, keepTimes)
 		st := memory.NewStore(memory.StoreConfig{})
 		var model *gcraModel
-		if a == rl.Token {
+		if v.algo == rl.Token {
 			model = newGCRAModel(tr)
 			j.res.mismatches = 0
 		}
-		req := rl.Request{Scale: tr.scale, Limit: tr.limit, Hits: 1, Algo: a}
+		req := v.request(tr)
 		for i, ev := range tr.events {
 			req.ID = names[ev.id]
 			d, err := st.Check(ev.at, req)
@@ -207,22 +233,22 @@ func replayAll(tr *trace, keepTimes, withCost bool, tick func()) []result {
 		}
 		r := j.result()
 		if withCost {
-			r.nsPerCheck, r.bytesPerID = cost(tr, names, a)
+			r.nsPerCheck, r.bytesPerID = cost(tr, names, v)
 		}
 		out = append(out, r)
 	}
 	return append(out, estimate(tr, tick), belowLimit(tr, tick), spread(tr, tick))
 }
 
-// cost replays tr through a fresh store with algorithm a alone, and returns
+// cost replays tr through a fresh store with variant v alone, and returns
 // the time per check and the heap bytes the store holds at the end (after a
 // sweep) per source with a live record.
-func cost(tr *trace, names []string, a rl.Algo) (nsPerCheck, bytesPerID float64) {
+func cost(tr *trace, names []string, v variant) (nsPerCheck, bytesPerID float64) {
 	var before, after runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)
 	st := memory.NewStore(memory.StoreConfig{NoCache: true}) // the cache's fixed size would blur the bytes per id
-	req := rl.Request{Scale: tr.scale, Limit: tr.limit, Hits: 1, Algo: a}
+	req := v.request(tr)
 	start := time.Now()
 	for i, ev := range tr.events {
 		req.ID = names[ev.id]

@@ -192,7 +192,7 @@ func TestFlags(t *testing.T) {
 		{"no duration", []string{"-d", "0s"}, "-d must be"},
 		{"embedded batch", []string{"-embedded", "-batch"}, "-batch"},
 		{"embedded inproc", []string{"-embedded", "-inproc"}, "exclude"},
-		{"bad algo", []string{"-algo", "leaky"}, "-algo"},
+		{"bad algo", []string{"-algo", "gcra"}, "-algo"},
 		{"bad scale", []string{"-scale", "0"}, "scale"},
 		{"bad limit", []string{"-limit", "-1"}, "limit"},
 		{"negative batch size", []string{"-batch-max", "-1"}, "must not be negative"},

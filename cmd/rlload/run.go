@@ -65,7 +65,7 @@ func (cfg *config) flags(fs *flag.FlagSet) {
 	fs.DurationVar(&cfg.batchWindow, "batch-window", 0, "how long a batch that may leave still waits for more checks; 0: none")
 	fs.IntVar(&cfg.conns, "conns", 0, "most connections to the sidecar; 0: the client's default ("+strconv.Itoa(client.DefaultMaxConnsPerHost)+")")
 	fs.DurationVar(&cfg.timeout, "timeout", client.DefaultTimeout, "bound on each check over HTTP")
-	fs.StringVar(&cfg.algo, "algo", "fixed", "algorithm: fixed, sliding, token or log")
+	fs.StringVar(&cfg.algo, "algo", "fixed", "algorithm: fixed, sliding, token, log, slices (60 slices) or leaky (no queue)")
 	fs.Int64Var(&cfg.scale, "scale", 60_000, "window of each check, in milliseconds")
 	fs.Int64Var(&cfg.limit, "limit", 1_000_000_000, "limit of each check (the default lets every check through)")
 	fs.Int64Var(&cfg.hits, "hits", 1, "hits of each check (0 peeks)")

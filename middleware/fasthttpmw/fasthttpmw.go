@@ -83,6 +83,9 @@ func (m *Middleware) Handler(next fasthttp.RequestHandler) fasthttp.RequestHandl
 		req, d, out := m.core.Check(context.Background(), m.key(ctx))
 		switch out {
 		case middleware.Pass:
+			// Its turn (leaky): fasthttp tells a handler nothing of a
+			// requester that leaves, so the wait is Config.MaxWait's at most.
+			_ = m.core.Hold(context.Background(), d)
 			setHeaders(ctx, m.core.PolicyName(), req, d)
 			next(ctx)
 		case middleware.Unlimited:

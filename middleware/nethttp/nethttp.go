@@ -74,6 +74,9 @@ func (m *Middleware) Handler(next http.Handler) http.Handler {
 		}
 		switch out {
 		case middleware.Pass:
+			if m.core.Hold(r.Context(), d) != nil {
+				return // the requester left while waiting its turn
+			}
 			headers.SetNamed(set, m.core.PolicyName(), req, d)
 			next.ServeHTTP(w, r)
 		case middleware.Unlimited:

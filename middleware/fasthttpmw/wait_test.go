@@ -1,0 +1,38 @@
+package fasthttpmw_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+
+	rl "github.com/raterlimiter/raterlimiter"
+	"github.com/raterlimiter/raterlimiter/middleware"
+	"github.com/raterlimiter/raterlimiter/middleware/fasthttpmw"
+)
+
+// TestMiddlewareWaitsItsTurn: a request the leaky queue admits with a
+// delay reaches the handler after it; past MaxWait it is a 429 at once.
+func TestMiddlewareWaitsItsTurn(t *testing.T) {
+	for name, lim := range limiters(t) {
+		t.Run(name, func(t *testing.T) {
+			h := newMW(t, fasthttpmw.Config{Config: middleware.Config{Limiter: lim,
+				Policy:  middleware.Policy{Scale: 1000, Limit: 5, Algo: rl.Leaky, Queue: 3},
+				MaxWait: 300 * time.Millisecond}})
+			for i, want := range []time.Duration{0, 200 * time.Millisecond} {
+				start := time.Now()
+				resp, reached := serve(t, h, "192.0.2.1:1000", nil)
+				took := time.Since(start)
+				assert.Equal(t, 200, resp.StatusCode(), "request %d", i)
+				assert.True(t, reached)
+				assert.GreaterOrEqual(t, took, want)
+				assert.Less(t, took, want+1500*time.Millisecond)
+			}
+			start := time.Now()
+			resp, reached := serve(t, h, "192.0.2.1:1000", nil)
+			assert.Equal(t, 429, resp.StatusCode(), "400 ms is past MaxWait")
+			assert.False(t, reached)
+			assert.Less(t, time.Since(start), 300*time.Millisecond)
+		})
+	}
+}

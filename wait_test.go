@@ -1,0 +1,93 @@
+package raterlimiter_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	rl "github.com/raterlimiter/raterlimiter"
+)
+
+// delayer answers every check with a fixed decision and remembers the
+// request it was given.
+type delayer struct {
+	d   rl.Decision
+	err error
+	got []rl.Request
+}
+
+func (c *delayer) CheckRate(_ context.Context, r rl.Request) (rl.Decision, error) {
+	c.got = append(c.got, r)
+	return c.d, c.err
+}
+
+func TestWait(t *testing.T) {
+	r := rl.Request{ID: "u", Scale: 1000, Limit: 5, Hits: 1, Algo: rl.Leaky, Queue: 3}
+	t.Run("sleeps the delay", func(t *testing.T) {
+		c := &delayer{d: rl.Decision{Allowed: true, DelayMS: 30}}
+		start := time.Now()
+		d, err := rl.Wait(context.Background(), c, r)
+		require.NoError(t, err)
+		assert.True(t, d.Allowed)
+		assert.GreaterOrEqual(t, time.Since(start), 30*time.Millisecond)
+		require.Len(t, c.got, 1)
+		assert.Equal(t, int64(0), c.got[0].MaxDelayMS, "no deadline: no bound")
+	})
+	t.Run("the deadline bounds the delay", func(t *testing.T) {
+		c := &delayer{d: rl.Decision{Allowed: false, RetryAfterMS: 100}}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
+		defer cancel()
+		d, err := rl.Wait(ctx, c, r)
+		require.NoError(t, err, "a refusal is a decision, not an error")
+		assert.False(t, d.Allowed)
+		require.Len(t, c.got, 1)
+		assert.InDelta(t, int64(time.Hour/time.Millisecond), c.got[0].MaxDelayMS, 1000)
+	})
+	t.Run("the request's own bound wins when smaller", func(t *testing.T) {
+		c := &delayer{d: rl.Decision{Allowed: true}}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
+		defer cancel()
+		r := r
+		r.MaxDelayMS = 250
+		_, err := rl.Wait(ctx, c, r)
+		require.NoError(t, err)
+		assert.Equal(t, int64(250), c.got[0].MaxDelayMS)
+	})
+	t.Run("a deadline too close counts nothing", func(t *testing.T) {
+		c := &delayer{d: rl.Decision{Allowed: true}}
+		ctx, cancel := context.WithDeadline(context.Background(), time.Now().Add(500*time.Microsecond))
+		defer cancel()
+		_, err := rl.Wait(ctx, c, r)
+		require.ErrorIs(t, err, rl.ErrDeadlineTooClose)
+		assert.ErrorIs(t, err, context.DeadlineExceeded)
+		assert.Empty(t, c.got)
+	})
+	t.Run("a cancelled sleep returns the decision and the context's error", func(t *testing.T) {
+		c := &delayer{d: rl.Decision{Allowed: true, DelayMS: 60_000}}
+		ctx, cancel := context.WithCancel(context.Background())
+		time.AfterFunc(10*time.Millisecond, cancel)
+		start := time.Now()
+		d, err := rl.Wait(ctx, c, r)
+		require.ErrorIs(t, err, context.Canceled)
+		assert.True(t, d.Allowed, "the place was taken")
+		assert.Less(t, time.Since(start), 30*time.Second)
+	})
+	t.Run("a done context checks nothing", func(t *testing.T) {
+		c := &delayer{}
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		_, err := rl.Wait(ctx, c, r)
+		require.ErrorIs(t, err, context.Canceled)
+		assert.Empty(t, c.got)
+	})
+	t.Run("an error returns at once", func(t *testing.T) {
+		boom := errors.New("boom")
+		c := &delayer{d: rl.Decision{Allowed: true, DelayMS: 60_000}, err: boom}
+		_, err := rl.Wait(context.Background(), c, r)
+		require.ErrorIs(t, err, boom)
+	})
+}
