@@ -34,16 +34,11 @@ func (c *counting) CheckRates(ctx context.Context, rs []rl.Request) ([]rl.Decisi
 	return c.Limiter.CheckRates(ctx, rs)
 }
 
+// batching returns a batching client of the sidecar at url (see clientOf).
 func batching(t *testing.T, url string, cfg client.Config) *client.Client {
 	t.Helper()
-	cfg.URL, cfg.Batching = url, true
-	if cfg.Timeout == 0 {
-		cfg.Timeout = testTimeout
-	}
-	c, err := client.New(cfg)
-	require.NoError(t, err)
-	t.Cleanup(func() { c.Close() })
-	return c
+	cfg.Batching = true
+	return clientOf(t, url, cfg)
 }
 
 // TestBatchingSemantics runs the shared table through the batching client.
