@@ -127,7 +127,7 @@ func TestFlood(t *testing.T) {
 	)
 	// RATERLIMITER_FLOOD_ARGS adds flags to the sidecar's (e.g. "-shards 2").
 	s := start(t, nil, append([]string{"-max-buckets", strconv.Itoa(maxBuckets)}, strings.Fields(os.Getenv("RATERLIMITER_FLOOD_ARGS"))...)...)
-	pid := s.cmd.Process.Pid
+	pid := s.Cmd.Process.Pid
 	began := time.Now()
 
 	var phase atomic.Value

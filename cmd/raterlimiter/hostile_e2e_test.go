@@ -492,7 +492,7 @@ func TestBodyFloodIsBounded(t *testing.T) {
 		t.Skip("1,500 connections")
 	}
 	s := start(t, nil)
-	pid := s.cmd.Process.Pid
+	pid := s.Cmd.Process.Pid
 	base, err := readRSS(pid)
 	require.NoError(t, err)
 	const conns, size = 1500, 2 << 20

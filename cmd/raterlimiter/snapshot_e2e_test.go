@@ -109,8 +109,8 @@ func TestE2ESnapshotKill9LosesAtMostOneInterval(t *testing.T) {
 		require.Equal(t, 200, r.status, r.body)
 		acks[k] = append(acks[k], ack{time.Now(), decode[body](t, r.body).Count})
 	}
-	require.NoError(t, s.cmd.Process.Signal(syscall.SIGKILL))
-	<-s.exited
+	require.NoError(t, s.Cmd.Process.Signal(syscall.SIGKILL))
+	<-s.Exited()
 	killed := time.Now()
 	assert.NotContains(t, s.logs(), "snapshot written", "no final snapshot after kill -9")
 
