@@ -80,10 +80,12 @@ func (k KeySource) String() string {
 }
 
 // Headers gives a request's header values; *fasthttp.RequestHeader has
-// both methods. Peek returns nil for a header that is absent; PeekAll
-// returns every line of a header that may repeat (X-Forwarded-For).
+// both methods.
 type Headers interface {
+	// Peek returns the value of the header name, nil when it is absent.
 	Peek(name string) []byte
+	// PeekAll returns every line of a header that may repeat
+	// (X-Forwarded-For).
 	PeekAll(name string) [][]byte
 }
 
