@@ -20,10 +20,16 @@ var (
 // FieldError says which field of a request broke which rule. It matches
 // ErrInvalid.
 type FieldError struct {
+	// Field is the request field at fault: "id", "scale", "limit", "hits",
+	// "algo", "slices", "queue", "max_delay_ms" (or, from the HTTP API, a
+	// parameter such as "cursor").
 	Field string
-	Rule  string
+	// Rule is the rule it broke, as a phrase ("must be from 1 to
+	// 315360000000").
+	Rule string
 }
 
+// Error returns "raterlimiter: invalid FIELD: RULE".
 func (e *FieldError) Error() string {
 	return "raterlimiter: invalid " + e.Field + ": " + e.Rule
 }
@@ -33,10 +39,13 @@ func (e *FieldError) Is(target error) bool { return target == ErrInvalid }
 
 // ItemError says which request of a batch was refused, and why.
 type ItemError struct {
+	// Index is the position of the refused request in the batch, from 0.
 	Index int
-	Err   error
+	// Err is why it was refused (a *FieldError for a bound).
+	Err error
 }
 
+// Error returns "raterlimiter: item INDEX: " and the item's own error.
 func (e *ItemError) Error() string {
 	return "raterlimiter: item " + strconv.Itoa(e.Index) + ": " + strings.TrimPrefix(e.Err.Error(), "raterlimiter: ")
 }

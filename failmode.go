@@ -54,6 +54,8 @@ func ParseFailMode(field, s string) (FailMode, error) {
 // fails closed.
 type Degraded interface {
 	error
+	// Degraded returns the fail mode's name ("open" or "local") and the
+	// decisions, one per request, in order.
 	Degraded() (mode string, ds []Decision)
 }
 

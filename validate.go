@@ -15,9 +15,12 @@ const (
 	// MaxLogLimit is the largest limit of the Log algorithm, which keeps up
 	// to one entry per allowed hit.
 	MaxLogLimit int64 = 65536
-	// MinSlices, MaxSlices and DefaultSlices bound Request.Slices.
-	MinSlices     int64 = 2
-	MaxSlices     int64 = 600
+	// MinSlices and MaxSlices bound Request.Slices: at least two slices,
+	// or the window would be a fixed one; at most 600, which bounds the
+	// records (one per slice) one window of an id can hold.
+	MinSlices int64 = 2
+	MaxSlices int64 = 600
+	// DefaultSlices is the slice count of a Request whose Slices is 0.
 	DefaultSlices int64 = 60
 	// MaxQueue is the largest Request.Queue. A queue must also drain in at
 	// most MaxScale: Queue × Scale / Limit ≤ MaxScale (with Limit > 0), so

@@ -120,7 +120,7 @@ type Actor struct {
 
 // actorSpins is how many times an idle actor yields, watching its mailbox,
 // before it parks: callers about to send then find it awake, and spare the
-// wake-up (see BENCHMARKS.md).
+// wake-up (docs/perf-notes.md, "The actor's hand-off").
 const actorSpins = 8
 
 // maxDrain bounds how many queued messages share one reading of the clock,
@@ -131,8 +131,8 @@ const maxDrain = 256
 // answers the messages waiting behind it and yields its thread: a flood of
 // large batches must not make a single check wait for whole batches. Small
 // enough that a chunk of new ids at the bucket bound (the costliest checks)
-// stays in the tens of microseconds; BENCHMARKS.md has the flood test that
-// chose 16 over 64.
+// stays in the tens of microseconds, the wait a steady check can meet
+// behind a flood (docs/perf-notes.md, "Floods at the bucket bound").
 const batchChunk = 16
 
 type kind uint8
@@ -356,8 +356,8 @@ func (a *Actor) call(ctx context.Context, m *msg) (result, error) {
 	// after a panic, or by drain after Close. So the caller parks on its
 	// reply at once, with no polling: the actor answers a whole drain of
 	// callers in one pass, and a parked caller costs it one wake-up, where
-	// thousands of callers polling with runtime.Gosched queued the actor
-	// behind them all (see BENCHMARKS.md, "Core under concurrency").
+	// thousands of callers polling with runtime.Gosched would queue the
+	// actor behind them all (docs/perf-notes.md, "The actor's hand-off").
 	done := ctx.Done()
 	if done == nil {
 		<-m.ready
@@ -470,7 +470,7 @@ func (a *Actor) serve(l *msg) {
 				// processor, whose run queue holds 256: let them run and
 				// send again before answering more, rather than overflow
 				// it to the global queue, whose lock every processor then
-				// takes (BENCHMARKS.md, "Core under concurrency", round 3).
+				// takes.
 				runtime.Gosched()
 			}
 			a.tick()
@@ -555,10 +555,9 @@ func (a *Actor) loop() (clean bool) {
 			// Answer what waits before the next step, then yield: the
 			// callers just answered wait to run, and on a busy processor
 			// they would wait for a thread to wake up elsewhere; so does a
-			// request the network just delivered. (Yielding only after
-			// answering someone saved two fifths of a flood batch's CPU, but
-			// the flood test's steady p99 ratio went from 1.45-1.74 in five
-			// runs to 1.79-2.51 in four.)
+			// request the network just delivered. Yielding only when
+			// someone was answered would cost a batch less CPU, but a
+			// steady check behind a flood of batches would wait longer.
 			a.serve(a.grab())
 			runtime.Gosched()
 			if len(a.batches) > 0 {

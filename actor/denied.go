@@ -149,7 +149,7 @@ func (a *Actor) noteDecision(r rl.Request, d rl.Decision) {
 		}
 		return
 	}
-	end := d.Now + d.ResetMS
+	end := d.ResetAt()
 	if v, ok := a.denied.m.Load(k); ok {
 		if e := v.(*denial); e.end == end {
 			// The same window, denied through the actor (a higher limit,

@@ -35,15 +35,11 @@ import rl "github.com/raterlimiter/raterlimiter"
 // decides who is let in.
 func Leaky(st Record, ok bool, now int64, r rl.Request) (rl.Decision, Record, bool) {
 	lim, s, h := uint64(r.Limit), uint64(r.Scale), uint64(r.Hits)
-	m, n := now, uint64(0) // the TAT, m + n/lim; an empty queue's is now
 	if !ok {
 		st = Record{Created: now}
-	} else if !tokenExpired(st, now) {
-		m, n = st.Modified, tokenFrac(st.Count, lim)
-		if n == lim && uint32(st.Count) != 0 {
-			m, n = m+1, 0
-		}
 	}
+	// The TAT, m + n/lim; an empty queue's is now.
+	m, n := tatOf(st, ok, now, lim)
 	k := mul(uint64(m-now), lim).add(u128{0, n}) // D*lim
 	// room*lim: Queue*S, at most 2^16 * 2^39, or less with a bound on the
 	// delay.
@@ -58,11 +54,7 @@ func Leaky(st Record, ok bool, now int64, r rl.Request) (rl.Decision, Record, bo
 	var delay uint64
 	if write {
 		delay = k.divCeil(lim)
-		q, rem := mul(h, s).add(u128{0, n}).divMod(lim)
-		m, n = m+int64(q), rem
-		k = k.add(mul(h, s))
-		st.Count = int64(lim<<32 | n)
-		st.Modified = m
+		m, n, k = advanceTAT(&st, m, n, k, h, s, lim)
 	}
 	count := k.divCeil(s)
 	d := rl.Decision{

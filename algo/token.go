@@ -36,30 +36,17 @@ import rl "github.com/raterlimiter/raterlimiter"
 // "how far from full", which each limit reads as its own share of S.
 func Token(st Record, ok bool, now int64, r rl.Request) (rl.Decision, Record, bool) {
 	lim, s, h := uint64(r.Limit), uint64(r.Scale), uint64(r.Hits)
-	m, n := now, uint64(0) // the TAT, m + n/lim; a fresh bucket's is now
 	if !ok {
 		st = Record{Created: now}
-	} else if tokenExpired(st, now) {
-		// The TAT has passed: the bucket is full, as a fresh one.
-	} else {
-		m, n = st.Modified, tokenFrac(st.Count, lim)
-		if n == lim && uint32(st.Count) != 0 {
-			// The fraction rounded up to a whole ms (always so for limit 0).
-			m, n = m+1, 0
-		}
 	}
+	// The TAT, m + n/lim; a fresh bucket's is now.
+	m, n := tatOf(st, ok, now, lim)
 	k := mul(uint64(m-now), lim).add(u128{0, n}) // D*lim
 	full := mul(lim, s)
 	allowed := k.add(mul(h, s)).cmp(full) <= 0
 	write := allowed && h > 0
 	if write {
-		// TAT' = m + (n + h*S)/lim, carried into whole ms. The quotient is at
-		// most S+1 as the check passed.
-		q, rem := mul(h, s).add(u128{0, n}).divMod(lim)
-		m, n = m+int64(q), rem
-		k = k.add(mul(h, s))
-		st.Count = int64(lim<<32 | n)
-		st.Modified = m
+		m, n, k = advanceTAT(&st, m, n, k, h, s, lim)
 	}
 	count := k.divCeil(s)
 	d := rl.Decision{
@@ -103,6 +90,31 @@ func tokenFrac(count int64, lim uint64) uint64 {
 		return lim
 	}
 	return mul(num, lim).divCeil(den)
+}
+
+// tatOf returns the TAT st holds, as m + n/lim: now for a missing record,
+// or one whose TAT has passed (a full bucket, an empty queue).
+func tatOf(st Record, ok bool, now int64, lim uint64) (m int64, n uint64) {
+	if !ok || tokenExpired(st, now) {
+		return now, 0
+	}
+	m, n = st.Modified, tokenFrac(st.Count, lim)
+	if n == lim && uint32(st.Count) != 0 {
+		// The fraction rounded up to a whole ms (always so for limit 0).
+		m, n = m+1, 0
+	}
+	return m, n
+}
+
+// advanceTAT moves the TAT m + n/lim, and k = (TAT-now)*lim with it, by
+// h hits of S/lim ms each, carried into whole ms, and stores it in st. The
+// quotient is at most S+1 as the check passed.
+func advanceTAT(st *Record, m int64, n uint64, k u128, h, s, lim uint64) (int64, uint64, u128) {
+	q, rem := mul(h, s).add(u128{0, n}).divMod(lim)
+	m, n = m+int64(q), rem
+	st.Count = int64(lim<<32 | n)
+	st.Modified = m
+	return m, n, k.add(mul(h, s))
 }
 
 // tokenExpired reports whether the TAT has passed, so the state reads as a

@@ -53,7 +53,9 @@ func (s *Server) adminRefusal(ctx *fasthttp.RequestCtx) bool {
 
 // AdminHandler serves the admin endpoints (behind AdminToken when set),
 // /healthz, and Go's profiles under /debug/pprof/; everything else is 404.
-// It is the handler of ServeAdmin's listener.
+// It is the handler of ServeAdmin's listener, and serves callers that run
+// the admin endpoints on a fasthttp.Server of their own, as Handler serves
+// the main ones.
 func (s *Server) AdminHandler(ctx *fasthttp.RequestCtx) {
 	ctx.Response.Header.DisableNormalizing()
 	if s.profiles(ctx) {

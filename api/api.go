@@ -1,15 +1,12 @@
 // Package api is the sidecar's HTTP face: a fasthttp server that answers
 // check_rate over HTTP (GET and POST /check_rate, POST /check_rates for
 // batches), the admin endpoints (/buckets), /healthz and /metrics, for any
-// raterlimiter.Limiter: the embedded one or the Redis backend.
+// raterlimiter.Limiter: the embedded one or the Redis backend. With a
+// policies file (package policy) it also answers /auth for nginx, Caddy
+// and Traefik, and checks by policy name (gateway mode); it serves a live
+// /dashboard, and the admin endpoints on a listener of their own if asked.
 //
 // docs/http-api.md lists every endpoint with its exact bodies and headers.
-// The files: api.go (Config, New, serving and shutdown), route.go (the
-// handler and routing), check.go (single and batch checks), policies.go
-// (/auth and checks by policy), buckets.go and health.go (admin and
-// health), answer.go (errors and JSON answers), json.go (the wire format),
-// parse.go (query and form), body.go and connlimit.go (what one client can
-// hold), metrics.go, dashboard.go, admin.go (the admin listener).
 package api
 
 import (
@@ -32,16 +29,28 @@ import (
 
 // Defaults of Config's zero fields.
 const (
-	DefaultTimeout      = time.Second
-	DefaultMaxBatch     = 1000
-	DefaultReadTimeout  = 10 * time.Second
+	// DefaultTimeout is Config.Timeout's default: the wait for the
+	// limiter's answer.
+	DefaultTimeout = time.Second
+	// DefaultMaxBatch is Config.MaxBatch's default: the most checks in one
+	// POST /check_rates.
+	DefaultMaxBatch = 1000
+	// DefaultReadTimeout is Config.ReadTimeout's default: reading one
+	// request.
+	DefaultReadTimeout = 10 * time.Second
+	// DefaultWriteTimeout is Config.WriteTimeout's default: writing one
+	// response.
 	DefaultWriteTimeout = 10 * time.Second
-	DefaultIdleTimeout  = 60 * time.Second
-	DefaultConcurrency  = 16384
-	// MaxDefaultBodyBytes caps the default MaxBodyBytes: room for a full
+	// DefaultIdleTimeout is Config.IdleTimeout's default: a keep-alive
+	// connection's idle time.
+	DefaultIdleTimeout = 60 * time.Second
+	// DefaultConcurrency is Config.Concurrency's default: the connections
+	// served at once.
+	DefaultConcurrency = 16384
+	// maxDefaultBodyBytes caps the default MaxBodyBytes: room for a full
 	// batch of ordinary ids, but not the 131 MB a batch of 1,000 ids of
 	// 64 KiB would claim; such a batch is refused with 413.
-	MaxDefaultBodyBytes = 16 << 20
+	maxDefaultBodyBytes = 16 << 20
 	// DefaultReadBufferSize bounds a request's line and headers: enough for
 	// an id of DefaultMaxIDBytes bytes, each percent-encoded.
 	DefaultReadBufferSize = 8192
@@ -50,9 +59,9 @@ const (
 	concurrencySlack = 64
 )
 
-// HealthID is the id /healthz peeks at (hits=0, so it never counts). It
+// healthID is the id /healthz peeks at (hits=0, so it never counts). It
 // starts with a NUL byte, which no sane caller uses.
-const HealthID = "\x00raterlimiter/healthz"
+const healthID = "\x00raterlimiter/healthz"
 
 // BackendStats is what the backend tells /metrics about itself.
 type BackendStats struct {
@@ -102,7 +111,7 @@ type Config struct {
 	ReadTimeout, WriteTimeout, IdleTimeout time.Duration
 	// MaxBodyBytes is the largest request body; larger ones get 413.
 	// Default: room for a batch of MaxBatch checks with ids of MaxIDBytes
-	// bytes, at least 1 MiB.
+	// bytes, at least 1 MiB and at most 16 MiB.
 	MaxBodyBytes int
 	// ReadBufferSize bounds the request line and headers together; larger
 	// ones get 431. Default: DefaultReadBufferSize, or more when MaxIDBytes
@@ -236,7 +245,7 @@ func New(cfg Config) *Server {
 	if cfg.MaxBodyBytes <= 0 {
 		// An item is about 100 bytes of JSON around its id; an id may
 		// need escapes, so allow twice its length.
-		cfg.MaxBodyBytes = min(max(1<<20, cfg.MaxBatch*(2*cfg.MaxIDBytes+128)+1024), MaxDefaultBodyBytes)
+		cfg.MaxBodyBytes = min(max(1<<20, cfg.MaxBatch*(2*cfg.MaxIDBytes+128)+1024), maxDefaultBodyBytes)
 	}
 	if cfg.ReadBufferSize <= 0 {
 		cfg.ReadBufferSize = max(DefaultReadBufferSize, 3*cfg.MaxIDBytes+4096)
@@ -285,7 +294,7 @@ func New(cfg Config) *Server {
 	}
 	s.engine = policy.Engine{Limiter: cfg.Limiter, MaxKeyBytes: cfg.MaxIDBytes}
 	s.pmetrics = newPolicyMetrics(s.metrics.reg)
-	s.SetPolicies(cfg.Policies)
+	s.setPolicies(cfg.Policies)
 	s.authScratch.New = func() any { return new(authScratch) }
 	s.batches.New = func() any { return new(batch) }
 	s.readers.New = func() any { return new(jsonReader) }

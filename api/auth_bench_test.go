@@ -1,8 +1,6 @@
 package api
 
 import (
-	"bufio"
-	"io"
 	"strconv"
 	"testing"
 
@@ -57,30 +55,14 @@ func BenchmarkAuth(b *testing.B) {
 		b.Run(bc.name, func(b *testing.B) {
 			b.ReportAllocs()
 			defer reportCPU(b)()
-			b.RunParallel(func(pb *testing.PB) {
-				var ctx fasthttp.RequestCtx
-				var req fasthttp.Request
-				w := bufio.NewWriter(io.Discard)
-				i := 0
-				for pb.Next() {
-					req.Reset()
-					if bc.auth != "" {
-						req.SetRequestURI("/auth")
-						req.Header.Set("X-Original-URI", bc.auth)
-						req.Header.Set("X-Original-Method", "GET")
-						req.Header.Set("X-Api-Key", ids[i%keys])
-					} else {
-						req.SetRequestURIBytes(uris[i%keys])
-					}
-					i++
-					ctx.Init(&req, nil, nil)
-					bc.h(&ctx)
-					if ctx.Response.StatusCode() != 200 {
-						b.Fatalf("status %d: %s", ctx.Response.StatusCode(), ctx.Response.Body())
-					}
-					if err := ctx.Response.Write(w); err != nil {
-						b.Fatal(err)
-					}
+			serveParallel(b, bc.h, true, func(req *fasthttp.Request, i int) {
+				if bc.auth != "" {
+					req.SetRequestURI("/auth")
+					req.Header.Set("X-Original-URI", bc.auth)
+					req.Header.Set("X-Original-Method", "GET")
+					req.Header.Set("X-Api-Key", ids[i%keys])
+				} else {
+					req.SetRequestURIBytes(uris[i%keys])
 				}
 			})
 		})

@@ -68,29 +68,37 @@ func benchmarkCheckRate(b *testing.B, write bool) {
 		b.Run(bc.name, func(b *testing.B) {
 			b.ReportAllocs()
 			defer reportCPU(b)()
-			b.RunParallel(func(pb *testing.PB) {
-				var ctx fasthttp.RequestCtx
-				var req fasthttp.Request
-				w := bufio.NewWriter(io.Discard)
-				i := 0
-				for pb.Next() {
-					req.Reset()
-					req.SetRequestURIBytes(uris[i%len(uris)])
-					i++
-					ctx.Init(&req, nil, nil)
-					bc.h(&ctx)
-					if ctx.Response.StatusCode() != 200 {
-						b.Fatalf("status %d: %s", ctx.Response.StatusCode(), ctx.Response.Body())
-					}
-					if write {
-						if err := ctx.Response.Write(w); err != nil {
-							b.Fatal(err)
-						}
-					}
-				}
+			serveParallel(b, bc.h, write, func(req *fasthttp.Request, i int) {
+				req.SetRequestURIBytes(uris[i%len(uris)])
 			})
 		})
 	}
+}
+
+// serveParallel runs h in memory from b's parallel goroutines, each on its
+// own request, which set fills for the goroutine's i-th call; any status
+// but 200 fails b. With write set, each response is also written as the
+// server writes it, to io.Discard.
+func serveParallel(b *testing.B, h fasthttp.RequestHandler, write bool, set func(req *fasthttp.Request, i int)) {
+	b.RunParallel(func(pb *testing.PB) {
+		var ctx fasthttp.RequestCtx
+		var req fasthttp.Request
+		w := bufio.NewWriter(io.Discard)
+		for i := 0; pb.Next(); i++ {
+			req.Reset()
+			set(&req, i)
+			ctx.Init(&req, nil, nil)
+			h(&ctx)
+			if ctx.Response.StatusCode() != 200 {
+				b.Fatalf("status %d: %s", ctx.Response.StatusCode(), ctx.Response.Body())
+			}
+			if write {
+				if err := ctx.Response.Write(w); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+	})
 }
 
 func (instant) CheckRates(_ context.Context, rs []rl.Request) ([]rl.Decision, error) {

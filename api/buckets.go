@@ -13,10 +13,12 @@ import (
 
 // Pages of GET /buckets.
 const (
-	// DefaultBucketsPage is the records one GET /buckets answers without
-	// a limit; MaxBucketsPage the most it answers with one.
+	// DefaultBucketsPage is Config.BucketsPage's default: the records one
+	// GET /buckets answers without a limit.
 	DefaultBucketsPage = 1000
-	MaxBucketsPage     = 10_000
+	// MaxBucketsPage is the most records one GET /buckets answers, whatever
+	// its limit.
+	MaxBucketsPage = 10_000
 	// NextCursorHeader carries the cursor of the next page of GET
 	// /buckets, when there is one: send it back as ?cursor=.
 	NextCursorHeader = "X-Next-Cursor"

@@ -28,10 +28,10 @@ import (
 //go:embed dashboard/index.html
 var dashboardPage []byte
 
-// Dashboard settings (Config.Dashboard).
+// The dashboard's fixed settings.
 const (
-	// DashboardWindow is how far back /dashboard/data's rates go.
-	DashboardWindow = 5 * time.Minute
+	// dashboardWindow is how far back /dashboard/data's rates go.
+	dashboardWindow = 5 * time.Minute
 	// dashboardTop is how many ids and policies each table shows.
 	dashboardTop = 10
 	// dashboardRotate is how often the top-k sketches start afresh: the
@@ -39,9 +39,9 @@ const (
 	dashboardRotate = 30 * time.Second
 )
 
-// DefaultPolicyName is the policy the dashboard shows for checks that name
+// defaultPolicyName is the policy the dashboard shows for checks that name
 // none.
-const DefaultPolicyName = "default"
+const defaultPolicyName = "default"
 
 // DashboardConfig configures GET /dashboard and /dashboard/data.
 type DashboardConfig struct {
@@ -98,7 +98,7 @@ type dashboard struct {
 
 	mu      sync.Mutex // guards what follows
 	old     *sketches
-	samples []sample // one a second, the last DashboardWindow
+	samples []sample // one a second, the last dashboardWindow
 	lastRot time.Time
 	sweeps  int
 	lastSw  time.Time
@@ -146,7 +146,7 @@ func (d *dashboard) observe(id, policyName string, denied bool) {
 		return
 	}
 	if policyName == "" {
-		policyName = DefaultPolicyName
+		policyName = defaultPolicyName
 	}
 	g := d.cur.Load()
 	w := uint64(d.mask) + 1
@@ -178,7 +178,7 @@ func (d *dashboard) tick(now time.Time, checks, denied float64) {
 	defer d.mu.Unlock()
 	d.samples = append(d.samples, sample{at: now, checks: checks, denied: denied})
 	cut := 0
-	for cut < len(d.samples) && now.Sub(d.samples[cut].at) > DashboardWindow {
+	for cut < len(d.samples) && now.Sub(d.samples[cut].at) > dashboardWindow {
 		cut++
 	}
 	d.samples = append(d.samples[:0], d.samples[cut:]...)

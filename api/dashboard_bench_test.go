@@ -33,20 +33,8 @@ func BenchmarkDashboardFeed(b *testing.B) {
 			h := New(Config{Limiter: bc.lim, Dashboard: DashboardConfig{Off: !on}}).Handler
 			b.Run(name, func(b *testing.B) {
 				b.ReportAllocs()
-				b.RunParallel(func(pb *testing.PB) {
-					var ctx fasthttp.RequestCtx
-					var req fasthttp.Request
-					i := 0
-					for pb.Next() {
-						req.Reset()
-						req.SetRequestURIBytes(uris[i%len(uris)])
-						i++
-						ctx.Init(&req, nil, nil)
-						h(&ctx)
-						if ctx.Response.StatusCode() != 200 {
-							b.Fatalf("status %d", ctx.Response.StatusCode())
-						}
-					}
+				serveParallel(b, h, false, func(req *fasthttp.Request, i int) {
+					req.SetRequestURIBytes(uris[i%len(uris)])
 				})
 			})
 		}

@@ -90,7 +90,7 @@ func TestDashboardData(t *testing.T) {
 	require.Len(t, d.Top["ids_denied"], 1)
 	assert.EqualValues(t, 3, d.Top["ids_denied"][0].Count)
 	require.Len(t, d.Top["policies"], 1)
-	assert.Equal(t, api.DefaultPolicyName, d.Top["policies"][0].Key)
+	assert.Equal(t, "default", d.Top["policies"][0].Key)
 	assert.EqualValues(t, 7, d.Top["policies"][0].Count)
 	assert.Equal(t, 1, d.Sweep.Sweeps)
 	assert.Equal(t, 1.5, d.Sweep.LastMillis)

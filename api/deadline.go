@@ -10,9 +10,9 @@ import (
 // deadlines hands out contexts that end between timeout and timeout+slack
 // after the moment they are asked for. A context (and its timer) is shared
 // by every request that starts within one slack period, so the hot path
-// neither allocates nor touches the runtime's timer heap per request: a
-// context.WithTimeout per request measured about a third of the API's own
-// cost (see BENCHMARKS.md).
+// neither allocates nor touches the runtime's timer heap per request, which
+// a context.WithTimeout per request would (a timer each: a large share of
+// the API's own cost; docs/perf-notes.md, "The sidecar's HTTP path").
 type deadlines struct {
 	timeout, slack time.Duration
 	cur            atomic.Pointer[deadline]

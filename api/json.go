@@ -17,8 +17,8 @@ import (
 // The API reads and writes JSON with github.com/go-json-experiment/json
 // (jsontext, the proposed encoding/json/v2's syntactic layer): a strict RFC
 // 8259 reader that hands out each value's raw bytes without allocating, and
-// AppendQuote for strings. BENCHMARKS.md, "JSON library", has the
-// measurements that chose it.
+// AppendQuote for strings, where encoding/json would reflect and allocate
+// on every body (docs/perf-notes.md, "JSON library", has the comparison).
 
 // readOptions: names given twice are refused by the reader's own check,
 // which names the field ("must be given once"); UTF-8 is checked on the

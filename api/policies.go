@@ -114,11 +114,11 @@ func newPolicyMetrics(reg *prometheus.Registry) *policyMetrics {
 	return m
 }
 
-// SetPolicies puts f in force (nil: none). Counters live in the limiter
+// setPolicies puts f in force (nil: none). Counters live in the limiter
 // under ids made of a policy's name and a key, so the policies of f that
 // keep their name keep their counts. The metric series of policies f no
 // longer has are dropped.
-func (s *Server) SetPolicies(f *policy.File) {
+func (s *Server) setPolicies(f *policy.File) {
 	old := s.pols.Load()
 	if f == nil {
 		s.pols.Store(nil)
@@ -166,7 +166,7 @@ func (s *Server) ReloadPolicies() error {
 		s.log.Error("policies not reloaded: the rules in force stay", "err", err)
 		return err
 	}
-	s.SetPolicies(f)
+	s.setPolicies(f)
 	s.pmetrics.reloads.WithLabelValues("ok").Inc()
 	s.log.Info("policies reloaded", "file", f.Path, "policies", len(f.Policies))
 	return nil

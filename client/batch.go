@@ -19,8 +19,9 @@ const (
 	// exceed the sidecar's -max-batch (1000 by default).
 	DefaultBatchMaxSize = 500
 	// DefaultBatchInFlight is how many batches may be on their way at once:
-	// one measured best here (BenchmarkBatching, BENCHMARKS.md), and batches grow
-	// while it travels.
+	// one, since the checks that arrive while a batch travels make the next
+	// one, so batches grow with the load without a window to wait out
+	// (docs/perf-notes.md has the measurements).
 	DefaultBatchInFlight = 1
 )
 

@@ -2,7 +2,6 @@ package client
 
 import (
 	"context"
-	"net"
 	"testing"
 	"time"
 
@@ -11,6 +10,7 @@ import (
 
 	rl "github.com/raterlimiter/raterlimiter"
 	"github.com/raterlimiter/raterlimiter/api"
+	"github.com/raterlimiter/raterlimiter/internal/sidecartest"
 	"github.com/raterlimiter/raterlimiter/memory"
 )
 
@@ -20,12 +20,7 @@ import (
 func TestFlushLeavesOutEndedContexts(t *testing.T) {
 	lim := memory.New(memory.Config{SweepInterval: -1})
 	t.Cleanup(func() { lim.Close() })
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	srv := api.New(api.Config{Limiter: lim})
-	go func() { _ = srv.Serve(ln) }()
-	t.Cleanup(func() { _ = srv.Shutdown(context.Background()) })
-	c, err := New(Config{URL: "http://" + ln.Addr().String(), Timeout: 30 * time.Second})
+	c, err := New(Config{URL: sidecartest.Serve(t, api.Config{Limiter: lim}), Timeout: 30 * time.Second})
 	require.NoError(t, err)
 	t.Cleanup(func() { c.Close() })
 

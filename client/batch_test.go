@@ -3,7 +3,6 @@ package client_test
 import (
 	"context"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -34,16 +33,11 @@ func (c *counting) CheckRates(ctx context.Context, rs []rl.Request) ([]rl.Decisi
 	return c.Limiter.CheckRates(ctx, rs)
 }
 
+// batching returns a batching client of the sidecar at url (see clientOf).
 func batching(t *testing.T, url string, cfg client.Config) *client.Client {
 	t.Helper()
-	cfg.URL, cfg.Batching = url, true
-	if cfg.Timeout == 0 {
-		cfg.Timeout = testTimeout
-	}
-	c, err := client.New(cfg)
-	require.NoError(t, err)
-	t.Cleanup(func() { c.Close() })
-	return c
+	cfg.Batching = true
+	return clientOf(t, url, cfg)
 }
 
 // TestBatchingSemantics runs the shared table through the batching client.
@@ -70,26 +64,9 @@ func TestBatchingAllowsExactlyTheLimit(t *testing.T) {
 			if a == rl.Leaky {
 				r.Queue = 999 // the limit at once, all but one waiting
 			}
-			var allowed, denied atomic.Int64
-			var wg sync.WaitGroup
-			for range 128 {
-				wg.Go(func() {
-					for range 100 {
-						d, err := c.CheckRate(context.Background(), r)
-						if !assert.NoError(t, err) {
-							return
-						}
-						if d.Allowed {
-							allowed.Add(1)
-						} else {
-							denied.Add(1)
-						}
-					}
-				})
-			}
-			wg.Wait()
-			assert.Equal(t, int64(1000), allowed.Load())
-			assert.Equal(t, int64(128*100-1000), denied.Load())
+			allowed, denied := limitertest.Concurrent(t, c, r, 128, 100)
+			assert.Equal(t, int64(1000), allowed)
+			assert.Equal(t, int64(128*100-1000), denied)
 			assert.Zero(t, cl.single.Load(), "every check went in a batch")
 			assert.Equal(t, int64(128*100), cl.items.Load())
 			assert.Less(t, cl.batches.Load(), int64(128*100), "checks were coalesced")

@@ -15,9 +15,8 @@ import (
 // The batch path's JSON, written and read with jsontext
 // (github.com/go-json-experiment/json, as the API) without reflection or a
 // per-item allocation: at hundreds of thousands of checks a second,
-// encoding/json's reflective decoding of the answer was the largest item
-// of the client's profile (about 30 % of the load tool's CPU, sidecar
-// included; BENCHMARKS.md, "throughput").
+// reflective decoding of the answers would be the largest cost of the
+// client's batching (docs/perf-notes.md, "The Go client and batching").
 
 // appendBatchJSON appends rs as the JSON array POST /check_rates takes.
 // Ids must be valid UTF-8 (batchable).

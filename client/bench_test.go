@@ -21,10 +21,9 @@ import (
 
 // BenchmarkTransport compares, against the same in-process sidecar over
 // loopback, the client (on a fasthttp.HostClient) with the same GET
-// /check_rate and JSON decoding done over net/http with a Transport tuned as
-// the client's first version was (the alternative), and over a bare
-// fasthttp.HostClient (the floor).
-// 32 callers on 2 CPUs cycle through 10,000 ids.
+// /check_rate and JSON decoding done over net/http with a tuned Transport
+// (the alternative), and over a bare fasthttp.HostClient (the floor).
+// 16 callers per CPU cycle through 10,000 ids.
 func BenchmarkTransport(b *testing.B) {
 	const parallelism = 16 // callers per CPU: an application serving many requests
 	lim := memory.New(memory.Config{SweepInterval: -1})

@@ -25,6 +25,8 @@ type Error struct {
 	Err error
 }
 
+// Error returns "client: " and the status, the sidecar's message or the
+// underlying error, whichever are present.
 func (e *Error) Error() string {
 	s := "client: "
 	if e.Status != 0 {

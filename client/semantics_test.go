@@ -29,16 +29,27 @@ func sidecar(t testing.TB, lim rl.Limiter, token string) string {
 	return sidecartest.Serve(t, api.Config{Limiter: lim, AdminToken: token})
 }
 
+// clientOf returns a client of the sidecar at url configured by cfg (its
+// Timeout testTimeout unless set); the test's cleanup closes it.
+func clientOf(t testing.TB, url string, cfg client.Config) *client.Client {
+	t.Helper()
+	cfg.URL = url
+	if cfg.Timeout == 0 {
+		cfg.Timeout = testTimeout
+	}
+	c, err := client.New(cfg)
+	require.NoError(t, err)
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
 // TestSemantics runs the shared table against the client talking to a real
 // sidecar whose embedded limiter keeps the table's clock.
 func TestSemantics(t *testing.T) {
 	limitertest.Run(t, func(t *testing.T, clock *limitertest.Clock) rl.Limiter {
 		lim := memory.New(memory.Config{Clock: clock.Now, SweepInterval: -1})
 		t.Cleanup(func() { lim.Close() })
-		c, err := client.New(client.Config{URL: sidecar(t, lim, "admin-secret"), AdminToken: "admin-secret", Clock: clock.Now, Timeout: testTimeout})
-		require.NoError(t, err)
-		t.Cleanup(func() { c.Close() })
-		return c
+		return clientOf(t, sidecar(t, lim, "admin-secret"), client.Config{AdminToken: "admin-secret", Clock: clock.Now})
 	})
 }
 
@@ -52,10 +63,8 @@ func TestSidecarErrors(t *testing.T) {
 	long := string(make([]byte, rl.DefaultMaxIDBytes+1))
 	ctx := context.Background()
 
-	lax, err := client.New(client.Config{URL: url, MaxIDBytes: 4 * rl.DefaultMaxIDBytes, Timeout: testTimeout})
-	require.NoError(t, err)
-	t.Cleanup(func() { lax.Close() })
-	_, err = lax.CheckRate(ctx, rl.Request{ID: long, Scale: 1000, Limit: 1, Hits: 1})
+	lax := clientOf(t, url, client.Config{MaxIDBytes: 4 * rl.DefaultMaxIDBytes})
+	_, err := lax.CheckRate(ctx, rl.Request{ID: long, Scale: 1000, Limit: 1, Hits: 1})
 	var fe *rl.FieldError
 	require.ErrorAs(t, err, &fe, "the sidecar's 400 comes back as a FieldError: %v", err)
 	assert.Equal(t, "id", fe.Field)
@@ -89,9 +98,7 @@ func TestSidecarErrors(t *testing.T) {
 func TestIDsOfAnyBytes(t *testing.T) {
 	lim := memory.New(memory.Config{SweepInterval: -1})
 	t.Cleanup(func() { lim.Close() })
-	c, err := client.New(client.Config{URL: sidecar(t, lim, ""), Timeout: testTimeout})
-	require.NoError(t, err)
-	t.Cleanup(func() { c.Close() })
+	c := clientOf(t, sidecar(t, lim, ""), client.Config{})
 	ctx := context.Background()
 	all := make([]byte, 256)
 	for i := range all {
@@ -127,4 +134,45 @@ func TestIDsOfAnyBytes(t *testing.T) {
 			assert.Len(t, bs, 1, "%q arrived intact", r.ID)
 		}
 	})
+}
+
+// TestBucketsFollowsPages: the sidecar answers /buckets two records a page;
+// the client gathers them all, in order.
+func TestBucketsFollowsPages(t *testing.T) {
+	lim := memory.New(memory.Config{SweepInterval: -1})
+	t.Cleanup(func() { lim.Close() })
+	c := clientOf(t, sidecartest.Serve(t, api.Config{Limiter: lim, BucketsPage: 2}), client.Config{})
+	ctx := context.Background()
+	for scale := int64(1000); scale <= 5000; scale += 1000 {
+		_, err := c.CheckRate(ctx, rl.Request{ID: "p", Scale: scale, Limit: 5, Hits: 1})
+		require.NoError(t, err)
+	}
+	bs, err := c.Buckets(ctx, "p")
+	require.NoError(t, err)
+	require.Len(t, bs, 5)
+	for i, b := range bs {
+		assert.Equal(t, int64(1000*(i+1)), b.Scale, strconv.Itoa(i))
+	}
+}
+
+// TestIDsThatAreNotUTF8RoundTrip: the client sends any bytes as an id and
+// the sidecar counts "\xff" and "\xfe" apart (its answers carry them as
+// id_b64).
+func TestIDsThatAreNotUTF8RoundTrip(t *testing.T) {
+	lim := memory.New(memory.Config{SweepInterval: -1})
+	t.Cleanup(func() { lim.Close() })
+	c := clientOf(t, sidecar(t, lim, ""), client.Config{})
+	ctx := context.Background()
+	for _, id := range []string{"\xff", "\xfe"} {
+		d, err := c.CheckRate(ctx, rl.Request{ID: id, Scale: 60_000, Limit: 1, Hits: 1})
+		require.NoError(t, err)
+		assert.True(t, d.Allowed, "%q: its own counter", id)
+	}
+	d, err := c.CheckRate(ctx, rl.Request{ID: "\xff", Scale: 60_000, Limit: 1, Hits: 1})
+	require.NoError(t, err)
+	assert.False(t, d.Allowed)
+	bs, err := c.Buckets(ctx, "\xfe")
+	require.NoError(t, err)
+	require.Len(t, bs, 1)
+	assert.EqualValues(t, 1, bs[0].Count)
 }

@@ -160,10 +160,10 @@ func ResetSeconds(d rl.Decision) int64 {
 }
 
 // ResetUnix returns the value of X-RateLimit-Reset: the Unix time in seconds,
-// rounded up, at which d's window ends (d.Now + d.ResetMS); on a denial
-// never earlier than the time Retry-After names (d.Now + RetryAfterMS).
+// rounded up, at which d's window ends (d.ResetAt); on a denial never
+// earlier than the time Retry-After names (d.Now + RetryAfterMS).
 func ResetUnix(d rl.Decision) int64 {
-	at := d.Now + d.ResetMS
+	at := d.ResetAt()
 	if !d.Allowed {
 		at = max(at, d.Now+max(d.RetryAfterMS, 1))
 	}

@@ -4,8 +4,12 @@
 package limitertest
 
 import (
+	"context"
+	"sync"
 	"sync/atomic"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
 
 	rl "github.com/raterlimiter/raterlimiter"
 )
@@ -52,4 +56,32 @@ func Run(t *testing.T, f Factory) {
 			c.run(t, l, clock)
 		})
 	}
+}
+
+// Concurrent checks r on c from goroutines goroutines at once, times
+// checks each, and returns how many were allowed and how many denied; a
+// check that fails is an error of t. With fewer than goroutines×times hits
+// allowed per window, and a window that does not end meanwhile, a limiter
+// that decides atomically allows exactly its limit.
+func Concurrent(t testing.TB, c rl.Checker, r rl.Request, goroutines, times int) (allowed, denied int64) {
+	t.Helper()
+	var a, d atomic.Int64
+	var wg sync.WaitGroup
+	for range goroutines {
+		wg.Go(func() {
+			for range times {
+				dec, err := c.CheckRate(context.Background(), r)
+				if !assert.NoError(t, err) {
+					return
+				}
+				if dec.Allowed {
+					a.Add(1)
+				} else {
+					d.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return a.Load(), d.Load()
 }

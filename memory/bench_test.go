@@ -80,8 +80,8 @@ func BenchmarkCheckRate(b *testing.B) {
 	})
 }
 
-// BenchmarkCheckRateParallel runs 128 goroutines per GOMAXPROCS... no: it
-// runs SetParallelism(128/GOMAXPROCS) so that 128 goroutines check at once.
+// BenchmarkCheckRateParallel checks from 128 goroutines at once
+// (SetParallelism(128/GOMAXPROCS)), the limiter beside a mutex-guarded map.
 func BenchmarkCheckRateParallel(b *testing.B) {
 	rs := benchRequests()
 	now := int64(1_700_000_000_000)

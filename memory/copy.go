@@ -21,11 +21,16 @@ const MaxIDBytes = buckets.MaxIDBytes
 // as algo.Log.AppendBinary writes them and RestoreLog takes them back; from
 // CopyRecords it is valid during the call only, nil for other algorithms.
 type Record struct {
-	ID    string
+	// ID is the id the record counts.
+	ID string
+	// Scale is the window in milliseconds.
 	Scale int64
-	Algo  rl.Algo
+	// Algo is the algorithm whose state the record holds.
+	Algo rl.Algo
+	// State is the record's counters and times (see algo.Record).
 	State algo.Record
-	Log   []byte
+	// Log is the entries of a Log record (see Record); nil for the others.
+	Log []byte
 }
 
 // CopyRecords hands fn every record of the limiter that has not expired,

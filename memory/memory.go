@@ -1,9 +1,9 @@
 // Package memory is the embedded limiter: raterlimiter in the application's
-// own process. It shards ids over actors (internal/actor), each the only
-// owner of its B-tree of buckets (internal/buckets), and sweeps them
-// periodically (internal/sweeper). Nothing outside this package reaches the
-// engine: snapshots copy records through CopyRecords and Restore, and
-// replay tools decide through a Store.
+// own process. It spreads ids over shards, each an actor (package actor)
+// that alone owns its B-tree of buckets (package buckets), and sweeps them
+// periodically (package sweeper). No other package imports those three:
+// snapshots copy records through CopyRecords and Restore, and replay tools
+// decide through a Store.
 package memory
 
 import (
@@ -31,8 +31,9 @@ type SweepStats = actor.SweepStats
 // field means the default its comment names.
 type Config struct {
 	// Shards is the number of actors ids are spread over. Default: half of
-	// GOMAXPROCS, at least 1: one processor runs each actor, the others the
-	// callers (on 2 cores one shard measured fastest; see BENCHMARKS.md).
+	// GOMAXPROCS, at least 1: one processor runs each actor and the others
+	// its callers; more shards than that cost more CPU a check than they
+	// save in waiting (docs/perf-notes.md, "The actor's hand-off").
 	Shards int
 	// Clock gives the time decisions are made at. Default: a steady clock
 	// per shard that advances with the system's monotonic clock, anchored
@@ -307,7 +308,9 @@ func (l *Limiter) RestoreLog(ctx context.Context, id string, scale, created int6
 	return err
 }
 
-// Sweep runs a sweep of every shard now and returns the totals.
+// Sweep runs a sweep of every shard now and returns the totals. With
+// Config.SweepInterval negative it is how an application sweeps on a
+// schedule of its own.
 func (l *Limiter) Sweep(ctx context.Context) (SweepStats, error) {
 	var total SweepStats
 	for _, a := range l.actors {

@@ -3,8 +3,6 @@ package memory_test
 import (
 	"context"
 	"strconv"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -39,23 +37,8 @@ func TestConcurrentHitsAllowExactlyTheLimit(t *testing.T) {
 			if a == rl.Leaky {
 				r.Queue = 999 // all of the limit may wait at once
 			}
-			var allowed atomic.Int64
-			var wg sync.WaitGroup
-			for range 128 {
-				wg.Go(func() {
-					for range 100 {
-						d, err := l.CheckRate(context.Background(), r)
-						if !assert.NoError(t, err) {
-							return
-						}
-						if d.Allowed {
-							allowed.Add(1)
-						}
-					}
-				})
-			}
-			wg.Wait()
-			assert.Equal(t, int64(1000), allowed.Load())
+			allowed, _ := limitertest.Concurrent(t, l, r, 128, 100)
+			assert.Equal(t, int64(1000), allowed)
 		})
 	}
 }

@@ -233,13 +233,3 @@ func (e *Engine) Decide(ctx context.Context, checks []Check, out []Result) ([]Re
 	}
 	return out, nil
 }
-
-// Allowed reports whether every result allows (shadow rules never deny).
-func Allowed(rs []Result) bool {
-	for i := range rs {
-		if rs[i].Denies() {
-			return false
-		}
-	}
-	return true
-}

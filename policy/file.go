@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/binary"
 	"net/netip"
-	"strings"
 )
 
 // File is a loaded policies file: the rules of gateway mode and how a
@@ -57,7 +56,8 @@ type Match struct {
 type KeyKind uint8
 
 const (
-	// KeyIP is the client's address (File.ClientIP) in its canonical text.
+	// KeyIP is the client's address in its canonical text: the peer, or
+	// behind the file's trusted proxies what Proxies.ClientIP finds.
 	KeyIP KeyKind = iota
 	// KeyHeader is a request header's value, as opaque bytes.
 	KeyHeader
@@ -65,6 +65,7 @@ const (
 
 // KeySource is one part of a key.
 type KeySource struct {
+	// Kind says where the value comes from.
 	Kind KeyKind
 	// Header is the header's name for KeyHeader.
 	Header string
@@ -79,10 +80,12 @@ func (k KeySource) String() string {
 }
 
 // Headers gives a request's header values; *fasthttp.RequestHeader has
-// both methods. Peek returns nil for a header that is absent; PeekAll
-// returns every line of a header that may repeat (X-Forwarded-For).
+// both methods.
 type Headers interface {
+	// Peek returns the value of the header name, nil when it is absent.
 	Peek(name string) []byte
+	// PeekAll returns every line of a header that may repeat
+	// (X-Forwarded-For).
 	PeekAll(name string) [][]byte
 }
 
@@ -166,7 +169,7 @@ func (c *keyReader) key(buf []byte, sources []KeySource) ([]byte, bool) {
 		var ipText [64]byte
 		if k.Kind == KeyIP {
 			if !c.ipDone {
-				c.ip, c.ipDone = c.f.ClientIP(c.in), true
+				c.ip, c.ipDone = c.f.clientIP(c.in), true
 			}
 			if !c.ip.IsValid() {
 				return buf, false
@@ -185,10 +188,10 @@ func (c *keyReader) key(buf []byte, sources []KeySource) ([]byte, bool) {
 	return buf, true
 }
 
-// ClientIP returns the client's address: in.Peer, or when the peer is a
+// clientIP returns the client's address: in.Peer, or when the peer is a
 // trusted proxy the right-most untrusted address of X-Forwarded-For (or
 // X-Real-IP); see Proxies.ClientIP.
-func (f *File) ClientIP(in *Input) netip.Addr {
+func (f *File) clientIP(in *Input) netip.Addr {
 	if !f.Proxies.Trusted(in.Peer) {
 		return in.Peer.Unmap().WithZone("")
 	}
@@ -242,13 +245,4 @@ func equalFoldASCII(b []byte, s string) bool {
 		}
 	}
 	return true
-}
-
-// KeyString returns the policy's key as a policies file spells it.
-func (p *Policy) KeyString() string {
-	parts := make([]string, len(p.Key))
-	for i, k := range p.Key {
-		parts[i] = k.String()
-	}
-	return strings.Join(parts, ", ")
 }

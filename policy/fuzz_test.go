@@ -75,7 +75,7 @@ func FuzzMatch(f *testing.F) {
 				t.Fatalf("login matched host h")
 			}
 		}
-		ip := file.ClientIP(in)
+		ip := policy.ClientIP(file, in)
 		if !ip.IsValid() {
 			t.Fatalf("no client address for XFF %q", xff)
 		}

@@ -68,6 +68,7 @@ func (g Gateway) String() string {
 // OriginalHeaders names the headers that carry the original request's
 // method, target (path and query, as the client sent it) and host.
 type OriginalHeaders struct {
+	// Method, URI and Host are the headers' names.
 	Method, URI, Host string
 }
 

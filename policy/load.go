@@ -28,11 +28,17 @@ var ErrInvalidFile = errors.New("policy: invalid policies file")
 
 // FileError is a fault in a policies file, at a line.
 type FileError struct {
+	// Path is the file ("" when parsed from memory).
 	Path string
+	// Line is the line at fault, from 1; 0 when the fault is the whole
+	// file.
 	Line int
-	Msg  string
+	// Msg says what is wrong.
+	Msg string
 }
 
+// Error returns "PATH:LINE: MSG", without ":LINE" when Line is 0, and with
+// "policies" for the path of a file parsed from memory.
 func (e *FileError) Error() string {
 	path := e.Path
 	if path == "" {

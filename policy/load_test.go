@@ -2,6 +2,7 @@ package policy_test
 
 import (
 	"errors"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -47,7 +48,10 @@ func TestParseEveryField(t *testing.T) {
 	f, err := policy.Parse("p.yaml", []byte(example))
 	require.NoError(t, err)
 	require.Len(t, f.Policies, 3)
-	assert.Len(t, f.Proxies.Prefixes(), 3)
+	for _, a := range []string{"127.0.0.1", "::1", "10.1.2.3"} {
+		assert.True(t, f.Proxies.Trusted(netip.MustParseAddr(a)), a)
+	}
+	assert.False(t, f.Proxies.Trusted(netip.MustParseAddr("10.1.2.4")))
 
 	login := f.Lookup("login")
 	require.NotNil(t, login)
@@ -66,14 +70,14 @@ func TestParseEveryField(t *testing.T) {
 	assert.Equal(t, rl.Fixed, api.Algo, "algo defaults to fixed")
 	assert.Equal(t, int64(60_000), api.Scale, "an integer scale is milliseconds")
 	assert.Equal(t, int64(2), api.Hits)
-	assert.Equal(t, "header:X-Api-Key", api.KeyString())
+	assert.Equal(t, []policy.KeySource{{Kind: policy.KeyHeader, Header: "X-Api-Key"}}, api.Key)
 	require.NotNil(t, api.Plans)
 	assert.Equal(t, map[string]int64{"free": 2, "pro": 50}, api.Plans.Limits)
 	assert.Equal(t, "X-Plan", api.PlanFrom.Header)
 	assert.Equal(t, "deny", api.MissingKey.String(), "missing_key defaults to deny")
 
 	pair := f.Lookup("pair")
-	assert.Equal(t, "ip, header:X-User", pair.KeyString())
+	assert.Equal(t, []policy.KeySource{{Kind: policy.KeyIP}, {Kind: policy.KeyHeader, Header: "X-User"}}, pair.Key)
 	assert.Equal(t, rl.Log, pair.Algo)
 	assert.Equal(t, rl.MaxScale, pair.Scale)
 	assert.Equal(t, policy.MissingSkip, pair.MissingKey.Action)

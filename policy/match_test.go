@@ -121,11 +121,11 @@ func TestClientIP(t *testing.T) {
 		{"an empty header", input("GET", "h", "/", "127.0.0.1", "X-Forwarded-For", " , "), "127.0.0.1"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			assert.Equal(t, tc.want, f.ClientIP(tc.in).String())
+			assert.Equal(t, tc.want, policy.ClientIP(f, tc.in).String())
 		})
 	}
 	noTrust := mustParse(t, "policies:\n  - {name: p, key: ip, limit: 1, scale: 1s}\n")
-	assert.Equal(t, "127.0.0.1", noTrust.ClientIP(input("GET", "h", "/", "127.0.0.1", "X-Forwarded-For", "1.1.1.1", "X-Real-IP", "2.2.2.2")).String(),
+	assert.Equal(t, "127.0.0.1", policy.ClientIP(noTrust, input("GET", "h", "/", "127.0.0.1", "X-Forwarded-For", "1.1.1.1", "X-Real-IP", "2.2.2.2")).String(),
 		"with no trusted proxies, forwarded headers are ignored")
 }
 
@@ -152,23 +152,23 @@ func TestEngineCountsByPolicyAndKey(t *testing.T) {
 	for i := range 50 {
 		rs := decide(api)
 		require.Len(t, rs, 1)
-		assert.True(t, policy.Allowed(rs), "hit %d of 100 (2 each)", 2*(i+1))
+		assert.True(t, allowed(rs), "hit %d of 100 (2 each)", 2*(i+1))
 	}
 	rs := decide(api)
-	assert.False(t, policy.Allowed(rs), "hits count 2: the 51st check passes 100")
+	assert.False(t, allowed(rs), "hits count 2: the 51st check passes 100")
 	assert.Equal(t, "api", rs[0].Rule.Name)
 
 	other := input("GET", "h", "/api/x", "1.2.3.4", "X-Api-Key", "k2")
-	assert.True(t, policy.Allowed(decide(other)), "another key, its own counter")
+	assert.True(t, allowed(decide(other)), "another key, its own counter")
 
 	free := input("GET", "h", "/api/x", "1.2.3.4", "X-Api-Key", "plan-user", "X-Plan", "free")
-	assert.True(t, policy.Allowed(decide(free)))
+	assert.True(t, allowed(decide(free)))
 	rs = decide(free)
-	assert.False(t, policy.Allowed(rs), "the free plan's limit is 2, hits are 2 each")
+	assert.False(t, allowed(rs), "the free plan's limit is 2, hits are 2 each")
 	assert.Equal(t, int64(2), rs[0].Request.Limit)
 	pro := input("GET", "h", "/api/x", "1.2.3.4", "X-Api-Key", "plan-user", "X-Plan", "pro")
 	rs = decide(pro)
-	assert.True(t, policy.Allowed(rs), "a key that changes plan keeps its count")
+	assert.True(t, allowed(rs), "a key that changes plan keeps its count")
 	assert.Equal(t, int64(6), rs[0].Decision.Count, "2 allowed and 2 denied under free (fixed counts denied hits), 2 now")
 	unknown := input("GET", "h", "/api/x", "1.2.3.4", "X-Api-Key", "plan-user", "X-Plan", "gold")
 	assert.Equal(t, int64(100), decide(unknown)[0].Request.Limit, "an unknown plan gets the policy's limit")
@@ -176,7 +176,7 @@ func TestEngineCountsByPolicyAndKey(t *testing.T) {
 	sh := decide(input("GET", "h", "/s", "1.2.3.4"))
 	require.Len(t, sh, 1)
 	assert.False(t, sh[0].Decision.Allowed, "a shadow rule is decided")
-	assert.True(t, policy.Allowed(sh), "but never denies")
+	assert.True(t, allowed(sh), "but never denies")
 
 	long := input("GET", "h", "/api/x", "1.2.3.4", "X-Api-Key", strings.Repeat("k", 1025))
 	cs, _ := f.Match(long, nil, nil)
@@ -251,10 +251,10 @@ func TestMissingKeyFallbackCountsApart(t *testing.T) {
 	}
 	anon := decide(input("GET", "h", "/f/x", "1.2.3.4"))
 	require.Len(t, anon, 1)
-	assert.True(t, policy.Allowed(anon))
+	assert.True(t, allowed(anon))
 	assert.Equal(t, string(policy.FallbackCounterID(nil, "fb", []byte("1.2.3.4"))), anon[0].Request.ID)
-	assert.False(t, policy.Allowed(decide(input("GET", "h", "/f/x", "1.2.3.4"))), "1 a minute by address")
-	assert.True(t, policy.Allowed(decide(input("GET", "h", "/f/x", "9.9.9.9", "K", "1.2.3.4"))), "the key 1.2.3.4 is not the address 1.2.3.4")
+	assert.False(t, allowed(decide(input("GET", "h", "/f/x", "1.2.3.4"))), "1 a minute by address")
+	assert.True(t, allowed(decide(input("GET", "h", "/f/x", "9.9.9.9", "K", "1.2.3.4"))), "the key 1.2.3.4 is not the address 1.2.3.4")
 	assert.NotEqual(t, policy.CounterID(nil, "fb", []byte("1.2.3.4")), policy.FallbackCounterID(nil, "fb", []byte("1.2.3.4")))
 
 	d := decide(input("GET", "h", "/d/x", "1.2.3.4"))
@@ -265,4 +265,15 @@ func TestMissingKeyFallbackCountsApart(t *testing.T) {
 	bs, err := lim.Buckets(context.Background(), string(policy.CounterID(nil, "deny", nil)))
 	require.NoError(t, err)
 	assert.Empty(t, bs)
+}
+
+// allowed reports whether every result allows, as /auth decides: shadow
+// rules never deny.
+func allowed(rs []policy.Result) bool {
+	for i := range rs {
+		if rs[i].Denies() {
+			return false
+		}
+	}
+	return true
 }

@@ -25,6 +25,7 @@ const (
 // MissingKey is a policy's missing_key: deny (the default), skip, or
 // key:SOURCE (key:ip, key:header:NAME).
 type MissingKey struct {
+	// Action is what the request gets.
 	Action MissingAction
 	// Fallback is the key counted instead under MissingFallback.
 	Fallback KeySource

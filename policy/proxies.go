@@ -48,9 +48,6 @@ func parseProxy(s string) (netip.Prefix, error) {
 	return netip.PrefixFrom(a, a.BitLen()), nil
 }
 
-// Prefixes returns the trusted networks.
-func (p Proxies) Prefixes() []netip.Prefix { return p.nets }
-
 // Trusted reports whether a is a trusted proxy.
 func (p Proxies) Trusted(a netip.Addr) bool {
 	a = a.Unmap().WithZone("")

@@ -38,11 +38,16 @@ var ErrInvalidConfig = errors.New("rls: invalid configuration")
 
 // ConfigError is a fault in a configuration file.
 type ConfigError struct {
+	// Path is the file.
 	Path string
+	// Line is the line at fault, from 1; 0 when the fault is the whole
+	// file.
 	Line int
-	Msg  string
+	// Msg says what is wrong, naming the field.
+	Msg string
 }
 
+// Error returns "PATH:LINE: MSG", without ":LINE" when Line is 0.
 func (e *ConfigError) Error() string {
 	if e.Line > 0 {
 		return e.Path + ":" + strconv.Itoa(e.Line) + ": " + e.Msg
@@ -142,7 +147,9 @@ func Load(path string) (*Config, error) {
 	return c, nil
 }
 
-// Parse loads one file's contents (path names it in messages).
+// Parse loads one file's contents (path names it in messages): for a
+// configuration that does not live in a file (embedded in the program or
+// generated), as Options.Config or what Options.Load returns.
 func Parse(path string, data []byte) (*Config, error) {
 	c := &Config{Files: []string{path}, domains: map[string]*node{}}
 	if err := c.add(path, data); err != nil {

@@ -97,16 +97,16 @@ func New(opts Options) *Server {
 		maxKey: opts.MaxKeyBytes, maxDescriptors: opts.MaxDescriptors, maxEntries: opts.MaxEntries,
 		timeout: opts.Timeout, log: opts.Logger, m: newMetrics()}
 	s.scratch.New = func() any { return new(scratch) }
-	s.SetConfig(opts.Config)
+	s.setConfig(opts.Config)
 	return s
 }
 
 // Collectors are the server's series for /metrics.
 func (s *Server) Collectors() []prometheus.Collector { return s.m.collectors() }
 
-// SetConfig puts c in force. Counters are kept by rule (domain and
+// setConfig puts c in force. Counters are kept by rule (domain and
 // descriptor path), so the rules c keeps keep their counts.
-func (s *Server) SetConfig(c *Config) {
+func (s *Server) setConfig(c *Config) {
 	s.cfg.Store(c)
 	if c != nil {
 		s.m.rules.Set(float64(len(c.rules)))
@@ -130,7 +130,7 @@ func (s *Server) Reload() error {
 		s.log.Error("rls: configuration not reloaded: the rules in force stay", "err", err)
 		return err
 	}
-	s.SetConfig(c)
+	s.setConfig(c)
 	s.m.reloads.WithLabelValues("ok").Inc()
 	s.log.Info("rls: configuration reloaded", "files", len(c.Files), "rules", len(c.rules))
 	return nil

@@ -2,8 +2,9 @@
 # Regenerates ACCURACY.md's figures: the default replay (its tables and the
 # boundary attack's plot) and the wrong-decision share by limit.
 set -euo pipefail
-cd "$(dirname "$0")/.."
-go build -o /tmp/rlaccuracy.$$ ./cmd/rlaccuracy
-trap 'rm -f /tmp/rlaccuracy.$$' EXIT
-/tmp/rlaccuracy.$$ -svg docs/boundary-attack.svg
-/tmp/rlaccuracy.$$ -limits-svg docs/accuracy-by-limit.svg
+me=accuracy
+. "$(dirname "$0")/lib.sh"
+cd "$root"
+go build -o "$tmp/rlaccuracy" ./cmd/rlaccuracy
+"$tmp/rlaccuracy" -svg docs/boundary-attack.svg
+"$tmp/rlaccuracy" -limits-svg docs/accuracy-by-limit.svg

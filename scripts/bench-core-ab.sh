@@ -28,8 +28,7 @@ build() { # build NAME SRC: $tmp/NAME-peers and $tmp/NAME-rlload from the tree a
   (cd "$2/bench/peers" && go test -c -o "$tmp/$1-peers" .)
   (cd "$2" && go build -o "$tmp/$1-rlload" ./cmd/rlload)
 }
-mkdir "$tmp/base"
-(cd "$root" && git archive "$BASE") | tar -x -C "$tmp/base"
+extract "$BASE" "$tmp/base"
 build A "$tmp/base"
 build B "$root"
 echo "A = $(cd "$root" && git rev-parse --short "$BASE"), B = work tree at $(cd "$root" && git rev-parse --short HEAD)$(cd "$root" && git diff --quiet HEAD -- . ':!scripts' || echo ' (modified)'); GOMAXPROCS $(nproc); $ROUNDS rounds"
@@ -37,17 +36,15 @@ echo
 
 skip() { case " $SKIP " in *" $1 "*) return 0 ;; esac; return 1; }
 rlload() { # rlload BUILD ARGS...: "checks/s p99ms"
-  local line
-  line=$("$tmp/$1-rlload" -embedded -d "$DURATION" -warmup 1s "${@:2}" 2>/dev/null | grep '^checks/s:')
-  set -- $line
-  echo "$2 ${6%ms}"
+  set -- $(rlload_summary "$tmp/$1-rlload" -embedded -d "$DURATION" -warmup 1s "${@:2}")
+  echo "$1 $3"
 }
 for r in $(seq "$ROUNDS"); do
   order="A B"; [ $((r % 2)) -eq 0 ] && order="B A"
   for b in $order; do
     if ! skip peers; then
-      "$tmp/$b-peers" -test.run '^$' -test.bench 'BenchmarkPeers/g=(128|4096)/(raterlimiter|go-limiter)$' -test.benchtime "$PEERTIME" 2>/dev/null |
-        awk -v b="$b" -v r="$r" '/^BenchmarkPeers\// { split($1, p, "/"); g = substr(p[2], 3); s = p[3]; sub(/-[0-9]+$/, "", s); v[g, s] = $3; gs[g] = 1 }
+      "$tmp/$b-peers" -test.run '^$' -test.bench 'BenchmarkPeers/g=(128|4096)/(raterlimiter|go-limiter)$' -test.benchtime "$PEERTIME" 2>/dev/null | peers_runs |
+        awk -v b="$b" -v r="$r" '{ v[$1, $2] = $3; gs[$1] = 1 }
           END { for (g in gs) printf "peers %s %s %d %.1f %.1f %.3f\n", r, b, g, v[g, "raterlimiter"], v[g, "go-limiter"], v[g, "raterlimiter"] / v[g, "go-limiter"] }' |
         tee -a "$tmp/peers"
     fi

@@ -18,7 +18,7 @@ echo "rev $(cd "$root" && git rev-parse --short HEAD), GOMAXPROCS $(nproc): go t
 echo
 echo "| goroutines | subject | ns/op (median of $COUNT) | ratio to go-limiter |"
 echo "|---|---|---|---|"
-awk '/^BenchmarkPeers\// { split($1, p, "/"); g = substr(p[2], 3); s = p[3]; sub(/-[0-9]+$/, "", s); print g, s, $3 }' "$tmp/out" >"$tmp/runs"
+peers_runs <"$tmp/out" >"$tmp/runs"
 for g in $(awk '{ print $1 }' "$tmp/runs" | sort -un); do
   ref=$(awk -v g="$g" '$1 == g && $2 == "go-limiter" { print $3 }' "$tmp/runs" | median)
   for s in raterlimiter go-limiter x-time-rate-map mutex-map; do

@@ -27,9 +27,7 @@ echo "|---|---|---|---|---|"
 for r in $(seq "$ROUNDS"); do
   for c in $CALLERS; do
     # shellcheck disable=SC2086
-    line=$("$tmp/rlload" -embedded -c "$c" -d "$DURATION" -warmup 1s $ARGS 2>/dev/null | grep '^checks/s:')
-    set -- $line
-    cps=$2 p50=${4%ms} p99=${6%ms}
+    read -r cps p50 p99 <<<"$(rlload_summary "$tmp/rlload" -embedded -c "$c" -d "$DURATION" -warmup 1s $ARGS)"
     echo "$c $cps $p50 $p99" >>"$tmp/rounds"
     echo "| $r | $c | $cps | $p50 | $p99 |"
   done
@@ -38,10 +36,7 @@ echo
 echo "| callers | checks/s (median) | ratio to 128 | p50 ms | p99 ms | Little's law mean ms | p99 / Little |"
 echo "|---|---|---|---|---|---|---|"
 for c in $CALLERS; do
-  cps=$(awk -v c="$c" '$1 == c { print $2 }' "$tmp/rounds" | median)
-  p50=$(awk -v c="$c" '$1 == c { print $3 }' "$tmp/rounds" | median)
-  p99=$(awk -v c="$c" '$1 == c { print $4 }' "$tmp/rounds" | median)
-  echo "$c $cps $p50 $p99" >>"$tmp/medians"
+  echo "$c $(median_of "$tmp/rounds" "$c" 2) $(median_of "$tmp/rounds" "$c" 3) $(median_of "$tmp/rounds" "$c" 4)" >>"$tmp/medians"
 done
 base=$(awk '$1 == 128 { print $2 }' "$tmp/medians")
 awk -v base="${base:-0}" '{

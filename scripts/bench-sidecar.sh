@@ -67,18 +67,15 @@ echo
 echo "| server | median req/s | median p50 ms | median p99 ms | median CPU µs/req |"
 echo "|---|---|---|---|---|"
 for s in bare api-nop sidecar; do
-  printf '| %s | %s | %s | %s | %s |\n' "$s" \
-    "$(awk -v s=$s '$1 == s { print $2 }' "$tmp/results" | median)" \
-    "$(awk -v s=$s '$1 == s { print $3 }' "$tmp/results" | median)" \
-    "$(awk -v s=$s '$1 == s { print $4 }' "$tmp/results" | median)" \
-    "$(awk -v s=$s '$1 == s { print $6 }' "$tmp/results" | median)"
+  printf '| %s | %s | %s | %s | %s |\n' "$s" "$(median_of "$tmp/results" $s 2)" "$(median_of "$tmp/results" $s 3)" \
+    "$(median_of "$tmp/results" $s 4)" "$(median_of "$tmp/results" $s 6)"
 done
-b=$(awk '$1 == "bare" { print $2 }' "$tmp/results" | median)
+b=$(median_of "$tmp/results" bare 2)
 echo
-bc=$(awk '$1 == "bare" { print $6 }' "$tmp/results" | median)
+bc=$(median_of "$tmp/results" bare 6)
 for s in api-nop sidecar; do
-  m=$(awk -v s=$s '$1 == s { print $2 }' "$tmp/results" | median)
-  c=$(awk -v s=$s '$1 == s { print $6 }' "$tmp/results" | median)
+  m=$(median_of "$tmp/results" $s 2)
+  c=$(median_of "$tmp/results" $s 6)
   awk -v b="$b" -v m="$m" -v bc="$bc" -v c="$c" -v s=$s \
     'BEGIN { printf "ratio %s / bare: %.3f of the req/s, %.2fx the CPU per request\n", s, m / b, c / bc }'
 done

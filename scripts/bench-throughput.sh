@@ -35,8 +35,7 @@ me=bench-throughput
 (cd "$root" && go build -o "$tmp/raterlimiter" ./cmd/raterlimiter && go build -o "$tmp/rlload" ./cmd/rlload)
 subjects="embedded single batched"
 if [ -n "$COMPARE_REV" ]; then
-  mkdir "$tmp/rev"
-  (cd "$root" && git archive "$COMPARE_REV") | tar -x -C "$tmp/rev"
+  extract "$COMPARE_REV" "$tmp/rev"
   (cd "$tmp/rev" && go build -o "$tmp/rlload-rev" ./cmd/rlload)
   subjects="$subjects batched@$COMPARE_REV"
 fi
@@ -97,7 +96,7 @@ done
 echo
 echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
 
-col() { awk -v s="$1" -v c="$2" '$1 == s { print $c }' "$tmp/results" | median; }
+col() { median_of "$tmp/results" "$1" "$2"; }
 echo
 echo "| subject | median checks/s | median p50 ms | median p99 ms | median rlload CPU µs/check | median sidecar CPU µs/check | median total CPU µs/check |"
 echo "|---|---|---|---|---|---|---|"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Flood proof (issue 6): builds the sidecar into a temporary directory, starts
+# Flood test (RELIABILITY.md): builds the sidecar into a temporary directory, starts
 # it with -max-buckets 200000 on a loopback port the OS picks, and sends it
 # 10,000,000 distinct ids in batches of 1000 (POST /check_rates) from a
 # separate process over 4 connections, as fast as it takes them, while a

@@ -57,6 +57,26 @@ cputicks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
 # an even count).
 median() { sort -g | awk '{ a[NR] = $1 } END { if (NR % 2) print a[(NR + 1) / 2]; else printf "%.3f\n", (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
 
+# median_of FILE KEY COLUMN: the median of field COLUMN over the lines of
+# FILE whose first field is KEY.
+median_of() { awk -v k="$2" -v c="$3" '$1 == k { print $c }' "$1" | median; }
+
+# extract REV DIR: writes the tree of git revision REV into DIR.
+extract() { mkdir -p "$2"; (cd "$root" && git archive "$1") | tar -x -C "$2"; }
+
+# rlload_summary RLLOAD ARGS...: runs the load tool and prints its summary's
+# checks/s, p50 and p99 (ms), separated by spaces.
+rlload_summary() {
+  local line
+  line=$("$@" 2>/dev/null | grep '^checks/s:')
+  set -- $line
+  echo "$2 ${4%ms} ${6%ms}"
+}
+
+# peers_runs: reads the output of `go test -bench BenchmarkPeers` (package
+# bench/peers) and prints a line per result: goroutines, subject, ns/op.
+peers_runs() { awk '/^BenchmarkPeers\// { split($1, p, "/"); g = substr(p[2], 3); s = p[3]; sub(/-[0-9]+$/, "", s); print g, s, $3 }'; }
+
 # start_redis PORT [ARGS...]: starts a private redis-server on 127.0.0.1:PORT
 # (no persistence, files under $tmp/rPORT), waits until it answers, and sets
 # $last_pid.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Soak (issue 6): builds the sidecar into a temporary directory, starts it on
+# Soak (RELIABILITY.md): builds the sidecar into a temporary directory, starts it on
 # a loopback port the OS picks (-sweep-interval 2s, -timeout 5s) and runs
 # mixed load against it for RATERLIMITER_SOAK_DURATION (default 10m): 4
 # workers at up to 400 requests/s each of GET, form and JSON /check_rate and

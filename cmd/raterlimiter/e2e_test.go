@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -27,6 +26,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	rl "github.com/raterlimiter/raterlimiter"
+	"github.com/raterlimiter/raterlimiter/internal/tooltest"
 )
 
 // binary is the raterlimiter built once for the end-to-end tests.
@@ -68,56 +68,16 @@ func build(t testing.TB) string {
 
 // sidecar is a running raterlimiter process.
 type sidecar struct {
-	cmd    *exec.Cmd
-	base   string // http://127.0.0.1:PORT
-	addr   string
-	mu     sync.Mutex
-	log    bytes.Buffer
-	exited chan struct{}
-	err    error // of Wait, once exited is closed
+	*tooltest.Proc
+	base string // http://127.0.0.1:PORT
+	addr string
 }
 
 // start runs the binary on a port the OS picks and waits for its start line.
 func start(t testing.TB, env []string, args ...string) *sidecar {
 	t.Helper()
-	s := &sidecar{exited: make(chan struct{})}
-	s.cmd = exec.Command(build(t), append([]string{"-listen", "127.0.0.1:0"}, args...)...)
-	s.cmd.Env = append(os.Environ(), env...)
-	stderr, err := s.cmd.StderrPipe()
-	require.NoError(t, err)
-	require.NoError(t, s.cmd.Start())
-	addrCh := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		for sc.Scan() {
-			line := sc.Text()
-			s.mu.Lock()
-			s.log.WriteString(line + "\n")
-			s.mu.Unlock()
-			if strings.Contains(line, `msg="raterlimiter listening"`) {
-				if m := regexp.MustCompile(`addr=(\S+)`).FindStringSubmatch(line); m != nil {
-					addrCh <- m[1]
-				}
-			}
-		}
-		s.err = s.cmd.Wait()
-		close(s.exited)
-	}()
-	t.Cleanup(func() {
-		select {
-		case <-s.exited:
-		default:
-			_ = s.cmd.Process.Kill()
-			<-s.exited
-		}
-	})
-	select {
-	case s.addr = <-addrCh:
-	case <-s.exited:
-		t.Fatalf("raterlimiter exited before listening: %v\n%s", s.err, s.logs())
-	case <-time.After(30 * time.Second):
-		t.Fatalf("raterlimiter did not log its address\n%s", s.logs())
-	}
+	s := &sidecar{Proc: tooltest.Start(t, env, build(t), append([]string{"-listen", "127.0.0.1:0"}, args...)...)}
+	s.addr = s.waitAddr(t, "raterlimiter", 30*time.Second)
 	s.base = "http://" + s.addr
 	return s
 }
@@ -126,33 +86,28 @@ func start(t testing.TB, env []string, args ...string) *sidecar {
 // in the sidecar's log and returns its address.
 func (s *sidecar) listenAddr(t testing.TB, what string) string {
 	t.Helper()
-	re := regexp.MustCompile(`msg="` + regexp.QuoteMeta(what) + ` listening" addr=(\S+)`)
-	for end := time.Now().Add(10 * time.Second); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
-		if m := re.FindStringSubmatch(s.logs()); m != nil {
-			return m[1]
-		}
-	}
-	t.Fatalf("no %q address in\n%s", what, s.logs())
-	return ""
+	return s.waitAddr(t, what, 10*time.Second)
 }
 
-func (s *sidecar) logs() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.log.String()
+func (s *sidecar) waitAddr(t testing.TB, what string, timeout time.Duration) (addr string) {
+	t.Helper()
+	re := regexp.MustCompile(`msg="` + regexp.QuoteMeta(what) + ` listening" addr=(\S+)`)
+	s.WaitUntil(t, timeout, what+"'s address in the log", func() bool {
+		if m := re.FindStringSubmatch(s.logs()); m != nil {
+			addr = m[1]
+		}
+		return addr != ""
+	})
+	return addr
 }
+
+// logs returns what the sidecar has logged so far.
+func (s *sidecar) logs() string { return s.Output() }
 
 // stop sends SIGTERM and returns the exit error (nil for status 0).
 func (s *sidecar) stop(t testing.TB) error {
 	t.Helper()
-	require.NoError(t, s.cmd.Process.Signal(syscall.SIGTERM))
-	select {
-	case <-s.exited:
-		return s.err
-	case <-time.After(30 * time.Second):
-		t.Fatalf("raterlimiter did not stop after SIGTERM\n%s", s.logs())
-		return nil
-	}
+	return s.Stop(t, syscall.SIGTERM)
 }
 
 type reply struct {
@@ -553,20 +508,7 @@ func TestE2EBatchAdminMetrics(t *testing.T) {
 // runBinary runs the binary to its end and returns its exit code and output.
 func runBinary(t *testing.T, env []string, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
-	cmd := exec.Command(build(t), args...)
-	cmd.Env = append(os.Environ(), env...)
-	var o, e bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &o, &e
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	go func() { <-ctx.Done(); _ = cmd.Process.Kill() }()
-	err := cmd.Run()
-	var ee *exec.ExitError
-	if errors.As(err, &ee) {
-		return ee.ExitCode(), o.String(), e.String()
-	}
-	require.NoError(t, err)
-	return 0, o.String(), e.String()
+	return tooltest.RunEnv(t, env, build(t), args...)
 }
 
 func TestE2EStartFailures(t *testing.T) {
@@ -732,7 +674,7 @@ func TestE2ESigtermDuringLoad(t *testing.T) {
 		n, err := strconv.ParseFloat(m[1], 64)
 		return err == nil && n >= halves*float64(len(pad))
 	}, 30*time.Second, 5*time.Millisecond, "the sidecar reads the four halves")
-	require.NoError(t, s.cmd.Process.Signal(syscall.SIGTERM))
+	require.NoError(t, s.Cmd.Process.Signal(syscall.SIGTERM))
 	for { // until the listener is closed: shutdown has begun
 		c, err := net.DialTimeout("tcp", s.addr, time.Second)
 		if err != nil {
@@ -753,13 +695,7 @@ func TestE2ESigtermDuringLoad(t *testing.T) {
 		assert.Equal(t, int64(2), decode[body](t, string(b)).Count)
 		assert.True(t, resp.Close, "the last answer on a connection closes it")
 	}
-	var err error
-	select {
-	case <-s.exited:
-		err = s.err
-	case <-time.After(30 * time.Second):
-		t.Fatalf("raterlimiter did not stop after SIGTERM\n%s", s.logs())
-	}
+	err := s.Wait(t, 30*time.Second)
 	wg.Wait()
 	assert.NoError(t, err, "exit status 0 after SIGTERM\n%s", s.logs())
 	assert.Empty(t, broken, "requests without a whole answer")

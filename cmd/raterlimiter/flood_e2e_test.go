@@ -1,6 +1,6 @@
 package main
 
-// The flood proof (issue 6, "Must show" 2): 10,000,000 distinct ids at full
+// The flood test (RELIABILITY.md, "Flood"): 10,000,000 distinct ids at full
 // speed against the built binary with a small -max-buckets, beside a steady
 // client whose latency is compared with and without the flood. It takes
 // minutes, so it runs only with RATERLIMITER_FLOOD=1 (scripts/flood.sh).
@@ -127,7 +127,7 @@ func TestFlood(t *testing.T) {
 	)
 	// RATERLIMITER_FLOOD_ARGS adds flags to the sidecar's (e.g. "-shards 2").
 	s := start(t, nil, append([]string{"-max-buckets", strconv.Itoa(maxBuckets)}, strings.Fields(os.Getenv("RATERLIMITER_FLOOD_ARGS"))...)...)
-	pid := s.cmd.Process.Pid
+	pid := s.Cmd.Process.Pid
 	began := time.Now()
 
 	var phase atomic.Value

@@ -71,35 +71,14 @@ func upstream(t *testing.T) int {
 // runProxy starts a proxy process and waits until port answers.
 func runProxy(t *testing.T, port int, name string, args []string, env []string) {
 	t.Helper()
-	cmd := exec.Command(name, args...)
-	cmd.Env = append(os.Environ(), env...)
-	var out strings.Builder
-	cmd.Stdout, cmd.Stderr = &out, &out
-	require.NoError(t, cmd.Start())
-	exited := make(chan struct{})
-	var waitErr error
-	go func() { waitErr = cmd.Wait(); close(exited) }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		<-exited
-	})
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	p := tooltest.Start(t, env, name, args...)
+	p.WaitUntil(t, 20*time.Second, "a listener on port "+strconv.Itoa(port), func() bool {
 		c, err := net.DialTimeout("tcp", "127.0.0.1:"+strconv.Itoa(port), 200*time.Millisecond)
 		if err == nil {
 			c.Close()
-			return
 		}
-		select {
-		case <-exited:
-			t.Fatalf("%s exited: %v\n%s", name, waitErr, out.String())
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s does not listen on %d\n%s", name, port, out.String())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return err == nil
+	})
 }
 
 // startNginx runs nginx in the foreground with the documented server block
@@ -402,14 +381,14 @@ func TestPoliciesReloadOnSIGHUP(t *testing.T) {
 	assert.Equal(t, 400, s.get(t, "/check_rate?id=a&scale=1000&limit=99").status, "-policies-only")
 
 	write(5)
-	require.NoError(t, s.cmd.Process.Signal(syscall.SIGHUP))
+	require.NoError(t, s.Cmd.Process.Signal(syscall.SIGHUP))
 	require.Eventually(t, func() bool { return strings.Contains(s.logs(), "policies reloaded") }, 10*time.Second, 20*time.Millisecond)
 	r := s.get(t, "/check_rate?policy=p&id=a")
 	assert.Equal(t, 200, r.status, "the new limit, and the count kept: 4 of 5")
 	assert.Equal(t, `"p";q=5;w=60`, r.header.Get("RateLimit-Policy"))
 
 	require.NoError(t, os.WriteFile(path, []byte("policies: [\n"), 0o600))
-	require.NoError(t, s.cmd.Process.Signal(syscall.SIGHUP))
+	require.NoError(t, s.Cmd.Process.Signal(syscall.SIGHUP))
 	require.Eventually(t, func() bool { return strings.Contains(s.logs(), "policies not reloaded") }, 10*time.Second, 20*time.Millisecond)
 	assert.Contains(t, s.logs(), path+":")
 	assert.Equal(t, 200, s.get(t, "/check_rate?policy=p&id=a").status, "a bad file keeps the rules: 5 of 5")

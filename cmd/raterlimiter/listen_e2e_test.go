@@ -124,7 +124,7 @@ func TestE2ETLS(t *testing.T) {
 	second := newPKI(t, dir, "second", 2)
 	copyFile(t, second.certFile, cert)
 	copyFile(t, second.keyFile, key)
-	require.NoError(t, s.cmd.Process.Signal(syscall.SIGHUP))
+	require.NoError(t, s.Cmd.Process.Signal(syscall.SIGHUP))
 	deadline := time.Now().Add(10 * time.Second)
 	for servedSerial(t, s.addr).Cmp(second.serial) != 0 {
 		require.True(t, time.Now().Before(deadline), "certificate not reloaded 10 s after SIGHUP\n%s", s.logs())
@@ -137,7 +137,7 @@ func TestE2ETLS(t *testing.T) {
 
 	// A broken pair on SIGHUP keeps the previous certificate.
 	require.NoError(t, os.WriteFile(cert, []byte("not a certificate"), 0o600))
-	require.NoError(t, s.cmd.Process.Signal(syscall.SIGHUP))
+	require.NoError(t, s.Cmd.Process.Signal(syscall.SIGHUP))
 	deadline = time.Now().Add(10 * time.Second)
 	for !strings.Contains(s.logs(), "certificate not reloaded") {
 		require.True(t, time.Now().Before(deadline), "no warning 10 s after SIGHUP\n%s", s.logs())

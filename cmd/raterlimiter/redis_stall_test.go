@@ -83,8 +83,9 @@ func TestRedisStallsCostNoAnswers(t *testing.T) {
 			var checks atomic.Int64
 			stop := make(chan struct{})
 			stalls := stallEverySecond(rs, 80*time.Millisecond, stop)
-			// RATERLIMITER_STALL_LOAD lengthens the load (BENCHMARKS.md ran
-			// it for 15 s a load, over a million checks in all).
+			// RATERLIMITER_STALL_LOAD lengthens the load, for a run of
+			// more checks than CI affords (RELIABILITY.md, "Redis slow or
+			// down").
 			deadline := time.Now().Add(envDuration(t, "RATERLIMITER_STALL_LOAD", 4500*time.Millisecond))
 			var wg sync.WaitGroup
 			for c := range tc.callers {

@@ -28,29 +28,24 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/raterlimiter/raterlimiter/api"
+	"github.com/raterlimiter/raterlimiter/internal/sidecartest"
 	"github.com/raterlimiter/raterlimiter/memory"
 )
 
 // relServer is an api.Server over a memory.Limiter on 127.0.0.1.
 type relServer struct {
 	lim  *memory.Limiter
-	srv  *api.Server
 	addr string
-	done chan error
 }
 
-// startRelServer serves cfg (its Limiter set here) over a limiter of mcfg.
+// startRelServer serves cfg (its Limiter set here) over a limiter of mcfg;
+// the test's cleanup shuts the server down, then closes the limiter.
 func startRelServer(t *testing.T, mcfg memory.Config, cfg api.Config) *relServer {
 	t.Helper()
 	lim := memory.New(mcfg)
+	t.Cleanup(func() { lim.Close() })
 	cfg.Limiter = lim
-	s := &relServer{lim: lim, srv: api.New(cfg), done: make(chan error, 1)}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	s.addr = ln.Addr().String()
-	go func() { s.done <- s.srv.Serve(ln) }()
-	t.Cleanup(s.stop)
-	return s
+	return &relServer{lim: lim, addr: strings.TrimPrefix(sidecartest.Serve(t, cfg), "http://")}
 }
 
 // blockActor holds lim's first shard and returns once it does. release
@@ -61,19 +56,6 @@ func blockActor(lim *memory.Limiter) (release func() error) {
 		panic("blockActor: " + err.Error())
 	}
 	return release
-}
-
-// stop shuts the server down and closes the limiter; it is idempotent.
-func (s *relServer) stop() {
-	if s.done == nil {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	_ = s.srv.Shutdown(ctx)
-	<-s.done
-	s.done = nil
-	s.lim.Close()
 }
 
 // rawExchange sends req on a new connection and reads the whole answer

@@ -58,7 +58,7 @@ func BenchmarkRLSAgainstHTTP(b *testing.B) {
 		b.Run(face, func(b *testing.B) {
 			var next atomic.Int64
 			var wg sync.WaitGroup
-			cpu0, start := cpuTicks(s.cmd.Process.Pid), time.Now()
+			cpu0, start := cpuTicks(s.Cmd.Process.Pid), time.Now()
 			for c := range callers {
 				rc := rcs[c%len(rcs)]
 				wg.Go(func() {
@@ -90,7 +90,7 @@ func BenchmarkRLSAgainstHTTP(b *testing.B) {
 			}
 			wg.Wait()
 			elapsed := time.Since(start)
-			ticks := cpuTicks(s.cmd.Process.Pid) - cpu0
+			ticks := cpuTicks(s.Cmd.Process.Pid) - cpu0
 			b.ReportMetric(float64(b.N)/elapsed.Seconds(), "calls/s")
 			b.ReportMetric(float64(ticks)*1e4/float64(b.N), "server-cpu-us/call") // 100 ticks a second
 		})

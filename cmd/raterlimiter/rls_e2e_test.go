@@ -283,12 +283,12 @@ func TestRLSConfigAtStartAndReload(t *testing.T) {
 	checkRLS(t, ask(t, c, "d", 0, desc("k", "v")), true, st{over: true, rpu: 1, unit: day})
 
 	require.NoError(t, writeFile(dir+"/d.yaml", "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: day, requests_per_unit: 5}\n"))
-	require.NoError(t, s.cmd.Process.Signal(sigHUP))
+	require.NoError(t, s.Cmd.Process.Signal(sigHUP))
 	require.Eventually(t, func() bool { return strings.Contains(s.logs(), "rls: configuration reloaded") }, 10*time.Second, 10*time.Millisecond)
 	checkRLS(t, ask(t, c, "d", 0, desc("k", "v")), false, st{rpu: 5, unit: day, remaining: 2})
 
 	require.NoError(t, writeFile(dir+"/d.yaml", "domain: d\ndescriptors: [\n"))
-	require.NoError(t, s.cmd.Process.Signal(sigHUP))
+	require.NoError(t, s.Cmd.Process.Signal(sigHUP))
 	require.Eventually(t, func() bool { return strings.Contains(s.logs(), "configuration not reloaded") }, 10*time.Second, 10*time.Millisecond)
 	checkRLS(t, ask(t, c, "d", 0, desc("k", "v")), false, st{rpu: 5, unit: day, remaining: 1})
 	require.NoError(t, s.stop(t))

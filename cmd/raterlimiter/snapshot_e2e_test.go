@@ -42,7 +42,7 @@ func (s *sidecar) state(t *testing.T, c snapCheck) (peek body, buckets string) {
 	return decode[body](t, r.body), b.body
 }
 
-// Must show 1 of issue 6: SIGTERM, then a restart with the same snapshot:
+// SIGTERM, then a restart with the same snapshot:
 // every count identical, for every algorithm.
 func TestE2ESnapshotSurvivesSIGTERM(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "limits.snap")
@@ -84,7 +84,7 @@ func TestE2ESnapshotSurvivesSIGTERM(t *testing.T) {
 	require.NoError(t, b.stop(t))
 }
 
-// Must show 1 of issue 6: kill -9 with periodic snapshots loses at most one
+// kill -9 with periodic snapshots loses at most one
 // interval of counts.
 func TestE2ESnapshotKill9LosesAtMostOneInterval(t *testing.T) {
 	const interval = 300 * time.Millisecond
@@ -109,8 +109,8 @@ func TestE2ESnapshotKill9LosesAtMostOneInterval(t *testing.T) {
 		require.Equal(t, 200, r.status, r.body)
 		acks[k] = append(acks[k], ack{time.Now(), decode[body](t, r.body).Count})
 	}
-	require.NoError(t, s.cmd.Process.Signal(syscall.SIGKILL))
-	<-s.exited
+	require.NoError(t, s.Cmd.Process.Signal(syscall.SIGKILL))
+	<-s.Exited()
 	killed := time.Now()
 	assert.NotContains(t, s.logs(), "snapshot written", "no final snapshot after kill -9")
 
@@ -140,7 +140,7 @@ func TestE2ESnapshotKill9LosesAtMostOneInterval(t *testing.T) {
 	require.NoError(t, r.stop(t))
 }
 
-// Must show 1 of issue 6: a corrupt snapshot is refused with a message that
+// A corrupt snapshot is refused with a message that
 // names it, unless -snapshot-ignore-corrupt.
 func TestE2ECorruptSnapshotIsRefused(t *testing.T) {
 	dir := t.TempDir()

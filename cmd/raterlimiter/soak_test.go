@@ -1,6 +1,6 @@
 package main
 
-// The soak (issue 6, "Must show" 5): mixed load on the built binary for
+// The soak (RELIABILITY.md, "Soak"): mixed load on the built binary for
 // RATERLIMITER_SOAK_DURATION (default 10m), sampling its heap, goroutines
 // and open file descriptors. It runs only with RATERLIMITER_SOAK=1
 // (scripts/soak.sh).
@@ -156,7 +156,7 @@ func TestSoak(t *testing.T) {
 	// not latency, and on the shared 2-core machine it was written on the
 	// whole VM was seen to stall for over a second (a 503 by design).
 	s := start(t, nil, "-sweep-interval", "2s", "-timeout", "5s")
-	pid := s.cmd.Process.Pid
+	pid := s.Cmd.Process.Pid
 	began := time.Now()
 
 	total := 0

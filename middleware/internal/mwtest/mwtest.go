@@ -1,0 +1,206 @@
+// Package mwtest holds what the tests of the middleware adapters (nethttp
+// and fasthttpmw) share: the limiters they run on, and the behaviour every
+// adapter must show, written once and run on each.
+package mwtest
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	rl "github.com/raterlimiter/raterlimiter"
+	"github.com/raterlimiter/raterlimiter/api"
+	"github.com/raterlimiter/raterlimiter/client"
+	"github.com/raterlimiter/raterlimiter/internal/sidecartest"
+	"github.com/raterlimiter/raterlimiter/memory"
+	"github.com/raterlimiter/raterlimiter/middleware"
+)
+
+// Now is 10 s into a 30 s window: 20 s are left.
+const Now = 1_700_000_040_000 + 10_000
+
+// Clock is the tests' clock, stopped at Now.
+func Clock() int64 { return Now }
+
+// Limiters returns an embedded limiter and a client of a sidecar over an
+// embedded limiter, both on Clock, by name.
+func Limiters(t *testing.T) map[string]rl.Limiter {
+	t.Helper()
+	embedded := memory.New(memory.Config{Clock: Clock, SweepInterval: -1})
+	t.Cleanup(func() { embedded.Close() })
+	behind := memory.New(memory.Config{Clock: Clock, SweepInterval: -1})
+	t.Cleanup(func() { behind.Close() })
+	url := sidecartest.Serve(t, api.Config{Limiter: behind})
+	c, err := client.New(client.Config{URL: url, Clock: Clock, Timeout: 30 * time.Second})
+	require.NoError(t, err)
+	t.Cleanup(func() { c.Close() })
+	return map[string]rl.Limiter{"embedded": embedded, "client": c}
+}
+
+// Answer is what one request through a middleware got.
+type Answer struct {
+	Status int
+	Header http.Header
+	Body   string
+	// Reached reports whether the next handler ran.
+	Reached bool
+}
+
+// KeyFunc makes the id a request is limited by from its headers, which
+// header reads by name.
+type KeyFunc func(header func(name string) string) string
+
+// Adapter builds an adapter's middleware for cfg, keyed by key when key is
+// not nil, and returns a function that sends it one GET request from peer
+// ("IP:port") with the headers hdr, in front of a handler that answers
+// "page".
+type Adapter func(t *testing.T, cfg middleware.Config, key KeyFunc) func(peer string, hdr map[string]string) Answer
+
+var policy = middleware.Policy{Scale: 30_000, Limit: 2}
+
+// Run runs, on a, the behaviour every adapter shows.
+func Run(t *testing.T, a Adapter) {
+	t.Run("LimitsAndHeaders", func(t *testing.T) { limitsAndHeaders(t, a) })
+	t.Run("Keys", func(t *testing.T) { keys(t, a) })
+	t.Run("LimiterFailure", func(t *testing.T) { limiterFailure(t, a) })
+}
+
+func limitsAndHeaders(t *testing.T, a Adapter) {
+	for name, lim := range Limiters(t) {
+		t.Run(name, func(t *testing.T) {
+			serve := a(t, middleware.Config{Limiter: lim, Policy: policy}, nil)
+			reset := strconv.FormatInt((Now+20_000)/1000, 10)
+			for i, want := range []struct {
+				status    int
+				remaining string
+			}{{200, "1"}, {200, "0"}, {429, "0"}, {429, "0"}} {
+				ans := serve("198.51.100.7:40000", nil)
+				assert.Equal(t, want.status, ans.Status, "request %d", i)
+				assert.Equal(t, `"default";q=2;w=30`, ans.Header.Get("RateLimit-Policy"))
+				assert.Equal(t, `"default";r=`+want.remaining+`;t=20`, ans.Header.Get("RateLimit"))
+				assert.Equal(t, "2", ans.Header.Get("X-RateLimit-Limit"))
+				assert.Equal(t, want.remaining, ans.Header.Get("X-RateLimit-Remaining"))
+				assert.Equal(t, reset, ans.Header.Get("X-RateLimit-Reset"))
+				if want.status == 200 {
+					assert.True(t, ans.Reached)
+					assert.Equal(t, "page", ans.Body)
+					assert.Empty(t, ans.Header.Values("Retry-After"))
+					continue
+				}
+				assert.False(t, ans.Reached, "a denied request never reaches the handler")
+				assert.Equal(t, "20", ans.Header.Get("Retry-After"))
+				assert.Equal(t, "Too many requests, retry in 20 s\n", ans.Body)
+				assert.Equal(t, "text/plain; charset=utf-8", ans.Header.Get("Content-Type"))
+			}
+			ans := serve("[2001:db8::7]:40000", nil)
+			assert.Equal(t, 200, ans.Status, "another peer has its own count")
+			assert.True(t, ans.Reached)
+			bs, err := lim.Buckets(context.Background(), "2001:db8::7")
+			require.NoError(t, err)
+			require.Len(t, bs, 1, "the key is the bare IP")
+			assert.EqualValues(t, 1, bs[0].Count)
+		})
+	}
+}
+
+func keys(t *testing.T, a Adapter) {
+	for name, lim := range Limiters(t) {
+		t.Run(name, func(t *testing.T) {
+			trusted := a(t, middleware.Config{Limiter: lim, Policy: policy, TrustedProxies: []string{"10.0.0.0/8"}}, nil)
+			user := a(t, middleware.Config{Limiter: lim, Policy: policy},
+				func(header func(string) string) string { return "user:" + header("X-User") })
+			tests := []struct {
+				name  string
+				serve func(peer string, hdr map[string]string) Answer
+				peer  string
+				hdr   map[string]string
+				key   string
+			}{
+				{"peer IP by default", trusted, "203.0.113.1:5", nil, "203.0.113.1"},
+				{"forged X-Forwarded-For from an untrusted peer is ignored", trusted, "203.0.113.2:5",
+					map[string]string{"X-Forwarded-For": "1.1.1.1"}, "203.0.113.2"},
+				{"right-most untrusted address behind trusted proxies", trusted, "10.0.0.1:5",
+					map[string]string{"X-Forwarded-For": "6.6.6.6, 198.51.100.20, 10.0.0.2"}, "198.51.100.20"},
+				{"X-Real-IP from a trusted proxy", trusted, "10.0.0.1:5",
+					map[string]string{"X-Real-IP": "198.51.100.21"}, "198.51.100.21"},
+				{"custom key", user, "203.0.113.3:5", map[string]string{"X-User": "ann"}, "user:ann"},
+			}
+			for _, tt := range tests {
+				t.Run(tt.name, func(t *testing.T) {
+					require.Equal(t, 200, tt.serve(tt.peer, tt.hdr).Status)
+					bs, err := lim.Buckets(context.Background(), tt.key)
+					require.NoError(t, err)
+					assert.Len(t, bs, 1, "the request was counted under %q", tt.key)
+				})
+			}
+			t.Run("empty key is not limited", func(t *testing.T) {
+				serve := a(t, middleware.Config{Limiter: lim, Policy: middleware.Policy{Scale: 1000, Limit: 0}},
+					func(func(string) string) string { return "" })
+				ans := serve("203.0.113.4:5", nil)
+				assert.Equal(t, 200, ans.Status)
+				assert.True(t, ans.Reached)
+				assert.Empty(t, ans.Header.Get("RateLimit"))
+			})
+			t.Run("a key the limiter refuses is answered 400", func(t *testing.T) {
+				serve := a(t, middleware.Config{Limiter: lim, Policy: policy},
+					func(header func(string) string) string { return header("X-Api-Key") })
+				ans := serve("203.0.113.5:5", map[string]string{"X-Api-Key": string(make([]byte, 2000))})
+				assert.Equal(t, 400, ans.Status)
+				assert.False(t, ans.Reached)
+				assert.Equal(t, middleware.BadKeyBody, ans.Body)
+			})
+		})
+	}
+}
+
+// down is a Checker whose backend is unreachable.
+type down struct{}
+
+func (down) CheckRate(context.Context, rl.Request) (rl.Decision, error) {
+	return rl.Decision{}, fmt.Errorf("test: backend down: %w", rl.ErrUnavailable)
+}
+
+func limiterFailure(t *testing.T, a Adapter) {
+	// A client of a sidecar that is gone fails the same way.
+	gone := httptest.NewServer(http.NotFoundHandler())
+	gone.Close()
+	goneClient, err := client.New(client.Config{URL: gone.URL})
+	require.NoError(t, err)
+	t.Cleanup(func() { goneClient.Close() })
+	for name, lim := range map[string]rl.Checker{"stub": down{}, "client of a stopped sidecar": goneClient} {
+		t.Run(name, func(t *testing.T) {
+			tests := []struct {
+				name       string
+				failClosed bool
+				status     int
+				reached    bool
+			}{
+				{"fail open by default", false, 200, true},
+				{"fail closed", true, 503, false},
+			}
+			for _, tt := range tests {
+				t.Run(tt.name, func(t *testing.T) {
+					var errs int
+					serve := a(t, middleware.Config{Limiter: lim, Policy: policy,
+						FailClosed: tt.failClosed, OnError: func(error) { errs++ }}, nil)
+					ans := serve("198.51.100.7:1", nil)
+					assert.Equal(t, tt.status, ans.Status)
+					assert.Equal(t, tt.reached, ans.Reached)
+					assert.Equal(t, 1, errs, "OnError hears of it")
+					assert.Empty(t, ans.Header.Get("RateLimit"), "no decision, no rate-limit headers")
+					if tt.failClosed {
+						assert.Equal(t, "1", ans.Header.Get("Retry-After"))
+						assert.Equal(t, middleware.UnavailableBody, ans.Body)
+					}
+				})
+			}
+		})
+	}
+}
