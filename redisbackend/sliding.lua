@@ -1,0 +1,95 @@
+-- sliding.lua: one sliding-window check (algo.Sliding), atomically.
+--
+-- KEYS[1]  the record, a string "c cr m pc pcr pm": the current window's
+--          count, created and modified times, then the previous window's
+--          (pc = 0: none). A record's window is floor(created/scale).
+-- ARGV     scale, limit, hits, now ("" = Redis TIME), deadline ("" = none),
+--          TTL slack in ms (the calling convention of every check script:
+--          docs/redis.md)
+--
+-- Returns {now, index, cur, prev}: the time decided at, the TTL in ms the
+-- id's index must be given (0: none needed), and the counts of the current
+-- and previous windows before the check. The client decides from them with
+-- algo.Sliding; the script applies the change that function makes, so the
+-- decision and the write are one atomic step.
+--
+-- Arithmetic: Lua numbers are doubles, exact for integers below 2^53. Every
+-- input is below 2^40, so floor(now/scale) is exact; the products compared
+-- reach 2^71 and are compared exactly (two limbs) when both pass 2^53.
+local a = ARGV
+local scale, limit, hits = tonumber(a[1]), tonumber(a[2]), tonumber(a[3])
+local now = tonumber(a[4])
+if not now then
+  local t = redis.call('TIME')
+  now = t[1] * 1000 + math.floor(t[2] / 1000)
+end
+-- A check Redis runs after its caller's deadline counts nothing: the caller
+-- has answered 503 (docs/redis-counting.md).
+local dl = tonumber(a[5])
+if dl and now > dl then
+  return redis.error_reply('DEADLINE script ran after the caller\'s deadline, nothing counted')
+end
+local key = KEYS[1]
+local v = redis.call('GET', key)
+local floor = math.floor
+local c, cr, m, rest, pc, pcr = 0, 0, 0, '0 0 0', 0, 0
+if v then
+  c, cr, m, rest, pc, pcr = string.match(v, '^(%d+) (%d+) (%d+) ((%d+) (%d+) %d+)$')
+  c, m, pc = tonumber(c), tonumber(m), tonumber(pc)
+  -- Never rewind: a clock behind the record's last change decides at it.
+  if m > now then now = m end
+end
+local b = floor(now / scale)
+local cb -- the stored current record's window
+local cur, prev = 0, 0
+if v then
+  cb = floor(cr / scale)
+  if cb == b then
+    cur = c
+    if pc > 0 and floor(pcr / scale) == b - 1 then prev = pc end
+  elseif cb == b - 1 then
+    prev = c
+  end
+end
+if hits == 0 then return {now, 0, cur, prev} end
+-- Allowed iff prev*(scale-e) + (cur+hits)*scale <= limit*scale.
+local room = limit - cur - hits
+if room < 0 then return {now, 0, cur, prev} end
+if prev > 0 then
+  local x, y = prev * (scale - (now - b * scale)), room * scale
+  local P = 2 ^ 53
+  if x >= P and y >= P then
+    -- Both products pass 2^53: compare them exactly as hi*2^40 + lo.
+    local function mul(p, q)
+      local p1, p0 = floor(p / 2 ^ 20), p % 2 ^ 20
+      local q1, q0 = floor(q / 2 ^ 20), q % 2 ^ 20
+      local cross = p1 * q0 + p0 * q1
+      local lo = p0 * q0 + (cross % 2 ^ 20) * 2 ^ 20
+      return p1 * q1 + floor(cross / 2 ^ 20) + floor(lo / 2 ^ 40), lo % 2 ^ 40
+    end
+    local xh, xl = mul(prev, scale - (now - b * scale))
+    local yh, yl = mul(room, scale)
+    if xh > yh or (xh == yh and xl > yl) then return {now, 0, cur, prev} end
+  elseif x > y then
+    return {now, 0, cur, prev}
+  end
+end
+-- Allowed: count the hits in the current window.
+local expires = (b + 2) * scale -- the end of the last window that reads it
+local ttl = expires - now + tonumber(a[6])
+if cb == b then
+  redis.call('SET', key, string.format('%d %s %d %s', c + hits, cr, now, rest), 'PX', ttl)
+elseif cb == b - 1 then
+  redis.call('SET', key, string.format('%d %d %d %d %s %d', hits, now, now, c, cr, m), 'PX', ttl)
+else
+  redis.call('SET', key, string.format('%d %d %d 0 0 0', hits, now, now), 'PX', ttl)
+end
+-- The index must outlive the record: given a TTL when the record is new, and
+-- again whenever the record's expiry passes into a new index epoch.
+local E = scale
+if E < 60000 then E = 60000 end
+local k = floor(expires / E)
+if not v or floor((cb + 2) * scale / E) ~= k then
+  return {now, (k + 1) * E - now + tonumber(a[6]), cur, prev}
+end
+return {now, 0, cur, prev}
