@@ -24,8 +24,8 @@ import (
 // outruns or lags.
 const clockSlack = time.Hour
 
-// windowSlack is how long a fixed window's counter outlives its window:
-// longer than sidecars' clocks disagree.
+// windowSlack is how long a record decided on the client's clock outlives
+// the last window that reads it: longer than sidecars' clocks disagree.
 const windowSlack = 2 * time.Second
 
 // Backend is a raterlimiter.Limiter on Redis. It is safe for concurrent use.
@@ -36,11 +36,11 @@ type Backend struct {
 	wg     sync.WaitGroup                 // the connecting goroutine
 	br     breaker
 	log    *slog.Logger
-	slack  string // ms added to the TTL of a script's record
-	// windowSlack is added to a fixed window counter's TTL: the window is
-	// chosen by the client's clock, and a sidecar whose clock is behind
-	// still counts in it a little after the others have moved on.
-	windowSlack int64
+	// scriptSlack and windowSlack are added to the TTLs of the scripts'
+	// records and of fixed windows' counters: when the client's clock
+	// decides, a sidecar whose clock is behind still reads a record a
+	// little after the others have moved on.
+	scriptSlack, windowSlack int64
 	denials     *denyCache // nil when Config.DenyCache < 0
 	closed      atomic.Bool
 	// slots bounds the calls in flight; queued counts those waiting.
@@ -116,13 +116,15 @@ func New(cfg Config) (*Backend, error) {
 		log:         cfg.Logger,
 		br:          breaker{interval: cfg.ProbeInterval, now: time.Now},
 		slots:       make(chan struct{}, cfg.MaxInFlight),
-		slack:       "0",
+		scriptSlack: windowSlack.Milliseconds(),
 		windowSlack: windowSlack.Milliseconds(),
 		done:        make(chan struct{}),
 	}
-	if cfg.Clock != nil {
-		b.slack = strconv.FormatInt(clockSlack.Milliseconds(), 10)
-		b.windowSlack = clockSlack.Milliseconds()
+	switch {
+	case cfg.Clock != nil:
+		b.scriptSlack, b.windowSlack = clockSlack.Milliseconds(), clockSlack.Milliseconds()
+	case cfg.Deadlines:
+		b.scriptSlack = 0 // Redis's clock decides and expires
 	}
 	if cfg.DenyCache >= 0 {
 		b.denials = newDenyCache(cmp.Or(cfg.DenyCache, DefaultDenyCache))
@@ -255,13 +257,14 @@ func (b *Backend) clock() int64 {
 	return time.Now().UnixMilli()
 }
 
-// scriptNow is the now argument of a check script: "" (the script reads
-// Redis's TIME) unless Config.Clock is set.
-func (b *Backend) scriptNow(now int64) string {
-	if b.cfg.Clock == nil {
-		return ""
+// scriptNow is the now argument of a check script: the client's clock, or
+// -1 (the script reads Redis's TIME) with Config.Deadlines, unless
+// Config.Clock is set.
+func (b *Backend) scriptNow(now int64) int64 {
+	if b.cfg.Deadlines && b.cfg.Clock == nil {
+		return -1
 	}
-	return strconv.FormatInt(now, 10)
+	return now
 }
 
 // decide decides rs (valid, non-empty): the denials the local cache knows
@@ -351,10 +354,11 @@ func at0(xs []int64, i int) int64 {
 }
 
 // checkCalls returns the calls that decide rs[todo] at now (the client's
-// clock; nowArg is the scripts' now argument), and for each the index of the
-// call whose answer decides it. pending (nil: none) holds the hits a fixed
-// window's check adds besides its own (denyCache.answer).
-func (b *Backend) checkCalls(rs []rl.Request, todo []int, pending []int64, now int64, nowArg, deadline string) ([]call, []int) {
+// clock; nowArg and deadline are the scripts' now and deadline arguments, -1
+// for Redis's TIME and for none), and for each the index of the call whose
+// answer decides it. pending (nil: none) holds the hits a fixed window's
+// check adds besides its own (denyCache.answer).
+func (b *Backend) checkCalls(rs []rl.Request, todo []int, pending []int64, now, nowArg, deadline int64) ([]call, []int) {
 	calls := make([]call, 0, 2*len(todo))
 	at := make([]int, len(todo))
 	for j, i := range todo {
@@ -370,9 +374,8 @@ func (b *Backend) checkCalls(rs []rl.Request, todo []int, pending []int64, now i
 		buf = append(buf, ':')
 		buf = strconv.AppendInt(buf, r.Scale, 10)
 		at[j] = len(calls)
-		calls = append(calls, call{op: opScript, s: e.script, key: string(buf), args: []string{
-			strconv.FormatInt(r.Scale, 10), strconv.FormatInt(r.Limit, 10), strconv.FormatInt(r.Hits, 10),
-			nowArg, deadline, b.slack}})
+		calls = append(calls, call{op: opScript, s: e.script, key: string(buf),
+			args: []string{packArgs(r.Scale, r.Limit, r.Hits, nowArg, deadline, b.scriptSlack)}})
 	}
 	return calls, at
 }

@@ -96,17 +96,16 @@ type Config struct {
 	// Default DefaultProbeInterval.
 	ProbeInterval time.Duration
 	// Clock, if set, gives the time in Unix milliseconds instead of the
-	// wall clock (fixed windows) and Redis's TIME (the scripts). For tests;
-	// in production Redis's clock keeps the scripts' sidecars in step.
-	// Keys then live an hour longer than their last window, since Redis
-	// still expires them by its own clock.
+	// wall clock (and of Redis's TIME with Deadlines). For tests. Keys then
+	// live an hour longer than their last window, since Redis still expires
+	// them by its own clock.
 	Clock rl.Clock
-	// FixedScript counts fixed windows with a script (fixed.lua) that
-	// refuses to count a check Redis runs after its caller's deadline, so a
-	// 503 never counts. The default counts them with plain commands (SET NX
-	// and INCRBY), several times cheaper for Redis, which count such a
-	// check: docs/redis-counting.md.
-	FixedScript bool
+	// Deadlines makes every check refuse to count when Redis runs it after
+	// its caller's deadline, so a 503 never counts (docs/redis-counting.md):
+	// the scripts read Redis's clock (TIME) instead of the client's, and
+	// fixed windows are counted by a script (fixed.lua) instead of plain
+	// commands. It costs Redis about twice as much per check.
+	Deadlines bool
 	// DenyCache bounds the local cache of denials: how many ids' denials
 	// are kept, each answered here, without Redis, until the time Redis
 	// said it ends. Default DefaultDenyCache; negative turns it off.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"os"
-	"strconv"
 	"testing"
 	"time"
 
@@ -24,24 +23,26 @@ func exists(t *testing.T, b *Backend, key string) bool {
 	return n == 1
 }
 
-// get reads a record string.
-func get(t *testing.T, b *Backend, key string) string {
+// get reads a packed record of n numbers.
+func get(t *testing.T, b *Backend, key string, n int) []int64 {
 	t.Helper()
 	s, err := b.conn().Do(context.Background(), b.conn().B().Get().Key(key).Build()).ToString()
 	require.NoError(t, err)
-	return s
+	v, ok := unpack(s, n)
+	require.True(t, ok, "%q", s)
+	return v
 }
 
 // checkCall returns the call that decides r at now on the client's clock,
-// with the scripts' now argument nowArg and deadline argument deadline, as
-// the backend sends it.
-func checkCall(b *Backend, r rl.Request, now int64, nowArg, deadline string) call {
+// with the scripts' now argument nowArg and deadline argument deadline (-1:
+// Redis's TIME, none), as the backend sends it.
+func checkCall(b *Backend, r rl.Request, now, nowArg, deadline int64) call {
 	calls, at := b.checkCalls([]rl.Request{r}, []int{0}, nil, now, nowArg, deadline)
 	return calls[at[0]]
 }
 
 // evalCheck runs the check script of r with the given arguments (EVAL).
-func evalCheck(b *Backend, r rl.Request, now int64, nowArg, deadline string) error {
+func evalCheck(b *Backend, r rl.Request, now, nowArg, deadline int64) error {
 	c := checkCall(b, r, now, nowArg, deadline)
 	return b.conn().Do(context.Background(), c.build(b.conn(), true)).Error()
 }
@@ -50,49 +51,48 @@ func evalCheck(b *Backend, r rl.Request, now int64, nowArg, deadline string) err
 // deadline counts nothing and answers an error that decide turns into
 // ErrPastDeadline (a 503 that is true to the counters); at or before the
 // deadline, or with none, it counts. Every script keeps the rule; fixed
-// windows keep it with Config.FixedScript.
+// windows keep it with Config.Deadlines.
 func TestScriptRefusesPastDeadline(t *testing.T) {
 	srv := redistest.Start(t)
-	b, err := New(Config{URL: srv.URL(), Prefix: "dl", Timeout: 5 * time.Second, FixedScript: true})
+	b, err := New(Config{URL: srv.URL(), Prefix: "dl", Timeout: 5 * time.Second, Deadlines: true})
 	require.NoError(t, err)
 	defer b.Close()
 	const t0 = limitertest.T0
 	for _, a := range rl.Algos {
 		r := rl.Request{ID: "u-" + a.String(), Scale: 60_000, Limit: 10, Hits: 1, Algo: a}
-		key := checkCall(b, r, t0, "", "").key
-		now := strconv.FormatInt(t0, 10)
+		key := checkCall(b, r, t0, -1, -1).key
 
-		err := evalCheck(b, r, t0, now, strconv.FormatInt(t0-1, 10))
+		err := evalCheck(b, r, t0, t0, t0-1)
 		require.Error(t, err, a)
 		assert.True(t, isPastDeadline(err), "%s: %v", a, err)
 		assert.False(t, exists(t, b, key), "%s: a refused check wrote its record", a)
 
 		// The clock Redis reads (TIME) against a deadline long past.
-		err = evalCheck(b, r, t0, "", strconv.FormatInt(t0, 10))
+		err = evalCheck(b, r, t0, -1, t0)
 		assert.True(t, isPastDeadline(err), "%s: %v", a, err)
 		assert.False(t, exists(t, b, key), "%s", a)
 
-		require.NoError(t, evalCheck(b, r, t0, now, now), "%s: at the deadline", a)
-		require.NoError(t, evalCheck(b, r, t0, now, ""), "%s: no deadline", a)
-		require.NoError(t, evalCheck(b, r, t0, "", strconv.FormatInt(time.Now().Add(time.Hour).UnixMilli(), 10)), a)
+		require.NoError(t, evalCheck(b, r, t0, t0, t0), "%s: at the deadline", a)
+		require.NoError(t, evalCheck(b, r, t0, t0, -1), "%s: no deadline", a)
+		require.NoError(t, evalCheck(b, r, t0, -1, time.Now().Add(time.Hour).UnixMilli()), a)
 		assert.True(t, exists(t, b, key), "%s", a)
 	}
 	assert.False(t, isPastDeadline(errors.New("DEADLINE")), "only Redis's own error reply")
 }
 
-// TestDeadlineArg: the deadline is given on the script's clock, Config.Clock's
-// when set.
+// TestDeadlineArg: with Config.Deadlines the deadline is given on the
+// script's clock, Config.Clock's when set; without, none.
 func TestDeadlineArg(t *testing.T) {
 	b := &Backend{}
-	assert.Equal(t, "", b.deadlineArg(context.Background()))
 	d := time.Now().Add(time.Hour)
 	ctx, cancel := context.WithDeadline(context.Background(), d)
 	defer cancel()
-	assert.Equal(t, strconv.FormatInt(d.UnixMilli(), 10), b.deadlineArg(ctx))
+	assert.Equal(t, int64(-1), b.deadlineArg(ctx), "without Deadlines")
+	b.cfg.Deadlines = true
+	assert.Equal(t, int64(-1), b.deadlineArg(context.Background()), "no deadline")
+	assert.Equal(t, d.UnixMilli(), b.deadlineArg(ctx))
 	b.cfg.Clock = func() int64 { return 1000 }
-	got, err := strconv.ParseInt(b.deadlineArg(ctx), 10, 64)
-	require.NoError(t, err)
-	assert.InDelta(t, 1000+time.Hour.Milliseconds(), got, 1000)
+	assert.InDelta(t, 1000+time.Hour.Milliseconds(), b.deadlineArg(ctx), 1000)
 }
 
 // TestNeverRewinds: a clock behind a record's last change (crafted here: a
@@ -110,11 +110,10 @@ func TestNeverRewinds(t *testing.T) {
 	defer b.Close()
 	ctx := context.Background()
 	r := rl.Request{ID: "rewind", Scale: scale, Limit: 10, Hits: 1, Algo: rl.Sliding}
-	key := checkCall(b, r, t0, "", "").key
-	at := func(ms int64) string { return strconv.FormatInt(ms, 10) }
+	key := checkCall(b, r, t0, t0, -1).key
 	// 7 hits, created at t0, last changed at t0+5000.
 	c := b.conn()
-	require.NoError(t, c.Do(ctx, c.B().Set().Key(key).Value("7 "+at(t0)+" "+at(t0+5000)+" 0 0 0").Build()).Error())
+	require.NoError(t, c.Do(ctx, c.B().Set().Key(key).Value(packArgs(7, t0, t0+5000, 0, 0, 0)).Build()).Error())
 	// The caller's clock two windows earlier: without the guard this would
 	// drop the record and count 1 in an old window.
 	clock = t0 - 2*scale
@@ -123,14 +122,14 @@ func TestNeverRewinds(t *testing.T) {
 	assert.Equal(t, int64(8), d.Count, "the count goes on from the record's")
 	assert.True(t, d.Allowed)
 	assert.Equal(t, t0+5000, d.Now, "decided at the record's last change")
-	assert.Equal(t, "8 "+at(t0)+" "+at(t0+5000)+" 0 0 0", get(t, b, key), "same window, modified never goes back")
+	assert.Equal(t, []int64{8, t0, t0 + 5000, 0, 0, 0}, get(t, b, key, 6), "same window, modified never goes back")
 
 	// A clock a little behind, in the same window, also never rewinds m.
 	clock = t0 + 4000
 	d, err = b.CheckRate(ctx, r)
 	require.NoError(t, err)
 	assert.Equal(t, int64(9), d.Count)
-	assert.Equal(t, "9 "+at(t0)+" "+at(t0+5000)+" 0 0 0", get(t, b, key))
+	assert.Equal(t, []int64{9, t0, t0 + 5000, 0, 0, 0}, get(t, b, key, 6))
 }
 
 // lateCtx is a context whose deadline has passed but whose timer has not yet

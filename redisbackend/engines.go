@@ -4,7 +4,6 @@ import (
 	_ "embed"
 	"fmt"
 	"strconv"
-	"strings"
 
 	"github.com/redis/rueidis"
 
@@ -17,8 +16,8 @@ import (
 // scripts share a calling convention (docs/redis.md):
 //
 //	KEYS[1]  the record
-//	ARGV     scale, limit, hits, now ("" = Redis TIME), deadline ("" = none),
-//	         TTL slack in ms
+//	ARGV[1]  scale, limit, hits, now (-1: Redis's TIME), deadline (-1:
+//	         none), TTL slack in ms, packed (packArgs)
 //	returns  {now, index, state...}, integers: the time decided at, the TTL
 //	         the id's index must be given (0: none), and what decide reads
 //
@@ -152,9 +151,9 @@ func logDecide(r rl.Request, now int64, st []rueidis.RedisMessage) (rl.Decision,
 
 func getRecord(c rueidis.Client, key string) rueidis.Completed { return c.B().Get().Key(key).Build() }
 
-// fields parses a record string of n integers separated by spaces; absent
-// (nil) is ok = false.
-func fields(m rueidis.RedisMessage, n int) ([]int64, bool, error) {
+// packed reads a record of n packed doubles (unpack); absent (nil) is ok =
+// false.
+func packed(m rueidis.RedisMessage, n int) ([]int64, bool, error) {
 	if m.IsNil() {
 		return nil, false, nil
 	}
@@ -162,22 +161,17 @@ func fields(m rueidis.RedisMessage, n int) ([]int64, bool, error) {
 	if err != nil {
 		return nil, false, fmt.Errorf("%w: %v", errParse, err)
 	}
-	parts := strings.Split(s, " ")
-	if len(parts) != n {
-		return nil, false, fmt.Errorf("%w: record %q", errParse, s)
+	v, ok := unpack(s, n)
+	if !ok {
+		return nil, false, fmt.Errorf("%w: a record of %d bytes, want %d", errParse, len(s), 8*n)
 	}
-	out := make([]int64, n)
-	for i, p := range parts {
-		if out[i], err = strconv.ParseInt(p, 10, 64); err != nil {
-			return nil, false, fmt.Errorf("%w: record %q", errParse, s)
-		}
-	}
-	return out, true, nil
+	return v, true, nil
 }
 
-// slidingView reads "c cr m pc pcr pm".
+// slidingView reads a sliding window's record: count, created, modified of
+// the current window, then of the previous one.
 func slidingView(m rueidis.RedisMessage) (cur, prev raw, err error) {
-	v, ok, err := fields(m, 6)
+	v, ok, err := packed(m, 6)
 	if err != nil || !ok {
 		return cur, prev, err
 	}
@@ -186,9 +180,10 @@ func slidingView(m rueidis.RedisMessage) (cur, prev raw, err error) {
 	return cur, prev, nil
 }
 
-// tokenView reads "m n d cr".
+// tokenView reads a token bucket's record: m, n, d, created (the TAT is
+// m + n/d).
 func tokenView(m rueidis.RedisMessage) (cur, prev raw, err error) {
-	v, ok, err := fields(m, 4)
+	v, ok, err := packed(m, 4)
 	if err != nil || !ok {
 		return cur, prev, err
 	}

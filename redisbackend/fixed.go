@@ -21,7 +21,7 @@ import (
 // which cost Redis about what the two commands cost, against several times
 // that for a script. INCRBY is atomic, so counts stay exact across sidecars;
 // what a plain command cannot do is refuse to count past the caller's
-// deadline, which Config.FixedScript keeps (fixed.lua), at a script's cost
+// deadline, which Config.Deadlines keeps (fixed.lua), at a script's cost
 // (docs/redis-counting.md).
 
 // fixedKey returns the counter of (id, scale)'s window w.
@@ -39,7 +39,7 @@ func (b *Backend) fixedKey(id string, scale, w int64) string {
 // client's clock), which also counts pending hits (denied by the cache of
 // denials, not yet counted on Redis), and returns them with the index of the
 // one whose answer is the count.
-func (b *Backend) fixedCalls(calls []call, r rl.Request, pending, now int64, nowArg, deadline string) ([]call, int) {
+func (b *Backend) fixedCalls(calls []call, r rl.Request, pending, now, nowArg, deadline int64) ([]call, int) {
 	w := algo.Bucket(now, r.Scale)
 	key := b.fixedKey(r.ID, r.Scale, w)
 	ttl := (w+1)*r.Scale - now + b.windowSlack
@@ -47,9 +47,9 @@ func (b *Backend) fixedCalls(calls []call, r rl.Request, pending, now int64, now
 	switch {
 	case hits == 0:
 		calls = append(calls, call{op: opGet, key: key})
-	case b.cfg.FixedScript:
+	case b.cfg.Deadlines:
 		calls = append(calls, call{op: opScript, s: fixedScript, key: key,
-			args: []string{strconv.FormatInt(hits, 10), strconv.FormatInt(ttl, 10), nowArg, deadline}})
+			args: []string{strconv.FormatInt(hits, 10), strconv.FormatInt(ttl, 10), optional(nowArg), optional(deadline)}})
 	default:
 		calls = append(calls, call{op: opCreate, key: key, ttl: ttl}, call{op: opIncr, key: key, n: hits})
 	}
@@ -92,4 +92,12 @@ func fixedDecision(r rl.Request, pending, now int64, res rueidis.RedisResult) (d
 	d, _, _ = algo.Fixed(algo.Record{Count: before}, true, now, r)
 	st = state{w: algo.Bucket(now, r.Scale), cur: d.Count}
 	return d, st, r.Hits+pending > 0 && count == r.Hits+pending, saturate, nil
+}
+
+// optional is x in decimal, or "" for -1 (none).
+func optional(x int64) string {
+	if x < 0 {
+		return ""
+	}
+	return strconv.FormatInt(x, 10)
 }

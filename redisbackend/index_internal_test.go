@@ -33,7 +33,7 @@ func TestScriptsKeepTheIndexAhead(t *testing.T) {
 				var indexExpires, writes int64
 				step := scale / 3
 				for i := range 200 {
-					c := checkCall(b, r, now, strconv.FormatInt(now, 10), "")
+					c := checkCall(b, r, now, now, -1)
 					ms, err := b.conn().Do(context.Background(), c.build(b.conn(), true)).ToArray()
 					require.NoError(t, err)
 					v, err := ints(ms, 2)

@@ -5,20 +5,18 @@
 --          the newest entry's time, h and n = the sequence numbers of the
 --          oldest entry and of the next, and one field e<seq> = "TIME:HITS"
 --          per entry, oldest first. Hits of one millisecond share an entry.
--- ARGV     scale, limit, hits, now ("" = Redis TIME), deadline ("" = none),
---          TTL slack in ms (docs/redis.md)
+-- ARGV[1]  6 doubles, little-endian (struct '<dddddd'): scale, limit,
+--          hits, now (-1: Redis's TIME), deadline (-1: none), TTL slack in ms
+--          (docs/redis.md)
 --
 -- Returns {now, index, allowed (1 or 0), count, reset_ms, retry_after_ms}:
 -- index is the TTL in ms the id's index must be given (0: none needed).
-local a = ARGV
-local scale, limit, hits = tonumber(a[1]), tonumber(a[2]), tonumber(a[3])
-local now = tonumber(a[4])
-if not now then
+local scale, limit, hits, now, dl, slack = struct.unpack('<dddddd', ARGV[1])
+if now < 0 then
   local t = redis.call('TIME')
   now = t[1] * 1000 + math.floor(t[2] / 1000)
 end
-local dl = tonumber(a[5])
-if dl and now > dl then
+if dl >= 0 and now > dl then
   return redis.error_reply('DEADLINE script ran after the caller\'s deadline, nothing counted')
 end
 local key = KEYS[1]
@@ -54,14 +52,14 @@ if allowed and hits > 0 then
   total = total + hits
   redis.call('HSET', key, 'c', int(total), 'm', int(now), 'h', int(head), 'n', int(nxt))
   if not st[2] or total == hits then redis.call('HSET', key, 'cr', int(now)) end
-  redis.call('PEXPIRE', key, int(scale + tonumber(a[6])))
+  redis.call('PEXPIRE', key, int(scale + slack))
   -- The index must outlive the record: given a TTL when the record is new,
   -- and again whenever the record's expiry passes into a new index epoch.
   local E = scale
   if E < 60000 then E = 60000 end
   local k = math.floor((now + scale) / E)
   if not st[1] or math.floor((newest + scale) / E) ~= k then
-    index = (k + 1) * E - now + tonumber(a[6])
+    index = (k + 1) * E - now + slack
   end
 elseif dropped then
   if total == 0 then

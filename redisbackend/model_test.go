@@ -129,7 +129,7 @@ func TestMatchesAlgo(t *testing.T) {
 				OnLocalDenials: func(n int) { local.Add(int64(n)) }}
 			cached := !strings.HasSuffix(mode, "-script-nocache")
 			if !cached {
-				cfg.FixedScript, cfg.DenyCache = true, -1
+				cfg.Deadlines, cfg.DenyCache = true, -1
 			}
 			b, err := redisbackend.New(cfg)
 			require.NoError(t, err)
@@ -211,7 +211,7 @@ func b2i(b bool) int {
 // TestFixedCounterSaturates seeds a fixed window's counter near 2^63 (no
 // sequence of checks gets there in a test's time) and wants what algo.Fixed
 // answers: the sum saturates at 2^63-1 instead of failing or wrapping, with
-// the counter (INCRBY) and with Config.FixedScript. The cache of denials is
+// the counter (INCRBY) and with Config.Deadlines. The cache of denials is
 // off, so every check reaches Redis.
 func TestFixedCounterSaturates(t *testing.T) {
 	srv := redistest.Start(t)
@@ -220,7 +220,7 @@ func TestFixedCounterSaturates(t *testing.T) {
 			clock := limitertest.NewClock(limitertest.T0)
 			prefix := "sat" + strconv.FormatBool(script)
 			b, err := redisbackend.New(redisbackend.Config{URL: srv.URL(), Prefix: prefix, Clock: clock.Now,
-				Timeout: 5 * time.Second, FixedScript: script, DenyCache: -1})
+				Timeout: 5 * time.Second, Deadlines: script, DenyCache: -1})
 			require.NoError(t, err)
 			defer b.Close()
 			tag := prefix + ":{" + base64.RawURLEncoding.EncodeToString([]byte("big")) + "}:"

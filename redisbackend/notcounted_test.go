@@ -24,22 +24,20 @@ import (
 // pass by the scripts never arriving. Whether a script leaves the client
 // before its caller gives up is a race the client may lose (about one stall
 // in fifty here sends none), so the stall is repeated, each time with the
-// same assertions, until one has. Every script keeps the rule; fixed windows
-// keep it with Config.FixedScript (their default counter does not:
-// docs/redis-counting.md).
+// same assertions, until one has. It is Config.Deadlines' rule, for every
+// algorithm (the default does without it: docs/redis-counting.md).
 func TestUnansweredChecksAreNotCounted(t *testing.T) {
 	for _, tc := range []struct {
-		name   string
-		algo   rl.Algo
-		script bool
+		name string
+		algo rl.Algo
 	}{
-		{"fixed script", rl.Fixed, true},
-		{"sliding", rl.Sliding, false},
+		{"fixed", rl.Fixed},
+		{"sliding", rl.Sliding},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			srv := redistest.Start(t)
 			b, err := redisbackend.New(redisbackend.Config{URL: srv.URL(), Prefix: "nc", Timeout: 10 * time.Second,
-				ProbeInterval: 20 * time.Millisecond, FixedScript: tc.script})
+				ProbeInterval: 20 * time.Millisecond, Deadlines: true})
 			require.NoError(t, err)
 			defer b.Close()
 			// Load the script and make the connections before the stall.

@@ -4,8 +4,10 @@ import (
 	"context"
 	"crypto/sha1"
 	"encoding/base64"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
+	"math"
 	"strconv"
 
 	"github.com/redis/rueidis"
@@ -39,6 +41,30 @@ func appendTag(buf []byte, prefix, id string) []byte {
 // field names the records of (code, scale) in an id's index; a record's key
 // is the id's tag followed by it (and, for fixed windows, by ":WINDOW").
 func field(code string, scale int64) string { return code + ":" + strconv.FormatInt(scale, 10) }
+
+// packArgs packs a check script's arguments as its ARGV[1]: little-endian
+// doubles (Lua's struct '<d...'), exact for integers below 2^53. Redis
+// parses one packed argument for less than it turns one decimal into a
+// number.
+func packArgs(xs ...int64) string {
+	buf := make([]byte, 8*len(xs))
+	for i, x := range xs {
+		binary.LittleEndian.PutUint64(buf[8*i:], math.Float64bits(float64(x)))
+	}
+	return string(buf)
+}
+
+// unpack reads n little-endian doubles, as a script packs its record.
+func unpack(s string, n int) ([]int64, bool) {
+	if len(s) != 8*n {
+		return nil, false
+	}
+	out := make([]int64, n)
+	for i := range out {
+		out[i] = int64(math.Float64frombits(binary.LittleEndian.Uint64([]byte(s[8*i:]))))
+	}
+	return out, true
+}
 
 // op is what a call sends.
 type op uint8

@@ -1,11 +1,12 @@
 -- sliding.lua: one sliding-window check (algo.Sliding), atomically.
 --
--- KEYS[1]  the record, a string "c cr m pc pcr pm": the current window's
---          count, created and modified times, then the previous window's
---          (pc = 0: none). A record's window is floor(created/scale).
--- ARGV     scale, limit, hits, now ("" = Redis TIME), deadline ("" = none),
---          TTL slack in ms (the calling convention of every check script:
---          docs/redis.md)
+-- KEYS[1]  the record: 6 doubles, little-endian (struct '<dddddd'): the
+--          current window's count, created and modified times, then the
+--          previous window's (count 0: none). A record's window is
+--          floor(created/scale).
+-- ARGV[1]  6 doubles, little-endian: scale, limit, hits, now (-1: Redis's
+--          TIME), deadline (-1: none), TTL slack in ms (the calling
+--          convention of every check script: docs/redis.md)
 --
 -- Returns {now, index, cur, prev}: the time decided at, the TTL in ms the
 -- id's index must be given (0: none needed), and the counts of the current
@@ -16,26 +17,27 @@
 -- Arithmetic: Lua numbers are doubles, exact for integers below 2^53. Every
 -- input is below 2^40, so floor(now/scale) is exact; the products compared
 -- reach 2^71 and are compared exactly (two limbs) when both pass 2^53.
-local a = ARGV
-local scale, limit, hits = tonumber(a[1]), tonumber(a[2]), tonumber(a[3])
-local now = tonumber(a[4])
-if not now then
+--
+-- Cost: every redis.call and every number turned into a string costs Redis
+-- as much as a command, so the script makes two calls (GET, SET), packs its
+-- numbers rather than formatting them, and keeps the key's TTL within a
+-- window.
+local scale, limit, hits, now, dl, slack = struct.unpack('<dddddd', ARGV[1])
+if now < 0 then
   local t = redis.call('TIME')
   now = t[1] * 1000 + math.floor(t[2] / 1000)
 end
 -- A check Redis runs after its caller's deadline counts nothing: the caller
 -- has answered 503 (docs/redis-counting.md).
-local dl = tonumber(a[5])
-if dl and now > dl then
+if dl >= 0 and now > dl then
   return redis.error_reply('DEADLINE script ran after the caller\'s deadline, nothing counted')
 end
 local key = KEYS[1]
 local v = redis.call('GET', key)
 local floor = math.floor
-local c, cr, m, rest, pc, pcr = 0, 0, 0, '0 0 0', 0, 0
+local c, cr, m, pc, pcr, pm = 0, 0, 0, 0, 0, 0
 if v then
-  c, cr, m, rest, pc, pcr = string.match(v, '^(%d+) (%d+) (%d+) ((%d+) (%d+) %d+)$')
-  c, m, pc = tonumber(c), tonumber(m), tonumber(pc)
+  c, cr, m, pc, pcr, pm = struct.unpack('<dddddd', v)
   -- Never rewind: a clock behind the record's last change decides at it.
   if m > now then now = m end
 end
@@ -76,13 +78,16 @@ if prev > 0 then
 end
 -- Allowed: count the hits in the current window.
 local expires = (b + 2) * scale -- the end of the last window that reads it
-local ttl = expires - now + tonumber(a[6])
 if cb == b then
-  redis.call('SET', key, string.format('%d %s %d %s', c + hits, cr, now, rest), 'PX', ttl)
-elseif cb == b - 1 then
-  redis.call('SET', key, string.format('%d %d %d %d %s %d', hits, now, now, c, cr, m), 'PX', ttl)
+  -- The same window: the same expiry.
+  redis.call('SET', key, struct.pack('<dddddd', c + hits, cr, now, pc, pcr, pm), 'KEEPTTL')
+  return {now, 0, cur, prev}
+end
+local ttl = string.format('%d', expires - now + slack)
+if cb == b - 1 then
+  redis.call('SET', key, struct.pack('<dddddd', hits, now, now, c, cr, m), 'PX', ttl)
 else
-  redis.call('SET', key, string.format('%d %d %d 0 0 0', hits, now, now), 'PX', ttl)
+  redis.call('SET', key, struct.pack('<dddddd', hits, now, now, 0, 0, 0), 'PX', ttl)
 end
 -- The index must outlive the record: given a TTL when the record is new, and
 -- again whenever the record's expiry passes into a new index epoch.
@@ -90,6 +95,6 @@ local E = scale
 if E < 60000 then E = 60000 end
 local k = floor(expires / E)
 if not v or floor((cb + 2) * scale / E) ~= k then
-  return {now, (k + 1) * E - now + tonumber(a[6]), cur, prev}
+  return {now, (k + 1) * E - now + slack, cur, prev}
 end
 return {now, 0, cur, prev}

@@ -1,10 +1,10 @@
 -- token.lua: one token-bucket check (algo.Token, GCRA), atomically.
 --
--- KEYS[1]  the record, a string "m n d cr": the theoretical arrival time
---          (TAT) is m + n/d ms, d being the limit it was computed with; cr
---          is when the record was created.
--- ARGV     scale, limit, hits, now ("" = Redis TIME), deadline ("" = none),
---          TTL slack in ms (docs/redis.md)
+-- KEYS[1]  the record: 4 doubles, little-endian (struct '<dddd'), m, n, d
+--          and cr: the theoretical arrival time (TAT) is m + n/d ms, d being
+--          the limit it was computed with; cr is when the record was created.
+-- ARGV[1]  6 doubles, little-endian: scale, limit, hits, now (-1: Redis's
+--          TIME), deadline (-1: none), TTL slack in ms (docs/redis.md)
 --
 -- Returns {now, index, exists, m, n, d}: the time decided at, the TTL in ms
 -- the id's index must be given (0: none needed), and the stored state before
@@ -14,26 +14,22 @@
 -- Arithmetic: Lua numbers are doubles, exact for integers below 2^53. Every
 -- input is below 2^40, but products such as hits*scale reach 2^72: below
 -- 2^52 they are computed directly, above it as two limbs hi*2^40 + lo.
-local a = ARGV
-local scale, limit, hits = tonumber(a[1]), tonumber(a[2]), tonumber(a[3])
-local now = tonumber(a[4])
-if not now then
+local scale, limit, hits, now, dl, slack = struct.unpack('<dddddd', ARGV[1])
+if now < 0 then
   local t = redis.call('TIME')
   now = t[1] * 1000 + math.floor(t[2] / 1000)
 end
-local dl = tonumber(a[5])
-if dl and now > dl then
+if dl >= 0 and now > dl then
   return redis.error_reply('DEADLINE script ran after the caller\'s deadline, nothing counted')
 end
 local key = KEYS[1]
 local v = redis.call('GET', key)
 local floor = math.floor
 local P = 2 ^ 52
-local tm, num, den, cr = 0, 0, 0, nil
+local tm, num, den, cr = 0, 0, 0, now
 local m, n = now, 0 -- the TAT as m + n/limit; a fresh bucket's is now
 if v then
-  tm, num, den, cr = string.match(v, '^(%d+) (%d+) (%d+) (%d+)$')
-  tm, num, den = tonumber(tm), tonumber(num), tonumber(den)
+  tm, num, den, cr = struct.unpack('<dddd', v)
   if tm > now or (tm == now and num ~= 0) then
     m = tm
     -- The stored fraction over this limit, rounded up (algo.tokenFrac).
@@ -121,13 +117,23 @@ else
   end
 end
 local tat = m + q
-redis.call('SET', key, string.format('%d %d %d %d', tat, r, limit, cr or now), 'PX', tat + 1 - now + tonumber(a[6]))
+-- The record expires once the bucket is full again (at the TAT), rounded up
+-- to a step of G ms: the TTL is set again only when that moves, and kept
+-- (KEEPTTL, cheaper) while it stays.
+local G = floor(scale / 8)
+if G < 1000 then G = 1000 end
+local expires = (floor(tat / G) + 1) * G
+if v and (floor(tm / G) + 1) * G == expires then
+  redis.call('SET', key, struct.pack('<dddd', tat, r, limit, cr), 'KEEPTTL')
+else
+  redis.call('SET', key, struct.pack('<dddd', tat, r, limit, cr), 'PX', string.format('%d', expires - now + slack))
+end
 -- The index must outlive the record: given a TTL when the record is new, and
 -- again whenever the record's expiry passes into a new index epoch.
 local E = scale
 if E < 60000 then E = 60000 end
-local k = floor((tat + 1) / E)
-if not v or floor((tm + 1) / E) ~= k then
-  out[2] = (k + 1) * E - now + tonumber(a[6])
+local k = floor(expires / E)
+if not v or floor((floor(tm / G) + 1) * G / E) ~= k then
+  out[2] = (k + 1) * E - now + slack
 end
 return out
