@@ -41,8 +41,8 @@ type Backend struct {
 	// decides, a sidecar whose clock is behind still reads a record a
 	// little after the others have moved on.
 	scriptSlack, windowSlack int64
-	denials     *denyCache // nil when Config.DenyCache < 0
-	closed      atomic.Bool
+	denials                  *denyCache // nil when Config.DenyCache < 0
+	closed                   atomic.Bool
 	// slots bounds the calls in flight; queued counts those waiting.
 	slots  chan struct{}
 	queued atomic.Int64
