@@ -59,9 +59,9 @@ type Server struct {
 
 	dir      string
 	cluster  bool
-	sentinel bool // runs as a Sentinel, from dir/sentinel.conf
-	tls     *tls.Config // the client's side, for a StartTLS server
-	tlsArgs []string
+	sentinel bool        // runs as a Sentinel, from dir/sentinel.conf
+	tls      *tls.Config // the client's side, for a StartTLS server
+	tlsArgs  []string
 
 	mu   sync.Mutex
 	cmd  *exec.Cmd
