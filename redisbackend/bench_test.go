@@ -158,6 +158,36 @@ func BenchmarkSidecarBatch(b *testing.B) {
 	runChecks(b, 4, 100, batchStep(100, req, c.CheckRates))
 }
 
+// BenchmarkPipelinedCounter is the baseline of BenchmarkSidecarBatch: what a
+// fixed window costs at the least, INCRBY and PEXPIRE per check, pipelined
+// through rueidis in batches of 100 checks (200 commands) from as many
+// goroutines, on the same Redis, with no HTTP and no decision. A check that
+// reaches its throughput is bound by Redis alone.
+func BenchmarkPipelinedCounter(b *testing.B) {
+	opt, err := rueidis.ParseURL(benchURL(b))
+	require.NoError(b, err)
+	opt.DisableCache = true
+	c, err := rueidis.NewClient(opt)
+	require.NoError(b, err)
+	defer c.Close()
+	runChecks(b, 4, 100, func() func(context.Context, int64) error {
+		cmds := make(rueidis.Commands, 0, 200)
+		return func(ctx context.Context, first int64) error {
+			cmds = cmds[:0]
+			for i := range int64(100) {
+				k := "pc:{" + strconv.FormatInt((first+i)%benchIDs, 10) + "}"
+				cmds = append(cmds, c.B().Incrby().Key(k).Increment(1).Build(), c.B().Pexpire().Key(k).Milliseconds(60_000).Build())
+			}
+			for _, r := range c.DoMulti(ctx, cmds...) {
+				if err := r.Error(); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+	})
+}
+
 // batchStep makes runChecks steps that send batches of n checks req(first),
 // req(first+1), ... through checkRates, each goroutine in a buffer of its
 // own.

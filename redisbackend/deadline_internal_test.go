@@ -111,9 +111,9 @@ func TestNeverRewinds(t *testing.T) {
 	ctx := context.Background()
 	r := rl.Request{ID: "rewind", Scale: scale, Limit: 10, Hits: 1, Algo: rl.Sliding}
 	key := checkCall(b, r, t0, t0, -1).key
-	// 7 hits, created at t0, last changed at t0+5000.
+	// 7 hits, last changed at t0+5000, created at t0.
 	c := b.conn()
-	require.NoError(t, c.Do(ctx, c.B().Set().Key(key).Value(packArgs(7, t0, t0+5000, 0, 0, 0)).Build()).Error())
+	require.NoError(t, c.Do(ctx, c.B().Set().Key(key).Value(packArgs(7, t0+5000, t0, 0, 0, 0)).Build()).Error())
 	// The caller's clock two windows earlier: without the guard this would
 	// drop the record and count 1 in an old window.
 	clock = t0 - 2*scale
@@ -122,14 +122,14 @@ func TestNeverRewinds(t *testing.T) {
 	assert.Equal(t, int64(8), d.Count, "the count goes on from the record's")
 	assert.True(t, d.Allowed)
 	assert.Equal(t, t0+5000, d.Now, "decided at the record's last change")
-	assert.Equal(t, []int64{8, t0, t0 + 5000, 0, 0, 0}, get(t, b, key, 6), "same window, modified never goes back")
+	assert.Equal(t, []int64{8, t0 + 5000, t0, 0, 0, 0}, get(t, b, key, 6), "same window, modified never goes back")
 
 	// A clock a little behind, in the same window, also never rewinds m.
 	clock = t0 + 4000
 	d, err = b.CheckRate(ctx, r)
 	require.NoError(t, err)
 	assert.Equal(t, int64(9), d.Count)
-	assert.Equal(t, []int64{9, t0, t0 + 5000, 0, 0, 0}, get(t, b, key, 6))
+	assert.Equal(t, []int64{9, t0 + 5000, t0, 0, 0, 0}, get(t, b, key, 6))
 }
 
 // lateCtx is a context whose deadline has passed but whose timer has not yet

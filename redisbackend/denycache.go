@@ -3,6 +3,7 @@ package redisbackend
 import (
 	"hash/maphash"
 	"sync"
+	"sync/atomic"
 
 	rl "github.com/raterlimiter/raterlimiter"
 	"github.com/raterlimiter/raterlimiter/algo"
@@ -42,7 +43,10 @@ const denyShards = 64
 type denyCache struct {
 	seed     maphash.Seed
 	perShard int
-	shards   [denyShards]denyShard
+	// ids counts the ids with a state: while it is 0, which is most of the
+	// time, a check takes no lock.
+	ids    atomic.Int64
+	shards [denyShards]denyShard
 }
 
 type denyShard struct {
@@ -91,7 +95,7 @@ func (c *denyCache) shard(id string) *denyShard {
 func (c *denyCache) answer(rs []rl.Request, now int64, ds []rl.Decision) (todo []int, pending []int64) {
 	todo = make([]int, 0, len(rs))
 	for i, r := range rs {
-		if c == nil {
+		if c == nil || c.ids.Load() == 0 {
 			todo = append(todo, i)
 			continue
 		}
@@ -122,14 +126,14 @@ func (c *denyCache) lookup(r rl.Request, now int64, out *rl.Decision) (answered 
 		d, denied, gone := e.decide(r, now)
 		switch {
 		case gone:
-			s.drop(r.ID, i)
+			c.drop(s, r.ID, i)
 			return false, 0
 		case !denied && r.Hits == 0 && e.st.pending == 0:
 			return false, 0 // a peek, which Redis answers; the state stands
 		case !denied:
 			// Redis decides, and its answer replaces this state.
 			pending = e.st.pending
-			s.drop(r.ID, i)
+			c.drop(s, r.ID, i)
 			return false, pending
 		}
 		if r.Algo == rl.Fixed {
@@ -183,12 +187,13 @@ func (e *denial) decide(r rl.Request, now int64) (d rl.Decision, denied, gone bo
 	return d, !d.Allowed, false
 }
 
-// drop removes the i-th state of id; s is locked.
-func (s *denyShard) drop(id string, i int) {
+// drop removes the i-th state of id from its shard s, locked.
+func (c *denyCache) drop(s *denyShard, id string, i int) {
 	es := s.m[id]
 	es = append(es[:i], es[i+1:]...)
 	if len(es) == 0 {
 		delete(s.m, id)
+		c.ids.Add(-1)
 		return
 	}
 	s.m[id] = es
@@ -198,7 +203,7 @@ func (s *denyShard) drop(id string, i int) {
 // client's clock): a denial's state is kept, and any other answer drops the
 // record's state, which the check may have changed.
 func (c *denyCache) remember(r rl.Request, d rl.Decision, st state, now int64) {
-	if c == nil || (d.Allowed && r.Hits == 0) {
+	if c == nil || (d.Allowed && (r.Hits == 0 || c.ids.Load() == 0)) {
 		return
 	}
 	s := c.shard(r.ID)
@@ -214,7 +219,7 @@ func (c *denyCache) remember(r rl.Request, d rl.Decision, st state, now int64) {
 	}
 	if d.Allowed {
 		if at >= 0 {
-			s.drop(r.ID, at)
+			c.drop(s, r.ID, at)
 		}
 		return
 	}
@@ -227,8 +232,12 @@ func (c *denyCache) remember(r rl.Request, d rl.Decision, st state, now int64) {
 		es[at] = e
 		return
 	}
-	if len(es) == 0 && len(s.m) >= c.perShard {
-		s.evict()
+	if len(es) == 0 {
+		if len(s.m) >= c.perShard {
+			s.evict()
+			c.ids.Add(-1)
+		}
+		c.ids.Add(1)
 	}
 	s.m[r.ID] = append(es, e)
 }
@@ -249,6 +258,9 @@ func (c *denyCache) forget(id string) {
 	}
 	s := c.shard(id)
 	s.mu.Lock()
-	delete(s.m, id)
+	if _, ok := s.m[id]; ok {
+		delete(s.m, id)
+		c.ids.Add(-1)
+	}
 	s.mu.Unlock()
 }

@@ -25,6 +25,7 @@ func TestDenyCacheIsBounded(t *testing.T) {
 	}
 	assert.LessOrEqual(t, n, 1024)
 	assert.Greater(t, n, 512, "and is used")
+	assert.Equal(t, int64(n), c.ids.Load(), "the count of ids, which spares checks the lock when 0")
 }
 
 // TestDenyCacheForgetsAndLets: a denial is answered from the state while
@@ -70,6 +71,8 @@ func TestDenyCacheForgetsAndLets(t *testing.T) {
 	c.remember(r, rl.Decision{Allowed: true, Now: t0 + 20}, state{}, t0+20)
 	todo, _ = c.answer([]rl.Request{r}, t0+30, ds)
 	assert.Equal(t, []int{0}, todo, "an allowed answer from Redis drops the state")
+
+	assert.Zero(t, c.ids.Load(), "nothing left")
 
 	var nilCache *denyCache
 	todo, _ = nilCache.answer([]rl.Request{r}, t0, ds)

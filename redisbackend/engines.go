@@ -126,15 +126,16 @@ func slidingDecide(r rl.Request, now int64, st []rueidis.RedisMessage) (rl.Decis
 	return d, state{w: algo.Bucket(now, r.Scale), cur: v[0], prev: v[1]}, nil
 }
 
-// tokenDecide: the state is {exists, m, n, d}, the stored TAT m + n/d.
+// tokenDecide: the state is {m, n, d}, the stored TAT m + n/d (m = 0: no
+// record).
 func tokenDecide(r rl.Request, now int64, st []rueidis.RedisMessage) (rl.Decision, state, error) {
-	v, err := ints(st, 4)
+	v, err := ints(st, 3)
 	if err != nil {
 		return rl.Decision{}, state{}, err
 	}
-	rec := algo.Record{Count: int64(uint64(v[3])<<32 | uint64(uint32(v[2]))), Modified: v[1]}
-	d, _, _ := algo.Token(rec, v[0] == 1, now, r)
-	return d, state{rec: rec, ok: v[0] == 1}, nil
+	rec := algo.Record{Count: int64(uint64(v[2])<<32 | uint64(uint32(v[1]))), Modified: v[0]}
+	d, _, _ := algo.Token(rec, v[0] != 0, now, r)
+	return d, state{rec: rec, ok: v[0] != 0}, nil
 }
 
 // logDecide: the script decided; the state is {allowed, count, reset,
@@ -168,15 +169,15 @@ func packed(m rueidis.RedisMessage, n int) ([]int64, bool, error) {
 	return v, true, nil
 }
 
-// slidingView reads a sliding window's record: count, created, modified of
+// slidingView reads a sliding window's record: count, modified, created of
 // the current window, then of the previous one.
 func slidingView(m rueidis.RedisMessage) (cur, prev raw, err error) {
 	v, ok, err := packed(m, 6)
 	if err != nil || !ok {
 		return cur, prev, err
 	}
-	cur = raw{algo.Record{Count: v[0], Created: v[1], Modified: v[2]}, true}
-	prev = raw{algo.Record{Count: v[3], Created: v[4], Modified: v[5]}, v[3] > 0}
+	cur = raw{algo.Record{Count: v[0], Modified: v[1], Created: v[2]}, true}
+	prev = raw{algo.Record{Count: v[3], Modified: v[4], Created: v[5]}, v[3] > 0}
 	return cur, prev, nil
 }
 

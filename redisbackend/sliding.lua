@@ -1,7 +1,7 @@
 -- sliding.lua: one sliding-window check (algo.Sliding), atomically.
 --
 -- KEYS[1]  the record: 6 doubles, little-endian (struct '<dddddd'): the
---          current window's count, created and modified times, then the
+--          current window's count, modified and created times, then the
 --          previous window's (count 0: none). A record's window is
 --          floor(created/scale).
 -- ARGV[1]  6 doubles, little-endian: scale, limit, hits, now (-1: Redis's
@@ -19,9 +19,9 @@
 -- reach 2^71 and are compared exactly (two limbs) when both pass 2^53.
 --
 -- Cost: every redis.call and every number turned into a string costs Redis
--- as much as a command, so the script makes two calls (GET, SET), packs its
--- numbers rather than formatting them, and keeps the key's TTL within a
--- window.
+-- about as much as a command, so the script makes two calls (GET, then SET
+-- or, within a window, SETRANGE of the count and modified time, which keeps
+-- the TTL), and packs its numbers rather than formatting them.
 local scale, limit, hits, now, dl, slack = struct.unpack('<dddddd', ARGV[1])
 if now < 0 then
   local t = redis.call('TIME')
@@ -35,9 +35,9 @@ end
 local key = KEYS[1]
 local v = redis.call('GET', key)
 local floor = math.floor
-local c, cr, m, pc, pcr, pm = 0, 0, 0, 0, 0, 0
+local c, m, cr, pc, pm, pcr = 0, 0, 0, 0, 0, 0
 if v then
-  c, cr, m, pc, pcr, pm = struct.unpack('<dddddd', v)
+  c, m, cr, pc, pm, pcr = struct.unpack('<dddddd', v)
   -- Never rewind: a clock behind the record's last change decides at it.
   if m > now then now = m end
 end
@@ -79,13 +79,13 @@ end
 -- Allowed: count the hits in the current window.
 local expires = (b + 2) * scale -- the end of the last window that reads it
 if cb == b then
-  -- The same window: the same expiry.
-  redis.call('SET', key, struct.pack('<dddddd', c + hits, cr, now, pc, pcr, pm), 'KEEPTTL')
+  -- The same window: the same expiry; only the count and time change.
+  redis.call('SETRANGE', key, '0', struct.pack('<dd', c + hits, now))
   return {now, 0, cur, prev}
 end
 local ttl = string.format('%d', expires - now + slack)
 if cb == b - 1 then
-  redis.call('SET', key, struct.pack('<dddddd', hits, now, now, c, cr, m), 'PX', ttl)
+  redis.call('SET', key, struct.pack('<dddddd', hits, now, now, c, m, cr), 'PX', ttl)
 else
   redis.call('SET', key, struct.pack('<dddddd', hits, now, now, 0, 0, 0), 'PX', ttl)
 end

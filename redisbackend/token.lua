@@ -6,10 +6,10 @@
 -- ARGV[1]  6 doubles, little-endian: scale, limit, hits, now (-1: Redis's
 --          TIME), deadline (-1: none), TTL slack in ms (docs/redis.md)
 --
--- Returns {now, index, exists, m, n, d}: the time decided at, the TTL in ms
--- the id's index must be given (0: none needed), and the stored state before
--- the check (exists 0: none). The client decides from it with algo.Token; the
--- script applies the change that function makes.
+-- Returns {now, index, m, n, d}: the time decided at, the TTL in ms the id's
+-- index must be given (0: none needed), and the stored state before the
+-- check (m = 0: none, as a TAT is never 0). The client decides from it with
+-- algo.Token; the script applies the change that function makes.
 --
 -- Arithmetic: Lua numbers are doubles, exact for integers below 2^53. Every
 -- input is below 2^40, but products such as hits*scale reach 2^72: below
@@ -71,15 +71,14 @@ if v then
     if n == limit and num ~= 0 then m, n = m + 1, 0 end
   end
 end
-local out = {now, 0, v and 1 or 0, tm, num, den}
-if hits == 0 or hits > limit then return out end
+if hits == 0 or hits > limit then return {now, 0, tm, num, den} end
 -- Allowed iff (m-now)*limit + n + hits*scale <= limit*scale; then the TAT
 -- moves to m + (n + hits*scale)/limit.
 local d = m - now
 local x, y, t = d * limit + n, limit * scale, hits * scale + n
 local q, r
 if x + hits * scale < P and y < P then
-  if x + hits * scale > y then return out end
+  if x + hits * scale > y then return {now, 0, tm, num, den} end
   q = floor(t / limit)
   if q * limit > t then q = q - 1 elseif (q + 1) * limit <= t then q = q + 1 end
   r = t - q * limit
@@ -101,7 +100,7 @@ else
   local lh, ll = add(dh, dlo, hh, hl)
   lh, ll = add(lh, ll, 0, n)
   local yh, yl = mul(limit, scale)
-  if lh > yh or (lh == yh and ll > yl) then return out end
+  if lh > yh or (lh == yh and ll > yl) then return {now, 0, tm, num, den} end
   -- (hits*scale + n) / limit by long division; the quotient is at most
   -- scale+1, as the check passed.
   local th, tl = add(hh, hl, 0, n)
@@ -119,21 +118,23 @@ end
 local tat = m + q
 -- The record expires once the bucket is full again (at the TAT), rounded up
 -- to a step of G ms: the TTL is set again only when that moves, and kept
--- (KEEPTTL, cheaper) while it stays.
+-- while it stays.
 local G = floor(scale / 8)
 if G < 1000 then G = 1000 end
 local expires = (floor(tat / G) + 1) * G
-if v and (floor(tm / G) + 1) * G == expires then
-  redis.call('SET', key, struct.pack('<dddd', tat, r, limit, cr), 'KEEPTTL')
-else
-  redis.call('SET', key, struct.pack('<dddd', tat, r, limit, cr), 'PX', string.format('%d', expires - now + slack))
+local was = (floor(tm / G) + 1) * G
+if v and den == limit and was == expires then
+  -- Only the TAT changes; SETRANGE keeps the TTL.
+  redis.call('SETRANGE', key, '0', struct.pack('<dd', tat, r))
+  return {now, 0, tm, num, den}
 end
+redis.call('SET', key, struct.pack('<dddd', tat, r, limit, cr), 'PX', string.format('%d', expires - now + slack))
 -- The index must outlive the record: given a TTL when the record is new, and
 -- again whenever the record's expiry passes into a new index epoch.
 local E = scale
 if E < 60000 then E = 60000 end
 local k = floor(expires / E)
-if not v or floor((floor(tm / G) + 1) * G / E) ~= k then
-  out[2] = (k + 1) * E - now + slack
+if not v or floor(was / E) ~= k then
+  return {now, (k + 1) * E - now + slack, tm, num, den}
 end
-return out
+return {now, 0, tm, num, den}
