@@ -24,7 +24,7 @@ local key = KEYS[1]
 local c = redis.pcall('INCRBY', key, ARGV[1])
 if type(c) == 'table' then
   -- INCRBY refuses to pass 2^63-1.
-  redis.call('SET', key, '9223372036854775807', 'KEEPTTL')
+  redis.call('SET', key, '9223372036854775807', 'XX', 'PX', ARGV[2])
   return '9223372036854775807'
 end
 if c == tonumber(ARGV[1]) then redis.call('PEXPIRE', key, ARGV[2]) end
