@@ -374,8 +374,11 @@ func (b *Backend) checkCalls(rs []rl.Request, todo []int, pending []int64, now, 
 		buf = append(buf, ':')
 		buf = strconv.AppendInt(buf, r.Scale, 10)
 		at[j] = len(calls)
-		calls = append(calls, call{op: opScript, s: e.script, key: string(buf),
-			args: []string{packArgs(r.Scale, r.Limit, r.Hits, nowArg, deadline, b.scriptSlack)}})
+		args := []int64{r.Scale, r.Limit, r.Hits, nowArg, deadline, b.scriptSlack}
+		if e.extra != nil {
+			args = append(args, e.extra(r)...)
+		}
+		calls = append(calls, call{op: opScript, s: e.script, key: string(buf), args: []string{packArgs(args...)}})
 	}
 	return calls, at
 }

@@ -17,7 +17,8 @@ import (
 //
 //	KEYS[1]  the record
 //	ARGV[1]  scale, limit, hits, now (-1: Redis's TIME), deadline (-1:
-//	         none), TTL slack in ms, packed (packArgs)
+//	         none), TTL slack in ms, then the algorithm's own (extra),
+//	         packed (packArgs)
 //	returns  {now, index, state...}, integers: the time decided at, the TTL
 //	         the id's index must be given (0: none), and what decide reads
 //
@@ -28,6 +29,9 @@ type engine struct {
 	code string
 	// script is the check script.
 	script *script
+	// extra, if set, returns the request's own parameters (a number of
+	// slices, a queue), packed after the six every script takes.
+	extra func(r rl.Request) []int64
 	// decide is the decision of r at now from the state the script returned
 	// after now and index, and that state for the cache of denials.
 	decide func(r rl.Request, now int64, st []rueidis.RedisMessage) (rl.Decision, state, error)
