@@ -405,19 +405,15 @@ func (b *Backend) decision(r rl.Request, pending, now int64, res rueidis.RedisRe
 		}
 		return d, st, more, nil
 	}
-	ms, err := res.ToArray()
-	if err != nil {
+	if err := res.Error(); err != nil && !rueidis.IsRedisNil(err) {
 		return rl.Decision{}, state{}, nil, err
 	}
-	v, err := ints(ms, 2)
-	if err != nil {
-		return rl.Decision{}, state{}, nil, err
-	}
-	d, st, err := e.decide(r, v[0], ms[2:])
-	if err != nil || v[1] <= 0 {
+	m, _ := res.ToMessage()
+	d, st, index, err := e.decide(r, answer{msg: m, now: now, timed: b.scriptNow(now) < 0, slack: b.scriptSlack})
+	if err != nil || index <= 0 {
 		return d, st, nil, err
 	}
-	return d, st, []call{b.indexCall(r.ID, e.code, r.Scale, v[0], v[1])}, nil
+	return d, st, []call{b.indexCall(r.ID, e.code, r.Scale, d.Now, index)}, nil
 }
 
 // indexCall lists the record of (id, code, scale) in the id's index, which

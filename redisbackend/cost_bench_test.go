@@ -32,7 +32,7 @@ type costSubject struct {
 }
 
 // costChecks is how many checks each subject sends per round.
-const costChecks = 40_000
+const costChecks = 100_000
 
 // BenchmarkRedisCost measures what one check costs Redis, per algorithm,
 // beside one INCRBY and a pipelined INCRBY+PEXPIRE, in the same run: for

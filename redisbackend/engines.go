@@ -19,8 +19,10 @@ import (
 //	ARGV[1]  scale, limit, hits, now (-1: Redis's TIME), deadline (-1:
 //	         none), TTL slack in ms, then the algorithm's own (extra),
 //	         packed (packArgs)
-//	returns  {now, index, state...}, integers: the time decided at, the TTL
-//	         the id's index must be given (0: none), and what decide reads
+//
+// and answer what their engine's decide reads: the sliding window and the
+// token bucket the record as it was (a string is the cheapest answer a
+// script gives), the log its decision.
 //
 // Fixed windows are not here: they are counters without a script (fixed.go).
 // A new algorithm is a script and one entry in engines.
@@ -32,13 +34,69 @@ type engine struct {
 	// extra, if set, returns the request's own parameters (a number of
 	// slices, a queue), packed after the six every script takes.
 	extra func(r rl.Request) []int64
-	// decide is the decision of r at now from the state the script returned
-	// after now and index, and that state for the cache of denials.
-	decide func(r rl.Request, now int64, st []rueidis.RedisMessage) (rl.Decision, state, error)
+	// decide is the decision of r from the script's answer, the state it
+	// was decided from (for the cache of denials), and the TTL the id's
+	// index must now be given (0: none; docs/redis.md).
+	decide func(r rl.Request, a answer) (rl.Decision, state, int64, error)
 	// read builds the command that reads a record for the admin API, and
 	// view turns its answer into the stored records, as algo.Record.
 	read func(c rueidis.Client, key string) rueidis.Completed
 	view func(m rueidis.RedisMessage) (cur, prev raw, err error)
+}
+
+// answer is a check script's answer and what the client sent it.
+type answer struct {
+	msg rueidis.RedisMessage
+	// now is the client's time the check was sent at; timed, that the
+	// script read Redis's TIME instead, which its answer then leads with.
+	now   int64
+	timed bool
+	slack int64 // the TTL slack the script was given
+}
+
+// record reads an answer that is a record of n packed numbers, led by the
+// time decided at when timed: the time, the record, and whether there is
+// one.
+func (a answer) record(n int) (int64, []int64, bool, error) {
+	now := a.now
+	if a.msg.IsNil() {
+		if a.timed {
+			return 0, nil, false, fmt.Errorf("%w: no time in a timed answer", errParse)
+		}
+		return now, nil, false, nil
+	}
+	s, err := a.msg.ToString()
+	if err != nil {
+		return 0, nil, false, fmt.Errorf("%w: %v", errParse, err)
+	}
+	if a.timed {
+		t, ok := unpack(s[:min(len(s), 8)], 1)
+		if !ok {
+			return 0, nil, false, fmt.Errorf("%w: an answer of %d bytes", errParse, len(s))
+		}
+		now, s = t[0], s[8:]
+		if s == "" {
+			return now, nil, false, nil
+		}
+	}
+	v, ok := unpack(s, n)
+	if !ok {
+		return 0, nil, false, fmt.Errorf("%w: a record of %d bytes, want %d", errParse, len(s), 8*n)
+	}
+	return now, v, true, nil
+}
+
+// indexTTL is the TTL the id's index must be given when a record's expiry
+// moves from was to expires (was ignored for a new record, isNew), at now:
+// none while the expiry stays in its index epoch (a minute, or the scale
+// when longer); else until the end of the expiry's epoch.
+func indexTTL(scale, now, was, expires, slack int64, isNew bool) int64 {
+	e := max(scale, 60_000)
+	k := expires / e
+	if !isNew && was/e == k {
+		return 0
+	}
+	return (k+1)*e - now + slack
 }
 
 var (
@@ -119,39 +177,79 @@ func ints(ms []rueidis.RedisMessage, n int) ([]int64, error) {
 	return out, nil
 }
 
-// slidingDecide: the state is {cur, prev}, the counts of the current and
-// previous windows at now.
-func slidingDecide(r rl.Request, now int64, st []rueidis.RedisMessage) (rl.Decision, state, error) {
-	v, err := ints(st, 2)
+// slidingDecide reads the record "c m cr pc pm pcr" (sliding.lua) and
+// decides as the script did.
+func slidingDecide(r rl.Request, a answer) (rl.Decision, state, int64, error) {
+	now, v, ok, err := a.record(6)
 	if err != nil {
-		return rl.Decision{}, state{}, err
+		return rl.Decision{}, state{}, 0, err
 	}
-	d, _, _ := algo.Sliding(algo.Record{Count: v[0]}, v[0] > 0, algo.Record{Count: v[1]}, v[1] > 0, now, r)
-	return d, state{w: algo.Bucket(now, r.Scale), cur: v[0], prev: v[1]}, nil
+	var c, m, cr, pc, pcr int64
+	if ok {
+		c, m, cr, pc, pcr = v[0], v[1], v[2], v[3], v[5]
+		now = max(now, m) // never rewind
+	}
+	b := algo.Bucket(now, r.Scale)
+	cb := algo.Bucket(cr, r.Scale)
+	var cur, prev int64
+	switch {
+	case ok && cb == b:
+		cur = c
+		if pc > 0 && algo.Bucket(pcr, r.Scale) == b-1 {
+			prev = pc
+		}
+	case ok && cb == b-1:
+		prev = c
+	}
+	d, _, write := algo.Sliding(algo.Record{Count: cur}, cur > 0, algo.Record{Count: prev}, prev > 0, now, r)
+	st := state{w: b, cur: cur, prev: prev}
+	if !write || (ok && cb == b) {
+		return d, st, 0, nil // nothing written, or within the window: the same expiry
+	}
+	return d, st, indexTTL(r.Scale, now, (cb+2)*r.Scale, (b+2)*r.Scale, a.slack, !ok), nil
 }
 
-// tokenDecide: the state is {m, n, d}, the stored TAT m + n/d (m = 0: no
-// record).
-func tokenDecide(r rl.Request, now int64, st []rueidis.RedisMessage) (rl.Decision, state, error) {
-	v, err := ints(st, 3)
+// tokenDecide reads the record "m n d cr", the TAT m + n/d (token.lua), and
+// decides as the script did.
+func tokenDecide(r rl.Request, a answer) (rl.Decision, state, int64, error) {
+	now, v, ok, err := a.record(4)
 	if err != nil {
-		return rl.Decision{}, state{}, err
+		return rl.Decision{}, state{}, 0, err
 	}
-	rec := algo.Record{Count: int64(uint64(v[2])<<32 | uint64(uint32(v[1]))), Modified: v[0]}
-	d, _, _ := algo.Token(rec, v[0] != 0, now, r)
-	return d, state{rec: rec, ok: v[0] != 0}, nil
+	var rec algo.Record
+	if ok {
+		rec = algo.Record{Count: int64(uint64(v[2])<<32 | uint64(uint32(v[1]))), Modified: v[0]}
+	}
+	d, next, write := algo.Token(rec, ok, now, r)
+	st := state{rec: rec, ok: ok}
+	if !write {
+		return d, st, 0, nil
+	}
+	// The record expires at its TAT rounded up to a step of g ms; its TTL
+	// is set again only when that moves (or the limit does).
+	g := max(r.Scale/8, 1000)
+	expires := (next.Modified/g + 1) * g
+	was := (rec.Modified/g + 1) * g
+	if ok && v[2] == r.Limit && was == expires {
+		return d, st, 0, nil
+	}
+	return d, st, indexTTL(r.Scale, now, was, expires, a.slack, !ok), nil
 }
 
-// logDecide: the script decided; the state is {allowed, count, reset,
-// retry}.
-func logDecide(r rl.Request, now int64, st []rueidis.RedisMessage) (rl.Decision, state, error) {
-	v, err := ints(st, 4)
+// logDecide: the script decided and answered {now, index, allowed, count,
+// reset, retry}.
+func logDecide(r rl.Request, a answer) (rl.Decision, state, int64, error) {
+	ms, err := a.msg.ToArray()
 	if err != nil {
-		return rl.Decision{}, state{}, err
+		return rl.Decision{}, state{}, 0, err
 	}
-	d := rl.Decision{Allowed: v[0] == 1, Count: v[1], Limit: r.Limit, ResetMS: v[2], RetryAfterMS: v[3], Now: now}
+	v, err := ints(ms, 6)
+	if err != nil {
+		return rl.Decision{}, state{}, 0, err
+	}
+	d := rl.Decision{Allowed: v[2] == 1, Count: v[3], Limit: r.Limit, ResetMS: v[4], RetryAfterMS: v[5], Now: v[0]}
 	d.Remaining = max(0, r.Limit-d.Count)
-	return d, state{}, nil
+	return d, state{}, v[1], nil
 }
 
 func getRecord(c rueidis.Client, key string) rueidis.Completed { return c.B().Get().Key(key).Build() }

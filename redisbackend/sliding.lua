@@ -8,22 +8,24 @@
 --          TIME), deadline (-1: none), TTL slack in ms (the calling
 --          convention of every check script: docs/redis.md)
 --
--- Returns {now, index, cur, prev}: the time decided at, the TTL in ms the
--- id's index must be given (0: none needed), and the counts of the current
--- and previous windows before the check. The client decides from them with
--- algo.Sliding; the script applies the change that function makes, so the
+-- Returns the record as it was before the check (nil: none), after the time
+-- decided at (8 bytes, packed alike) when that was Redis's TIME. The client
+-- decides from it with algo.Sliding, and knows from the decision what the
+-- script wrote; the script applies the change that function makes, so the
 -- decision and the write are one atomic step.
 --
 -- Arithmetic: Lua numbers are doubles, exact for integers below 2^53. Every
 -- input is below 2^40, so floor(now/scale) is exact; the products compared
 -- reach 2^71 and are compared exactly (two limbs) when both pass 2^53.
 --
--- Cost: every redis.call and every number turned into a string costs Redis
--- about as much as a command, so the script makes two calls (GET, then SET
--- or, within a window, SETRANGE of the count and modified time, which keeps
--- the TTL), and packs its numbers rather than formatting them.
+-- Cost: every redis.call, every number turned into a string and every table
+-- returned costs Redis about as much as a command, so the script makes two
+-- calls (GET, then SET or, within a window, SETRANGE of the count and
+-- modified time, which keeps the TTL), packs its numbers rather than
+-- formatting them, and returns the string it read.
 local scale, limit, hits, now, dl, slack = struct.unpack('<dddddd', ARGV[1])
-if now < 0 then
+local timed = now < 0
+if timed then
   local t = redis.call('TIME')
   now = t[1] * 1000 + math.floor(t[2] / 1000)
 end
@@ -41,6 +43,9 @@ if v then
   -- Never rewind: a clock behind the record's last change decides at it.
   if m > now then now = m end
 end
+local out = v
+if timed then out = struct.pack('<d', now) .. (v or '') end
+if hits == 0 then return out end
 local b = floor(now / scale)
 local cb -- the stored current record's window
 local cur, prev = 0, 0
@@ -53,10 +58,9 @@ if v then
     prev = c
   end
 end
-if hits == 0 then return {now, 0, cur, prev} end
 -- Allowed iff prev*(scale-e) + (cur+hits)*scale <= limit*scale.
 local room = limit - cur - hits
-if room < 0 then return {now, 0, cur, prev} end
+if room < 0 then return out end
 if prev > 0 then
   local x, y = prev * (scale - (now - b * scale)), room * scale
   local P = 2 ^ 53
@@ -71,30 +75,23 @@ if prev > 0 then
     end
     local xh, xl = mul(prev, scale - (now - b * scale))
     local yh, yl = mul(room, scale)
-    if xh > yh or (xh == yh and xl > yl) then return {now, 0, cur, prev} end
+    if xh > yh or (xh == yh and xl > yl) then return out end
   elseif x > y then
-    return {now, 0, cur, prev}
+    return out
   end
 end
 -- Allowed: count the hits in the current window.
-local expires = (b + 2) * scale -- the end of the last window that reads it
 if cb == b then
   -- The same window: the same expiry; only the count and time change.
   redis.call('SETRANGE', key, '0', struct.pack('<dd', c + hits, now))
-  return {now, 0, cur, prev}
+  return out
 end
-local ttl = string.format('%d', expires - now + slack)
+-- A new window: the record lives until the end of the next one, the last
+-- that reads it.
+local ttl = string.format('%d', (b + 2) * scale - now + slack)
 if cb == b - 1 then
   redis.call('SET', key, struct.pack('<dddddd', hits, now, now, c, m, cr), 'PX', ttl)
 else
   redis.call('SET', key, struct.pack('<dddddd', hits, now, now, 0, 0, 0), 'PX', ttl)
 end
--- The index must outlive the record: given a TTL when the record is new, and
--- again whenever the record's expiry passes into a new index epoch.
-local E = scale
-if E < 60000 then E = 60000 end
-local k = floor(expires / E)
-if not v or floor((cb + 2) * scale / E) ~= k then
-  return {now, (k + 1) * E - now + slack, cur, prev}
-end
-return {now, 0, cur, prev}
+return out

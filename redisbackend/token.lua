@@ -6,16 +6,17 @@
 -- ARGV[1]  6 doubles, little-endian: scale, limit, hits, now (-1: Redis's
 --          TIME), deadline (-1: none), TTL slack in ms (docs/redis.md)
 --
--- Returns {now, index, m, n, d}: the time decided at, the TTL in ms the id's
--- index must be given (0: none needed), and the stored state before the
--- check (m = 0: none, as a TAT is never 0). The client decides from it with
--- algo.Token; the script applies the change that function makes.
+-- Returns the record as it was before the check (nil: none), after the time
+-- decided at (8 bytes, packed alike) when that was Redis's TIME. The client
+-- decides from it with algo.Token, and knows from the decision what the
+-- script wrote; the script applies the change that function makes.
 --
 -- Arithmetic: Lua numbers are doubles, exact for integers below 2^53. Every
 -- input is below 2^40, but products such as hits*scale reach 2^72: below
 -- 2^52 they are computed directly, above it as two limbs hi*2^40 + lo.
 local scale, limit, hits, now, dl, slack = struct.unpack('<dddddd', ARGV[1])
-if now < 0 then
+local timed = now < 0
+if timed then
   local t = redis.call('TIME')
   now = t[1] * 1000 + math.floor(t[2] / 1000)
 end
@@ -71,14 +72,16 @@ if v then
     if n == limit and num ~= 0 then m, n = m + 1, 0 end
   end
 end
-if hits == 0 or hits > limit then return {now, 0, tm, num, den} end
+local out = v
+if timed then out = struct.pack('<d', now) .. (v or '') end
+if hits == 0 or hits > limit then return out end
 -- Allowed iff (m-now)*limit + n + hits*scale <= limit*scale; then the TAT
 -- moves to m + (n + hits*scale)/limit.
 local d = m - now
 local x, y, t = d * limit + n, limit * scale, hits * scale + n
 local q, r
 if x + hits * scale < P and y < P then
-  if x + hits * scale > y then return {now, 0, tm, num, den} end
+  if x + hits * scale > y then return out end
   q = floor(t / limit)
   if q * limit > t then q = q - 1 elseif (q + 1) * limit <= t then q = q + 1 end
   r = t - q * limit
@@ -100,7 +103,7 @@ else
   local lh, ll = add(dh, dlo, hh, hl)
   lh, ll = add(lh, ll, 0, n)
   local yh, yl = mul(limit, scale)
-  if lh > yh or (lh == yh and ll > yl) then return {now, 0, tm, num, den} end
+  if lh > yh or (lh == yh and ll > yl) then return out end
   -- (hits*scale + n) / limit by long division; the quotient is at most
   -- scale+1, as the check passed.
   local th, tl = add(hh, hl, 0, n)
@@ -122,19 +125,10 @@ local tat = m + q
 local G = floor(scale / 8)
 if G < 1000 then G = 1000 end
 local expires = (floor(tat / G) + 1) * G
-local was = (floor(tm / G) + 1) * G
-if v and den == limit and was == expires then
+if v and den == limit and (floor(tm / G) + 1) * G == expires then
   -- Only the TAT changes; SETRANGE keeps the TTL.
   redis.call('SETRANGE', key, '0', struct.pack('<dd', tat, r))
-  return {now, 0, tm, num, den}
+  return out
 end
 redis.call('SET', key, struct.pack('<dddd', tat, r, limit, cr), 'PX', string.format('%d', expires - now + slack))
--- The index must outlive the record: given a TTL when the record is new, and
--- again whenever the record's expiry passes into a new index epoch.
-local E = scale
-if E < 60000 then E = 60000 end
-local k = floor(expires / E)
-if not v or floor(was / E) ~= k then
-  return {now, (k + 1) * E - now + slack, tm, num, den}
-end
-return {now, 0, tm, num, den}
+return out
