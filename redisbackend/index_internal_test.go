@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/redis/rueidis"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	rl "github.com/raterlimiter/raterlimiter"
@@ -65,5 +66,80 @@ func TestScriptsKeepTheIndexAhead(t *testing.T) {
 				require.LessOrEqual(t, writes, 2+200*step/epoch, "index writes")
 			})
 		}
+	}
+}
+
+// TestIndexTTL: the index is asked for only when a record is new or its
+// expiry passes into another epoch (a minute, or the scale when longer),
+// and then until the end of the expiry's epoch, plus the slack.
+func TestIndexTTL(t *testing.T) {
+	const m = 60_000
+	for _, tc := range []struct {
+		name                            string
+		scale, now, was, expires, slack int64
+		isNew                           bool
+		want                            int64
+	}{
+		{"new", 1000, 10*m + 5, 0, 10*m + 1005, 0, true, 11*m - (10*m + 5)},
+		{"same epoch", 1000, 10*m + 5, 10*m + 500, 10*m + 1005, 0, false, 0},
+		{"next epoch", 1000, 11*m - 100, 11*m - 10, 11*m + 900, 0, false, 12*m - (11*m - 100)},
+		{"slack", 1000, 11*m - 100, 11*m - 10, 11*m + 900, 2000, false, 12*m - (11*m - 100) + 2000},
+		{"an hour's scale: hour epochs", 3_600_000, 5, 7_200_000, 7_200_001, 0, false, 0},
+		{"an hour's scale, next", 3_600_000, 5, 7_199_999, 7_200_001, 0, false, 10_800_000 - 5},
+	} {
+		assert.Equal(t, tc.want, indexTTL(tc.scale, tc.now, tc.was, tc.expires, tc.slack, tc.isNew), tc.name)
+	}
+}
+
+// TestAnswerRecord reads the scripts' answers: the record alone on the
+// client's clock (nil: none), led by Redis's time when the script read
+// TIME; anything else is an error, never a record.
+func TestAnswerRecord(t *testing.T) {
+	srv := redistest.Start(t)
+	b, err := New(Config{URL: srv.URL(), Prefix: "ar", Timeout: 5 * time.Second})
+	require.NoError(t, err)
+	defer b.Close()
+	c := b.conn()
+	msg := func(s string, isNil bool) rueidis.RedisMessage {
+		t.Helper()
+		var cmd rueidis.Completed
+		if isNil {
+			cmd = c.B().Get().Key("ar-none").Build()
+		} else {
+			cmd = c.B().Echo().Message(s).Build()
+		}
+		m, err := c.Do(context.Background(), cmd).ToMessage()
+		if !isNil {
+			require.NoError(t, err)
+		}
+		return m
+	}
+	rec := packArgs(3, 7, 5, 0, 0, 0)
+	for _, tc := range []struct {
+		name   string
+		a      answer
+		now    int64
+		record []int64
+		ok     bool
+		err    bool
+	}{
+		{"no record", answer{msg: msg("", true), now: 100}, 100, nil, false, false},
+		{"a record", answer{msg: msg(rec, false), now: 100}, 100, []int64{3, 7, 5, 0, 0, 0}, true, false},
+		{"timed, no record", answer{msg: msg(packArgs(99), false), now: 100, timed: true}, 99, nil, false, false},
+		{"timed, a record", answer{msg: msg(packArgs(99)+rec, false), now: 100, timed: true}, 99, []int64{3, 7, 5, 0, 0, 0}, true, false},
+		{"timed without a time", answer{msg: msg("", true), now: 100, timed: true}, 0, nil, false, true},
+		{"short", answer{msg: msg(rec[:40], false), now: 100}, 0, nil, false, true},
+		{"timed, short time", answer{msg: msg("1234", false), now: 100, timed: true}, 0, nil, false, true},
+	} {
+		now, v, ok, err := tc.a.record(6)
+		if tc.err {
+			assert.Error(t, err, tc.name)
+			assert.False(t, ok, tc.name)
+			continue
+		}
+		require.NoError(t, err, tc.name)
+		assert.Equal(t, tc.now, now, tc.name)
+		assert.Equal(t, tc.record, v, tc.name)
+		assert.Equal(t, tc.ok, ok, tc.name)
 	}
 }
