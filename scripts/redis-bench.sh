@@ -6,7 +6,7 @@
 #
 #   cost      what one check costs Redis, per algorithm, beside one INCRBY:
 #             BenchmarkRedisCost (redisbackend), ROUNDS rounds, each subject
-#             in turn after CONFIG RESETSTAT, 40,000 checks in batches of
+#             in turn after CONFIG RESETSTAT, 100,000 checks in batches of
 #             100 over 10,000 ids: Redis µs per check (INFO commandstats:
 #             the usec of the commands the subject sends; a script's include
 #             the commands it calls) and the CPU of Redis's main thread per
