@@ -22,17 +22,23 @@ type tally struct {
 	ok, failed atomic.Int64 // answered by Redis; failed (the fail mode)
 }
 
-// clusterLoad runs single checks from workers over rs until stop is closed,
-// each worker pausing pace between checks, tallying each request's answers;
-// every error must be the fail mode's (raterlimiter.ErrUnavailable), which
-// it reports to t otherwise.
-func clusterLoad(t *testing.T, b *redisbackend.Backend, rs []rl.Request, tallies []*tally, workers int, pace time.Duration, stop <-chan struct{}) *sync.WaitGroup {
+// clusterLoad runs single checks from workers over rs until the returned
+// stop is called, each worker pausing pace between checks, tallying each
+// request's answers; every error must be the fail mode's
+// (raterlimiter.ErrUnavailable), which it reports to t otherwise. stop
+// waits for the workers, and runs at the test's end in any case, before the
+// servers stop (even when a require ends the test early).
+func clusterLoad(t *testing.T, b *redisbackend.Backend, rs []rl.Request, tallies []*tally, workers int, pace time.Duration) (stop func()) {
 	var wg sync.WaitGroup
+	done := make(chan struct{})
+	var once sync.Once
+	stop = func() { once.Do(func() { close(done) }); wg.Wait() }
+	t.Cleanup(stop)
 	for w := range workers {
 		wg.Go(func() {
 			for i := w; ; i += workers {
 				select {
-				case <-stop:
+				case <-done:
 					return
 				default:
 				}
@@ -51,7 +57,7 @@ func clusterLoad(t *testing.T, b *redisbackend.Backend, rs []rl.Request, tallies
 			}
 		})
 	}
-	return &wg
+	return stop
 }
 
 // count reads r's count on Redis (a peek), retrying while the cluster is
@@ -103,7 +109,7 @@ func TestClusterFailover(t *testing.T) {
 	c := redistest.StartReplicatedCluster(t)
 	b, err := redisbackend.New(redisbackend.Config{URL: c.URL(), ProbeInterval: 50 * time.Millisecond})
 	require.NoError(t, err)
-	defer b.Close()
+	t.Cleanup(func() { b.Close() }) // after the load stops: cleanups run last first
 	rs := clusterRequests("failover-", 120)
 	tallies := make([]*tally, len(rs))
 	for i := range tallies {
@@ -119,8 +125,7 @@ func TestClusterFailover(t *testing.T) {
 		onDead[i] = m == dead
 	}
 
-	stop := make(chan struct{})
-	wg := clusterLoad(t, b, rs, tallies, 8, 0, stop)
+	stop := clusterLoad(t, b, rs, tallies, 8, 0)
 	time.Sleep(300 * time.Millisecond)
 	dead.Kill()
 	promoted, took := c.WaitFailover(t, dead, 30*time.Second)
@@ -144,8 +149,7 @@ func TestClusterFailover(t *testing.T) {
 	}
 	t.Logf("answering again %v after the promotion", time.Since(recovered))
 	time.Sleep(200 * time.Millisecond)
-	close(stop)
-	wg.Wait()
+	stop()
 
 	var failed int64
 	before := make([]int64, len(rs))
@@ -181,7 +185,7 @@ func TestClusterReshard(t *testing.T) {
 	c := redistest.StartCluster(t)
 	b, err := redisbackend.New(redisbackend.Config{URL: c.URL()})
 	require.NoError(t, err)
-	defer b.Close()
+	t.Cleanup(func() { b.Close() }) // after the load stops: cleanups run last first
 	rs := clusterRequests("reshard-", 800)
 	owners, err := c.Owners()
 	require.NoError(t, err)
@@ -195,15 +199,18 @@ func TestClusterReshard(t *testing.T) {
 		tallies[i] = &tally{}
 	}
 	// A steady load, which leaves redis-cli room to move the slots.
-	stop := make(chan struct{})
-	wg := clusterLoad(t, b, rs, tallies, 6, 2*time.Millisecond, stop)
+	stop := clusterLoad(t, b, rs, tallies, 6, 2*time.Millisecond)
 	// Batches too: every item counts once, in order.
 	var batches atomic.Int64
 	var bwg sync.WaitGroup
+	batching := make(chan struct{})
+	var once sync.Once
+	stopBatches := func() { once.Do(func() { close(batching) }); bwg.Wait() }
+	t.Cleanup(stopBatches)
 	bwg.Go(func() {
 		for i := 0; ; i += 10 {
 			select {
-			case <-stop:
+			case <-batching:
 				return
 			default:
 			}
@@ -228,9 +235,8 @@ func TestClusterReshard(t *testing.T) {
 	out, err := c.Reshard(c.Nodes[0], c.Nodes[1], 600)
 	require.NoError(t, err, out)
 	time.Sleep(200 * time.Millisecond)
-	close(stop)
-	wg.Wait()
-	bwg.Wait()
+	stop()
+	stopBatches()
 
 	moved := 0
 	owners, err = c.Owners()
