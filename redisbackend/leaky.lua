@@ -38,33 +38,6 @@ local key = KEYS[1]
 local v = redis.call('GET', key)
 local floor = math.floor
 local P = 2 ^ 52
-local P20, P40 = 2 ^ 20, 2 ^ 40
--- mul is p*q as two limbs hi, lo: p*q = hi*2^40 + lo.
-local function mul(p, q)
-  local p1, p0 = floor(p / P20), p % P20
-  local q1, q0 = floor(q / P20), q % P20
-  local cross = p1 * q0 + p0 * q1
-  local lo = p0 * q0 + (cross % P20) * P20
-  return p1 * q1 + floor(cross / P20) + floor(lo / P40), lo % P40
-end
-local function add(h1, l1, h2, l2)
-  local lo = l1 + l2
-  return h1 + h2 + floor(lo / P40), lo % P40
-end
--- divmod is (hi*2^40 + lo) / den, by long division in 20-bit digits.
-local function divmod(hi, lo, den)
-  local digits = {floor(hi / P20), hi % P20, floor(lo / P20), lo % P20}
-  local q, r = 0, 0
-  for i = 1, 4 do
-    r = r * P20 + digits[i]
-    local qd = floor(r / den)
-    if qd * den > r then qd = qd - 1 end
-    if (qd + 1) * den <= r then qd = qd + 1 end
-    r = r - qd * den
-    q = q * P20 + qd
-  end
-  return q, r
-end
 local tm, num, den, cr = 0, 0, 0, now
 local m, n = now, 0 -- the TAT as m + n/limit; an empty queue's is now
 if v then
@@ -84,8 +57,23 @@ if v then
       if n * den > x then n = n - 1 elseif (n + 1) * den <= x then n = n + 1 end
       if n * den < x then n = n + 1 end
     else
-      local h, l = mul(num, limit)
-      local q, r = divmod(h, l, den)
+      -- ceil(num*limit/den) by long division in 20-bit digits.
+      local p1, p0 = floor(num / 2 ^ 20), num % 2 ^ 20
+      local q1, q0 = floor(limit / 2 ^ 20), limit % 2 ^ 20
+      local cross = p1 * q0 + p0 * q1
+      local lo = p0 * q0 + (cross % 2 ^ 20) * 2 ^ 20
+      local hi = p1 * q1 + floor(cross / 2 ^ 20) + floor(lo / 2 ^ 40)
+      lo = lo % 2 ^ 40
+      local digits = {floor(hi / 2 ^ 20), hi % 2 ^ 20, floor(lo / 2 ^ 20), lo % 2 ^ 20}
+      local q, r = 0, 0
+      for i = 1, 4 do
+        r = r * 2 ^ 20 + digits[i]
+        local qd = floor(r / den)
+        if qd * den > r then qd = qd - 1 end
+        if (qd + 1) * den <= r then qd = qd + 1 end
+        r = r - qd * den
+        q = q * 2 ^ 20 + qd
+      end
       n = q
       if r > 0 then n = n + 1 end
     end
@@ -95,10 +83,12 @@ end
 local out = v
 if timed then out = struct.pack('<d', now) .. (v or '') end
 if hits == 0 or hits > limit then return out end
+-- Allowed iff (m-now)*limit + n <= room*limit, room*limit being
+-- queue*scale, or maxdelay*limit when set and smaller; then the TAT moves
+-- to m + (n + hits*scale)/limit.
 local d = m - now
+local x, room, bound, t = d * limit + n, queue * scale, maxdelay * limit, hits * scale + n
 local q, r
-local x, room, t = d * limit + n, queue * scale, hits * scale + n
-local bound = maxdelay * limit
 if x < P and room < P and bound < P and t < P then
   if maxdelay > 0 and bound < room then room = bound end
   if x > room then return out end -- no place in the queue
@@ -107,6 +97,17 @@ if x < P and room < P and bound < P and t < P then
   r = t - q * limit
 else
   -- Exactly, as hi*2^40 + lo.
+  local function mul(p, s)
+    local p1, p0 = floor(p / 2 ^ 20), p % 2 ^ 20
+    local s1, s0 = floor(s / 2 ^ 20), s % 2 ^ 20
+    local cross = p1 * s0 + p0 * s1
+    local lo = p0 * s0 + (cross % 2 ^ 20) * 2 ^ 20
+    return p1 * s1 + floor(cross / 2 ^ 20) + floor(lo / 2 ^ 40), lo % 2 ^ 40
+  end
+  local function add(h1, l1, h2, l2)
+    local lo = l1 + l2
+    return h1 + h2 + floor(lo / 2 ^ 40), lo % 2 ^ 40
+  end
   local xh, xl = mul(d, limit)
   xh, xl = add(xh, xl, 0, n)
   local rh, rl = mul(queue, scale)
@@ -115,9 +116,20 @@ else
     if bh < rh or (bh == rh and bl < rl) then rh, rl = bh, bl end
   end
   if xh > rh or (xh == rh and xl > rl) then return out end
+  -- (hits*scale + n) / limit by long division; the quotient is at most
+  -- scale+1, as hits <= limit.
   local th, tl = mul(hits, scale)
   th, tl = add(th, tl, 0, n)
-  q, r = divmod(th, tl, limit)
+  local digits = {floor(th / 2 ^ 20), th % 2 ^ 20, floor(tl / 2 ^ 20), tl % 2 ^ 20}
+  q, r = 0, 0
+  for i = 1, 4 do
+    r = r * 2 ^ 20 + digits[i]
+    local qd = floor(r / limit)
+    if qd * limit > r then qd = qd - 1 end
+    if (qd + 1) * limit <= r then qd = qd + 1 end
+    r = r - qd * limit
+    q = q * 2 ^ 20 + qd
+  end
 end
 local tat = m + q
 -- The record expires once the queue has drained (at the TAT), rounded up to

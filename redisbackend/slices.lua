@@ -51,17 +51,15 @@ if timed then out = struct.pack('<d', now) .. (v or '') end
 if hits == 0 or hits > limit then return out end
 local floor = math.floor
 local w = floor((scale + n - 1) / n)
-local function slice(t)
-  local k = floor(t / w)
-  if k * w > t then k = k - 1 elseif (k + 1) * w <= t then k = k + 1 end
-  return k
-end
-local k = slice(now)
+local k = floor(now / w)
+if k * w > now then k = k - 1 elseif (k + 1) * w <= now then k = k + 1 end
 -- d: how many slices the window has moved since the last change; sum: the
 -- window's hits at now.
 local d, sum = n, 0
 if v then
-  d = k - slice(m)
+  local km = floor(m / w)
+  if km * w > m then km = km - 1 elseif (km + 1) * w <= m then km = km + 1 end
+  d = k - km
   if d == 0 then
     sum = base + cur
   elseif d < n then
@@ -78,12 +76,11 @@ if d == 0 then
 end
 -- A later slice: the stored slices move back by d, cur among them, and the
 -- record lives until slice k leaves the window.
-local older
+local ttl = string.format('%d', (k + n) * w - now + slack)
 if d < n then
-  older = string.sub(v, 25 + 4 * d) .. struct.pack('<I4', cur) .. string.rep('\0', 4 * (d - 1))
+  redis.call('SET', key, struct.pack('<ddd', sum, now, hits) .. string.sub(v, 25 + 4 * d) ..
+    struct.pack('<I4', cur) .. string.rep('\0', 4 * (d - 1)), 'PX', ttl)
 else
-  older = string.rep('\0', 4 * (n - 1))
+  redis.call('SET', key, struct.pack('<ddd', 0, now, hits) .. string.rep('\0', 4 * (n - 1)), 'PX', ttl)
 end
-redis.call('SET', key, struct.pack('<ddd', sum, now, hits) .. older,
-  'PX', string.format('%d', (k + n) * w - now + slack))
 return out
