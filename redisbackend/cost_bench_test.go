@@ -34,8 +34,10 @@ type costSubject struct {
 // costChecks is how many checks each subject sends per round.
 const costChecks = 100_000
 
-// BenchmarkRedisCost measures what one check costs Redis, per algorithm,
-// beside one INCRBY and a pipelined INCRBY+PEXPIRE, in the same run: for
+// BenchmarkRedisCost measures what one check costs Redis, per algorithm (the
+// sliding window counters at 60 slices, the leaky bucket with a queue), with
+// and without Config.Deadlines, beside one INCRBY and a pipelined
+// INCRBY+PEXPIRE, in the same run: for
 // each round (b.N rounds) and subject in turn, CONFIG RESETSTAT, the subject's
 // checks (batches of 100 from 4 goroutines over 10,000 ids, every record
 // created beforehand so that the steady state is measured), then INFO
@@ -68,6 +70,12 @@ func BenchmarkRedisCost(b *testing.B) {
 				rs := make([]rl.Request, 100)
 				for i := range rs {
 					rs[i] = rl.Request{ID: "id" + strconv.Itoa((first+i)%benchIDs), Scale: 60_000, Limit: limit, Hits: 1, Algo: a}
+					switch a {
+					case rl.Slices:
+						rs[i].Slices = 60 // a slice a second
+					case rl.Leaky:
+						rs[i].Queue = 1000 // checks wait their turn
+					}
 				}
 				_, err := be.CheckRates(ctx, rs)
 				return err
@@ -101,9 +109,14 @@ func BenchmarkRedisCost(b *testing.B) {
 		{"sliding", []string{"evalsha"}, checks(backend("s", redisbackend.Config{}), rl.Sliding, 1e9)},
 		{"token", []string{"evalsha"}, checks(backend("t", redisbackend.Config{}), rl.Token, 1e9)},
 		{"log", []string{"evalsha"}, checks(backend("l", redisbackend.Config{}), rl.Log, rl.MaxLogLimit)},
+		{"slices", []string{"evalsha"}, checks(backend("n", redisbackend.Config{}), rl.Slices, 1e9)},
+		{"leaky", []string{"evalsha"}, checks(backend("k", redisbackend.Config{}), rl.Leaky, 1e9)},
 		{"fixed-deadlines", []string{"evalsha"}, checks(backend("fd", redisbackend.Config{Deadlines: true}), rl.Fixed, 1e9)},
 		{"sliding-deadlines", []string{"evalsha"}, checks(backend("sd", redisbackend.Config{Deadlines: true}), rl.Sliding, 1e9)},
 		{"token-deadlines", []string{"evalsha"}, checks(backend("td", redisbackend.Config{Deadlines: true}), rl.Token, 1e9)},
+		{"log-deadlines", []string{"evalsha"}, checks(backend("ld", redisbackend.Config{Deadlines: true}), rl.Log, rl.MaxLogLimit)},
+		{"slices-deadlines", []string{"evalsha"}, checks(backend("nd", redisbackend.Config{Deadlines: true}), rl.Slices, 1e9)},
+		{"leaky-deadlines", []string{"evalsha"}, checks(backend("kd", redisbackend.Config{Deadlines: true}), rl.Leaky, 1e9)},
 	}
 	if only := os.Getenv("REDISBACKEND_COST_ONLY"); only != "" {
 		subjects = slices.DeleteFunc(subjects, func(s costSubject) bool {

@@ -4,7 +4,9 @@
 # persistence) pinned to its own core (the last one) while the load runs on
 # the others.
 #
-#   cost      what one check costs Redis, per algorithm, beside one INCRBY:
+#   cost      what one check costs Redis, per algorithm (slices at 60 slices,
+#             leaky with a queue), with and without -redis-deadlines, beside
+#             one INCRBY:
 #             BenchmarkRedisCost (redisbackend), ROUNDS rounds, each subject
 #             in turn after CONFIG RESETSTAT, 100,000 checks in batches of
 #             100 over 10,000 ids: Redis µs per check (INFO commandstats:
@@ -60,8 +62,8 @@ awk '/^BenchmarkRedisCost/ {
     else if (u ~ /-cpu-x-incrby$/) { n = u; sub(/-cpu-x-incrby$/, "", n); cpu[n] = v }
     else if (u ~ /-x-incrby$/) { n = u; sub(/-x-incrby$/, "", n); x[n] = v } }
   }
-  END { split("incrby incrby+pexpire fixed sliding token log fixed-deadlines sliding-deadlines token-deadlines", want, " ")
-    for (j = 1; j <= 9; j++) { n = want[j]; if (n in us) printf "| %s | %.2f | %.2f | %.2f |\n", n, us[n], x[n], cpu[n] } }' "$tmp/cost.out"
+  END { k = split("incrby incrby+pexpire fixed sliding token log slices leaky fixed-deadlines sliding-deadlines token-deadlines log-deadlines slices-deadlines leaky-deadlines", want, " ")
+    for (j = 1; j <= k; j++) { n = want[j]; if (n in us) printf "| %s | %.2f | %.2f | %.2f |\n", n, us[n], x[n], cpu[n] } }' "$tmp/cost.out"
 
 # rcpu: the CPU Redis's main thread has used so far, in µs (INFO cpu).
 rcpu() {
