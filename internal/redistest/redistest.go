@@ -442,6 +442,54 @@ func StartSentinel(t testing.TB) *Sentinel {
 	}
 }
 
+// WaitReplicated waits, up to timeout, until the replica has acknowledged
+// every write the master had taken when it was called. (WAIT would not do:
+// it waits for the writes of its own connection only, and a fresh
+// connection has none. Nor is a replica whose link is up sure to have
+// them: after a diskless sync the master streams its writes only once the
+// replica's first acknowledgement arrives, up to a second later.)
+func (s *Sentinel) WaitReplicated(t testing.TB, timeout time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	var want int64 = -1
+	for {
+		info, err := s.Master.CLI("info", "replication")
+		if err == nil {
+			master, acked := replOffsets(info)
+			if want < 0 {
+				want = master
+			}
+			if want >= 0 && acked >= want {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("redistest: the replica did not acknowledge the master's writes within %v: %v\n%s", timeout, err, info)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// replOffsets reads a master's INFO replication: its replication offset and
+// the offset its first replica acknowledged (-1 when absent).
+func replOffsets(info string) (master, acked int64) {
+	master, acked = -1, -1
+	for _, line := range strings.Split(info, "\n") {
+		line = strings.TrimSpace(line)
+		if v, ok := strings.CutPrefix(line, "master_repl_offset:"); ok {
+			master, _ = strconv.ParseInt(v, 10, 64)
+		}
+		if v, ok := strings.CutPrefix(line, "slave0:"); ok {
+			for _, kv := range strings.Split(v, ",") {
+				if o, ok := strings.CutPrefix(kv, "offset="); ok {
+					acked, _ = strconv.ParseInt(o, 10, 64)
+				}
+			}
+		}
+	}
+	return master, acked
+}
+
 // WaitFailover waits, up to timeout, until the Sentinel names the replica as
 // the master, and returns how long that took.
 func (s *Sentinel) WaitFailover(t testing.TB, timeout time.Duration) time.Duration {

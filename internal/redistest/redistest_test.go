@@ -88,3 +88,22 @@ func TestKeySlot(t *testing.T) {
 		assert.Equal(t, strings.TrimSpace(out), strconv.Itoa(KeySlot(k)), k)
 	}
 }
+
+// TestReplOffsets reads a master's INFO replication: its offset and its
+// replica's acknowledged one, -1 when absent.
+func TestReplOffsets(t *testing.T) {
+	for _, tc := range []struct {
+		name          string
+		info          string
+		master, acked int64
+	}{
+		{"a replica behind", "# Replication\r\nrole:master\r\nconnected_slaves:1\r\nslave0:ip=127.0.0.1,port=39701,state=online,offset=0,lag=0\r\nmaster_repl_offset:17444\r\n", 17444, 0},
+		{"caught up", "slave0:ip=127.0.0.1,port=1,state=online,offset=99,lag=0\nmaster_repl_offset:99\n", 99, 99},
+		{"no replica", "role:master\r\nconnected_slaves:0\r\nmaster_repl_offset:5\r\n", 5, -1},
+		{"nothing", "", -1, -1},
+	} {
+		master, acked := replOffsets(tc.info)
+		assert.Equal(t, tc.master, master, tc.name)
+		assert.Equal(t, tc.acked, acked, tc.name)
+	}
+}
