@@ -67,3 +67,27 @@ func FuzzParseFailMode(f *testing.F) {
 		assert.Equal(t, s, m.String())
 	})
 }
+
+// FuzzParseField: an index field read back from Redis (any bytes, as
+// another version or a hand-made key could leave) is either refused or
+// names a record whose field, written again, is the same string, so a
+// listing or a reset never reads or deletes another record's key.
+func FuzzParseField(f *testing.F) {
+	for _, s := range []string{"f:1000", "w:60000", "g:1", "l:5", "n:60000:60", "k:1000", "n:60000", "w:60000:60",
+		"n:1:2", "n:1:601", "n:1:1", "x:1000", "f:0", "f:-1", "f:01", "n:10:060", ":", "", "f:1000:3"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		a, scale, sub, ok := parseField(s)
+		if !ok {
+			return
+		}
+		assert.Positive(t, scale)
+		if a == rl.Slices {
+			assert.True(t, sub >= rl.MinSlices && sub <= rl.MaxSlices, "slice count %d", sub)
+		} else {
+			assert.Zero(t, sub)
+		}
+		assert.Equal(t, s, field(codeOf(a), scale, sub), "the field written again")
+	})
+}

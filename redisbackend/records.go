@@ -171,6 +171,9 @@ func parseField(f string) (a rl.Algo, scale, sub int64, ok bool) {
 			return 0, 0, 0, false
 		}
 	}
+	if field(code, scale, sub) != f {
+		return 0, 0, 0, false // not as a check writes it ("01", "+1")
+	}
 	return a, scale, sub, true
 }
 
