@@ -104,8 +104,8 @@ type Config struct {
 	// its caller's deadline, so a 503 never counts (docs/redis-counting.md):
 	// the scripts read Redis's clock (TIME) instead of the client's, and
 	// fixed windows are counted by a script (fixed.lua) instead of plain
-	// commands. It costs Redis 1.4 (sliding, token) to 2.7 (fixed) times
-	// as much CPU per check.
+	// commands. It costs Redis 1.2 to 1.4 (the scripts) and 2.3 (fixed)
+	// times as much CPU per check.
 	Deadlines bool
 	// DenyCache bounds the local cache of denials: how many ids' denials
 	// are kept, each answered here, without Redis, until the time Redis

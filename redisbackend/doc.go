@@ -4,9 +4,9 @@
 //
 // Each algorithm does on Redis no more than it must: a fixed window is a
 // counter per window (SET NX PX and INCRBY, pipelined, no script); the
-// sliding window, the token bucket and the log each have a small atomic Lua
-// script of their own (EVALSHA, reloaded on NOSCRIPT) that reads and writes
-// one key. The script applies the state change; the decision itself is
+// sliding window, the token bucket, the log, the sliding window counters and
+// the leaky bucket each have a small atomic Lua script of their own
+// (EVALSHA, reloaded on NOSCRIPT) that reads and writes one key. The script applies the state change; the decision itself is
 // computed by the same pure functions (package algo) as the embedded
 // limiter, from the state the script read, so both backends answer alike.
 // The scripts decide at the client's clock, or with Config.Deadlines at

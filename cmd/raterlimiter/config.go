@@ -59,7 +59,7 @@ func (cfg *config) flags(fs *flag.FlagSet) {
 	fs.StringVar(&cfg.redisURL, "redis-url", "redis://127.0.0.1:6379/0", "Redis address when -backend=redis")
 	fs.DurationVar(&cfg.redisTimeout, "redis-timeout", redisbackend.DefaultTimeout, "if set, a ceiling on one call's wait for Redis past which -redis-fail applies; 0: a call waits as long as -timeout allows, and only Redis refusing or answering nothing for 2s opens the circuit")
 	fs.StringVar(&cfg.redisFail, "redis-fail", "closed", "when Redis does not answer: closed (503), open (allow) or local (this sidecar's own counters)")
-	fs.BoolVar(&cfg.redisDeadlines, "redis-deadlines", false, "count no check that Redis runs after its caller's deadline, so a 503 never counts: the checks read Redis's clock, and fixed windows use a script; 1.4 (sliding, token) to 2.7 (fixed) times the Redis CPU per check")
+	fs.BoolVar(&cfg.redisDeadlines, "redis-deadlines", false, "count no check that Redis runs after its caller's deadline, so a 503 never counts: the checks read Redis's clock, and fixed windows use a script; 1.2 to 1.4 (the scripts) and 2.3 (fixed) times the Redis CPU per check")
 	fs.IntVar(&cfg.redisDenyCache, "redis-deny-cache", redisbackend.DefaultDenyCache, "how many ids' denials this sidecar keeps and answers itself, without Redis, until Redis would allow; 0 turns the cache off")
 	fs.StringVar(&cfg.adminToken, "admin-token", "", "bearer token /buckets requires; empty leaves /buckets open")
 	fs.IntVar(&cfg.maxIDBytes, "max-id-bytes", rl.DefaultMaxIDBytes, fmt.Sprintf("longest id accepted, in bytes (1 to %d)", maxIDBytesCap))
