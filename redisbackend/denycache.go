@@ -63,8 +63,9 @@ type state struct {
 	pending   int64       // fixed: hits counted here, not yet on Redis
 	rec       algo.Record // token, leaky: the TAT
 	ok        bool        // token, leaky: a record exists
-	// slices: the window's slices holding hits, oldest first.
-	slices []algo.Slice
+	// slices: the window's slices holding hits, oldest first, packed
+	// (packSlices) from w, the newest.
+	slices []uint64
 	// log: the decision of (limit, hits), valid before end (Redis's time).
 	limit, hits int64
 	d           rl.Decision
@@ -192,10 +193,11 @@ func (e *denial) decide(r rl.Request, now int64) (d rl.Decision, denied, gone bo
 		// Gone once the newest slice held has left the window: the
 		// state is then a fresh record's, which Redis answers.
 		n, _, k := algo.SliceOf(t, r)
-		if len(st.slices) == 0 || st.slices[len(st.slices)-1].Num <= k-n {
+		if len(st.slices) == 0 || st.w <= k-n {
 			return d, false, true
 		}
-		d = algo.SlicesCheck(st.slices, t, r)
+		var buf [maxCachedSlices]algo.Slice
+		d = algo.SlicesCheck(unpackSlices(buf[:0], st.w, st.slices), t, r)
 	default:
 		if t >= st.end {
 			return d, false, true
@@ -209,6 +211,36 @@ func (e *denial) decide(r rl.Request, now int64) (d rl.Decision, denied, gone bo
 		d.Now = t
 	}
 	return d, !d.Allowed, false
+}
+
+// maxCachedSlices bounds the slices a cached denial of the sliding window
+// counters keeps (8 bytes each), so that the cache's memory stays bounded
+// by its ids: a denial whose window holds more slices with hits is not
+// cached, and Redis answers the record's later requests.
+const maxCachedSlices = 64
+
+// packSlices packs list, oldest first, for the cache of denials: each
+// slice as its distance back from newest (below 2^10: a window has at most
+// MaxSlices) over its hits (below 2^32: a slice holds at most a limit). It
+// returns nil when list is empty or longer than maxCachedSlices.
+func packSlices(list []algo.Slice) (newest int64, packed []uint64) {
+	if len(list) == 0 || len(list) > maxCachedSlices {
+		return 0, nil
+	}
+	newest = list[len(list)-1].Num
+	packed = make([]uint64, len(list))
+	for i, x := range list {
+		packed[i] = uint64(newest-x.Num)<<32 | uint64(uint32(x.Hits))
+	}
+	return newest, packed
+}
+
+// unpackSlices appends to buf the slices packSlices packed from newest.
+func unpackSlices(buf []algo.Slice, newest int64, packed []uint64) []algo.Slice {
+	for _, p := range packed {
+		buf = append(buf, algo.Slice{Num: newest - int64(p>>32), Hits: int64(uint32(p))})
+	}
+	return buf
 }
 
 // drop removes the i-th state of id from its shard s, locked.
@@ -242,7 +274,9 @@ func (c *denyCache) remember(r rl.Request, d rl.Decision, st state, now int64) {
 			break
 		}
 	}
-	if d.Allowed {
+	if d.Allowed || (r.Algo == rl.Slices && st.slices == nil) {
+		// An allowed check may have changed the record; a slices denial
+		// too long to keep leaves it to Redis.
 		if at >= 0 {
 			c.drop(s, r.ID, at)
 		}

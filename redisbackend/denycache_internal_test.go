@@ -1,6 +1,7 @@
 package redisbackend
 
 import (
+	"slices"
 	"strconv"
 	"testing"
 
@@ -95,14 +96,17 @@ func TestDenyCacheSlicesAndLeaky(t *testing.T) {
 	list := []algo.Slice{{Num: k, Hits: 4}}
 	d := algo.SlicesCheck(list, t0, r6)
 	require.False(t, d.Allowed)
-	c.remember(r6, d, state{slices: list}, t0-5) // Redis 5 ms ahead
+	st := state{}
+	st.w, st.slices = packSlices(list)
+	c.remember(r6, d, st, t0-5) // Redis 5 ms ahead
 	// The same id and scale with 60 slices is another record.
 	r60 := r6
 	r60.Slices = 60
 	_, _, k60 := algo.SliceOf(t0, r60)
 	list60 := []algo.Slice{{Num: k60, Hits: 4}}
 	d60 := algo.SlicesCheck(list60, t0, r60)
-	c.remember(r60, d60, state{slices: list60}, t0)
+	st.w, st.slices = packSlices(list60)
+	c.remember(r60, d60, st, t0)
 	for _, tc := range []struct {
 		name string
 		r    rl.Request
@@ -119,6 +123,28 @@ func TestDenyCacheSlicesAndLeaky(t *testing.T) {
 	n, w, _ := algo.SliceOf(t0, r6)
 	todo, _ := c.answer([]rl.Request{r6}, (k+n)*w-5, ds)
 	assert.Equal(t, []int{0}, todo, "the slices have left")
+
+	// A window of many slices with hits, packed and read back as they
+	// were; past maxCachedSlices, not kept: Redis answers.
+	r600 := r60
+	r600.Slices, r600.ID, r600.Limit = 600, "m", maxCachedSlices
+	_, _, k600 := algo.SliceOf(t0, r600)
+	var many []algo.Slice
+	for i := range int64(maxCachedSlices + 1) {
+		many = append(many, algo.Slice{Num: k600 - 3*i, Hits: 1 + i%3})
+	}
+	slices.Reverse(many)
+	newest, packed := packSlices(many[1:])
+	require.Len(t, packed, maxCachedSlices)
+	assert.Equal(t, many[1:], unpackSlices(nil, newest, packed))
+	_, packed = packSlices(many)
+	assert.Nil(t, packed, "too many to keep")
+	d600 := algo.SlicesCheck(many, t0, r600)
+	require.False(t, d600.Allowed)
+	st.w, st.slices = packSlices(many)
+	c.remember(r600, d600, st, t0)
+	todo, _ = c.answer([]rl.Request{r600}, t0, ds)
+	assert.Equal(t, []int{0}, todo, "not cached")
 
 	// A leaky bucket of 5 a second and no queue: a hit each 200 ms.
 	q := rl.Request{ID: "q", Scale: 1000, Limit: 5, Hits: 1, Algo: rl.Leaky}

@@ -76,7 +76,7 @@ func unpack(s string, n int) ([]int64, bool) {
 	}
 	out := make([]int64, n)
 	for i := range out {
-		out[i] = int64(math.Float64frombits(binary.LittleEndian.Uint64([]byte(s[8*i:]))))
+		out[i] = int64(math.Float64frombits(binary.LittleEndian.Uint64([]byte(s[8*i : 8*i+8]))))
 	}
 	return out, true
 }

@@ -46,7 +46,8 @@ func slicesRecord(s string, n, w int64) (m int64, list []algo.Slice, err error) 
 	k := algo.Bucket(m, w)
 	list = make([]algo.Slice, 0, 8)
 	for i := range n - 1 {
-		if h := int64(binary.LittleEndian.Uint32([]byte(s[slicesHeader+4*i:]))); h > 0 {
+		off := slicesHeader + 4*i
+		if h := int64(binary.LittleEndian.Uint32([]byte(s[off : off+4]))); h > 0 {
 			list = append(list, algo.Slice{Num: k - (n - 1) + i, Hits: h})
 		}
 	}
@@ -73,7 +74,11 @@ func slicesDecide(r rl.Request, a answer) (rl.Decision, state, int64, error) {
 		now = max(now, m) // never rewind
 	}
 	d := algo.SlicesCheck(list, now, r)
-	st := state{slices: list}
+	var st state
+	if !d.Allowed {
+		// For the cache of denials; nil, and not cached, when too long.
+		st.w, st.slices = packSlices(list)
+	}
 	k := algo.Bucket(now, w)
 	if !d.Allowed || r.Hits == 0 || (ok && algo.Bucket(m, w) == k) {
 		return d, st, 0, nil // nothing written, or within the slice: the same expiry
