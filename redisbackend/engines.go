@@ -70,10 +70,10 @@ type answer struct {
 	slack int64 // the TTL slack the script was given
 }
 
-// packed reads an answer that is a record (packed numbers), led by the time
+// raw reads an answer that is a record (packed numbers), led by the time
 // decided at when timed: the time, the record's bytes, and whether there is
 // one.
-func (a answer) packed() (int64, string, bool, error) {
+func (a answer) raw() (int64, string, bool, error) {
 	now := a.now
 	if a.msg.IsNil() {
 		if a.timed {
@@ -102,7 +102,7 @@ func (a answer) packed() (int64, string, bool, error) {
 // time decided at when timed: the time, the record, and whether there is
 // one.
 func (a answer) record(n int) (int64, []int64, bool, error) {
-	now, s, ok, err := a.packed()
+	now, s, ok, err := a.raw()
 	if err != nil || !ok {
 		return now, nil, false, err
 	}

@@ -60,7 +60,7 @@ func slicesRecord(s string, n, w int64) (m int64, list []algo.Slice, err error) 
 // slicesDecide reads the record slices.lua answered and decides as the
 // script did, with algo.SlicesCheck.
 func slicesDecide(r rl.Request, a answer) (rl.Decision, state, int64, error) {
-	now, s, ok, err := a.packed()
+	now, s, ok, err := a.raw()
 	if err != nil {
 		return rl.Decision{}, state{}, 0, err
 	}
