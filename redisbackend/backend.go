@@ -1,6 +1,7 @@
 package redisbackend
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -15,6 +16,7 @@ import (
 	"github.com/redis/rueidis"
 
 	rl "github.com/raterlimiter/raterlimiter"
+	"github.com/raterlimiter/raterlimiter/algo"
 )
 
 // clockSlack is added to every TTL when Config.Clock is set: the client's
@@ -22,18 +24,25 @@ import (
 // outruns or lags.
 const clockSlack = time.Hour
 
+// windowSlack is how long a record decided on the client's clock outlives
+// the last window that reads it: longer than sidecars' clocks disagree.
+const windowSlack = 2 * time.Second
+
 // Backend is a raterlimiter.Limiter on Redis. It is safe for concurrent use.
 type Backend struct {
-	cfg     Config
-	client  atomic.Pointer[rueidis.Client] // nil until connected
-	done    chan struct{}                  // closed by Close
-	wg      sync.WaitGroup                 // the connecting goroutine
-	check   script
-	records script
-	br      breaker
-	log     *slog.Logger
-	slack   string // ms added to every TTL
-	closed  atomic.Bool
+	cfg    Config
+	client atomic.Pointer[rueidis.Client] // nil until connected
+	done   chan struct{}                  // closed by Close
+	wg     sync.WaitGroup                 // the connecting goroutine
+	br     breaker
+	log    *slog.Logger
+	// scriptSlack and windowSlack are added to the TTLs of the scripts'
+	// records and of fixed windows' counters: when the client's clock
+	// decides, a sidecar whose clock is behind still reads a record a
+	// little after the others have moved on.
+	scriptSlack, windowSlack int64
+	denials                  *denyCache // nil when Config.DenyCache < 0
+	closed                   atomic.Bool
 	// slots bounds the calls in flight; queued counts those waiting.
 	slots  chan struct{}
 	queued atomic.Int64
@@ -103,17 +112,22 @@ func New(cfg Config) (*Backend, error) {
 	opt.DisableRetry = true
 	opt.ClientName = "raterlimiter"
 	b := &Backend{
-		cfg:     cfg,
-		check:   newScript(checkLua),
-		records: newScript(recordsLua),
-		log:     cfg.Logger,
-		br:      breaker{interval: cfg.ProbeInterval, now: time.Now},
-		slots:   make(chan struct{}, cfg.MaxInFlight),
-		slack:   "0",
-		done:    make(chan struct{}),
+		cfg:         cfg,
+		log:         cfg.Logger,
+		br:          breaker{interval: cfg.ProbeInterval, now: time.Now},
+		slots:       make(chan struct{}, cfg.MaxInFlight),
+		scriptSlack: windowSlack.Milliseconds(),
+		windowSlack: windowSlack.Milliseconds(),
+		done:        make(chan struct{}),
 	}
-	if cfg.Clock != nil {
-		b.slack = strconv.FormatInt(clockSlack.Milliseconds(), 10)
+	switch {
+	case cfg.Clock != nil:
+		b.scriptSlack, b.windowSlack = clockSlack.Milliseconds(), clockSlack.Milliseconds()
+	case cfg.Deadlines:
+		b.scriptSlack = 0 // Redis's clock decides and expires
+	}
+	if cfg.DenyCache >= 0 {
+		b.denials = newDenyCache(cmp.Or(cfg.DenyCache, DefaultDenyCache))
 	}
 	client, err := rueidis.NewClient(opt)
 	switch {
@@ -208,8 +222,9 @@ func (b *Backend) Ping(ctx context.Context) error {
 	return nil
 }
 
-// CheckRate decides r with one atomic script on Redis. An invalid r fails
-// with an error matching raterlimiter.ErrInvalid and reaches no Redis.
+// CheckRate decides r on Redis: a fixed window with a counter, the other
+// algorithms with an atomic script each. An invalid r fails with an error
+// matching raterlimiter.ErrInvalid and reaches no Redis.
 func (b *Backend) CheckRate(ctx context.Context, r rl.Request) (rl.Decision, error) {
 	if err := r.Validate(b.cfg.MaxIDBytes); err != nil {
 		return rl.Decision{}, err
@@ -221,7 +236,7 @@ func (b *Backend) CheckRate(ctx context.Context, r rl.Request) (rl.Decision, err
 	return ds[0], err
 }
 
-// CheckRates decides a batch, pipelined: one script per request, sent
+// CheckRates decides a batch, pipelined: each request's commands sent
 // together (to each Cluster node its own). Requests of one id are decided in
 // their order. If any request is invalid nothing is counted.
 func (b *Backend) CheckRates(ctx context.Context, rs []rl.Request) ([]rl.Decision, error) {
@@ -234,14 +249,41 @@ func (b *Backend) CheckRates(ctx context.Context, rs []rl.Request) ([]rl.Decisio
 	return b.decide(ctx, "check_batch", rs)
 }
 
-// decide runs the check script for rs (valid, non-empty) and applies the
-// fail mode to the requests Redis did not answer.
+// clock is the client's time in Unix ms: Config.Clock, or the wall clock.
+func (b *Backend) clock() int64 {
+	if b.cfg.Clock != nil {
+		return b.cfg.Clock()
+	}
+	return time.Now().UnixMilli()
+}
+
+// scriptNow is the now argument of a check script: the client's clock, or
+// -1 (the script reads Redis's TIME) with Config.Deadlines, unless
+// Config.Clock is set.
+func (b *Backend) scriptNow(now int64) int64 {
+	if b.cfg.Deadlines && b.cfg.Clock == nil {
+		return -1
+	}
+	return now
+}
+
+// decide decides rs (valid, non-empty): the denials the local cache knows
+// here, the rest on Redis, and by the fail mode those Redis did not answer.
 func (b *Backend) decide(ctx context.Context, op string, rs []rl.Request) ([]rl.Decision, error) {
 	if b.closed.Load() {
 		return nil, errClosed
 	}
+	now := b.clock()
+	ds := make([]rl.Decision, len(rs))
+	todo, pending := b.denials.answer(rs, now, ds)
+	if b.cfg.OnLocalDenials != nil && len(todo) < len(rs) {
+		b.cfg.OnLocalDenials(len(rs) - len(todo))
+	}
+	if len(todo) == 0 {
+		return ds, nil
+	}
 	if !b.br.allow() {
-		return b.degrade(ctx, rs, make([]rl.Decision, len(rs)), allIndexes(len(rs)), ErrCircuitOpen)
+		return b.degrade(ctx, rs, ds, todo, ErrCircuitOpen)
 	}
 	if err := b.admit(ctx); err != nil {
 		return nil, err
@@ -249,19 +291,18 @@ func (b *Backend) decide(ctx context.Context, op string, rs []rl.Request) ([]rl.
 	defer b.release()
 	cctx, cancel := b.callContext(ctx)
 	defer cancel()
-	now := b.now()
 	start := time.Now()
-	dl := b.deadlineArg(cctx)
-	res := b.runChecks(cctx, rs, now, dl)
-	ds := make([]rl.Decision, len(rs))
+	calls, at := b.checkCalls(rs, todo, pending, now, b.scriptNow(now), b.deadlineArg(cctx))
+	res := b.run(cctx, calls, len(rs) == 1)
 	var failed []int
 	var cause, firstErr error
-	for i, r := range res {
-		var err error
-		if err = r.Error(); err == nil {
-			ds[i], err = decisionOf(r, rs[i])
-		}
+	var after []call // index writes and saturated counters
+	for j, i := range todo {
+		d, st, more, err := b.decision(rs[i], at0(pending, i), now, res[at[j]])
 		if err == nil {
+			ds[i] = d
+			after = append(after, more...)
+			b.denials.remember(rs[i], d, st, now)
 			continue
 		}
 		if firstErr == nil {
@@ -288,6 +329,13 @@ func (b *Backend) decide(ctx context.Context, op string, rs []rl.Request) ([]rl.
 		}
 		failed = append(failed, i)
 	}
+	if len(after) > 0 {
+		// The checks are decided and counted; these only keep the admin
+		// API's index and a saturated counter right, so their failure
+		// changes no answer (a record missing from the index is listed
+		// again from its next refresh).
+		b.run(cctx, after, false)
+	}
 	b.observe(op, start, firstErr)
 	if failed == nil {
 		b.succeed()
@@ -295,4 +343,80 @@ func (b *Backend) decide(ctx context.Context, op string, rs []rl.Request) ([]rl.
 	}
 	b.fail(cause)
 	return b.degrade(ctx, rs, ds, failed, cause)
+}
+
+// at0 is xs[i], or 0 when xs is nil.
+func at0(xs []int64, i int) int64 {
+	if xs == nil {
+		return 0
+	}
+	return xs[i]
+}
+
+// checkCalls returns the calls that decide rs[todo] at now (the client's
+// clock; nowArg and deadline are the scripts' now and deadline arguments, -1
+// for Redis's TIME and for none), and for each the index of the call whose
+// answer decides it. pending (nil: none) holds the hits a fixed window's
+// check adds besides its own (denyCache.answer).
+func (b *Backend) checkCalls(rs []rl.Request, todo []int, pending []int64, now, nowArg, deadline int64) ([]call, []int) {
+	calls := make([]call, 0, 2*len(todo))
+	at := make([]int, len(todo))
+	for j, i := range todo {
+		r := rs[i]
+		e := engines[r.Algo]
+		if e == nil {
+			calls, at[j] = b.fixedCalls(calls, r, at0(pending, i), now, nowArg, deadline)
+			continue
+		}
+		var stack [160]byte
+		buf := appendTag(stack[:0], b.cfg.Prefix, r.ID)
+		buf = appendField(buf, e.code, r.Scale, e.subOf(r))
+		at[j] = len(calls)
+		args := []int64{r.Scale, r.Limit, r.Hits, nowArg, deadline, b.scriptSlack}
+		if e.extra != nil {
+			args = append(args, e.extra(r)...)
+		}
+		calls = append(calls, call{op: opScript, s: e.script, key: string(buf), args: []string{packArgs(args...)}})
+	}
+	return calls, at
+}
+
+// decision turns Redis's answer to r's check at now into its decision and
+// the state it was decided from (for the cache of denials), with the calls
+// the check leaves to make: the id's index to refresh, a counter to
+// saturate.
+func (b *Backend) decision(r rl.Request, pending, now int64, res rueidis.RedisResult) (rl.Decision, state, []call, error) {
+	e := engines[r.Algo]
+	if e == nil {
+		d, st, created, saturate, err := fixedDecision(r, pending, now, res)
+		if err != nil {
+			return d, st, nil, err
+		}
+		var more []call
+		w := algo.Bucket(now, r.Scale)
+		ttl := (w+1)*r.Scale - now + b.windowSlack
+		if created {
+			more = append(more, b.indexCall(r.ID, field(fixedCode, r.Scale, 0), now, ttl))
+		}
+		if saturate {
+			more = append(more, call{op: opSaturate, key: b.fixedKey(r.ID, r.Scale, w), ttl: ttl})
+		}
+		return d, st, more, nil
+	}
+	if err := res.Error(); err != nil && !rueidis.IsRedisNil(err) {
+		return rl.Decision{}, state{}, nil, err
+	}
+	m, _ := res.ToMessage()
+	d, st, index, err := e.decide(r, answer{msg: m, now: now, timed: b.scriptNow(now) < 0, slack: b.scriptSlack})
+	if err != nil || index <= 0 {
+		return d, st, nil, err
+	}
+	return d, st, []call{b.indexCall(r.ID, field(e.code, r.Scale, e.subOf(r)), d.Now, index)}, nil
+}
+
+// indexCall lists the record of id that field names in the id's index,
+// which must then live at least ttl ms more.
+func (b *Backend) indexCall(id, field string, now, ttl int64) call {
+	return call{op: opScript, s: indexScript, key: b.tag(id) + "i",
+		args: []string{field, strconv.FormatInt(now, 10), strconv.FormatInt(ttl, 10)}}
 }

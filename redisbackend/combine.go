@@ -8,7 +8,7 @@ import (
 )
 
 // Single checks from concurrent callers are combined: a caller queues its
-// command and waits; a few sender goroutines each take what is queued (up
+// commands and waits; a few sender goroutines each take what is queued (up
 // to combineMax commands) and send it with one DoMulti, so the client
 // pays its per-call hand-offs once per group instead of once per check.
 
@@ -18,9 +18,9 @@ const (
 )
 
 type combined struct {
-	cmd      rueidis.Completed
+	cmds     rueidis.Commands
 	deadline time.Time // zero: none
-	res      chan rueidis.RedisResult
+	res      chan []rueidis.RedisResult
 }
 
 func (b *Backend) startSenders() {
@@ -42,21 +42,23 @@ func (b *Backend) sender() {
 			return
 		}
 		batch = append(batch[:0], first)
+		n := len(first.cmds)
 	drain:
-		for len(batch) < combineMax {
+		for n < combineMax {
 			select {
 			case c := <-b.queue:
 				batch = append(batch, c)
+				n += len(c.cmds)
 			default:
 				break drain
 			}
 		}
 		// A new slice each time: rueidis may still be writing the last one
 		// when a deadline ended DoMulti's wait.
-		cmds := make(rueidis.Commands, 0, len(batch))
+		cmds := make(rueidis.Commands, 0, n)
 		var latest time.Time
 		for _, c := range batch {
-			cmds = append(cmds, c.cmd)
+			cmds = append(cmds, c.cmds...)
 			if c.deadline.After(latest) {
 				latest = c.deadline
 			}
@@ -70,31 +72,45 @@ func (b *Backend) sender() {
 			res = cl.DoMulti(ctx, cmds...)
 		}
 		cancel()
-		for i, c := range batch {
-			if res == nil {
-				c.res <- rueidis.NewErrorResult(errNotConnected)
-				continue
+		for _, c := range batch {
+			out := make([]rueidis.RedisResult, len(c.cmds))
+			for i := range out {
+				if res == nil {
+					out[i] = rueidis.NewErrorResult(errNotConnected)
+				} else {
+					out[i] = res[i]
+				}
 			}
-			c.res <- res[i]
+			if res != nil {
+				res = res[len(c.cmds):]
+			}
+			c.res <- out
 		}
 		clear(batch)
 	}
 }
 
-// doCombined sends cmd with the other queued single checks and waits for
-// its answer, as long as ctx allows.
-func (b *Backend) doCombined(ctx context.Context, cmd rueidis.Completed) rueidis.RedisResult {
-	c := &combined{cmd: cmd, res: make(chan rueidis.RedisResult, 1)}
+// doCombined sends cmds with the other queued single checks and waits for
+// their answers, as long as ctx allows.
+func (b *Backend) doCombined(ctx context.Context, cmds rueidis.Commands) []rueidis.RedisResult {
+	c := &combined{cmds: cmds, res: make(chan []rueidis.RedisResult, 1)}
 	c.deadline, _ = ctx.Deadline()
+	fail := func() []rueidis.RedisResult {
+		out := make([]rueidis.RedisResult, len(cmds))
+		for i := range out {
+			out[i] = rueidis.NewErrorResult(ctx.Err())
+		}
+		return out
+	}
 	select {
 	case b.queue <- c:
 	case <-ctx.Done():
-		return rueidis.NewErrorResult(ctx.Err())
+		return fail()
 	}
 	select {
 	case r := <-c.res:
 		return r
 	case <-ctx.Done():
-		return rueidis.NewErrorResult(ctx.Err())
+		return fail()
 	}
 }

@@ -3,7 +3,6 @@ package redisbackend
 import (
 	"context"
 	"errors"
-	"strconv"
 	"strings"
 	"time"
 
@@ -15,19 +14,20 @@ import (
 // the 503 the caller answers is true to the counters.
 var ErrPastDeadline = errors.New("redisbackend: redis ran the check after the caller's deadline; nothing counted")
 
-// deadlineArg returns the check script's deadline argument for a call bounded
-// by ctx: the deadline in Unix ms on the clock the script reads (Config.Clock
-// when set, else the wall clock, which Redis's TIME is assumed to follow),
-// rounded down; "" when ctx has no deadline.
-func (b *Backend) deadlineArg(ctx context.Context) string {
+// deadlineArg returns the check scripts' deadline argument for a call
+// bounded by ctx, with Config.Deadlines: the deadline in Unix ms on the clock
+// the script reads (Config.Clock when set, else the wall clock, which Redis's
+// TIME is assumed to follow), rounded down; -1 without Config.Deadlines or
+// when ctx has no deadline.
+func (b *Backend) deadlineArg(ctx context.Context) int64 {
 	d, ok := ctx.Deadline()
-	if !ok {
-		return ""
+	if !ok || !b.cfg.Deadlines {
+		return -1
 	}
 	if b.cfg.Clock != nil {
-		return strconv.FormatInt(b.cfg.Clock()+time.Until(d).Milliseconds(), 10)
+		return b.cfg.Clock() + time.Until(d).Milliseconds()
 	}
-	return strconv.FormatInt(d.UnixMilli(), 10)
+	return d.UnixMilli()
 }
 
 // isPastDeadline reports whether err is the check script's refusal to count

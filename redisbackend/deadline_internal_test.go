@@ -4,10 +4,10 @@ import (
 	"context"
 	"errors"
 	"os"
-	"strconv"
 	"testing"
 	"time"
 
+	"github.com/redis/rueidis"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -16,67 +16,88 @@ import (
 	"github.com/raterlimiter/raterlimiter/limitertest"
 )
 
-// hash reads a record hash's fields.
-func hash(t *testing.T, b *Backend, key string) map[string]string {
+// exists reports whether key exists.
+func exists(t *testing.T, b *Backend, key string) bool {
 	t.Helper()
-	m, err := b.conn().Do(context.Background(), b.conn().B().Hgetall().Key(key).Build()).AsStrMap()
+	n, err := b.conn().Do(context.Background(), b.conn().B().Exists().Key(key).Build()).AsInt64()
 	require.NoError(t, err)
-	return m
+	return n == 1
 }
 
-// evalCheck runs the check script for r with the given now and deadline
-// arguments, as the backend sends it.
-func evalCheck(b *Backend, r rl.Request, now, deadline string) error {
-	k, a := b.checkArgs(r, now, deadline)
-	return b.conn().Do(context.Background(), eval(b.conn(), b.check, k, a)).Error()
+// get reads a packed record of n numbers.
+func get(t *testing.T, b *Backend, key string, n int) []int64 {
+	t.Helper()
+	s, err := b.conn().Do(context.Background(), b.conn().B().Get().Key(key).Build()).ToString()
+	require.NoError(t, err)
+	v, ok := unpack(s, n)
+	require.True(t, ok, "%q", s)
+	return v
+}
+
+// checkCall returns the call that decides r at now on the client's clock,
+// with the scripts' now argument nowArg and deadline argument deadline (-1:
+// Redis's TIME, none), as the backend sends it.
+func checkCall(b *Backend, r rl.Request, now, nowArg, deadline int64) call {
+	calls, at := b.checkCalls([]rl.Request{r}, []int{0}, nil, now, nowArg, deadline)
+	return calls[at[0]]
+}
+
+// evalCheck runs the check script of r with the given arguments (EVAL).
+func evalCheck(b *Backend, r rl.Request, now, nowArg, deadline int64) error {
+	c := checkCall(b, r, now, nowArg, deadline)
+	err := b.conn().Do(context.Background(), c.build(b.conn(), true)).Error()
+	if rueidis.IsRedisNil(err) {
+		return nil // a script that found no record answers nil
+	}
+	return err
 }
 
 // TestScriptRefusesPastDeadline: a check that Redis runs after the caller's
 // deadline counts nothing and answers an error that decide turns into
 // ErrPastDeadline (a 503 that is true to the counters); at or before the
-// deadline, or with none, it counts.
+// deadline, or with none, it counts. Every script keeps the rule; fixed
+// windows keep it with Config.Deadlines.
 func TestScriptRefusesPastDeadline(t *testing.T) {
 	srv := redistest.Start(t)
-	b, err := New(Config{URL: srv.URL(), Prefix: "dl", Timeout: 5 * time.Second})
+	b, err := New(Config{URL: srv.URL(), Prefix: "dl", Timeout: 5 * time.Second, Deadlines: true})
 	require.NoError(t, err)
 	defer b.Close()
 	const t0 = limitertest.T0
-	for _, a := range []rl.Algo{rl.Fixed, rl.Sliding, rl.Token} {
+	for _, a := range rl.Algos {
 		r := rl.Request{ID: "u-" + a.String(), Scale: 60_000, Limit: 10, Hits: 1, Algo: a}
-		key, _ := b.checkArgs(r, "", "")
-		now := strconv.FormatInt(t0, 10)
+		key := checkCall(b, r, t0, -1, -1).key
 
-		err := evalCheck(b, r, now, strconv.FormatInt(t0-1, 10))
+		err := evalCheck(b, r, t0, t0, t0-1)
 		require.Error(t, err, a)
 		assert.True(t, isPastDeadline(err), "%s: %v", a, err)
-		assert.Empty(t, hash(t, b, key[0]), "%s: a refused check wrote its record", a)
+		assert.False(t, exists(t, b, key), "%s: a refused check wrote its record", a)
 
 		// The clock Redis reads (TIME) against a deadline long past.
-		err = evalCheck(b, r, "", strconv.FormatInt(t0, 10))
+		err = evalCheck(b, r, t0, -1, t0)
 		assert.True(t, isPastDeadline(err), "%s: %v", a, err)
-		assert.Empty(t, hash(t, b, key[0]), "%s", a)
+		assert.False(t, exists(t, b, key), "%s", a)
 
-		require.NoError(t, evalCheck(b, r, now, now), "%s: at the deadline", a)
-		require.NoError(t, evalCheck(b, r, now, ""), "%s: no deadline", a)
-		require.NoError(t, evalCheck(b, r, "", strconv.FormatInt(time.Now().Add(time.Hour).UnixMilli(), 10)), a)
-		assert.NotEmpty(t, hash(t, b, key[0]), "%s", a)
+		require.NoError(t, evalCheck(b, r, t0, t0, t0), "%s: at the deadline", a)
+		require.NoError(t, evalCheck(b, r, t0, t0, -1), "%s: no deadline", a)
+		require.NoError(t, evalCheck(b, r, t0, -1, time.Now().Add(time.Hour).UnixMilli()), a)
+		assert.True(t, exists(t, b, key), "%s", a)
 	}
 	assert.False(t, isPastDeadline(errors.New("DEADLINE")), "only Redis's own error reply")
 }
 
-// TestDeadlineArg: the deadline is given on the script's clock, Config.Clock's
-// when set.
+// TestDeadlineArg: with Config.Deadlines the deadline is given on the
+// script's clock, Config.Clock's when set; without, none.
 func TestDeadlineArg(t *testing.T) {
 	b := &Backend{}
-	assert.Equal(t, "", b.deadlineArg(context.Background()))
 	d := time.Now().Add(time.Hour)
 	ctx, cancel := context.WithDeadline(context.Background(), d)
 	defer cancel()
-	assert.Equal(t, strconv.FormatInt(d.UnixMilli(), 10), b.deadlineArg(ctx))
+	assert.Equal(t, int64(-1), b.deadlineArg(ctx), "without Deadlines")
+	b.cfg.Deadlines = true
+	assert.Equal(t, int64(-1), b.deadlineArg(context.Background()), "no deadline")
+	assert.Equal(t, d.UnixMilli(), b.deadlineArg(ctx))
 	b.cfg.Clock = func() int64 { return 1000 }
-	got, err := strconv.ParseInt(b.deadlineArg(ctx), 10, 64)
-	require.NoError(t, err)
-	assert.InDelta(t, 1000+time.Hour.Milliseconds(), got, 1000)
+	assert.InDelta(t, 1000+time.Hour.Milliseconds(), b.deadlineArg(ctx), 1000)
 }
 
 // TestNeverRewinds: a clock behind a record's last change (crafted here: a
@@ -93,34 +114,27 @@ func TestNeverRewinds(t *testing.T) {
 	require.NoError(t, err)
 	defer b.Close()
 	ctx := context.Background()
-	for _, a := range []rl.Algo{rl.Fixed, rl.Sliding} {
-		r := rl.Request{ID: "rewind-" + a.String(), Scale: scale, Limit: 10, Hits: 1, Algo: a}
-		key, _ := b.checkArgs(r, "", "")
-		c := b.conn()
-		// 7 hits, created at t0, last changed at t0+5000.
-		require.NoError(t, c.Do(ctx, c.B().Hset().Key(key[0]).FieldValue().
-			FieldValue("c", "7").FieldValue("cr", strconv.FormatInt(t0, 10)).
-			FieldValue("m", strconv.FormatInt(t0+5000, 10)).Build()).Error())
-		// The caller's clock two windows earlier: without the guard this
-		// would drop the record and count 1 in an old window.
-		clock = t0 - 2*scale
-		d, err := b.CheckRate(ctx, r)
-		require.NoError(t, err, a)
-		assert.Equal(t, int64(8), d.Count, "%s: the count goes on from the record's", a)
-		assert.True(t, d.Allowed, a)
-		assert.Equal(t, t0+5000, d.Now, "%s: decided at the record's last change", a)
-		h := hash(t, b, key[0])
-		assert.Equal(t, "8", h["c"], a)
-		assert.Equal(t, strconv.FormatInt(t0, 10), h["cr"], "%s: same window", a)
-		assert.Equal(t, strconv.FormatInt(t0+5000, 10), h["m"], "%s: modified never goes back", a)
+	r := rl.Request{ID: "rewind", Scale: scale, Limit: 10, Hits: 1, Algo: rl.Sliding}
+	key := checkCall(b, r, t0, t0, -1).key
+	// 7 hits, last changed at t0+5000, created at t0.
+	c := b.conn()
+	require.NoError(t, c.Do(ctx, c.B().Set().Key(key).Value(packArgs(7, t0+5000, t0, 0, 0, 0)).Build()).Error())
+	// The caller's clock two windows earlier: without the guard this would
+	// drop the record and count 1 in an old window.
+	clock = t0 - 2*scale
+	d, err := b.CheckRate(ctx, r)
+	require.NoError(t, err)
+	assert.Equal(t, int64(8), d.Count, "the count goes on from the record's")
+	assert.True(t, d.Allowed)
+	assert.Equal(t, t0+5000, d.Now, "decided at the record's last change")
+	assert.Equal(t, []int64{8, t0 + 5000, t0, 0, 0, 0}, get(t, b, key, 6), "same window, modified never goes back")
 
-		// A clock a little behind, in the same window, also never rewinds m.
-		clock = t0 + 4000
-		d, err = b.CheckRate(ctx, r)
-		require.NoError(t, err, a)
-		assert.Equal(t, int64(9), d.Count, a)
-		assert.Equal(t, strconv.FormatInt(t0+5000, 10), hash(t, b, key[0])["m"], a)
-	}
+	// A clock a little behind, in the same window, also never rewinds m.
+	clock = t0 + 4000
+	d, err = b.CheckRate(ctx, r)
+	require.NoError(t, err)
+	assert.Equal(t, int64(9), d.Count)
+	assert.Equal(t, []int64{9, t0 + 5000, t0, 0, 0, 0}, get(t, b, key, 6))
 }
 
 // lateCtx is a context whose deadline has passed but whose timer has not yet

@@ -1,23 +1,35 @@
 // Package redisbackend is the distributed raterlimiter backend: many sidecars
 // (or embedded users) share one limit by keeping the counters in Redis, one
-// node or a Redis Cluster.
+// node, a Redis Cluster, or a master behind Redis Sentinel.
 //
-// Every decision is one atomic Lua script (EVALSHA, reloaded on NOSCRIPT) that
-// reads the time from Redis (TIME), so hosts with skewed clocks agree. The
-// script applies the state change; the decision itself is computed by the
-// same pure functions (package algo) as the embedded limiter, from the state
-// the script read, so both backends answer alike.
+// Each algorithm does on Redis no more than it must: a fixed window is a
+// counter per window (SET NX PX and INCRBY, pipelined, no script); the
+// sliding window, the token bucket, the log, the sliding window counters and
+// the leaky bucket each have a small atomic Lua script of their own
+// (EVALSHA, reloaded on NOSCRIPT) that reads and writes one key. The script applies the state change; the decision itself is
+// computed by the same pure functions (package algo) as the embedded
+// limiter, from the state the script read, so both backends answer alike.
+// The scripts decide at the client's clock, or with Config.Deadlines at
+// Redis's TIME, refusing to count a check Redis runs after its caller's
+// deadline.
 //
 // Keys: an id's keys share one hash tag, {base64url(id)}, so they live in one
-// Cluster slot and ids of any bytes are safe. Each (id, algo, scale) is one
-// hash (the current window's record, and for sliding the previous one), with a
-// TTL at the end of the last window that can read it; an index hash per id
-// lists them for Buckets and Reset, so neither needs SCAN.
+// Cluster slot and ids of any bytes are safe; every command names one key.
+// Each record expires at the end of the last window that can read it. An
+// index hash per id lists its records for Buckets and Reset, so neither
+// needs SCAN; the checks write it only when a record is new or its expiry
+// passes into a new index epoch.
 //
-// Failures: every call has a short timeout (Config.Timeout). When Redis does
-// not answer, a circuit breaker opens: further calls do not wait on Redis,
-// except one probe per Config.ProbeInterval, until Redis answers again. Meanwhile
+// A cache of denials keeps the state Redis denied a request from and decides
+// the record's later requests from it, answering denials without Redis, so
+// a flood on a denied key costs Redis almost nothing.
+//
+// Failures: a call waits as long as its caller's deadline allows
+// (Config.Timeout puts a ceiling on it). When Redis does not answer, a
+// circuit breaker opens: further calls do not wait on Redis, except one
+// probe per Config.ProbeInterval, until Redis answers again. Meanwhile
 // Config.Fail decides: FailClosed returns errors matching
-// raterlimiter.ErrUnavailable, FailOpen allows, FailLocal asks Config.Fallback.
-// The last two say so with a *DegradedError next to the decision.
+// raterlimiter.ErrUnavailable, FailOpen allows, FailLocal asks
+// Config.Fallback. The last two say so with a *DegradedError next to the
+// decision.
 package redisbackend

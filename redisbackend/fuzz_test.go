@@ -38,7 +38,7 @@ func FuzzKeyTag(f *testing.F) {
 			t.Skip("ids are not empty")
 		}
 		tag := keyTag(DefaultPrefix, id)
-		for _, key := range []string{tag + "i", tag + field(rl.Sliding, 1000)} {
+		for _, key := range []string{tag + "i", tag + field(codeOf(rl.Sliding), 1000, 0), tag + field(codeOf(rl.Slices), 1000, 60), tag + field(fixedCode, 1000, 0) + ":1"} {
 			h := hashTag(key)
 			require.NotEqual(t, key, h, "the key has a hash tag")
 			back, err := base64.RawURLEncoding.DecodeString(h)
@@ -65,5 +65,29 @@ func FuzzParseFailMode(f *testing.F) {
 			return
 		}
 		assert.Equal(t, s, m.String())
+	})
+}
+
+// FuzzParseField: an index field read back from Redis (any bytes, as
+// another version or a hand-made key could leave) is either refused or
+// names a record whose field, written again, is the same string, so a
+// listing or a reset never reads or deletes another record's key.
+func FuzzParseField(f *testing.F) {
+	for _, s := range []string{"f:1000", "w:60000", "g:1", "l:5", "n:60000:60", "k:1000", "n:60000", "w:60000:60",
+		"n:1:2", "n:1:601", "n:1:1", "x:1000", "f:0", "f:-1", "f:01", "n:10:060", ":", "", "f:1000:3"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		a, scale, sub, ok := parseField(s)
+		if !ok {
+			return
+		}
+		assert.Positive(t, scale)
+		if a == rl.Slices {
+			assert.True(t, sub >= rl.MinSlices && sub <= rl.MaxSlices, "slice count %d", sub)
+		} else {
+			assert.Zero(t, sub)
+		}
+		assert.Equal(t, s, field(codeOf(a), scale, sub), "the field written again")
 	})
 }

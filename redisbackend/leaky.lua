@@ -1,110 +1,146 @@
--- leaky.lua: one decision of the leaky bucket as a queue (algo.Leaky),
--- atomically.
+-- leaky.lua: one check of the leaky bucket as a queue (algo.Leaky: GCRA
+-- with a queue), atomically.
 --
--- KEYS[1]  the record hash of (id, leaky, scale): m = the TAT's whole ms,
---          c/d = its fraction (numerator, denominator = the limit it was
---          computed with), cr = created; the TAT is when the queue drains
--- KEYS[2]  the id's index hash: one field "ALGO:SCALE" per record hash
--- ARGV     scale, limit, hits, now ("" = Redis TIME), index field, TTL slack
---          in ms, deadline ("" = none), queue, max delay in ms (0 = none)
+-- KEYS[1]  the record, token.lua's: 4 doubles, little-endian (struct
+--          '<dddd'), m, n, d and cr: the theoretical arrival time (TAT, when
+--          the queue drains) is m + n/d ms, d being the limit it was computed
+--          with; cr is when the record was created.
+-- ARGV[1]  8 doubles, little-endian: scale, limit, hits, now (-1: Redis's
+--          TIME), deadline (-1: none), TTL slack in ms (docs/redis.md), then
+--          the queue's length and the longest delay in ms (0: none)
 --
--- Returns the state before the decision as check.lua does for token,
---   {now, c, cr, m, false, false, false, d}
--- from which the client computes the decision with algo.Leaky; the script
--- applies the change that function would: with D*limit = (m-now)*limit + n
--- (how far the queue is ahead of now, times the limit), hits are let in iff
--- hits <= limit and D*limit <= room*limit = min(queue*scale,
--- maxdelay*limit), and the TAT moves by hits*scale/limit.
+-- Returns the record as it was before the check (nil: none), after the time
+-- decided at (8 bytes, packed alike) when that was Redis's TIME. The client
+-- decides from it with algo.Leaky, and knows from the decision what the
+-- script wrote; the script applies the change that function makes: with
+-- D*limit = (m-now)*limit + n, how far the queue reaches past now times the
+-- limit, hits are let in iff hits <= limit and D*limit <= room*limit =
+-- queue*scale (or maxdelay*limit when smaller), and the TAT moves by
+-- hits*scale/limit.
 --
--- Arithmetic: exact in doubles. Validation keeps a queue's wait within ten
--- years (queue*scale/limit <= 2^39 ms), so the TAT is less than 2^40 ms
--- ahead of now and every factor below 2^40; products are two limbs, as in
--- check.lua.
-if redis.replicate_commands then redis.replicate_commands() end
-local key, idx = KEYS[1], KEYS[2]
-local scale, limit, hits = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
-local queue, maxdelay = tonumber(ARGV[8]), tonumber(ARGV[9])
-local now
-if ARGV[4] == '' then
+-- Cost: two redis.calls (GET, then SETRANGE of the TAT while the record's
+-- expiry stays, SET PX when it moves), as token.lua.
+--
+-- Arithmetic: Lua numbers are doubles, exact for integers below 2^53. Every
+-- factor is below 2^41 (validation keeps a queue's wait within ten years),
+-- but products such as queue*scale reach 2^72: below 2^52 they are computed
+-- directly, above it as two limbs hi*2^40 + lo.
+local scale, limit, hits, now, dl, slack, queue, maxdelay = struct.unpack('<dddddddd', ARGV[1])
+local timed = now < 0
+if timed then
   local t = redis.call('TIME')
-  now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-else
-  now = tonumber(ARGV[4])
+  now = t[1] * 1000 + math.floor(t[2] / 1000)
 end
--- The deadline rule (see check.lua): a script run after its caller gave up
--- counts nothing.
-if ARGV[7] ~= '' and now > tonumber(ARGV[7]) then
+if dl >= 0 and now > dl then
   return redis.error_reply('DEADLINE script ran after the caller\'s deadline, nothing counted')
 end
-
+local key = KEYS[1]
+local v = redis.call('GET', key)
 local floor = math.floor
-local P20, P40 = 2 ^ 20, 2 ^ 40
-local function int(x) return string.format('%d', x) end
-local function mul(a, b)
-  local a1, a0 = floor(a / P20), a % P20
-  local b1, b0 = floor(b / P20), b % P20
-  local cross = a1 * b0 + a0 * b1
-  local lo = a0 * b0 + (cross % P20) * P20
-  return {a1 * b1 + floor(cross / P20) + floor(lo / P40), lo % P40}
-end
-local function add(x, y)
-  local lo = x[2] + y[2]
-  return {x[1] + y[1] + floor(lo / P40), lo % P40}
-end
-local function le(x, y) return x[1] < y[1] or (x[1] == y[1] and x[2] <= y[2]) end
-local function divmod(x, d)
-  local digits = {floor(x[1] / P20), x[1] % P20, floor(x[2] / P20), x[2] % P20}
-  local q, r = 0, 0
-  for i = 1, 4 do
-    r = r * P20 + digits[i]
-    local qd = floor(r / d)
-    if qd * d > r then qd = qd - 1 end
-    if (qd + 1) * d <= r then qd = qd + 1 end
-    r = r - qd * d
-    q = q * P20 + qd
-  end
-  return q, r
-end
-
-local st = redis.call('HMGET', key, 'c', 'cr', 'm', 'd')
-local out = {int(now), st[1], st[2], st[3], false, false, false, st[4]}
-if hits == 0 then return out end
-
--- The TAT m + n/limit (algo.tokenFrac's conversion of another limit's
--- fraction, rounding up); an empty queue's is now. It never moves back.
-local m, n = now, 0
-local exists = st[1] and st[2]
-if exists then
-  local tm, num, den = tonumber(st[3]), tonumber(st[1]), tonumber(st[4] or '0')
-  if not (tm < now or (tm == now and num == 0)) then
+local P = 2 ^ 52
+local tm, num, den, cr = 0, 0, 0, now
+local m, n = now, 0 -- the TAT as m + n/limit; an empty queue's is now
+if v then
+  tm, num, den, cr = struct.unpack('<dddd', v)
+  if tm > now or (tm == now and num ~= 0) then
     m = tm
+    -- The stored fraction over this limit, rounded up (algo.tokenFrac).
     if num == 0 then
       n = 0
     elseif den == 0 or num >= den or limit == 0 then
       n = limit
+    elseif den == limit then
+      n = num
+    elseif num * limit < P then
+      local x = num * limit
+      n = floor(x / den)
+      if n * den > x then n = n - 1 elseif (n + 1) * den <= x then n = n + 1 end
+      if n * den < x then n = n + 1 end
     else
-      local q, r = divmod(mul(num, limit), den)
+      -- ceil(num*limit/den) by long division in 20-bit digits.
+      local p1, p0 = floor(num / 2 ^ 20), num % 2 ^ 20
+      local q1, q0 = floor(limit / 2 ^ 20), limit % 2 ^ 20
+      local cross = p1 * q0 + p0 * q1
+      local lo = p0 * q0 + (cross % 2 ^ 20) * 2 ^ 20
+      local hi = p1 * q1 + floor(cross / 2 ^ 20) + floor(lo / 2 ^ 40)
+      lo = lo % 2 ^ 40
+      local digits = {floor(hi / 2 ^ 20), hi % 2 ^ 20, floor(lo / 2 ^ 20), lo % 2 ^ 20}
+      local q, r = 0, 0
+      for i = 1, 4 do
+        r = r * 2 ^ 20 + digits[i]
+        local qd = floor(r / den)
+        if qd * den > r then qd = qd - 1 end
+        if (qd + 1) * den <= r then qd = qd + 1 end
+        r = r - qd * den
+        q = q * 2 ^ 20 + qd
+      end
       n = q
       if r > 0 then n = n + 1 end
     end
     if n == limit and num ~= 0 then m, n = m + 1, 0 end
   end
 end
-local room = mul(queue, scale)
-if maxdelay > 0 and le(mul(maxdelay, limit), room) then room = mul(maxdelay, limit) end
-if hits > limit or not le(add(mul(m - now, limit), {0, n}), room) then
-  return out -- denied: no place taken
-end
-local q, r = divmod(add(mul(hits, scale), {0, n}), limit)
-m, n = m + q, r
-if exists then
-  redis.call('HSET', key, 'c', int(n), 'd', int(limit), 'm', int(m))
+local out = v
+if timed then out = struct.pack('<d', now) .. (v or '') end
+if hits == 0 or hits > limit then return out end
+-- Allowed iff (m-now)*limit + n <= room*limit, room*limit being
+-- queue*scale, or maxdelay*limit when set and smaller; then the TAT moves
+-- to m + (n + hits*scale)/limit.
+local d = m - now
+local x, room, bound, t = d * limit + n, queue * scale, maxdelay * limit, hits * scale + n
+local q, r
+if x < P and room < P and bound < P and t < P then
+  if maxdelay > 0 and bound < room then room = bound end
+  if x > room then return out end -- no place in the queue
+  q = floor(t / limit)
+  if q * limit > t then q = q - 1 elseif (q + 1) * limit <= t then q = q + 1 end
+  r = t - q * limit
 else
-  redis.call('HSET', key, 'c', int(n), 'd', int(limit), 'm', int(m), 'cr', int(now))
+  -- Exactly, as hi*2^40 + lo.
+  local function mul(p, s)
+    local p1, p0 = floor(p / 2 ^ 20), p % 2 ^ 20
+    local s1, s0 = floor(s / 2 ^ 20), s % 2 ^ 20
+    local cross = p1 * s0 + p0 * s1
+    local lo = p0 * s0 + (cross % 2 ^ 20) * 2 ^ 20
+    return p1 * s1 + floor(cross / 2 ^ 20) + floor(lo / 2 ^ 40), lo % 2 ^ 40
+  end
+  local function add(h1, l1, h2, l2)
+    local lo = l1 + l2
+    return h1 + h2 + floor(lo / 2 ^ 40), lo % 2 ^ 40
+  end
+  local xh, xl = mul(d, limit)
+  xh, xl = add(xh, xl, 0, n)
+  local rh, rl = mul(queue, scale)
+  if maxdelay > 0 then
+    local bh, bl = mul(maxdelay, limit)
+    if bh < rh or (bh == rh and bl < rl) then rh, rl = bh, bl end
+  end
+  if xh > rh or (xh == rh and xl > rl) then return out end
+  -- (hits*scale + n) / limit by long division; the quotient is at most
+  -- scale+1, as hits <= limit.
+  local th, tl = mul(hits, scale)
+  th, tl = add(th, tl, 0, n)
+  local digits = {floor(th / 2 ^ 20), th % 2 ^ 20, floor(tl / 2 ^ 20), tl % 2 ^ 20}
+  q, r = 0, 0
+  for i = 1, 4 do
+    r = r * 2 ^ 20 + digits[i]
+    local qd = floor(r / limit)
+    if qd * limit > r then qd = qd - 1 end
+    if (qd + 1) * limit <= r then qd = qd + 1 end
+    r = r - qd * limit
+    q = q * 2 ^ 20 + qd
+  end
 end
--- Kept until the queue has drained.
-local ttl = m + 1 - now + tonumber(ARGV[6])
-redis.call('PEXPIRE', key, int(ttl))
-redis.call('HSET', idx, ARGV[5], '1')
-if redis.call('PTTL', idx) < ttl then redis.call('PEXPIRE', idx, int(ttl)) end
+local tat = m + q
+-- The record expires once the queue has drained (at the TAT), rounded up to
+-- a step of G ms: the TTL is set again only when that moves, and kept while
+-- it stays (token.lua's rule).
+local G = floor(scale / 8)
+if G < 1000 then G = 1000 end
+local expires = (floor(tat / G) + 1) * G
+if v and den == limit and (floor(tm / G) + 1) * G == expires then
+  redis.call('SETRANGE', key, '0', struct.pack('<dd', tat, r))
+  return out
+end
+redis.call('SET', key, struct.pack('<dddd', tat, r, limit, cr), 'PX', string.format('%d', expires - now + slack))
 return out

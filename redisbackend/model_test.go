@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -148,16 +149,26 @@ func idOf(x int64) string { return string([]byte{'{', byte(x), '}', 0xff}) }
 // TestMatchesAlgo drives the backend and the reference with the same seeded
 // random requests, single and batched, with the clock jumping by small and
 // huge steps, and wants every decision equal: the Lua mirrors of algo's
-// sliding window and GCRA, at the bounds where products pass 2^53.
+// sliding window and GCRA, at the bounds where products pass 2^53, and the
+// cache of denials, which decides from the state Redis last showed. Once on
+// the defaults, once without the cache and with fixed windows counted by
+// their script.
 func TestMatchesAlgo(t *testing.T) {
 	seed := time.Now().UnixNano()
 	t.Logf("seed %d", seed)
 	srv := redistest.Start(t)
-	for _, mode := range []string{"single", "batch"} {
+	for _, mode := range []string{"single", "batch", "single-script-nocache", "batch-script-nocache"} {
 		t.Run(mode, func(t *testing.T) {
 			rnd := rand.New(rand.NewPCG(uint64(seed), 0))
 			clock := limitertest.NewClock(limitertest.T0)
-			b, err := redisbackend.New(redisbackend.Config{URL: srv.URL(), Prefix: "m" + mode, Clock: clock.Now, Timeout: 5 * time.Second})
+			var local atomic.Int64
+			cfg := redisbackend.Config{URL: srv.URL(), Prefix: "m" + mode, Clock: clock.Now, Timeout: 5 * time.Second,
+				OnLocalDenials: func(n int) { local.Add(int64(n)) }}
+			cached := !strings.HasSuffix(mode, "-script-nocache")
+			if !cached {
+				cfg.Deadlines, cfg.DenyCache = true, -1
+			}
+			b, err := redisbackend.New(cfg)
 			require.NoError(t, err)
 			defer b.Close()
 			ref := &model{recs: map[mkey]algo.Record{}, logs: map[mkey]*algo.Log{}}
@@ -183,7 +194,7 @@ func TestMatchesAlgo(t *testing.T) {
 					clock.Advance(1)
 				}
 				n := 1
-				if mode == "batch" {
+				if strings.HasPrefix(mode, "batch") {
 					n = 1 + rnd.IntN(8)
 				}
 				rs := make([]rl.Request, n)
@@ -191,7 +202,7 @@ func TestMatchesAlgo(t *testing.T) {
 					rs[j] = prof.randomRequest(rnd)
 				}
 				var got []rl.Decision
-				if mode == "batch" {
+				if n > 1 || strings.HasPrefix(mode, "batch") {
 					got, err = b.CheckRates(ctx, rs)
 				} else {
 					var d rl.Decision
@@ -217,7 +228,12 @@ func TestMatchesAlgo(t *testing.T) {
 				assert.Positive(t, seen[a][0], "%v: some checks denied", a)
 				assert.Positive(t, seen[a][1], "%v: some checks allowed", a)
 			}
-			t.Logf("denied/allowed per algo: %v", seen)
+			t.Logf("denied/allowed per algo: %v; %d denied by the cache", seen, local.Load())
+			if cached {
+				assert.Positive(t, local.Load(), "the cache of denials answered some")
+			} else {
+				assert.Zero(t, local.Load())
+			}
 		})
 	}
 }
@@ -231,32 +247,41 @@ func b2i(b bool) int {
 
 // TestFixedCounterSaturates seeds a fixed window's counter near 2^63 (no
 // sequence of checks gets there in a test's time) and wants what algo.Fixed
-// answers: the sum saturates at 2^63-1 instead of failing or wrapping.
+// answers: the sum saturates at 2^63-1 instead of failing or wrapping, with
+// the counter (INCRBY) and with Config.Deadlines. The cache of denials is
+// off, so every check reaches Redis.
 func TestFixedCounterSaturates(t *testing.T) {
 	srv := redistest.Start(t)
-	clock := limitertest.NewClock(limitertest.T0)
-	b, err := redisbackend.New(redisbackend.Config{URL: srv.URL(), Clock: clock.Now, Timeout: 5 * time.Second})
-	require.NoError(t, err)
-	defer b.Close()
-	key := "rl:{" + base64.RawURLEncoding.EncodeToString([]byte("big")) + "}:f:1000"
-	start := 9223372036854775807 - rl.MaxHits - 1 // one MaxHits fits, the next overflows
-	now := strconv.FormatInt(limitertest.T0, 10)
-	_, err = srv.Do("HSET", key, "c", strconv.FormatInt(start, 10), "cr", now, "m", now)
-	require.NoError(t, err)
-	_, err = srv.Do("HSET", strings.TrimSuffix(key, "f:1000")+"i", "f:1000", "1") // its index entry
-	require.NoError(t, err)
-	rec := algo.Record{Count: start, Created: limitertest.T0, Modified: limitertest.T0}
-	r := rl.Request{ID: "big", Scale: 1000, Limit: rl.MaxLimit, Hits: rl.MaxHits}
-	for i := range 3 {
-		want, next, _ := algo.Fixed(rec, true, clock.Now(), r)
-		rec = next
-		got, err := b.CheckRate(context.Background(), r)
-		require.NoError(t, err)
-		assert.Equal(t, want, got, "check %d", i)
+	for _, script := range []bool{false, true} {
+		t.Run(map[bool]string{false: "counter", true: "script"}[script], func(t *testing.T) {
+			clock := limitertest.NewClock(limitertest.T0)
+			prefix := "sat" + strconv.FormatBool(script)
+			b, err := redisbackend.New(redisbackend.Config{URL: srv.URL(), Prefix: prefix, Clock: clock.Now,
+				Timeout: 5 * time.Second, Deadlines: script, DenyCache: -1})
+			require.NoError(t, err)
+			defer b.Close()
+			tag := prefix + ":{" + base64.RawURLEncoding.EncodeToString([]byte("big")) + "}:"
+			start := int64(9223372036854775807 - rl.MaxHits - 1) // one MaxHits fits, the next overflows
+			now := strconv.FormatInt(limitertest.T0, 10)
+			// The window's counter, and its index entry.
+			_, err = srv.Do("SET", tag+"f:1000:"+strconv.FormatInt(limitertest.T0/1000, 10), strconv.FormatInt(start, 10))
+			require.NoError(t, err)
+			_, err = srv.Do("HSET", tag+"i", "f:1000", now)
+			require.NoError(t, err)
+			rec := algo.Record{Count: start, Created: limitertest.T0, Modified: limitertest.T0}
+			r := rl.Request{ID: "big", Scale: 1000, Limit: rl.MaxLimit, Hits: rl.MaxHits}
+			for i := range 3 {
+				want, next, _ := algo.Fixed(rec, true, clock.Now(), r)
+				rec = next
+				got, err := b.CheckRate(context.Background(), r)
+				require.NoError(t, err)
+				assert.Equal(t, want, got, "check %d", i)
+			}
+			assert.Equal(t, int64(9223372036854775807), rec.Count, "the reference saturated too")
+			bs, err := b.Buckets(context.Background(), "big")
+			require.NoError(t, err)
+			require.Len(t, bs, 1)
+			assert.Equal(t, rec.Count, bs[0].Count, "the stored counter")
+		})
 	}
-	assert.Equal(t, int64(9223372036854775807), rec.Count, "the reference saturated too")
-	bs, err := b.Buckets(context.Background(), "big")
-	require.NoError(t, err)
-	require.Len(t, bs, 1)
-	assert.Equal(t, rec.Count, bs[0].Count, "the stored counter")
 }

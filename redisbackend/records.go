@@ -15,40 +15,40 @@ import (
 	"github.com/raterlimiter/raterlimiter/algo"
 )
 
-// listed is a record hash as records.lua returns it.
+// The admin API reads an id's records through its index, PREFIX:{ID}:i, a
+// hash with one field "A:SCALE" per record (a slices record's is
+// "A:SCALE:N"), so it needs no SCAN; the checks
+// keep it off their hot path (docs/redis.md). Every command here names one
+// key, so on a Cluster each goes to its slot's node, and a slot migrating
+// meanwhile only redirects them.
+
+// listed is one record of an id (an algorithm, a scale, and a slice count
+// for the sliding window counters), as read for the admin API.
 type listed struct {
-	algo  rl.Algo
-	scale int64
-	cur   raw
-	prev  raw
+	algo       rl.Algo
+	scale, sub int64
+	field      string
+	keys       []string      // what Reset deletes
+	recs       []algo.Record // as package algo keeps them
 }
 
-// recordsCall runs records.lua for id.
-func (b *Backend) recordsCall(ctx context.Context, op, id string, scale int64) (int64, []listed, error) {
+// records reads the records of id, and with reset deletes those of scale (0:
+// every scale). It returns the client's time it read them at.
+func (b *Backend) records(ctx context.Context, op, id string, scale int64, reset bool) (int64, []listed, error) {
 	if b.closed.Load() {
 		return 0, nil, errClosed
 	}
 	if !b.br.allow() {
 		return 0, nil, &unavailableError{cause: ErrCircuitOpen}
 	}
+	c := b.conn()
+	if c == nil {
+		return 0, nil, &unavailableError{cause: errNotConnected}
+	}
 	cctx, cancel := b.callContext(ctx)
 	defer cancel()
-	mode := "list"
-	if op == "reset" {
-		mode = "reset"
-	}
-	tag := b.tag(id)
 	start := time.Now()
-	res := b.run(cctx, b.records, 1, func(int) ([]string, []string) {
-		return []string{tag + "i"}, []string{mode, tag, strconv.FormatInt(scale, 10), b.now()}
-	})[0]
-	err := res.Error()
-	var ms []rueidis.RedisMessage
-	if err == nil {
-		if ms, err = res.ToArray(); err != nil || len(ms) == 0 || (len(ms)-1)%8 != 0 {
-			err = fmt.Errorf("%w: %v (%d elements)", errParse, err, len(ms))
-		}
-	}
+	now, ls, err := b.readRecords(cctx, c, id, scale, reset)
 	b.observe(op, start, err)
 	if err != nil {
 		if b.unavailable(ctx, err) {
@@ -61,50 +61,136 @@ func (b *Backend) recordsCall(ctx context.Context, op, id string, scale int64) (
 		return 0, nil, fmt.Errorf("redisbackend: %s: %w", op, err)
 	}
 	b.succeed()
-	now, _, err := parseInt(ms[0])
+	return now, ls, nil
+}
+
+func (b *Backend) readRecords(ctx context.Context, c rueidis.Client, id string, scale int64, reset bool) (int64, []listed, error) {
+	tag := b.tag(id)
+	index := tag + "i"
+	idx, err := c.Do(ctx, c.B().Hgetall().Key(index).Build()).AsStrMap()
 	if err != nil {
 		return 0, nil, err
 	}
-	var out []listed
-	for g := ms[1:]; len(g) > 0; g = g[8:] {
-		f, err := g[0].ToString()
-		if err != nil {
-			return 0, nil, fmt.Errorf("%w: %v", errParse, err)
-		}
-		code, sc, found := strings.Cut(f, ":")
-		a, okA := parseAlgoCode(code)
-		s, errS := strconv.ParseInt(sc, 10, 64)
-		if !found || !okA || errS != nil {
+	now := b.clock()
+	var ls []listed
+	var reads rueidis.Commands
+	for f, v := range idx {
+		a, s, sub, ok := parseField(f)
+		if !ok {
 			continue // not ours
 		}
-		c, p, err := parseRecords(a, g[1:])
-		if err != nil {
+		if reset && scale != 0 && s != scale {
+			continue
+		}
+		l := listed{algo: a, scale: s, sub: sub, field: f}
+		if a == rl.Fixed {
+			// The counter of the window at now; Reset also deletes the
+			// windows beside it, where sidecars whose clocks disagree
+			// with this one's may count.
+			w := algo.Bucket(now, s)
+			l.keys = []string{b.fixedKey(id, s, w), b.fixedKey(id, s, w-1), b.fixedKey(id, s, w+1)}
+			reads = append(reads, c.B().Get().Key(l.keys[0]).Build())
+			// The index holds when the window's counter was created,
+			// if it was written for this window.
+			created := w * s
+			if t, err := strconv.ParseInt(v, 10, 64); err == nil && algo.Bucket(t, s) == w {
+				created = t
+			}
+			l.recs = []algo.Record{{Created: created}}
+		} else {
+			l.keys = []string{tag + f}
+			reads = append(reads, engines[a].read(c, l.keys[0]))
+		}
+		ls = append(ls, l)
+	}
+	if len(ls) == 0 {
+		return now, nil, nil
+	}
+	for i, r := range c.DoMulti(ctx, reads...) {
+		l := &ls[i]
+		m, err := r.ToMessage()
+		if err != nil && !rueidis.IsRedisNil(err) {
 			return 0, nil, err
 		}
-		out = append(out, listed{algo: a, scale: s, cur: c, prev: p})
+		if l.algo != rl.Fixed {
+			if l.recs, err = engines[l.algo].view(m, l.scale, l.sub); err != nil {
+				return 0, nil, err
+			}
+			continue
+		}
+		if m.IsNil() {
+			l.recs = nil
+			continue
+		}
+		rec := &l.recs[0]
+		if rec.Count, err = m.AsInt64(); err != nil {
+			return 0, nil, fmt.Errorf("%w: fixed window count: %v", errParse, err)
+		}
+		// A counter keeps no time of its last change.
+		rec.Modified = rec.Created
 	}
-	return now, out, nil
+	if !reset {
+		return now, ls, nil
+	}
+	var dels rueidis.Commands
+	fields := make([]string, 0, len(ls))
+	for _, l := range ls {
+		for _, k := range l.keys {
+			dels = append(dels, c.B().Del().Key(k).Build())
+		}
+		fields = append(fields, l.field)
+	}
+	dels = append(dels, c.B().Hdel().Key(index).Field(fields...).Build())
+	for _, r := range c.DoMulti(ctx, dels...) {
+		if err := r.Error(); err != nil {
+			return 0, nil, err
+		}
+	}
+	return now, ls, nil
+}
+
+// parseField reads an index field: the algorithm, the scale and the sub
+// (engine.sub; 0 when the engine has none) of the record it lists; ok is
+// false for a field that is not one of ours.
+func parseField(f string) (a rl.Algo, scale, sub int64, ok bool) {
+	code, rest, found := strings.Cut(f, ":")
+	if a, ok = algoOfCode(code); !found || !ok {
+		return 0, 0, 0, false
+	}
+	sc, subText, hasSub := strings.Cut(rest, ":")
+	scale, err := strconv.ParseInt(sc, 10, 64)
+	if err != nil || scale <= 0 {
+		return 0, 0, 0, false
+	}
+	e := engines[a]
+	if wants := e != nil && e.sub != nil; wants != hasSub {
+		return 0, 0, 0, false
+	}
+	if hasSub {
+		if sub, err = strconv.ParseInt(subText, 10, 64); err != nil || sub < rl.MinSlices || sub > rl.MaxSlices {
+			return 0, 0, 0, false
+		}
+	}
+	if field(code, scale, sub) != f {
+		return 0, 0, 0, false // not as a check writes it ("01", "+1")
+	}
+	return a, scale, sub, true
 }
 
 // live returns the records of ls that a decision at now can still read, as
-// the admin API shows them, ordered by scale, algo and bucket.
+// the admin API shows them, ordered by scale, algo, slice count and bucket.
 func live(now int64, ls []listed) []rl.Bucket {
 	var out []rl.Bucket
 	for _, l := range ls {
-		for _, r := range []raw{l.prev, l.cur} {
-			if r.ok && (l.algo == rl.Sliding || r == l.cur) && !algo.Expired(l.algo, l.scale, r.rec, now) {
-				out = append(out, algo.View(l.algo, l.scale, r.rec))
+		for _, rec := range l.recs {
+			if !algo.Expired(l.algo, l.scale, rec, now) {
+				out = append(out, algo.View(l.algo, l.scale, rec))
 			}
 		}
 	}
 	slices.SortFunc(out, func(x, y rl.Bucket) int {
-		if x.Scale != y.Scale {
-			return cmp.Compare(x.Scale, y.Scale)
-		}
-		if x.Algo != y.Algo {
-			return cmp.Compare(x.Algo, y.Algo)
-		}
-		return cmp.Compare(x.Bucket, y.Bucket)
+		return cmp.Or(cmp.Compare(x.Scale, y.Scale), cmp.Compare(x.Algo, y.Algo),
+			cmp.Compare(x.Slices, y.Slices), cmp.Compare(x.Bucket, y.Bucket))
 	})
 	return out
 }
@@ -116,23 +202,25 @@ func (b *Backend) Buckets(ctx context.Context, id string) ([]rl.Bucket, error) {
 	if err := (rl.Request{ID: id, Scale: 1}).Validate(b.cfg.MaxIDBytes); err != nil {
 		return nil, err
 	}
-	now, ls, err := b.recordsCall(ctx, "buckets", id, 0)
+	now, ls, err := b.records(ctx, "buckets", id, 0, false)
 	if err != nil {
 		return nil, err
 	}
-	return b.withSlices(ctx, "list", id, 0, live(now, ls))
+	return live(now, ls), nil
 }
 
 // Reset deletes the records of id, of every scale when scale is 0, and
-// returns how many live ones it deleted. It needs Redis, like Buckets.
+// returns how many live ones it deleted. It needs Redis, like Buckets. This
+// backend's cache of denials forgets the id; other sidecars' keep their
+// denials of it until each ends (docs/redis.md).
 func (b *Backend) Reset(ctx context.Context, id string, scale int64) (int, error) {
 	if err := rl.ValidateReset(id, scale, b.cfg.MaxIDBytes); err != nil {
 		return 0, err
 	}
-	now, ls, err := b.recordsCall(ctx, "reset", id, scale)
+	b.denials.forget(id)
+	now, ls, err := b.records(ctx, "reset", id, scale, true)
 	if err != nil {
 		return 0, err
 	}
-	bs, err := b.withSlices(ctx, "reset", id, scale, live(now, ls))
-	return len(bs), err
+	return len(live(now, ls)), nil
 }

@@ -3,59 +3,22 @@ package redisbackend
 import (
 	"context"
 	"crypto/sha1"
-	_ "embed"
 	"encoding/base64"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
+	"math"
 	"strconv"
 
 	"github.com/redis/rueidis"
-
-	rl "github.com/raterlimiter/raterlimiter"
 )
-
-//go:embed check.lua
-var checkLua string
-
-//go:embed records.lua
-var recordsLua string
 
 // script is a Lua script and its SHA1, for EVALSHA.
 type script struct{ body, sha string }
 
-func newScript(body string) script {
+func newScript(body string) *script {
 	sum := sha1.Sum([]byte(body))
-	return script{body: body, sha: hex.EncodeToString(sum[:])}
-}
-
-func algoCode(a rl.Algo) string {
-	switch a {
-	case rl.Sliding:
-		return "s"
-	case rl.Token:
-		return "t"
-	case rl.Log:
-		return "l"
-	case rl.Leaky:
-		return "q"
-	}
-	return "f"
-}
-
-func parseAlgoCode(s string) (rl.Algo, bool) {
-	switch s {
-	case "f":
-		return rl.Fixed, true
-	case "s":
-		return rl.Sliding, true
-	case "t":
-		return rl.Token, true
-	case "l":
-		return rl.Log, true
-	case "q":
-		return rl.Leaky, true
-	}
-	return 0, false
+	return &script{body: body, sha: hex.EncodeToString(sum[:])}
 }
 
 // tag returns the prefix of every key of id: PREFIX:{base64url(id)}: — the
@@ -67,51 +30,103 @@ func keyTag(prefix, id string) string {
 	return prefix + ":{" + base64.RawURLEncoding.EncodeToString([]byte(id)) + "}:"
 }
 
-// field names the record hash of (algo, scale) in an id's index; the hash's
-// key is the id's tag followed by it.
-func field(a rl.Algo, scale int64) string { return algoCode(a) + ":" + strconv.FormatInt(scale, 10) }
-
-func (b *Backend) now() string {
-	if b.cfg.Clock == nil {
-		return ""
-	}
-	return strconv.FormatInt(b.cfg.Clock(), 10)
-}
-
-func (b *Backend) checkArgs(r rl.Request, now, deadline string) (keys, args []string) {
-	// Both keys and the field from one buffer: PREFIX:{ID}:ALGO:SCALE, the
-	// index PREFIX:{ID}:i, the field ALGO:SCALE.
-	var stack [128]byte
-	buf := append(stack[:0], b.cfg.Prefix...)
+// appendTag appends id's tag (keyTag) to buf.
+func appendTag(buf []byte, prefix, id string) []byte {
+	buf = append(buf, prefix...)
 	buf = append(buf, ":{"...)
-	buf = base64.RawURLEncoding.AppendEncode(buf, []byte(r.ID))
-	buf = append(buf, "}:"...)
-	tagLen := len(buf)
-	buf = append(buf, algoCode(r.Algo)...)
+	buf = base64.RawURLEncoding.AppendEncode(buf, []byte(id))
+	return append(buf, "}:"...)
+}
+
+// field names the record of (code, scale, sub) in an id's index (sub 0:
+// none, engine.sub); a record's key is the id's tag followed by it (and, for
+// fixed windows, by ":WINDOW").
+func field(code string, scale, sub int64) string {
+	return string(appendField(nil, code, scale, sub))
+}
+
+// appendField appends field(code, scale, sub) to buf.
+func appendField(buf []byte, code string, scale, sub int64) []byte {
+	buf = append(buf, code...)
 	buf = append(buf, ':')
-	buf = strconv.AppendInt(buf, r.Scale, 10)
-	key := string(buf)
-	index := string(append(buf[:tagLen], 'i'))
-	f := key[tagLen:]
-	keys = []string{key, index}
-	args = []string{algoCode(r.Algo), f[2:], strconv.FormatInt(r.Limit, 10),
-		strconv.FormatInt(r.Hits, 10), now, f, b.slack, deadline}
-	return keys, args
+	buf = strconv.AppendInt(buf, scale, 10)
+	if sub != 0 {
+		buf = append(buf, ':')
+		buf = strconv.AppendInt(buf, sub, 10)
+	}
+	return buf
 }
 
-func evalsha(c rueidis.Client, s script, keys, args []string) rueidis.Completed {
-	return c.B().Evalsha().Sha1(s.sha).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build()
+// packArgs packs a check script's arguments as its ARGV[1]: little-endian
+// doubles (Lua's struct '<d...'), exact for integers below 2^53. Redis
+// parses one packed argument for less than it turns one decimal into a
+// number.
+func packArgs(xs ...int64) string {
+	buf := make([]byte, 8*len(xs))
+	for i, x := range xs {
+		binary.LittleEndian.PutUint64(buf[8*i:], math.Float64bits(float64(x)))
+	}
+	return string(buf)
 }
 
-func eval(c rueidis.Client, s script, keys, args []string) rueidis.Completed {
-	return c.B().Eval().Script(s.body).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build()
+// unpack reads n little-endian doubles, as a script packs its record.
+func unpack(s string, n int) ([]int64, bool) {
+	if len(s) != 8*n {
+		return nil, false
+	}
+	out := make([]int64, n)
+	for i := range out {
+		out[i] = int64(math.Float64frombits(binary.LittleEndian.Uint64([]byte(s[8*i : 8*i+8]))))
+	}
+	return out, true
 }
+
+// op is what a call sends.
+type op uint8
+
+const (
+	opScript   op = iota // the call's script: EVALSHA, or EVAL after NOSCRIPT
+	opCreate             // SET key 0 NX PX ttl: a fixed window's counter, with its expiry
+	opIncr               // INCRBY key n
+	opGet                // GET key
+	opSaturate           // SET key 2^63-1 XX PX ttl: a counter INCRBY could not raise
+)
+
+// call is one command to Redis. Commands are built again when sent again
+// (rueidis recycles a command once sent), so a call holds what builds it.
+type call struct {
+	op     op
+	s      *script
+	key    string
+	args   []string // the script's
+	n, ttl int64    // INCRBY's increment; the TTL in ms of opCreate and opSaturate
+}
+
+func (c *call) build(cl rueidis.Client, eval bool) rueidis.Completed {
+	switch c.op {
+	case opCreate:
+		return cl.B().Set().Key(c.key).Value("0").Nx().PxMilliseconds(c.ttl).Build()
+	case opIncr:
+		return cl.B().Incrby().Key(c.key).Increment(c.n).Build()
+	case opGet:
+		return cl.B().Get().Key(c.key).Build()
+	case opSaturate:
+		return cl.B().Set().Key(c.key).Value(maxCount).Xx().PxMilliseconds(c.ttl).Build()
+	}
+	if eval {
+		return cl.B().Eval().Script(c.s.body).Numkeys(1).Key(c.key).Arg(c.args...).Build()
+	}
+	return cl.B().Evalsha().Sha1(c.s.sha).Numkeys(1).Key(c.key).Arg(c.args...).Build()
+}
+
+// maxCount is 2^63-1, where a fixed window's counter saturates.
+const maxCount = "9223372036854775807"
 
 // stale reports whether err is not this call's: the client answers
 // context.DeadlineExceeded, without sending, to every call on a connection it
 // dropped when an earlier call's deadline passed during a synchronous
 // exchange. A call whose own deadline (ctx, the earliest of the caller's and
-// the backend's) has not passed cannot have timed out itself, so its script
+// the backend's) has not passed cannot have timed out itself, so its command
 // never left and sending it again cannot count it twice. (A connection the
 // client drops because its keep-alive went unanswered fails its calls with
 // os.ErrDeadlineExceeded instead; those may have been sent and are not
@@ -125,35 +140,33 @@ func isNoScript(err error) bool {
 	return ok && re.IsNoScript()
 }
 
-// run sends one script per item (keys and args of item i from kv), pipelined
-// (a single one with the other callers' waiting single ones, combine.go);
+// run sends calls, pipelined (a single check's with the other callers'
+// waiting single checks, combine.go; on a Cluster, to each node its share);
 // sends again, once, those that failed on a connection an earlier call's
-// deadline had dropped (stale); and sends again with EVAL, in order, those
-// that found no script loaded.
-func (b *Backend) run(ctx context.Context, s script, n int, kv func(i int) (keys, args []string)) []rueidis.RedisResult {
+// deadline had dropped (stale); and sends again with EVAL, in order, the
+// scripts that found themselves not loaded.
+func (b *Backend) run(ctx context.Context, calls []call, combine bool) []rueidis.RedisResult {
 	c := b.conn()
 	if c == nil {
-		res := make([]rueidis.RedisResult, n)
+		res := make([]rueidis.RedisResult, len(calls))
 		for i := range res {
 			res[i] = rueidis.NewErrorResult(errNotConnected)
 		}
 		return res
 	}
-	cmds := make(rueidis.Commands, n)
-	for i := range n {
-		k, a := kv(i)
-		cmds[i] = evalsha(c, s, k, a)
+	cmds := make(rueidis.Commands, len(calls))
+	for i := range calls {
+		cmds[i] = calls[i].build(c, false)
 	}
 	send := func(cmds rueidis.Commands) []rueidis.RedisResult {
-		if len(cmds) == 1 {
-			return []rueidis.RedisResult{b.doCombined(ctx, cmds[0])}
+		if combine {
+			return b.doCombined(ctx, cmds)
 		}
 		return c.DoMulti(ctx, cmds...)
 	}
 	res := send(cmds)
-	// resend sends again, built by cmd and in order, the items whose answer
-	// matches.
-	resend := func(match func(error) bool, cmd func(rueidis.Client, script, []string, []string) rueidis.Completed) {
+	// resend sends again, in order, the calls whose answer matches.
+	resend := func(match func(error) bool, eval bool) {
 		var again []int
 		for i := range res {
 			if match(res[i].Error()) {
@@ -165,14 +178,13 @@ func (b *Backend) run(ctx context.Context, s script, n int, kv func(i int) (keys
 		}
 		retry := make(rueidis.Commands, len(again))
 		for j, i := range again {
-			k, a := kv(i)
-			retry[j] = cmd(c, s, k, a)
+			retry[j] = calls[i].build(c, eval)
 		}
 		for j, r := range send(retry) {
 			res[again[j]] = r
 		}
 	}
-	resend(func(err error) bool { return stale(ctx, err) }, evalsha)
-	resend(isNoScript, eval)
+	resend(func(err error) bool { return stale(ctx, err) }, false)
+	resend(isNoScript, true)
 	return res
 }

@@ -1,73 +1,86 @@
--- slices.lua: one decision of the sliding window counters (algo.SlicesCheck),
+-- slices.lua: one check of the sliding window counters (algo.SlicesCheck),
 -- atomically.
 --
--- KEYS[1]  the hash of (id, slices, scale, slice count): one field per
---          slice, named by its number floor(t/w) in decimal, holding the
---          allowed hits counted in it, and m = the time of the last change
--- KEYS[2]  the id's index hash: one field "ALGO:SCALE:N" per hash
--- ARGV     scale, limit, hits, now ("" = Redis TIME), index field, TTL slack
---          in ms, deadline ("" = none), slice count N
+-- KEYS[1]  the record of (id, scale, slice count N), one string: 3 doubles,
+--          little-endian (struct '<ddd'): base, m, cur; then N-1 unsigned
+--          32-bit integers ('<I4'), the hits of slices k-N+1 .. k-1, oldest
+--          first. m is the time of the last change and k = floor(m/w) its
+--          slice (w = ceil(scale/N)); cur is slice k's hits, and base the sum
+--          of the N-1 before it: the window's running sum, so that a check
+--          never adds up its slices.
+-- ARGV[1]  7 doubles, little-endian: scale, limit, hits, now (-1: Redis's
+--          TIME), deadline (-1: none), TTL slack in ms (the calling
+--          convention of every check script: docs/redis.md), then N
 --
--- The window is the current slice k = floor(now/w), w = ceil(scale/N), and
--- the N-1 before it. The fields of slices before k-N+1 have left it for
--- good and are deleted; hits are allowed iff the window's hits plus hits
--- stay within the limit, and then added to slice k's field. Returns
---   {now, NUM, HITS, NUM, HITS, ...}
--- the window's slices before the decision, from which the client computes
--- the decision with algo.SlicesCheck (the same sum decides here).
+-- Returns the record as it was before the check (nil: none), after the time
+-- decided at (8 bytes, packed alike) when that was Redis's TIME. The client
+-- decides from it with algo.SlicesCheck, and knows from the decision what
+-- the script wrote; the script applies the change that function makes.
 --
--- Arithmetic: slice numbers and times are below 2^53, and the sum of N
--- fields, each at most a limit (< 2^32), is below 2^42: doubles are exact.
-if redis.replicate_commands then redis.replicate_commands() end
-local key, idx = KEYS[1], KEYS[2]
-local scale, limit, hits = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
-local n = tonumber(ARGV[8])
-local now
-if ARGV[4] == '' then
+-- Cost: two redis.calls. Within a slice, an allowed check changes m and cur
+-- only (SETRANGE, which keeps the TTL, since the newest slice is the same);
+-- the first check of a later slice shifts the slices by string operations,
+-- subtracting from base only those that left (usually one), and writes the
+-- record with its new TTL (SET PX). A denied check or a peek only reads.
+--
+-- Arithmetic: every slice holds at most a limit (< 2^32: only allowed hits
+-- are counted, and a check is allowed only if the window stays within its
+-- limit), so base is below 2^42, and times are below 2^53: doubles are
+-- exact.
+local scale, limit, hits, now, dl, slack, n = struct.unpack('<ddddddd', ARGV[1])
+local timed = now < 0
+if timed then
   local t = redis.call('TIME')
-  now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-else
-  now = tonumber(ARGV[4])
+  now = t[1] * 1000 + math.floor(t[2] / 1000)
 end
--- The deadline rule (see check.lua).
-if ARGV[7] ~= '' and now > tonumber(ARGV[7]) then
+-- A check Redis runs after its caller's deadline counts nothing: the caller
+-- has answered 503 (docs/redis-counting.md).
+if dl >= 0 and now > dl then
   return redis.error_reply('DEADLINE script ran after the caller\'s deadline, nothing counted')
 end
-local function int(x) return string.format('%d', x) end
-
--- Never rewind: a clock behind the last change decides at that change.
-local last = redis.call('HGET', key, 'm')
-if last and tonumber(last) > now then now = tonumber(last) end
-local w = math.floor((scale + n - 1) / n)
-local k = math.floor(now / w)
+local key = KEYS[1]
+local v = redis.call('GET', key)
+local base, m, cur = 0, 0, 0
+if v then
+  base, m, cur = struct.unpack('<ddd', v)
+  -- Never rewind: a clock behind the record's last change decides at it.
+  if m > now then now = m end
+end
+local out = v
+if timed then out = struct.pack('<d', now) .. (v or '') end
+if hits == 0 or hits > limit then return out end
+local floor = math.floor
+local w = floor((scale + n - 1) / n)
+local k = floor(now / w)
 if k * w > now then k = k - 1 elseif (k + 1) * w <= now then k = k + 1 end
-local lo = k - n + 1
-
-local all = redis.call('HGETALL', key)
-local out, gone, sum = {int(now)}, {}, 0
-for i = 1, #all, 2 do
-  local f = all[i]
-  if f ~= 'm' then
-    local num, c = tonumber(f), tonumber(all[i + 1])
-    if num == nil or c == nil or num < lo then
-      table.insert(gone, f)
-    elseif num <= k then
-      sum = sum + c
-      table.insert(out, f)
-      table.insert(out, all[i + 1])
-    end
+-- d: how many slices the window has moved since the last change; sum: the
+-- window's hits at now.
+local d, sum = n, 0
+if v then
+  local km = floor(m / w)
+  if km * w > m then km = km - 1 elseif (km + 1) * w <= m then km = km + 1 end
+  d = k - km
+  if d == 0 then
+    sum = base + cur
+  elseif d < n then
+    -- Slices k-d-N+1 .. k-N have left: the first d stored.
+    sum = base + cur
+    for i = 0, d - 1 do sum = sum - struct.unpack('<I4', v, 25 + 4 * i) end
   end
 end
-for i = 1, #gone, 1000 do
-  redis.call('HDEL', key, unpack(gone, i, math.min(i + 999, #gone)))
+if sum + hits > limit then return out end
+if d == 0 then
+  -- The same slice: the same expiry; only m and cur change.
+  redis.call('SETRANGE', key, '8', struct.pack('<dd', now, cur + hits))
+  return out
 end
-if hits == 0 or sum + hits > limit then return out end
-
-redis.call('HINCRBY', key, int(k), int(hits))
-redis.call('HSET', key, 'm', int(now))
--- Kept until slice k, the newest, leaves the window.
-local ttl = (k + n) * w - now + tonumber(ARGV[6])
-redis.call('PEXPIRE', key, int(ttl))
-redis.call('HSET', idx, ARGV[5], '1')
-if redis.call('PTTL', idx) < ttl then redis.call('PEXPIRE', idx, int(ttl)) end
+-- A later slice: the stored slices move back by d, cur among them, and the
+-- record lives until slice k leaves the window.
+local ttl = string.format('%d', (k + n) * w - now + slack)
+if d < n then
+  redis.call('SET', key, struct.pack('<ddd', sum, now, hits) .. string.sub(v, 25 + 4 * d) ..
+    struct.pack('<I4', cur) .. string.rep('\0', 4 * (d - 1)), 'PX', ttl)
+else
+  redis.call('SET', key, struct.pack('<ddd', 0, now, hits) .. string.rep('\0', 4 * (n - 1)), 'PX', ttl)
+end
 return out

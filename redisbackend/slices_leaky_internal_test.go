@@ -2,6 +2,9 @@ package redisbackend
 
 import (
 	"context"
+	"encoding/binary"
+	"math/rand/v2"
+	"regexp"
 	"strconv"
 	"testing"
 	"time"
@@ -10,49 +13,107 @@ import (
 	"github.com/stretchr/testify/require"
 
 	rl "github.com/raterlimiter/raterlimiter"
+	"github.com/raterlimiter/raterlimiter/algo"
 	"github.com/raterlimiter/raterlimiter/internal/redistest"
 	"github.com/raterlimiter/raterlimiter/limitertest"
 )
 
-// evalNew runs r's script (slices.lua or leaky.lua) with the given now and
-// deadline arguments, as the backend sends it.
-func evalNew(b *Backend, r rl.Request, now, deadline string) error {
-	k, a := b.queueSlicesArgs(r, now, deadline)
-	s := leakyScript
-	if r.Algo == rl.Slices {
-		s = slicesScript
+// slicesOf reads the slices record at key, of n slices: base, m, cur and
+// the n-1 older slices, oldest first.
+func slicesOf(t *testing.T, b *Backend, key string, n int64) (base, m, cur int64, older []int64) {
+	t.Helper()
+	s, err := b.conn().Do(context.Background(), b.conn().B().Get().Key(key).Build()).ToString()
+	require.NoError(t, err)
+	require.Len(t, s, int(slicesHeader+4*(n-1)), "a header and n-1 slices")
+	v, ok := unpack(s[:slicesHeader], 3)
+	require.True(t, ok)
+	for i := range n - 1 {
+		older = append(older, int64(binary.LittleEndian.Uint32([]byte(s[slicesHeader+4*i:]))))
 	}
-	return b.conn().Do(context.Background(), eval(b.conn(), s, k, a)).Error()
+	return v[0], v[1], v[2], older
 }
 
-// TestNewScriptsRefusePastDeadline: the deadline rule of check.lua holds
-// for slices.lua and leaky.lua too.
-func TestNewScriptsRefusePastDeadline(t *testing.T) {
+// TestSlicesRecord: one string per (id, scale, slice count) under the id's
+// hash tag, of a fixed size whatever the hits; base, the window's running
+// sum, always equals the sum of the older slices it keeps, cur is the
+// newest slice's, so that a check reads no slice but those that left; the
+// record lives until its newest slice leaves the window. Seeded random
+// checks with the clock moving by less than a slice, by slices, and by
+// more than a window.
+func TestSlicesRecord(t *testing.T) {
+	seed := time.Now().UnixNano()
+	t.Logf("seed %d", seed)
+	rnd := rand.New(rand.NewPCG(uint64(seed), 1))
 	srv := redistest.Start(t)
-	b, err := New(Config{URL: srv.URL(), Prefix: "dl", Timeout: 5 * time.Second})
+	clock := limitertest.NewClock(limitertest.T0)
+	b, err := New(Config{URL: srv.URL(), Prefix: "sr", Clock: clock.Now, Timeout: 5 * time.Second, DenyCache: -1})
 	require.NoError(t, err)
 	defer b.Close()
-	const t0 = limitertest.T0
-	for _, r := range []rl.Request{
-		{ID: "u", Scale: 60_000, Limit: 10, Hits: 1, Algo: rl.Slices},
-		{ID: "u", Scale: 60_000, Limit: 10, Hits: 1, Algo: rl.Leaky, Queue: 3},
-	} {
-		key, _ := b.queueSlicesArgs(r, "", "")
-		now := strconv.FormatInt(t0, 10)
-		err := evalNew(b, r, now, strconv.FormatInt(t0-1, 10))
-		require.Error(t, err, r.Algo)
-		assert.True(t, isPastDeadline(err), "%s: %v", r.Algo, err)
-		assert.Empty(t, hash(t, b, key[0]), "%s: a refused check wrote", r.Algo)
-		require.NoError(t, evalNew(b, r, now, now), "%s: at the deadline", r.Algo)
-		require.NoError(t, evalNew(b, r, now, ""), "%s: no deadline", r.Algo)
-		assert.NotEmpty(t, hash(t, b, key[0]), "%s", r.Algo)
+	ctx := context.Background()
+	const n, scale = 10, 10_000 // slices of 1 s
+	r := rl.Request{ID: "u{1}", Scale: scale, Limit: 50, Algo: rl.Slices, Slices: n}
+	key := checkCall(b, r, 0, 0, -1).key
+	assert.Equal(t, "sr:{dXsxfQ}:n:10000:10", key)
+	var list []algo.Slice // the reference: the allowed hits per slice
+	for i := range 400 {
+		switch rnd.IntN(6) {
+		case 0:
+			clock.Advance(rnd.Int64N(1000))
+		case 1:
+			clock.Advance(1000 * (1 + rnd.Int64N(3)))
+		case 2:
+			if rnd.IntN(10) == 0 {
+				clock.Advance(scale + rnd.Int64N(3*scale))
+			}
+		}
+		r.Hits = rnd.Int64N(8)
+		d, err := b.CheckRate(ctx, r)
+		require.NoError(t, err)
+		want := algo.SlicesCheck(list, clock.Now(), r)
+		require.Equal(t, want, d, "check %d", i)
+		_, w, k := algo.SliceOf(clock.Now(), r)
+		if d.Allowed && r.Hits > 0 {
+			if len(list) > 0 && list[len(list)-1].Num == k {
+				list[len(list)-1].Hits += r.Hits
+			} else {
+				list = append(list, algo.Slice{Num: k, Hits: r.Hits})
+			}
+		}
+		if !exists(t, b, key) {
+			continue
+		}
+		base, m, cur, older := slicesOf(t, b, key, n)
+		var sum int64
+		for _, h := range older {
+			sum += h
+		}
+		require.Equal(t, sum, base, "check %d: base is the older slices' sum", i)
+		// The record holds the slices of the window at m, as the
+		// reference does.
+		km := algo.Bucket(m, w)
+		for j, h := range append(older, cur) {
+			num := km - (n - 1) + int64(j)
+			var ref int64
+			for _, x := range list {
+				if x.Num == num {
+					ref = x.Hits
+				}
+			}
+			require.Equal(t, ref, h, "check %d: slice %d", i, num)
+		}
+		pttl, err := b.conn().Do(ctx, b.conn().B().Pttl().Key(key).Build()).AsInt64()
+		require.NoError(t, err)
+		// Set at the last change (on the test's clock; Redis's runs on in
+		// real time, a little): until the newest slice leaves the window.
+		end := (km + n) * w
+		assert.InDelta(t, end-m+clockSlack.Milliseconds(), pttl, 1000, "check %d: the TTL", i)
 	}
 }
 
-// TestSlicesHash: one hash per (id, scale, slice count) under the id's hash
-// tag, a field per slice, the fields of slices gone deleted, kept until the
-// newest slice leaves; and a clock behind the last change decides at it.
-func TestSlicesHash(t *testing.T) {
+// TestSlicesNeverRewind: a clock behind the last change decides at that
+// change: the window does not slide back, nothing is lost. Then the admin
+// API lists the window's slices and Reset deletes the record.
+func TestSlicesNeverRewind(t *testing.T) {
 	srv := redistest.Start(t)
 	clock := limitertest.NewClock(limitertest.T0)
 	b, err := New(Config{URL: srv.URL(), Prefix: "sl", Clock: clock.Now, Timeout: 5 * time.Second})
@@ -67,26 +128,17 @@ func TestSlicesHash(t *testing.T) {
 		last = clock.Now()
 		clock.Advance(500 + int64(i%2)*500)
 	}
-	key, _ := b.queueSlicesArgs(r, "", "")
-	assert.Equal(t, "sl:{dXsxfQ}:w:10000:10", key[0])
-	h := hash(t, b, key[0])
-	assert.LessOrEqual(t, len(h), 10+1, "the window's slices and m: %v", h)
-	assert.Contains(t, h, "m")
-	ttl, err := b.conn().Do(ctx, b.conn().B().Pttl().Key(key[0]).Build()).AsInt64()
-	require.NoError(t, err)
-	assert.Greater(t, ttl, int64(clockSlack/time.Millisecond), "kept past the newest slice, with the slack of a test clock")
-
-	// Another backend whose clock is a minute behind decides at the last
-	// change: the window does not slide back, nothing is lost.
-	want, err := b.CheckRate(ctx, rl.Request{ID: r.ID, Scale: r.Scale, Limit: r.Limit, Algo: rl.Slices, Slices: 10})
+	peek := r
+	peek.Hits = 0
+	want, err := b.CheckRate(ctx, peek)
 	require.NoError(t, err)
 	behind := limitertest.NewClock(clock.Now() - 60_000)
 	b2, err := New(Config{URL: srv.URL(), Prefix: "sl", Clock: behind.Now, Timeout: 5 * time.Second})
 	require.NoError(t, err)
 	defer b2.Close()
-	got, err := b2.CheckRate(ctx, rl.Request{ID: r.ID, Scale: r.Scale, Limit: r.Limit, Algo: rl.Slices, Slices: 10})
+	got, err := b2.CheckRate(ctx, r)
 	require.NoError(t, err)
-	assert.Equal(t, want.Count, got.Count)
+	assert.Equal(t, want.Count+1, got.Count, "counted on the window of the last change")
 	assert.Equal(t, last, got.Now, "decided at the last change, not a minute back")
 
 	bs, err := b.Buckets(ctx, r.ID)
@@ -98,9 +150,67 @@ func TestSlicesHash(t *testing.T) {
 		assert.Equal(t, int64(10), x.Slices)
 		sum += x.Count
 	}
-	assert.Equal(t, want.Count, sum, "the listing's slices are the window's")
+	assert.Equal(t, got.Count, sum, "the listing's slices are the window's")
 	n, err := b.Reset(ctx, r.ID, 10_000)
 	require.NoError(t, err)
 	assert.Equal(t, len(bs), n)
-	assert.Empty(t, hash(t, b, key[0]))
+	assert.False(t, exists(t, b, checkCall(b, r, 0, 0, -1).key))
+	bs, err = b.Buckets(ctx, r.ID)
+	require.NoError(t, err)
+	assert.Empty(t, bs)
+}
+
+// TestCheapScripts counts what each script asks of Redis per check, from
+// Redis's own command statistics: a check in the steady state (its record
+// exists) is one GET and one write at most, for every script that answers
+// its record; a new slice or window costs no more calls than one within it.
+func TestCheapScripts(t *testing.T) {
+	srv := redistest.Start(t)
+	clock := limitertest.NewClock(limitertest.T0)
+	b, err := New(Config{URL: srv.URL(), Prefix: "cs", Clock: clock.Now, Timeout: 5 * time.Second, DenyCache: -1})
+	require.NoError(t, err)
+	defer b.Close()
+	ctx := context.Background()
+	for _, r := range []rl.Request{
+		{ID: "s", Scale: 60_000, Limit: 1 << 30, Hits: 1, Algo: rl.Sliding},
+		{ID: "t", Scale: 60_000, Limit: 1 << 30, Hits: 1, Algo: rl.Token},
+		{ID: "n", Scale: 60_000, Limit: 1 << 30, Hits: 1, Algo: rl.Slices},
+		{ID: "n600", Scale: 60_000, Limit: 1 << 30, Hits: 1, Algo: rl.Slices, Slices: 600},
+		{ID: "k", Scale: 60_000, Limit: 1 << 30, Hits: 1, Algo: rl.Leaky, Queue: 1000},
+	} {
+		t.Run(r.Algo.String()+"/"+r.ID, func(t *testing.T) {
+			_, err := b.CheckRate(ctx, r) // the record exists
+			require.NoError(t, err)
+			_, err = srv.Do("CONFIG", "RESETSTAT")
+			require.NoError(t, err)
+			const checks = 200
+			for range checks {
+				clock.Advance(150) // slices of 1 s and 100 ms: new ones often
+				d, err := b.CheckRate(ctx, r)
+				require.NoError(t, err)
+				require.True(t, d.Allowed)
+			}
+			stats, err := srv.CLI("INFO", "commandstats")
+			require.NoError(t, err)
+			calls := commandCalls(stats)
+			t.Logf("%v", calls)
+			assert.Equal(t, int64(checks), calls["evalsha"]-calls["pexpire"], "one script per check, and the index's (index.lua: HSET, PEXPIRE)")
+			assert.Equal(t, int64(checks), calls["get"], "one read per check")
+			assert.Equal(t, int64(checks), calls["setrange"]+calls["set"], "one write per allowed check")
+			assert.Zero(t, calls["hgetall"]+calls["hget"]+calls["hmget"]+calls["hincrby"]+calls["hdel"])
+			assert.LessOrEqual(t, calls["hset"], int64(2), "the index, off the hot path")
+			assert.LessOrEqual(t, calls["pexpire"], int64(2), "the index's TTL only")
+		})
+	}
+}
+
+var callsRE = regexp.MustCompile(`cmdstat_(\w+):calls=(\d+)`)
+
+// commandCalls reads the calls of every command from INFO commandstats.
+func commandCalls(info string) map[string]int64 {
+	out := map[string]int64{}
+	for _, m := range callsRE.FindAllStringSubmatch(info, -1) {
+		out[m[1]], _ = strconv.ParseInt(m[2], 10, 64)
+	}
+	return out
 }

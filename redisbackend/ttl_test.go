@@ -3,6 +3,7 @@ package redisbackend_test
 import (
 	"context"
 	"encoding/base64"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -13,16 +14,18 @@ import (
 
 	rl "github.com/raterlimiter/raterlimiter"
 	"github.com/raterlimiter/raterlimiter/internal/redistest"
+	"github.com/raterlimiter/raterlimiter/limitertest"
 	"github.com/raterlimiter/raterlimiter/redisbackend"
 )
 
-// TestTTL: with Redis's own clock, every key expires at the end of the last
-// window that can read it, the id's index no earlier than its records.
+// TestTTL: every key expires at the end of the last window that can read it,
+// and a little later (two seconds) when the client's clock decides, as
+// sidecars' clocks disagree by a little; the id's index no earlier than its
+// records. With Config.Deadlines the scripts decide on Redis's clock and
+// their records need no such slack; fixed windows' counters, named by the
+// client's clock, keep it.
 func TestTTL(t *testing.T) {
 	srv := redistest.Start(t)
-	b, err := redisbackend.New(redisbackend.Config{URL: srv.URL(), Timeout: 2 * time.Second})
-	require.NoError(t, err)
-	defer b.Close()
 	pttl := func(key string) int64 {
 		reply, err := srv.Do("PTTL", key)
 		require.NoError(t, err)
@@ -36,31 +39,123 @@ func TestTTL(t *testing.T) {
 	tests := []struct {
 		name string
 		algo rl.Algo
-		code string
+		key  func(d rl.Decision) string // after the id's tag
 		hits int64
-		// the TTL must lie in [lo, hi] ms, given reset (the decision's
-		// ResetMS) and d (the decision)
+		// the TTL must lie in [lo, hi] ms, before the slack, given d (the
+		// decision)
 		bounds func(d rl.Decision) (lo, hi int64)
 	}{
-		{"fixed: the window's end", rl.Fixed, "f", 1, func(d rl.Decision) (int64, int64) { return d.ResetMS - slackMS, d.ResetMS }},
-		{"sliding: one window later", rl.Sliding, "s", 1, func(d rl.Decision) (int64, int64) { return d.ResetMS + scale - slackMS, d.ResetMS + scale }},
-		{"token: when full again", rl.Token, "t", 3, func(d rl.Decision) (int64, int64) { return d.ResetMS - slackMS, d.ResetMS + 1 }},
+		{"fixed: the window's end", rl.Fixed, func(d rl.Decision) string { return "f:60000:" + strconv.FormatInt(d.Now/scale, 10) }, 1,
+			func(d rl.Decision) (int64, int64) { return d.ResetMS - slackMS, d.ResetMS }},
+		{"sliding: one window later", rl.Sliding, func(rl.Decision) string { return "w:60000" }, 1,
+			func(d rl.Decision) (int64, int64) { return d.ResetMS + scale - slackMS, d.ResetMS + scale }},
+		{"token: when full again, rounded up to scale/8", rl.Token, func(rl.Decision) string { return "g:60000" }, 3,
+			func(d rl.Decision) (int64, int64) { return d.ResetMS - slackMS, d.ResetMS + scale/8 }},
+		{"log: when its newest hit leaves", rl.Log, func(rl.Decision) string { return "l:60000" }, 1,
+			func(d rl.Decision) (int64, int64) { return scale - slackMS, scale }},
+		{"slices: when its newest slice leaves", rl.Slices, func(rl.Decision) string { return "n:60000:60" }, 1,
+			func(d rl.Decision) (int64, int64) { return d.ResetMS - slackMS, d.ResetMS }},
+		{"leaky: when the queue has drained, rounded up to scale/8", rl.Leaky, func(rl.Decision) string { return "k:60000" }, 3,
+			func(d rl.Decision) (int64, int64) { return d.ResetMS - slackMS, d.ResetMS + scale/8 }},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			id := "ttl-" + tt.code
-			d, err := b.CheckRate(context.Background(), rl.Request{ID: id, Scale: scale, Limit: 10, Hits: tt.hits, Algo: tt.algo})
+	for _, deadlines := range []bool{false, true} {
+		prefix := "ttl" + strconv.FormatBool(deadlines)
+		b, err := redisbackend.New(redisbackend.Config{URL: srv.URL(), Prefix: prefix, Timeout: 2 * time.Second, Deadlines: deadlines})
+		require.NoError(t, err)
+		defer b.Close()
+		for _, tt := range tests {
+			t.Run(prefix+"/"+tt.name, func(t *testing.T) {
+				id := "ttl-" + tt.algo.String()
+				d, err := b.CheckRate(context.Background(), rl.Request{ID: id, Scale: scale, Limit: 10, Hits: tt.hits, Algo: tt.algo})
+				require.NoError(t, err)
+				tag := prefix + ":{" + base64.RawURLEncoding.EncodeToString([]byte(id)) + "}:"
+				lo, hi := tt.bounds(d)
+				if !deadlines || tt.algo == rl.Fixed {
+					lo, hi = lo+2000, hi+2000
+				}
+				// The index's TTL is read first: the record's, read later,
+				// can only have shrunk since, so however slow the machine,
+				// an index that lives as long as its record reads no less.
+				index := pttl(tag + "i")
+				got := pttl(tag + tt.key(d))
+				assert.GreaterOrEqual(t, got, lo, "record TTL")
+				assert.LessOrEqual(t, got, hi, "record TTL")
+				assert.GreaterOrEqual(t, index, got, "the index lives as long as its records")
+			})
+		}
+	}
+}
+
+// TestIndexOutlivesRecords: the checks write an id's index only when a
+// record is new or its expiry passes into a new index epoch (a minute, or
+// the scale when longer): a record kept alive for many epochs by its checks
+// stays listed, and a run of checks within one epoch writes the index once.
+// (That the index never expires first, on the scripts' clock, is
+// TestScriptsKeepTheIndexAhead's.)
+func TestIndexOutlivesRecords(t *testing.T) {
+	srv := redistest.Start(t)
+	const scale = 10_000
+	for _, a := range []rl.Algo{rl.Fixed, rl.Sliding, rl.Token, rl.Slices, rl.Leaky} {
+		t.Run(a.String(), func(t *testing.T) {
+			clock := limitertest.NewClock(limitertest.T0 + 1)
+			prefix := "ix" + a.String()
+			b, err := redisbackend.New(redisbackend.Config{URL: srv.URL(), Prefix: prefix, Clock: clock.Now, Timeout: 2 * time.Second})
 			require.NoError(t, err)
-			tag := "rl:{" + base64.RawURLEncoding.EncodeToString([]byte(id)) + "}:"
-			lo, hi := tt.bounds(d)
-			// The index's TTL is read first: the record's, read later, can
-			// only have shrunk since, so however slow the machine, an index
-			// that lives as long as its record reads no less.
-			index := pttl(tag + "i")
-			got := pttl(tag + tt.code + ":" + strconv.Itoa(scale))
-			assert.GreaterOrEqual(t, got, lo, "record TTL")
-			assert.LessOrEqual(t, got, hi, "record TTL")
-			assert.GreaterOrEqual(t, index, got, "the index lives as long as its records")
+			defer b.Close()
+			pttl := func(key string) int64 {
+				reply, err := srv.Do("PTTL", key)
+				require.NoError(t, err)
+				n, err := strconv.ParseInt(strings.TrimPrefix(reply, ":"), 10, 64)
+				require.NoError(t, err)
+				return n
+			}
+			hsets := func() int64 {
+				info, err := srv.CLI("INFO", "commandstats")
+				require.NoError(t, err)
+				m := regexp.MustCompile(`cmdstat_hset:calls=(\d+)`).FindStringSubmatch(info)
+				if m == nil {
+					return 0
+				}
+				n, _ := strconv.ParseInt(m[1], 10, 64)
+				return n
+			}
+			tag := prefix + ":{" + base64.RawURLEncoding.EncodeToString([]byte("u")) + "}:"
+			r := rl.Request{ID: "u", Scale: scale, Limit: 1_000_000, Hits: 1, Algo: a}
+			ctx := context.Background()
+			// Ten minutes of checks, one every 5 s: many epochs.
+			for i := range 120 {
+				d, err := b.CheckRate(ctx, r)
+				require.NoError(t, err)
+				require.True(t, d.Allowed)
+				key := tag + map[rl.Algo]string{rl.Sliding: "w:10000", rl.Token: "g:10000", rl.Slices: "n:10000:60", rl.Leaky: "k:10000"}[a]
+				if a == rl.Fixed {
+					key = tag + "f:10000:" + strconv.FormatInt(clock.Now()/scale, 10)
+				}
+				// The index is read first: the record's TTL, read later, can
+				// only have shrunk since.
+				index := pttl(tag + "i")
+				rec := pttl(key)
+				require.Positive(t, rec, "check %d: the record", i)
+				require.GreaterOrEqual(t, index, rec, "check %d: the index outlives the record", i)
+				if i%40 == 0 {
+					bs, err := b.Buckets(ctx, "u")
+					require.NoError(t, err)
+					require.NotEmpty(t, bs, "check %d: listed", i)
+				}
+				clock.Advance(5000)
+			}
+			if a == rl.Fixed {
+				return // a fixed window's counter is a new record every window
+			}
+			// A hundred checks within one epoch write the index at most twice
+			// (the epoch may turn once among them).
+			before := hsets()
+			for range 100 {
+				_, err := b.CheckRate(ctx, r)
+				require.NoError(t, err)
+				clock.Advance(100)
+			}
+			assert.LessOrEqual(t, hsets()-before, int64(2), "index writes")
 		})
 	}
 }

@@ -1,88 +1,109 @@
 #!/usr/bin/env bash
-# Redis backend benchmark, every figure beside its baseline in the same run,
-# on one private redis-server (loopback, a free port, no persistence):
+# Redis backend benchmark: every figure beside its baseline, measured in the
+# same run, on one private redis-server (loopback, a free port, no
+# persistence) pinned to its own core (the last one) while the load runs on
+# the others.
 #
-#   ceiling   redis-benchmark running EVALSHA of the backend's own check script
-#             (redisbackend/check.lua, same keys and arguments as a fixed-window
-#             check), unpipelined (-P 1) and pipelined (-P 16), 50 connections
-#   backend   go test -bench: redisbackend.CheckRate from 16 goroutines per CPU,
-#             CheckRates with batches of 100, and the two Go clients (rueidis,
-#             go-redis) sending the same EVALSHA
-#   sidecar   the raterlimiter binary on that Redis: wrk GET /check_rate over
-#             10,000 ids, and the Go client's batch call (POST /check_rates, 100
-#             per batch)
+#   cost      what one check costs Redis, per algorithm (slices at 60 slices,
+#             leaky with a queue), with and without -redis-deadlines, beside
+#             one INCRBY:
+#             BenchmarkRedisCost (redisbackend), ROUNDS rounds, each subject
+#             in turn after CONFIG RESETSTAT, 100,000 checks in batches of
+#             100 over 10,000 ids: Redis µs per check (INFO commandstats:
+#             the usec of the commands the subject sends; a script's include
+#             the commands it calls) and the CPU of Redis's main thread per
+#             check (INFO cpu), each over INCRBY's in the same round; medians
+#   batches   the sidecar on -backend redis, default flags, answering the Go
+#             client's batches (POST /check_rates, 100 fixed-window checks
+#             each), against INCRBY+PEXPIRE per check pipelined through
+#             rueidis in batches of 100 checks on the same Redis; alternated
+#             ROUNDS times, checks/s and the ratio, with the CPU per check
+#             of Redis and of the sidecar
 #
-# The machine is shared: every subject is measured between two runs of the
-# pipelined ceiling and divided by their mean. Prints every measurement, then
-# the medians of the figures and of the ratios, as Markdown tables.
-#
-# Usage: scripts/redis-bench.sh [ROUNDS=3] [SECONDS=5]
-# Needs redis-server, redis-benchmark, redis-cli, wrk and go.
+# Usage: scripts/redis-bench.sh [ROUNDS=5] [SECONDS=3]
+# Needs redis-server, redis-cli, taskset and go.
 set -euo pipefail
-ROUNDS=${1:-3}
-SECS=${2:-5}
+ROUNDS=${1:-5}
+SECS=${2:-3}
 me=redis-bench
 . "$(dirname "$0")/lib.sh"
-need "apt-get install -y redis-server wrk" redis-server redis-cli redis-benchmark wrk go
+need "apt-get install -y redis-server util-linux" redis-server redis-cli taskset go
 
+hz=$(getconf CLK_TCK)
+ncpu=$(nproc)
+if [ "$ncpu" -ge 2 ]; then
+  redis_cpu=$((ncpu - 1))
+  load_cpus="0-$((ncpu - 2))"
+else
+  redis_cpu=0
+  load_cpus=0
+fi
 port=$(freeport)
 start_redis "$port"
+redis_pid=$last_pid
+taskset -pc "$redis_cpu" "$redis_pid" >/dev/null
 url="redis://127.0.0.1:$port/0"
-sha=$(redis-cli -p "$port" -x script load <"$root/redisbackend/check.lua")
 
 (cd "$root" && go build -o "$tmp/raterlimiter" ./cmd/raterlimiter && go test -c -o "$tmp/redisbackend.test" ./redisbackend)
-# The sidecar on its defaults (-timeout 1s, no -redis-timeout ceiling).
-start sidecar "$tmp/raterlimiter" -listen 127.0.0.1:0 -backend redis -redis-url "$url"
+start sidecar taskset -c "$load_cpus" "$tmp/raterlimiter" -listen 127.0.0.1:0 -backend redis -redis-url "$url"
 sidecar=$addr
+sidecar_pid=$last_pid
 
-# rb P: redis-benchmark's EVALSHA requests per second with pipeline P.
-rb() {
-  redis-benchmark -h 127.0.0.1 -p "$port" -c 50 -n $((SECS * 60000)) -r 10000 -P "$1" -q \
-    EVALSHA "$sha" 2 'rb:{__rand_int__}:f:60000' 'rb:{__rand_int__}:i' f 60000 1000000000 1 '' f:60000 0 |
-    tr '\r' '\n' | awk '/requests per second/ { for (i = 1; i <= NF; i++) if ($(i+1) == "requests") { print $i; exit } }'
-}
-# gob NAME: the checks/s of go benchmark NAME.
-gob() {
-  REDISBACKEND_BENCH_URL=$url REDISBACKEND_BENCH_SIDECAR=$sidecar \
-    "$tmp/redisbackend.test" -test.run '^$' -test.bench "^$1\$" -test.benchtime "${SECS}s" 2>/dev/null |
-    awk '{ for (i = 1; i <= NF; i++) if ($(i) == "checks/s") print $(i-1) }' | head -1
-}
-wrkrps() {
-  wrk -t1 -c64 -d"${SECS}s" -s "$root/scripts/sidecar-ids.lua" "http://$sidecar" -- "scale=60000&limit=1000000000" |
-    awk '/^Requests\/sec:/ { print $2 }'
-}
-
-# The machine is shared and noisy: each subject is measured between two runs
-# of the pipelined ceiling, and compared with their mean.
-subjects=(ceiling-P1 backend-CheckRates100 backend-CheckRate client-rueidis client-go-redis sidecar-wrk sidecar-client-batch)
-measure() {
-  case $1 in
-    ceiling-P1) rb 1 ;;
-    backend-*) gob "BenchmarkBackend/${1#backend-}" ;;
-    client-*) gob "BenchmarkClient/${1#client-}" ;;
-    sidecar-wrk) wrkrps ;;
-    sidecar-client-batch) gob BenchmarkSidecarBatch ;;
-  esac
-}
-echo "| round | subject | ceiling before | subject checks/s | ceiling after | subject / mean ceiling |"
-echo "|---|---|---|---|---|---|"
-for round in $(seq "$ROUNDS"); do
-  for subj in "${subjects[@]}"; do
-    before=$(rb 16)
-    val=$(measure "$subj")
-    after=$(rb 16)
-    ratio=$(awk -v v="$val" -v a="$before" -v b="$after" 'BEGIN { printf "%.3f", 2 * v / (a + b) }')
-    echo "$subj $val $ratio $before $after" >>"$tmp/results"
-    echo "| $round | $subj | $before | $val | $after | $ratio |"
-  done
-done
-
+echo "## What a check costs Redis ($ROUNDS rounds; Redis on CPU $redis_cpu of $ncpu)"
 echo
-echo "| measurement | median checks/s | median ratio to the pipelined EVALSHA ceiling |"
-echo "|---|---|---|"
-echo "| ceiling-P16 (redis-benchmark -P 16) | $(awk '{ print $4; print $5 }' "$tmp/results" | median) | 1 |"
-for n in "${subjects[@]}"; do
-  med=$(awk -v n="$n" '$1 == n { print $2 }' "$tmp/results" | median)
-  rat=$(awk -v n="$n" '$1 == n { print $3 }' "$tmp/results" | median)
-  echo "| $n | $med | $rat |"
+REDISBACKEND_BENCH_URL=$url taskset -c "$load_cpus" "$tmp/redisbackend.test" -test.run '^$' \
+  -test.bench '^BenchmarkRedisCost$' -test.benchtime "${ROUNDS}x" >"$tmp/cost.out" 2>&1 ||
+  { cat "$tmp/cost.out" >&2; exit 1; }
+echo "| subject | Redis µs per check | × INCRBY | Redis CPU per check × INCRBY's |"
+echo "|---|---:|---:|---:|"
+awk '/^BenchmarkRedisCost/ {
+  for (i = 5; i < NF; i += 2) { v = $i; u = $(i + 1)
+    if (u ~ /-µs\/check$/) { n = u; sub(/-µs\/check$/, "", n); us[n] = v; order[++k] = n }
+    else if (u ~ /-cpu-x-incrby$/) { n = u; sub(/-cpu-x-incrby$/, "", n); cpu[n] = v }
+    else if (u ~ /-x-incrby$/) { n = u; sub(/-x-incrby$/, "", n); x[n] = v } }
+  }
+  END { k = split("incrby incrby+pexpire fixed sliding token log slices leaky fixed-deadlines sliding-deadlines token-deadlines log-deadlines slices-deadlines leaky-deadlines", want, " ")
+    for (j = 1; j <= k; j++) { n = want[j]; if (n in us) printf "| %s | %.2f | %.2f | %.2f |\n", n, us[n], x[n], cpu[n] } }' "$tmp/cost.out"
+
+# rcpu: the CPU Redis's main thread has used so far, in µs (INFO cpu).
+rcpu() {
+  redis-cli -p "$port" info cpu | tr -d '\r' |
+    awk -F: '/^used_cpu_(sys|user)_main_thread:/ { s += $2 } END { printf "%.0f", s * 1e6 }'
+}
+# incrs: INCRBY calls since the last CONFIG RESETSTAT: one per check.
+incrs() {
+  redis-cli -p "$port" info commandstats | tr -d '\r' |
+    awk -F'[:=,]' '$1 == "cmdstat_incrby" { print $3; exit }' | grep . || echo 0
+}
+# gob NAME: the checks/s of go benchmark NAME, then Redis's and the
+# sidecar's CPU per check meanwhile, in µs (the checks counted by Redis).
+gob() {
+  local r0 s0 r1 s1 n rate
+  redis-cli -p "$port" config resetstat >/dev/null
+  r0=$(rcpu); s0=$(cputicks "$sidecar_pid")
+  REDISBACKEND_BENCH_URL=$url REDISBACKEND_BENCH_SIDECAR=$sidecar taskset -c "$load_cpus" \
+    "$tmp/redisbackend.test" -test.run '^$' -test.bench "^$1\$" -test.benchtime "${SECS}s" 2>/dev/null >"$tmp/gob.out"
+  r1=$(rcpu); s1=$(cputicks "$sidecar_pid"); n=$(incrs)
+  rate=$(awk '{ for (i = 1; i <= NF; i++) if ($(i) == "checks/s") { print $(i-1); exit } }' "$tmp/gob.out")
+  awk -v rate="$rate" -v n="$n" -v r="$((r1 - r0))" -v s="$((s1 - s0))" -v hz="$hz" \
+    'BEGIN { printf "%s %.2f %.2f\n", rate, r / n, s / hz * 1e6 / n }'
+}
+echo
+echo "## HTTP batches against pipelined INCRBY+PEXPIRE ($ROUNDS rounds of ${SECS}s)"
+echo
+echo "| round | INCRBY+PEXPIRE checks/s | sidecar batches checks/s | ratio | Redis CPU µs/check: pipeline | sidecar's | ratio | sidecar CPU µs/check |"
+echo "|---|---:|---:|---:|---:|---:|---:|---:|"
+for round in $(seq "$ROUNDS"); do
+  read -r base bcpu _ <<<"$(gob BenchmarkPipelinedCounter)"
+  read -r side scpu sidecpu <<<"$(gob BenchmarkSidecarBatch)"
+  ratio=$(awk -v a="$side" -v b="$base" 'BEGIN { printf "%.3f", a / b }')
+  cratio=$(awk -v a="$bcpu" -v b="$scpu" 'BEGIN { printf "%.3f", a / b }')
+  echo "$ratio $base $side $bcpu $scpu $cratio $sidecpu" >>"$tmp/batches"
+  echo "| $round | $base | $side | $ratio | $bcpu | $scpu | $cratio | $sidecpu |"
 done
+med() { awk -v c="$1" '{ print $c }' "$tmp/batches" | median; }
+echo "| median | $(med 2) | $(med 3) | $(med 1) | $(med 4) | $(med 5) | $(med 6) | $(med 7) |"
+echo
+echo "The first ratio is throughput; the second, Redis's CPU per check of the"
+echo "pipeline over the sidecar's, is the throughput ratio once Redis is the"
+echo "bottleneck (the sidecar with cores to spare)."

@@ -34,11 +34,13 @@ shared() {
   # A generous timeout: this part is about the count, on a busy machine.
   sidecar "$name-a" -redis-url "$url" -redis-timeout 2s -timeout 3s; local a=$addr
   sidecar "$name-b" -redis-url "$url" -redis-timeout 2s -timeout 3s; local b=$addr
-  for algo in fixed sliding token; do
-    local id="shared-$name-$algo-$RANDOM$RANDOM"
+  for algo in fixed sliding token log slices leaky; do
+    local id="shared-$name-$algo-$RANDOM$RANDOM" q="scale=315360000000&limit=100&algo=$algo"
+    # leaky: the limit at once, all but one waiting their turn
+    if [ "$algo" = leaky ]; then q="$q&queue=99"; fi
     for i in $(seq 300); do
-      if ((i % 2)); then echo "http://$a/check_rate?id=$id&scale=315360000000&limit=100&algo=$algo"
-      else echo "http://$b/check_rate?id=$id&scale=315360000000&limit=100&algo=$algo"; fi
+      if ((i % 2)); then echo "http://$a/check_rate?id=$id&$q"
+      else echo "http://$b/check_rate?id=$id&$q"; fi
     done >"$tmp/urls"
     xargs -P 16 -n 1 curl -s -o /dev/null -w '%{http_code}\n' <"$tmp/urls" >"$tmp/codes"
     check "$name, two sidecars, $algo: 200s of 300" 100 "$(grep -c '^200$' "$tmp/codes" || true)"

@@ -72,7 +72,10 @@ func openBackend(cfg config, logger *slog.Logger, onSwept func(n int, took time.
 			return backend{}, cli.Usagef("-redis-fail must be closed, open or local, not %q", cfg.redisFail) // checked by parse
 		}
 		rc := redisbackend.Config{URL: cfg.redisURL, Timeout: cfg.redisTimeout, Fail: fail,
-			MaxIDBytes: limiterIDBytes(cfg), Logger: logger}
+			MaxIDBytes: limiterIDBytes(cfg), Logger: logger, Deadlines: cfg.redisDeadlines, DenyCache: cfg.redisDenyCache}
+		if cfg.redisDenyCache == 0 {
+			rc.DenyCache = -1 // off
+		}
 		metrics := newRedisMetrics()
 		metrics.hook(&rc)
 		var fallback *memory.Limiter

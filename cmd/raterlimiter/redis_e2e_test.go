@@ -12,7 +12,9 @@ import (
 )
 
 // TestE2ERedisDegradedHeader runs the binary on a private Redis with
-// -redis-fail open, then kills Redis: answers keep coming, marked degraded.
+// -redis-fail open, then kills Redis: answers keep coming, marked degraded;
+// a denial the sidecar already knows stays a denial, from its cache of
+// denials.
 func TestE2ERedisDegradedHeader(t *testing.T) {
 	redistest.Available(t)
 	rs := redistest.Start(t)
@@ -29,9 +31,12 @@ func TestE2ERedisDegradedHeader(t *testing.T) {
 	assert.Contains(t, m.body, "raterlimiter_redis_up 1")
 	rs.Kill()
 	r := s.get(t, "/check_rate?id=deg&scale=60000&limit=2")
+	assert.Equal(t, 429, r.status, "denied until the window ends, Redis or not: %s", r.body)
+	assert.Empty(t, r.header.Get("X-RateLimit-Degraded"), "decided as Redis would")
+	r = s.get(t, "/check_rate?id=deg2&scale=60000&limit=2")
 	assert.Equal(t, 200, r.status, "fail-open allows while Redis is down: %s", r.body)
 	assert.Equal(t, "open", r.header.Get("X-RateLimit-Degraded"))
-	r = s.do(t, "POST", "/check_rates", "", `[{"id":"deg","scale":60000,"limit":2}]`)
+	r = s.do(t, "POST", "/check_rates", "", `[{"id":"deg2","scale":60000,"limit":2}]`)
 	assert.Equal(t, 200, r.status, r.body)
 	assert.Equal(t, "open", r.header.Get("X-RateLimit-Degraded"))
 	r = s.get(t, "/healthz")
@@ -41,6 +46,7 @@ func TestE2ERedisDegradedHeader(t *testing.T) {
 	assert.Contains(t, m.body, "raterlimiter_redis_up 0")
 	assert.Contains(t, m.body, `raterlimiter_redis_degraded_total{mode="open"}`)
 	assert.Contains(t, m.body, `raterlimiter_redis_calls_total{op="check",result="error"}`)
+	assert.Contains(t, m.body, "raterlimiter_redis_local_denials_total 1")
 	require.NoError(t, s.stop(t))
 }
 

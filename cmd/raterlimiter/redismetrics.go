@@ -15,6 +15,7 @@ type redisMetrics struct {
 	up          prometheus.Gauge
 	degraded    *prometheus.CounterVec
 	transitions *prometheus.CounterVec
+	local       prometheus.Counter
 }
 
 func newRedisMetrics() *redisMetrics {
@@ -41,6 +42,10 @@ func newRedisMetrics() *redisMetrics {
 			Help: "Changes of the Redis circuit, by the state entered (open, closed) and why (refused, reset, closed, loading, clusterdown, no_answer, ..., answered).",
 		}, []string{"state", "reason"}),
 	}
+	m.local = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "raterlimiter_redis_local_denials_total",
+		Help: "Checks denied by this sidecar's cache of denials, without asking Redis (-redis-deny-cache).",
+	})
 	m.up.Set(1)
 	return m
 }
@@ -58,6 +63,7 @@ func (m *redisMetrics) hook(rc *redisbackend.Config) {
 	rc.OnDegraded = func(mode redisbackend.FailMode, n int) {
 		m.degraded.WithLabelValues(mode.String()).Add(float64(n))
 	}
+	rc.OnLocalDenials = func(n int) { m.local.Add(float64(n)) }
 	rc.OnState = func(up bool, err error) {
 		if up {
 			m.up.Set(1)
@@ -70,5 +76,5 @@ func (m *redisMetrics) hook(rc *redisbackend.Config) {
 }
 
 func (m *redisMetrics) collectors() []prometheus.Collector {
-	return []prometheus.Collector{m.calls, m.latency, m.up, m.degraded, m.transitions}
+	return []prometheus.Collector{m.calls, m.latency, m.up, m.degraded, m.transitions, m.local}
 }

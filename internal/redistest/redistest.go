@@ -1,7 +1,8 @@
 // Package redistest starts and stops private redis-server processes for
-// tests: a single node, or a three-master Redis Cluster, each on ports the
-// operating system picks, with persistence off and their files in a test's
-// temporary directory. It never talks to a Redis it did not start.
+// tests: a single node, or a three-master Redis Cluster (with a replica per
+// master, for failovers), each on ports the operating system picks, with
+// persistence off and their files in a test's temporary directory. It never
+// talks to a Redis it did not start.
 //
 // Without redis-server on PATH the helpers skip the test with a message
 // saying how to install it, unless RATERLIMITER_REQUIRE_REDIS=1, when they fail
@@ -13,6 +14,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -55,10 +57,11 @@ type Server struct {
 	// BusPort is the cluster bus port (cluster nodes only).
 	BusPort int
 
-	dir     string
-	cluster bool
-	tls     *tls.Config // the client's side, for a StartTLS server
-	tlsArgs []string
+	dir      string
+	cluster  bool
+	sentinel bool        // runs as a Sentinel, from dir/sentinel.conf
+	tls      *tls.Config // the client's side, for a StartTLS server
+	tlsArgs  []string
 
 	mu   sync.Mutex
 	cmd  *exec.Cmd
@@ -93,25 +96,17 @@ func Start(t testing.TB, extra ...string) *Server {
 
 func (s *Server) startFresh(t testing.TB, extra []string) {
 	t.Helper()
-	var last error
-	for attempt := 0; attempt < 8; attempt++ {
-		s.Port = freePort(t)
-		if s.cluster {
-			s.BusPort = freePort(t)
-			if s.BusPort == s.Port {
-				continue
-			}
-		}
-		if last = s.launch(extra); last == nil {
-			t.Cleanup(s.Stop)
-			return
-		}
-		t.Logf("redistest: port %d: %v; retrying", s.Port, last)
+	if err := s.start(t, extra); err != nil {
+		t.Fatalf("redistest: could not start redis-server: %v", err)
 	}
-	t.Fatalf("redistest: could not start redis-server: %v", last)
 }
 
 func (s *Server) args(extra []string) []string {
+	if s.sentinel {
+		// A Sentinel rewrites its configuration file: it must have one.
+		return append([]string{filepath.Join(s.dir, "sentinel.conf"), "--sentinel",
+			"--bind", "127.0.0.1", "--port", strconv.Itoa(s.Port), "--dir", s.dir, "--daemonize", "no", "--logfile", ""}, extra...)
+	}
 	port := []string{"--port", strconv.Itoa(s.Port)}
 	if s.tls != nil {
 		port = append([]string{"--port", "0", "--tls-port", strconv.Itoa(s.Port)}, s.tlsArgs...)
@@ -131,6 +126,9 @@ func (s *Server) args(extra []string) []string {
 			"--cluster-port", strconv.Itoa(s.BusPort),
 			"--cluster-config-file", filepath.Join(s.dir, "nodes-"+strconv.Itoa(s.Port)+".conf"),
 			"--cluster-node-timeout", "2000",
+			// A replica syncs at once, not after waiting five seconds
+			// for others to share the transfer.
+			"--repl-diskless-sync-delay", "0",
 		)
 	}
 	return append(a, extra...)
@@ -269,14 +267,16 @@ func (s *Server) CLI(args ...string) (string, error) {
 	return string(out), err
 }
 
-// Cluster is a three-master Redis Cluster started by this package.
+// Cluster is a Redis Cluster started by this package.
 type Cluster struct {
 	// Nodes are the masters, in the order they were given to
 	// redis-cli --cluster create.
 	Nodes []*Server
+	// Replicas are the replicas (StartReplicatedCluster), one per master.
+	Replicas []*Server
 }
 
-// URL returns a URL naming every node: redis://first?addr=second&addr=third.
+// URL returns a URL naming every master: redis://first?addr=second&addr=third.
 func (c *Cluster) URL() string {
 	u := "redis://" + c.Nodes[0].Addr()
 	for i, n := range c.Nodes[1:] {
@@ -289,57 +289,408 @@ func (c *Cluster) URL() string {
 	return u
 }
 
+// All returns every node, masters first.
+func (c *Cluster) All() []*Server { return append(append([]*Server(nil), c.Nodes...), c.Replicas...) }
+
 // StartCluster starts three cluster-enabled servers, joins them with
 // redis-cli --cluster create (no replicas), waits for cluster_state:ok on
 // every node and registers their stop with t.Cleanup. Extra arguments go to
 // every server (e.g. --cluster-require-full-coverage no).
 func StartCluster(t testing.TB, extra ...string) *Cluster {
 	t.Helper()
+	return startCluster(t, 0, extra)
+}
+
+// StartReplicatedCluster starts three masters, each with one replica, as
+// StartCluster does, and waits until every replica has synced with its
+// master, so that a replica can take over when its master dies
+// (WaitFailover). Nodes are marked failing after one second without an
+// answer (cluster-node-timeout), so a failover takes two or three.
+func StartReplicatedCluster(t testing.TB, extra ...string) *Cluster {
+	t.Helper()
+	return startCluster(t, 1, append([]string{"--cluster-node-timeout", "1000"}, extra...))
+}
+
+func startCluster(t testing.TB, replicas int, extra []string) *Cluster {
+	t.Helper()
 	Available(t)
-	c := &Cluster{}
 	dir := t.TempDir()
-	for i := 0; i < 3; i++ {
-		s := &Server{dir: filepath.Join(dir, strconv.Itoa(i)), cluster: true}
-		if err := os.MkdirAll(s.dir, 0o755); err != nil {
+	n := 3 * (1 + replicas)
+	nodes := make([]*Server, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range nodes {
+		nodes[i] = &Server{dir: filepath.Join(dir, strconv.Itoa(i)), cluster: true}
+		if err := os.MkdirAll(nodes[i].dir, 0o755); err != nil {
 			t.Fatal(err)
 		}
-		s.startFresh(t, extra)
-		c.Nodes = append(c.Nodes, s)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = nodes[i].start(t, extra)
+		}()
 	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			t.Fatalf("redistest: could not start redis-server: %v", err)
+		}
+	}
+	// redis-cli takes the first three as masters and gives each a replica
+	// from the rest.
+	c := &Cluster{Nodes: nodes[:3], Replicas: nodes[3:]}
 	args := []string{"--cluster", "create"}
-	for _, n := range c.Nodes {
+	for _, n := range nodes {
 		args = append(args, n.Addr())
 	}
-	args = append(args, "--cluster-replicas", "0", "--cluster-yes")
+	args = append(args, "--cluster-replicas", strconv.Itoa(replicas), "--cluster-yes")
 	if out, err := c.Nodes[0].CLI(args...); err != nil {
 		t.Fatalf("redistest: cluster create: %v\n%s", err, out)
 	}
 	deadline := time.Now().Add(30 * time.Second)
-	for _, n := range c.Nodes {
+	for _, n := range nodes {
 		for {
-			out, err := n.CLI("cluster", "info")
-			if err == nil && strings.Contains(out, "cluster_state:ok") {
+			info, err := n.CLI("cluster", "info")
+			repl, err2 := n.CLI("info", "replication")
+			synced := replicas == 0 || strings.Contains(repl, "role:master") || strings.Contains(repl, "master_link_status:up")
+			if err == nil && err2 == nil && strings.Contains(info, "cluster_state:ok") && synced {
 				break
 			}
 			if time.Now().After(deadline) {
-				t.Fatalf("redistest: node %s never reached cluster_state:ok: %v\n%s", n.Addr(), err, out)
+				t.Fatalf("redistest: node %s never reached cluster_state:ok and sync: %v\n%s\n%s", n.Addr(), err, info, repl)
 			}
 			time.Sleep(50 * time.Millisecond)
 		}
 	}
+	// Each master's replica, as the cluster paired them.
+	if replicas > 0 {
+		byID := map[string]*Server{}
+		for _, n := range nodes {
+			id, err := n.CLI("cluster", "myid")
+			if err != nil {
+				t.Fatalf("redistest: cluster myid: %v", err)
+			}
+			byID[strings.TrimSpace(id)] = n
+		}
+		var paired []*Server
+		for _, m := range c.Nodes {
+			id, _ := m.CLI("cluster", "myid")
+			out, err := m.CLI("cluster", "replicas", strings.TrimSpace(id))
+			if err != nil {
+				t.Fatalf("redistest: cluster replicas: %v\n%s", err, out)
+			}
+			fields := strings.Fields(out)
+			if len(fields) == 0 || byID[fields[0]] == nil {
+				t.Fatalf("redistest: master %s has no replica: %s", m.Addr(), out)
+			}
+			paired = append(paired, byID[fields[0]])
+		}
+		c.Replicas = paired
+	}
 	return c
+}
+
+// Sentinel is a master, its replica and a Redis Sentinel watching them,
+// started by this package.
+type Sentinel struct {
+	Master, Replica, Sentinel *Server
+	// Name is the master set's name, as clients ask the Sentinel for it.
+	Name string
+}
+
+// URL names the Sentinel and the master set, as redisbackend.Config.URL
+// (the client asks the Sentinel where the master is, and follows it).
+func (s *Sentinel) URL() string { return "redis://" + s.Sentinel.Addr() + "?master_set=" + s.Name }
+
+// StartSentinel starts a master, a replica synced with it and a Sentinel
+// that declares the master down after one second without an answer and
+// fails over to the replica (quorum 1), and registers their stop with
+// t.Cleanup.
+func StartSentinel(t testing.TB) *Sentinel {
+	t.Helper()
+	Available(t)
+	dir := t.TempDir()
+	st := &Sentinel{Name: "rlmaster"}
+	st.Master = &Server{dir: filepath.Join(dir, "master")}
+	st.Replica = &Server{dir: filepath.Join(dir, "replica")}
+	st.Sentinel = &Server{dir: filepath.Join(dir, "sentinel"), sentinel: true}
+	for _, s := range []*Server{st.Master, st.Replica, st.Sentinel} {
+		if err := os.MkdirAll(s.dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st.Master.startFresh(t, []string{"--repl-diskless-sync-delay", "0"})
+	st.Replica.startFresh(t, []string{"--replicaof", "127.0.0.1", strconv.Itoa(st.Master.Port), "--repl-diskless-sync-delay", "0"})
+	conf := "sentinel monitor " + st.Name + " 127.0.0.1 " + strconv.Itoa(st.Master.Port) + " 1\n" +
+		"sentinel down-after-milliseconds " + st.Name + " 1000\n" +
+		"sentinel failover-timeout " + st.Name + " 10000\n"
+	if err := os.WriteFile(filepath.Join(st.Sentinel.dir, "sentinel.conf"), []byte(conf), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	st.Sentinel.startFresh(t, nil)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		repl, err := st.Replica.CLI("info", "replication")
+		known, err2 := st.Sentinel.CLI("sentinel", "replicas", st.Name)
+		if err == nil && err2 == nil && strings.Contains(repl, "master_link_status:up") && strings.Contains(known, strconv.Itoa(st.Replica.Port)) {
+			return st
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("redistest: the replica never synced, or the Sentinel never saw it: %v %v\n%s\n%s", err, err2, repl, known)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// WaitReplicated waits, up to timeout, until the replica has acknowledged
+// every write the master had taken when it was called. (WAIT would not do:
+// it waits for the writes of its own connection only, and a fresh
+// connection has none. Nor is a replica whose link is up sure to have
+// them: after a diskless sync the master streams its writes only once the
+// replica's first acknowledgement arrives, up to a second later.)
+func (s *Sentinel) WaitReplicated(t testing.TB, timeout time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	var want int64 = -1
+	for {
+		info, err := s.Master.CLI("info", "replication")
+		if err == nil {
+			master, acked := replOffsets(info)
+			if want < 0 {
+				want = master
+			}
+			if want >= 0 && acked >= want {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("redistest: the replica did not acknowledge the master's writes within %v: %v\n%s", timeout, err, info)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// replOffsets reads a master's INFO replication: its replication offset and
+// the offset its first replica acknowledged (-1 when absent).
+func replOffsets(info string) (master, acked int64) {
+	master, acked = -1, -1
+	for _, line := range strings.Split(info, "\n") {
+		line = strings.TrimSpace(line)
+		if v, ok := strings.CutPrefix(line, "master_repl_offset:"); ok {
+			master, _ = strconv.ParseInt(v, 10, 64)
+		}
+		if v, ok := strings.CutPrefix(line, "slave0:"); ok {
+			for _, kv := range strings.Split(v, ",") {
+				if o, ok := strings.CutPrefix(kv, "offset="); ok {
+					acked, _ = strconv.ParseInt(o, 10, 64)
+				}
+			}
+		}
+	}
+	return master, acked
+}
+
+// WaitFailover waits, up to timeout, until the Sentinel names the replica as
+// the master, and returns how long that took.
+func (s *Sentinel) WaitFailover(t testing.TB, timeout time.Duration) time.Duration {
+	t.Helper()
+	start := time.Now()
+	for {
+		out, err := s.Sentinel.CLI("sentinel", "get-master-addr-by-name", s.Name)
+		if err == nil && strings.Contains(out, strconv.Itoa(s.Replica.Port)) {
+			return time.Since(start)
+		}
+		if time.Since(start) > timeout {
+			t.Fatalf("redistest: the Sentinel did not fail over within %v: %v %s", timeout, err, out)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// start starts a fresh server on a free port, retrying a port another
+// process took first, and registers its stop with t.Cleanup. It may run on
+// any goroutine.
+func (s *Server) start(t testing.TB, extra []string) error {
+	var last error
+	for attempt := 0; attempt < 8; attempt++ {
+		if s.Port, last = freePort(); last != nil {
+			continue
+		}
+		if s.cluster {
+			if s.BusPort, last = freePort(); last != nil || s.BusPort == s.Port {
+				continue
+			}
+		}
+		if last = s.launch(extra); last == nil {
+			t.Cleanup(s.Stop)
+			return nil
+		}
+		t.Logf("redistest: port %d: %v; retrying", s.Port, last)
+	}
+	return last
+}
+
+// ID returns the node's cluster id.
+func (s *Server) ID() (string, error) {
+	out, err := s.CLI("cluster", "myid")
+	return strings.TrimSpace(out), err
+}
+
+// MasterOf returns the master that serves key's slot, as the first live
+// node answers (one CLUSTER NODES).
+func (c *Cluster) MasterOf(key string) (*Server, error) {
+	owners, err := c.Owners()
+	if err != nil {
+		return nil, err
+	}
+	return owners(key)
+}
+
+// Owners reads the slots' masters once, as the first live node answers, and
+// returns a function that finds the master of a key's slot in that reading.
+func (c *Cluster) Owners() (func(key string) (*Server, error), error) {
+	for _, n := range c.All() {
+		nodes, err := n.CLI("cluster", "nodes")
+		if err != nil || !strings.Contains(nodes, "myself") {
+			continue
+		}
+		return func(key string) (*Server, error) {
+			slot := KeySlot(key)
+			addr, ok := slotOwner(nodes, slot)
+			if !ok {
+				return nil, fmt.Errorf("redistest: no master serves slot %d", slot)
+			}
+			for _, m := range c.All() {
+				if m.Addr() == addr {
+					return m, nil
+				}
+			}
+			return nil, fmt.Errorf("redistest: slot %d served by %s, not ours", slot, addr)
+		}, nil
+	}
+	return nil, errors.New("redistest: no node answers")
+}
+
+// KeySlot is the Cluster hash slot of key: CRC16 (XMODEM) of its hash tag
+// (the bytes between the first { and the next }, when not empty) or of the
+// whole key, modulo 16384.
+func KeySlot(key string) int {
+	if i := strings.IndexByte(key, '{'); i >= 0 {
+		if j := strings.IndexByte(key[i+1:], '}'); j > 0 {
+			key = key[i+1 : i+1+j]
+		}
+	}
+	var crc uint16
+	for k := 0; k < len(key); k++ {
+		crc ^= uint16(key[k]) << 8
+		for range 8 {
+			if crc&0x8000 != 0 {
+				crc = crc<<1 ^ 0x1021
+			} else {
+				crc <<= 1
+			}
+		}
+	}
+	return int(crc) % 16384
+}
+
+// slotOwner finds, in CLUSTER NODES output, the address of the master that
+// serves slot.
+func slotOwner(nodes string, slot int) (string, bool) {
+	for _, line := range strings.Split(nodes, "\n") {
+		f := strings.Fields(line)
+		if len(f) < 9 || !strings.Contains(f[2], "master") || strings.Contains(f[2], "fail") {
+			continue
+		}
+		for _, r := range f[8:] {
+			if strings.HasPrefix(r, "[") {
+				continue // a slot being migrated
+			}
+			lo, hi, found := strings.Cut(r, "-")
+			if !found {
+				hi = lo
+			}
+			a, err1 := strconv.Atoi(lo)
+			b, err2 := strconv.Atoi(hi)
+			if err1 == nil && err2 == nil && a <= slot && slot <= b {
+				addr, _, _ := strings.Cut(f[1], "@")
+				return addr, true
+			}
+		}
+	}
+	return "", false
+}
+
+// WaitFailover waits, up to timeout, until every live node reports
+// cluster_state:ok and a replica has taken the slots of dead, a master
+// killed before; it returns the promoted replica and how long it took
+// from the call.
+func (c *Cluster) WaitFailover(t testing.TB, dead *Server, timeout time.Duration) (*Server, time.Duration) {
+	t.Helper()
+	start := time.Now()
+	var promoted *Server
+	for i, m := range c.Nodes {
+		if m == dead {
+			promoted = c.Replicas[i]
+		}
+	}
+	if promoted == nil {
+		t.Fatalf("redistest: %s is not a master of this cluster", dead.Addr())
+	}
+	for {
+		ok := true
+		repl, err := promoted.CLI("info", "replication")
+		if err != nil || !strings.Contains(repl, "role:master") {
+			ok = false
+		}
+		for _, n := range c.All() {
+			if n == dead || !ok {
+				continue
+			}
+			info, err := n.CLI("cluster", "info")
+			if err != nil || !strings.Contains(info, "cluster_state:ok") {
+				ok = false
+			}
+		}
+		if ok {
+			return promoted, time.Since(start)
+		}
+		if time.Since(start) > timeout {
+			t.Fatalf("redistest: no failover of %s within %v", dead.Addr(), timeout)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// Reshard moves slots slots from master from to master to with
+// redis-cli --cluster reshard (which migrates their keys), and returns
+// its output.
+func (c *Cluster) Reshard(from, to *Server, slots int) (string, error) {
+	fromID, err := from.ID()
+	if err != nil {
+		return "", err
+	}
+	toID, err := to.ID()
+	if err != nil {
+		return "", err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, "redis-cli", "--cluster", "reshard", from.Addr(),
+		"--cluster-from", fromID, "--cluster-to", toID, "--cluster-slots", strconv.Itoa(slots),
+		"--cluster-yes").CombinedOutput()
+	return string(out), err
 }
 
 // freePort asks the OS for a free port on 127.0.0.1. Another process may take
 // it before redis-server binds it; the callers retry on that.
-func freePort(t testing.TB) int {
-	t.Helper()
+func freePort() (int, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		t.Fatalf("redistest: %v", err)
+		return 0, fmt.Errorf("redistest: %w", err)
 	}
 	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 func lastLines(s string, n int) string {

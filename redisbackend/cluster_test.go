@@ -1,0 +1,264 @@
+package redisbackend_test
+
+import (
+	"context"
+	"encoding/base64"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	rl "github.com/raterlimiter/raterlimiter"
+	"github.com/raterlimiter/raterlimiter/internal/redistest"
+	"github.com/raterlimiter/raterlimiter/redisbackend"
+)
+
+// tally is what the checks of one id saw.
+type tally struct {
+	ok, failed atomic.Int64 // answered by Redis; failed (the fail mode)
+}
+
+// clusterLoad runs single checks from workers over rs until the returned
+// stop is called, each worker pausing pace between checks, tallying each
+// request's answers; every error must be the fail mode's
+// (raterlimiter.ErrUnavailable), which it reports to t otherwise. stop
+// waits for the workers, and runs at the test's end in any case, before the
+// servers stop (even when a require ends the test early).
+func clusterLoad(t *testing.T, b *redisbackend.Backend, rs []rl.Request, tallies []*tally, workers int, pace time.Duration) (stop func()) {
+	var wg sync.WaitGroup
+	done := make(chan struct{})
+	var once sync.Once
+	stop = func() { once.Do(func() { close(done) }); wg.Wait() }
+	t.Cleanup(stop)
+	for w := range workers {
+		wg.Go(func() {
+			for i := w; ; i += workers {
+				select {
+				case <-done:
+					return
+				default:
+				}
+				j := i % len(rs)
+				ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+				_, err := b.CheckRate(ctx, rs[j])
+				cancel()
+				if err == nil {
+					tallies[j].ok.Add(1)
+					time.Sleep(pace)
+					continue
+				}
+				tallies[j].failed.Add(1)
+				assert.ErrorIs(t, err, rl.ErrUnavailable, "the fail mode's error, nothing else")
+				time.Sleep(time.Millisecond) // the circuit answers at once: no busy loop
+			}
+		})
+	}
+	return stop
+}
+
+// count reads r's count on Redis (a peek), retrying while the cluster is
+// settling.
+func count(t *testing.T, b *redisbackend.Backend, r rl.Request) int64 {
+	t.Helper()
+	peek := r
+	peek.Hits = 0
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		d, err := b.CheckRate(context.Background(), peek)
+		if err == nil {
+			return d.Count
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("peek of %s: %v", r.ID, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// clusterRequests are n requests over ids spread on every slot, the
+// algorithms in turn, under a ten-year window with a limit no test reaches:
+// each allowed hit adds exactly one to its count (a token bucket of a
+// million refills one hit every five minutes, and a leaky bucket's queue
+// holds more than the test sends).
+func clusterRequests(prefix string, n int) []rl.Request {
+	rs := make([]rl.Request, n)
+	for i := range rs {
+		a := rl.Algos[i%len(rl.Algos)]
+		limit := int64(1_000_000)
+		if a == rl.Log {
+			limit = rl.MaxLogLimit
+		}
+		rs[i] = rl.Request{ID: prefix + strconv.Itoa(i), Scale: rl.MaxScale, Limit: limit, Hits: 1, Algo: a}
+		if a == rl.Leaky {
+			rs[i].Queue = rl.MaxQueue // every hit waits its turn: none refused
+		}
+	}
+	return rs
+}
+
+// TestClusterFailover kills a master of a Redis Cluster with replicas under
+// load from single checks of every algorithm. While its replica is promoted,
+// checks follow the fail mode (closed: an error matching
+// raterlimiter.ErrUnavailable, no other error); once the cluster has settled
+// every check is answered by Redis again, by itself; and nothing is counted
+// twice: no id counts more hits than its checks, and after the failover
+// each check counts exactly one. The surviving masters' ids lose nothing;
+// the dead master's may lose the writes it acknowledged and had not yet
+// replicated (Redis's replication is asynchronous: docs/redis.md).
+func TestClusterFailover(t *testing.T) {
+	c := redistest.StartReplicatedCluster(t)
+	b, err := redisbackend.New(redisbackend.Config{URL: c.URL(), ProbeInterval: 50 * time.Millisecond})
+	require.NoError(t, err)
+	t.Cleanup(func() { b.Close() }) // after the load stops: cleanups run last first
+	rs := clusterRequests("failover-", 120)
+	tallies := make([]*tally, len(rs))
+	for i := range tallies {
+		tallies[i] = &tally{}
+	}
+	dead := c.Nodes[0]
+	owners, err := c.Owners()
+	require.NoError(t, err)
+	onDead := make([]bool, len(rs))
+	for i, r := range rs {
+		m, err := owners(tagOf(r.ID))
+		require.NoError(t, err)
+		onDead[i] = m == dead
+	}
+
+	stop := clusterLoad(t, b, rs, tallies, 8, 0)
+	time.Sleep(300 * time.Millisecond)
+	dead.Kill()
+	promoted, took := c.WaitFailover(t, dead, 30*time.Second)
+	t.Logf("%s promoted %v after the kill", promoted.Addr(), took)
+	// Every check answered by Redis again, without help.
+	recovered := time.Now()
+	for {
+		ok := true
+		for _, r := range rs {
+			peek := r
+			peek.Hits = 0
+			if _, err := b.CheckRate(context.Background(), peek); err != nil {
+				ok = false
+			}
+		}
+		if ok {
+			break
+		}
+		require.Less(t, time.Since(recovered), 15*time.Second, "the backend follows the failover by itself")
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Logf("answering again %v after the promotion", time.Since(recovered))
+	time.Sleep(200 * time.Millisecond)
+	stop()
+
+	var failed int64
+	before := make([]int64, len(rs))
+	for i, r := range rs {
+		before[i] = count(t, b, r)
+		ok, f := tallies[i].ok.Load(), tallies[i].failed.Load()
+		failed += f
+		assert.LessOrEqual(t, before[i], ok+f, "%s: counted more hits than it had checks", r.ID)
+		if !onDead[i] {
+			assert.GreaterOrEqual(t, before[i], ok, "%s, on a surviving master: lost a counted hit", r.ID)
+		}
+	}
+	assert.Positive(t, failed, "the failover was seen")
+
+	// After the failover, each check counts exactly one.
+	const after = 5
+	for range after {
+		for _, r := range rs {
+			_, err := b.CheckRate(context.Background(), r)
+			require.NoError(t, err)
+		}
+	}
+	for i, r := range rs {
+		assert.Equal(t, before[i]+after, count(t, b, r), r.ID)
+	}
+}
+
+// TestClusterReshard moves 600 slots from one master to another with
+// redis-cli --cluster reshard while single checks and batches of every
+// algorithm run: keys move under the load (the client follows ASK and MOVED
+// redirections), no check fails, and every id counts exactly its checks.
+func TestClusterReshard(t *testing.T) {
+	c := redistest.StartCluster(t)
+	b, err := redisbackend.New(redisbackend.Config{URL: c.URL()})
+	require.NoError(t, err)
+	t.Cleanup(func() { b.Close() }) // after the load stops: cleanups run last first
+	rs := clusterRequests("reshard-", 800)
+	owners, err := c.Owners()
+	require.NoError(t, err)
+	was := make([]*redistest.Server, len(rs))
+	for i, r := range rs {
+		was[i], err = owners(tagOf(r.ID))
+		require.NoError(t, err)
+	}
+	tallies := make([]*tally, len(rs))
+	for i := range tallies {
+		tallies[i] = &tally{}
+	}
+	// A steady load, which leaves redis-cli room to move the slots.
+	stop := clusterLoad(t, b, rs, tallies, 6, 2*time.Millisecond)
+	// Batches too: every item counts once, in order.
+	var batches atomic.Int64
+	var bwg sync.WaitGroup
+	batching := make(chan struct{})
+	var once sync.Once
+	stopBatches := func() { once.Do(func() { close(batching) }); bwg.Wait() }
+	t.Cleanup(stopBatches)
+	bwg.Go(func() {
+		for i := 0; ; i += 10 {
+			select {
+			case <-batching:
+				return
+			default:
+			}
+			idx := make([]int, 10)
+			batch := make([]rl.Request, 10)
+			for j := range batch {
+				idx[j] = (i*7 + j*37) % len(rs)
+				batch[j] = rs[idx[j]]
+			}
+			ds, err := b.CheckRates(context.Background(), batch)
+			if !assert.NoError(t, err, "a batch during the reshard") {
+				continue
+			}
+			for j := range ds {
+				tallies[idx[j]].ok.Add(1)
+			}
+			batches.Add(1)
+			time.Sleep(5 * time.Millisecond)
+		}
+	})
+	time.Sleep(200 * time.Millisecond)
+	out, err := c.Reshard(c.Nodes[0], c.Nodes[1], 600)
+	require.NoError(t, err, out)
+	time.Sleep(200 * time.Millisecond)
+	stop()
+	stopBatches()
+
+	moved := 0
+	owners, err = c.Owners()
+	require.NoError(t, err)
+	for i, r := range rs {
+		ok, f := tallies[i].ok.Load(), tallies[i].failed.Load()
+		assert.Zero(t, f, "%s: no check fails during a reshard", r.ID)
+		assert.Equal(t, ok, count(t, b, r), "%s: exactly its checks", r.ID)
+		m, err := owners(tagOf(r.ID))
+		require.NoError(t, err)
+		if m != was[i] {
+			assert.Equal(t, c.Nodes[1], m, "%s moved to the receiving master", r.ID)
+			moved++
+		}
+	}
+	t.Logf("%d batches; %d of %d ids moved", batches.Load(), moved, len(rs))
+	assert.Positive(t, moved, "keys moved under the load")
+}
+
+// tagOf is a key in id's hash slot: its keys' hash tag.
+func tagOf(id string) string { return "{" + base64.RawURLEncoding.EncodeToString([]byte(id)) + "}" }

@@ -1,0 +1,359 @@
+package redisbackend
+
+import (
+	_ "embed"
+	"fmt"
+	"strconv"
+
+	"github.com/redis/rueidis"
+
+	rl "github.com/raterlimiter/raterlimiter"
+	"github.com/raterlimiter/raterlimiter/algo"
+)
+
+// An engine keeps one algorithm's records on Redis, each (id, scale) in one
+// key, tag + code + ":" + scale (and ":" + sub when the engine names its
+// records by one more number), decided by one small script of its own. The
+// scripts share a calling convention (docs/redis.md):
+//
+//	KEYS[1]  the record
+//	ARGV[1]  scale, limit, hits, now (-1: Redis's TIME), deadline (-1:
+//	         none), TTL slack in ms, then the algorithm's own (extra),
+//	         packed (packArgs)
+//
+// and answer what their engine's decide reads: the sliding window, the
+// token bucket, the sliding window counters and the leaky bucket the record
+// as it was (a string is the cheapest answer a script gives), the log its
+// decision.
+//
+// Fixed windows are not here: they are counters without a script (fixed.go).
+// A new algorithm is a script and one entry in engines.
+type engine struct {
+	// code names the algorithm in its keys and index fields: one letter.
+	code string
+	// script is the check script.
+	script *script
+	// extra, if set, returns the request's own parameters (a number of
+	// slices, a queue), packed after the six every script takes.
+	extra func(r rl.Request) []int64
+	// sub, if set, returns the number that names r's record beside its
+	// scale (a slice count: the sliding window counters of one scale and
+	// two slice counts never share a record). It follows the scale in the
+	// record's key and index field.
+	sub func(r rl.Request) int64
+	// decide is the decision of r from the script's answer, the state it
+	// was decided from (for the cache of denials), and the TTL the id's
+	// index must now be given (0: none; docs/redis.md).
+	decide func(r rl.Request, a answer) (rl.Decision, state, int64, error)
+	// read builds the command that reads a record for the admin API, and
+	// view turns its answer into the stored records, as package algo keeps
+	// them (algo.View shows them), given the record's scale and sub.
+	read func(c rueidis.Client, key string) rueidis.Completed
+	view func(m rueidis.RedisMessage, scale, sub int64) ([]algo.Record, error)
+}
+
+// subOf is e.sub(r), or 0 when e has none.
+func (e *engine) subOf(r rl.Request) int64 {
+	if e.sub == nil {
+		return 0
+	}
+	return e.sub(r)
+}
+
+// answer is a check script's answer and what the client sent it.
+type answer struct {
+	msg rueidis.RedisMessage
+	// now is the client's time the check was sent at; timed, that the
+	// script read Redis's TIME instead, which its answer then leads with.
+	now   int64
+	timed bool
+	slack int64 // the TTL slack the script was given
+}
+
+// raw reads an answer that is a record (packed numbers), led by the time
+// decided at when timed: the time, the record's bytes, and whether there is
+// one.
+func (a answer) raw() (int64, string, bool, error) {
+	now := a.now
+	if a.msg.IsNil() {
+		if a.timed {
+			return 0, "", false, fmt.Errorf("%w: no time in a timed answer", errParse)
+		}
+		return now, "", false, nil
+	}
+	s, err := a.msg.ToString()
+	if err != nil {
+		return 0, "", false, fmt.Errorf("%w: %v", errParse, err)
+	}
+	if a.timed {
+		t, ok := unpack(s[:min(len(s), 8)], 1)
+		if !ok {
+			return 0, "", false, fmt.Errorf("%w: an answer of %d bytes", errParse, len(s))
+		}
+		now, s = t[0], s[8:]
+		if s == "" {
+			return now, "", false, nil
+		}
+	}
+	return now, s, true, nil
+}
+
+// record reads an answer that is a record of n packed numbers, led by the
+// time decided at when timed: the time, the record, and whether there is
+// one.
+func (a answer) record(n int) (int64, []int64, bool, error) {
+	now, s, ok, err := a.raw()
+	if err != nil || !ok {
+		return now, nil, false, err
+	}
+	v, ok := unpack(s, n)
+	if !ok {
+		return 0, nil, false, fmt.Errorf("%w: a record of %d bytes, want %d", errParse, len(s), 8*n)
+	}
+	return now, v, true, nil
+}
+
+// indexTTL is the TTL the id's index must be given when a record's expiry
+// moves from was to expires (was ignored for a new record, isNew), at now:
+// none while the expiry stays in its index epoch (a minute, or the scale
+// when longer); else until the end of the expiry's epoch.
+func indexTTL(scale, now, was, expires, slack int64, isNew bool) int64 {
+	e := max(scale, 60_000)
+	k := expires / e
+	if !isNew && was/e == k {
+		return 0
+	}
+	return (k+1)*e - now + slack
+}
+
+var (
+	//go:embed sliding.lua
+	slidingLua string
+	//go:embed token.lua
+	tokenLua string
+	//go:embed log.lua
+	logLua string
+	//go:embed fixed.lua
+	fixedLua string
+	//go:embed index.lua
+	indexLua string
+	//go:embed slices.lua
+	slicesLua string
+	//go:embed leaky.lua
+	leakyLua string
+)
+
+// The scripts, loaded once per server (EVALSHA; EVAL after NOSCRIPT).
+var (
+	slidingScript = newScript(slidingLua)
+	tokenScript   = newScript(tokenLua)
+	logScript     = newScript(logLua)
+	fixedScript   = newScript(fixedLua)
+	indexScript   = newScript(indexLua)
+	slicesScript  = newScript(slicesLua)
+	leakyScript   = newScript(leakyLua)
+)
+
+// engines are the algorithms decided by a script of their own.
+var engines = map[rl.Algo]*engine{
+	rl.Sliding: {code: "w", script: slidingScript, decide: slidingDecide, read: getRecord, view: slidingView},
+	rl.Token:   {code: "g", script: tokenScript, decide: tokenDecide, read: getRecord, view: tokenView},
+	rl.Log:     {code: "l", script: logScript, decide: logDecide, read: logRead, view: logView},
+	rl.Slices: {code: "n", script: slicesScript, decide: slicesDecide, read: getRecord, view: slicesView,
+		extra: slicesExtra, sub: rl.Request.SlicesOrDefault},
+	rl.Leaky: {code: "k", script: leakyScript, decide: leakyDecide, read: getRecord, view: tokenView,
+		extra: leakyExtra},
+}
+
+// fixedCode names fixed windows in keys and index fields.
+const fixedCode = "f"
+
+// algoOfCode returns the algorithm whose records an index field of code
+// names.
+func algoOfCode(code string) (rl.Algo, bool) {
+	if code == fixedCode {
+		return rl.Fixed, true
+	}
+	for a, e := range engines {
+		if e.code == code {
+			return a, true
+		}
+	}
+	return 0, false
+}
+
+// codeOf returns the code of algorithm a.
+func codeOf(a rl.Algo) string {
+	if e := engines[a]; e != nil {
+		return e.code
+	}
+	return fixedCode
+}
+
+var errParse = fmt.Errorf("redisbackend: unexpected reply")
+
+// ints reads n integers from ms.
+func ints(ms []rueidis.RedisMessage, n int) ([]int64, error) {
+	if len(ms) < n {
+		return nil, fmt.Errorf("%w: %d elements, want %d", errParse, len(ms), n)
+	}
+	out := make([]int64, n)
+	for i := range out {
+		v, err := ms[i].AsInt64()
+		if err != nil {
+			return nil, fmt.Errorf("%w: element %d: %v", errParse, i, err)
+		}
+		out[i] = v
+	}
+	return out, nil
+}
+
+// slidingDecide reads the record "c m cr pc pm pcr" (sliding.lua) and
+// decides as the script did.
+func slidingDecide(r rl.Request, a answer) (rl.Decision, state, int64, error) {
+	now, v, ok, err := a.record(6)
+	if err != nil {
+		return rl.Decision{}, state{}, 0, err
+	}
+	var c, m, cr, pc, pcr int64
+	if ok {
+		c, m, cr, pc, pcr = v[0], v[1], v[2], v[3], v[5]
+		now = max(now, m) // never rewind
+	}
+	b := algo.Bucket(now, r.Scale)
+	cb := algo.Bucket(cr, r.Scale)
+	var cur, prev int64
+	switch {
+	case ok && cb == b:
+		cur = c
+		if pc > 0 && algo.Bucket(pcr, r.Scale) == b-1 {
+			prev = pc
+		}
+	case ok && cb == b-1:
+		prev = c
+	}
+	d, _, write := algo.Sliding(algo.Record{Count: cur}, cur > 0, algo.Record{Count: prev}, prev > 0, now, r)
+	st := state{w: b, cur: cur, prev: prev}
+	if !write || (ok && cb == b) {
+		return d, st, 0, nil // nothing written, or within the window: the same expiry
+	}
+	return d, st, indexTTL(r.Scale, now, (cb+2)*r.Scale, (b+2)*r.Scale, a.slack, !ok), nil
+}
+
+// tokenDecide reads the record "m n d cr", the TAT m + n/d (token.lua), and
+// decides as the script did.
+func tokenDecide(r rl.Request, a answer) (rl.Decision, state, int64, error) {
+	return gcraDecide(r, a, algo.Token)
+}
+
+// gcraDecide reads a token bucket's record (token.lua's, leaky.lua's) and
+// decides with f (algo.Token, algo.Leaky) as the script did.
+func gcraDecide(r rl.Request, a answer, f func(algo.Record, bool, int64, rl.Request) (rl.Decision, algo.Record, bool)) (rl.Decision, state, int64, error) {
+	now, v, ok, err := a.record(4)
+	if err != nil {
+		return rl.Decision{}, state{}, 0, err
+	}
+	var rec algo.Record
+	if ok {
+		rec = algo.Record{Count: int64(uint64(v[2])<<32 | uint64(uint32(v[1]))), Modified: v[0]}
+	}
+	d, next, write := f(rec, ok, now, r)
+	st := state{rec: rec, ok: ok}
+	if !write {
+		return d, st, 0, nil
+	}
+	// The record expires at its TAT rounded up to a step of g ms; its TTL
+	// is set again only when that moves (or the limit does).
+	g := max(r.Scale/8, 1000)
+	expires := (next.Modified/g + 1) * g
+	was := (rec.Modified/g + 1) * g
+	if ok && v[2] == r.Limit && was == expires {
+		return d, st, 0, nil
+	}
+	return d, st, indexTTL(r.Scale, now, was, expires, a.slack, !ok), nil
+}
+
+// logDecide: the script decided and answered {now, index, allowed, count,
+// reset, retry}.
+func logDecide(r rl.Request, a answer) (rl.Decision, state, int64, error) {
+	ms, err := a.msg.ToArray()
+	if err != nil {
+		return rl.Decision{}, state{}, 0, err
+	}
+	v, err := ints(ms, 6)
+	if err != nil {
+		return rl.Decision{}, state{}, 0, err
+	}
+	d := rl.Decision{Allowed: v[2] == 1, Count: v[3], Limit: r.Limit, ResetMS: v[4], RetryAfterMS: v[5], Now: v[0]}
+	d.Remaining = max(0, r.Limit-d.Count)
+	return d, state{}, v[1], nil
+}
+
+func getRecord(c rueidis.Client, key string) rueidis.Completed { return c.B().Get().Key(key).Build() }
+
+// packed reads a record of n packed doubles (unpack); absent (nil) is ok =
+// false.
+func packed(m rueidis.RedisMessage, n int) ([]int64, bool, error) {
+	if m.IsNil() {
+		return nil, false, nil
+	}
+	s, err := m.ToString()
+	if err != nil {
+		return nil, false, fmt.Errorf("%w: %v", errParse, err)
+	}
+	v, ok := unpack(s, n)
+	if !ok {
+		return nil, false, fmt.Errorf("%w: a record of %d bytes, want %d", errParse, len(s), 8*n)
+	}
+	return v, true, nil
+}
+
+// slidingView reads a sliding window's record: count, modified, created of
+// the current window, then of the previous one (none when its count is 0).
+func slidingView(m rueidis.RedisMessage, _, _ int64) ([]algo.Record, error) {
+	v, ok, err := packed(m, 6)
+	if err != nil || !ok {
+		return nil, err
+	}
+	out := []algo.Record{{Count: v[0], Modified: v[1], Created: v[2]}}
+	if v[3] > 0 {
+		out = append(out, algo.Record{Count: v[3], Modified: v[4], Created: v[5]})
+	}
+	return out, nil
+}
+
+// tokenView reads a token bucket's record (or a leaky bucket's): m, n, d,
+// created (the TAT is m + n/d).
+func tokenView(m rueidis.RedisMessage, _, _ int64) ([]algo.Record, error) {
+	v, ok, err := packed(m, 4)
+	if err != nil || !ok {
+		return nil, err
+	}
+	return []algo.Record{{Count: int64(uint64(v[2])<<32 | uint64(uint32(v[1]))), Created: v[3], Modified: v[0]}}, nil
+}
+
+func logRead(c rueidis.Client, key string) rueidis.Completed {
+	return c.B().Hmget().Key(key).Field("c", "cr", "m").Build()
+}
+
+// logView reads the log's c, cr, m.
+func logView(m rueidis.RedisMessage, _, _ int64) ([]algo.Record, error) {
+	ms, err := m.ToArray()
+	if err != nil || len(ms) != 3 {
+		return nil, fmt.Errorf("%w: %v", errParse, err)
+	}
+	var v [3]int64
+	for i := range v {
+		if ms[i].IsNil() {
+			return nil, nil
+		}
+		s, err := ms[i].ToString()
+		if err != nil {
+			return nil, fmt.Errorf("%w: %v", errParse, err)
+		}
+		if v[i], err = strconv.ParseInt(s, 10, 64); err != nil {
+			return nil, fmt.Errorf("%w: %q", errParse, s)
+		}
+	}
+	return []algo.Record{{Count: v[0], Created: v[1], Modified: v[2]}}, nil
+}

@@ -1,0 +1,134 @@
+-- token.lua: one token-bucket check (algo.Token, GCRA), atomically.
+--
+-- KEYS[1]  the record: 4 doubles, little-endian (struct '<dddd'), m, n, d
+--          and cr: the theoretical arrival time (TAT) is m + n/d ms, d being
+--          the limit it was computed with; cr is when the record was created.
+-- ARGV[1]  6 doubles, little-endian: scale, limit, hits, now (-1: Redis's
+--          TIME), deadline (-1: none), TTL slack in ms (docs/redis.md)
+--
+-- Returns the record as it was before the check (nil: none), after the time
+-- decided at (8 bytes, packed alike) when that was Redis's TIME. The client
+-- decides from it with algo.Token, and knows from the decision what the
+-- script wrote; the script applies the change that function makes.
+--
+-- Arithmetic: Lua numbers are doubles, exact for integers below 2^53. Every
+-- input is below 2^40, but products such as hits*scale reach 2^72: below
+-- 2^52 they are computed directly, above it as two limbs hi*2^40 + lo.
+local scale, limit, hits, now, dl, slack = struct.unpack('<dddddd', ARGV[1])
+local timed = now < 0
+if timed then
+  local t = redis.call('TIME')
+  now = t[1] * 1000 + math.floor(t[2] / 1000)
+end
+if dl >= 0 and now > dl then
+  return redis.error_reply('DEADLINE script ran after the caller\'s deadline, nothing counted')
+end
+local key = KEYS[1]
+local v = redis.call('GET', key)
+local floor = math.floor
+local P = 2 ^ 52
+local tm, num, den, cr = 0, 0, 0, now
+local m, n = now, 0 -- the TAT as m + n/limit; a fresh bucket's is now
+if v then
+  tm, num, den, cr = struct.unpack('<dddd', v)
+  if tm > now or (tm == now and num ~= 0) then
+    m = tm
+    -- The stored fraction over this limit, rounded up (algo.tokenFrac).
+    if num == 0 then
+      n = 0
+    elseif den == 0 or num >= den or limit == 0 then
+      n = limit
+    elseif den == limit then
+      n = num
+    elseif num * limit < P then
+      local x = num * limit
+      n = floor(x / den)
+      if n * den > x then n = n - 1 elseif (n + 1) * den <= x then n = n + 1 end
+      if n * den < x then n = n + 1 end
+    else
+      n = nil -- below, exactly
+    end
+    if not n then
+      -- ceil(num*limit/den) by long division in 20-bit digits.
+      local p1, p0 = floor(num / 2 ^ 20), num % 2 ^ 20
+      local q1, q0 = floor(limit / 2 ^ 20), limit % 2 ^ 20
+      local cross = p1 * q0 + p0 * q1
+      local lo = p0 * q0 + (cross % 2 ^ 20) * 2 ^ 20
+      local hi = p1 * q1 + floor(cross / 2 ^ 20) + floor(lo / 2 ^ 40)
+      lo = lo % 2 ^ 40
+      local digits = {floor(hi / 2 ^ 20), hi % 2 ^ 20, floor(lo / 2 ^ 20), lo % 2 ^ 20}
+      local q, r = 0, 0
+      for i = 1, 4 do
+        r = r * 2 ^ 20 + digits[i]
+        local qd = floor(r / den)
+        if qd * den > r then qd = qd - 1 end
+        if (qd + 1) * den <= r then qd = qd + 1 end
+        r = r - qd * den
+        q = q * 2 ^ 20 + qd
+      end
+      n = q
+      if r > 0 then n = n + 1 end
+    end
+    if n == limit and num ~= 0 then m, n = m + 1, 0 end
+  end
+end
+local out = v
+if timed then out = struct.pack('<d', now) .. (v or '') end
+if hits == 0 or hits > limit then return out end
+-- Allowed iff (m-now)*limit + n + hits*scale <= limit*scale; then the TAT
+-- moves to m + (n + hits*scale)/limit.
+local d = m - now
+local x, y, t = d * limit + n, limit * scale, hits * scale + n
+local q, r
+if x + hits * scale < P and y < P then
+  if x + hits * scale > y then return out end
+  q = floor(t / limit)
+  if q * limit > t then q = q - 1 elseif (q + 1) * limit <= t then q = q + 1 end
+  r = t - q * limit
+else
+  -- Exactly, as hi*2^40 + lo.
+  local function mul(p, s)
+    local p1, p0 = floor(p / 2 ^ 20), p % 2 ^ 20
+    local s1, s0 = floor(s / 2 ^ 20), s % 2 ^ 20
+    local cross = p1 * s0 + p0 * s1
+    local lo = p0 * s0 + (cross % 2 ^ 20) * 2 ^ 20
+    return p1 * s1 + floor(cross / 2 ^ 20) + floor(lo / 2 ^ 40), lo % 2 ^ 40
+  end
+  local function add(h1, l1, h2, l2)
+    local lo = l1 + l2
+    return h1 + h2 + floor(lo / 2 ^ 40), lo % 2 ^ 40
+  end
+  local dh, dlo = mul(d, limit)
+  local hh, hl = mul(hits, scale)
+  local lh, ll = add(dh, dlo, hh, hl)
+  lh, ll = add(lh, ll, 0, n)
+  local yh, yl = mul(limit, scale)
+  if lh > yh or (lh == yh and ll > yl) then return out end
+  -- (hits*scale + n) / limit by long division; the quotient is at most
+  -- scale+1, as the check passed.
+  local th, tl = add(hh, hl, 0, n)
+  local digits = {floor(th / 2 ^ 20), th % 2 ^ 20, floor(tl / 2 ^ 20), tl % 2 ^ 20}
+  q, r = 0, 0
+  for i = 1, 4 do
+    r = r * 2 ^ 20 + digits[i]
+    local qd = floor(r / limit)
+    if qd * limit > r then qd = qd - 1 end
+    if (qd + 1) * limit <= r then qd = qd + 1 end
+    r = r - qd * limit
+    q = q * 2 ^ 20 + qd
+  end
+end
+local tat = m + q
+-- The record expires once the bucket is full again (at the TAT), rounded up
+-- to a step of G ms: the TTL is set again only when that moves, and kept
+-- while it stays.
+local G = floor(scale / 8)
+if G < 1000 then G = 1000 end
+local expires = (floor(tat / G) + 1) * G
+if v and den == limit and (floor(tm / G) + 1) * G == expires then
+  -- Only the TAT changes; SETRANGE keeps the TTL.
+  redis.call('SETRANGE', key, '0', struct.pack('<dd', tat, r))
+  return out
+end
+redis.call('SET', key, struct.pack('<dddd', tat, r, limit, cr), 'PX', string.format('%d', expires - now + slack))
+return out
