@@ -6,9 +6,11 @@
 // counter per window (SET NX PX and INCRBY, pipelined, no script); the
 // sliding window, the token bucket, the log, the sliding window counters and
 // the leaky bucket each have a small atomic Lua script of their own
-// (EVALSHA, reloaded on NOSCRIPT) that reads and writes one key. The script applies the state change; the decision itself is
-// computed by the same pure functions (package algo) as the embedded
-// limiter, from the state the script read, so both backends answer alike.
+// (EVALSHA, reloaded on NOSCRIPT) that reads and writes one key. The script
+// applies the state change; the decision itself is computed by the same
+// pure functions (package algo) as the embedded limiter, from the state the
+// script read, so both backends answer alike. (The log's script decides in
+// Redis by the same rules: its hits do not fit in an answer.)
 // The scripts decide at the client's clock, or with Config.Deadlines at
 // Redis's TIME, refusing to count a check Redis runs after its caller's
 // deadline.

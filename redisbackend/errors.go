@@ -40,6 +40,8 @@ type DegradedError struct {
 	Err error
 }
 
+// Error says that the decisions were made without Redis, by which fail
+// mode, and why.
 func (e *DegradedError) Error() string {
 	return "redisbackend: answered fail-" + e.Mode.String() + " without redis: " + e.Err.Error()
 }
