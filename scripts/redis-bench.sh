@@ -19,8 +19,14 @@
 #             rueidis in batches of 100 checks on the same Redis; alternated
 #             ROUNDS times, checks/s and the ratio, with the CPU per check
 #             of Redis and of the sidecar
+#   capped    the same pair with Redis the bottleneck, as it is for a Redis
+#             that many sidecars share: Redis's CPU capped at REDIS_SHARE
+#             percent of its core (default 25) by a cgroup's CPU quota (1 ms
+#             in 4 ms), so that its cost per check, not the load's 2 cores,
+#             bounds both; skipped with a message where no cgroup CPU
+#             controller is writable
 #
-# Usage: scripts/redis-bench.sh [ROUNDS=5] [SECONDS=3]
+# Usage: [REDIS_SHARE=25] scripts/redis-bench.sh [ROUNDS=5] [SECONDS=3]
 # Needs redis-server, redis-cli, taskset and go.
 set -euo pipefail
 ROUNDS=${1:-5}
@@ -88,22 +94,66 @@ gob() {
   awk -v rate="$rate" -v n="$n" -v r="$((r1 - r0))" -v s="$((s1 - s0))" -v hz="$hz" \
     'BEGIN { printf "%s %.2f %.2f\n", rate, r / n, s / hz * 1e6 / n }'
 }
-echo
-echo "## HTTP batches against pipelined INCRBY+PEXPIRE ($ROUNDS rounds of ${SECS}s)"
-echo
-echo "| round | INCRBY+PEXPIRE checks/s | sidecar batches checks/s | ratio | Redis CPU µs/check: pipeline | sidecar's | ratio | sidecar CPU µs/check |"
-echo "|---|---:|---:|---:|---:|---:|---:|---:|"
-for round in $(seq "$ROUNDS"); do
-  read -r base bcpu _ <<<"$(gob BenchmarkPipelinedCounter)"
-  read -r side scpu sidecpu <<<"$(gob BenchmarkSidecarBatch)"
-  ratio=$(awk -v a="$side" -v b="$base" 'BEGIN { printf "%.3f", a / b }')
-  cratio=$(awk -v a="$bcpu" -v b="$scpu" 'BEGIN { printf "%.3f", a / b }')
-  echo "$ratio $base $side $bcpu $scpu $cratio $sidecpu" >>"$tmp/batches"
-  echo "| $round | $base | $side | $ratio | $bcpu | $scpu | $cratio | $sidecpu |"
-done
-med() { awk -v c="$1" '{ print $c }' "$tmp/batches" | median; }
-echo "| median | $(med 2) | $(med 3) | $(med 1) | $(med 4) | $(med 5) | $(med 6) | $(med 7) |"
+# batches TITLE: ROUNDS alternated rounds of the two subjects, a table row
+# each and the medians.
+batches() {
+  echo
+  echo "## $1 ($ROUNDS rounds of ${SECS}s)"
+  echo
+  echo "| round | INCRBY+PEXPIRE checks/s | sidecar batches checks/s | ratio | Redis CPU µs/check: pipeline | sidecar's | ratio | sidecar CPU µs/check |"
+  echo "|---|---:|---:|---:|---:|---:|---:|---:|"
+  : >"$tmp/batches"
+  for round in $(seq "$ROUNDS"); do
+    read -r base bcpu _ <<<"$(gob BenchmarkPipelinedCounter)"
+    read -r side scpu sidecpu <<<"$(gob BenchmarkSidecarBatch)"
+    ratio=$(awk -v a="$side" -v b="$base" 'BEGIN { printf "%.3f", a / b }')
+    cratio=$(awk -v a="$bcpu" -v b="$scpu" 'BEGIN { printf "%.3f", a / b }')
+    echo "$ratio $base $side $bcpu $scpu $cratio $sidecpu" >>"$tmp/batches"
+    echo "| $round | $base | $side | $ratio | $bcpu | $scpu | $cratio | $sidecpu |"
+  done
+  med() { awk -v c="$1" '{ print $c }' "$tmp/batches" | median; }
+  echo "| median | $(med 2) | $(med 3) | $(med 1) | $(med 4) | $(med 5) | $(med 6) | $(med 7) |"
+}
+batches "HTTP batches against pipelined INCRBY+PEXPIRE"
 echo
 echo "The first ratio is throughput; the second, Redis's CPU per check of the"
 echo "pipeline over the sidecar's, is the throughput ratio once Redis is the"
-echo "bottleneck (the sidecar with cores to spare)."
+echo "bottleneck (the sidecar with cores to spare), as the capped run shows."
+
+# cap_redis PERCENT: puts Redis in a cgroup of its own whose CPU quota is
+# PERCENT of one core (cgroup v1's cpu controller, or v2's cpu.max); sets
+# $cg, or fails.
+share=${REDIS_SHARE:-25}
+cg=
+cap_redis() {
+  local quota=$(($1 * 40)) # µs in a period of 4,000
+  if [ -w /sys/fs/cgroup/cpu/cgroup.procs ]; then
+    cg=/sys/fs/cgroup/cpu/redis-bench-$$
+    mkdir "$cg" && echo 4000 >"$cg/cpu.cfs_period_us" && echo "$quota" >"$cg/cpu.cfs_quota_us" || return 1
+  elif grep -qw cpu /sys/fs/cgroup/cgroup.controllers 2>/dev/null; then
+    cg=/sys/fs/cgroup/redis-bench-$$
+    echo +cpu >/sys/fs/cgroup/cgroup.subtree_control 2>/dev/null || true
+    mkdir "$cg" && echo "$quota 4000" >"$cg/cpu.max" || return 1
+  else
+    return 1
+  fi
+  echo "$redis_pid" >"$cg/cgroup.procs"
+}
+uncap_redis() {
+  [ -n "$cg" ] || return 0
+  echo "$redis_pid" >"$(dirname "$cg")/cgroup.procs" 2>/dev/null || true
+  rmdir "$cg" 2>/dev/null || true
+}
+if cap_redis "$share" 2>/dev/null; then
+  trap 'uncap_redis; cleanup' EXIT
+  batches "The same, Redis the bottleneck: its CPU capped at $share % of CPU $redis_cpu"
+  uncap_redis
+  echo
+  echo "With Redis the bottleneck the throughput ratio is what a Redis core"
+  echo "shared by many sidecars decides of the sidecar's batches against the"
+  echo "pipeline's counters."
+else
+  uncap_redis
+  echo
+  echo "(capped run skipped: no writable cgroup CPU controller here)"
+fi
