@@ -13,8 +13,9 @@ import (
 
 // An engine keeps one algorithm's records on Redis, each (id, scale) in one
 // key, tag + code + ":" + scale (and ":" + sub when the engine names its
-// records by one more number), decided by one small script of its own. The
-// scripts share a calling convention (docs/redis.md):
+// records by one more number), decided by one small script (the token and
+// the leaky bucket share gcra.lua). The scripts share a calling convention
+// (docs/redis.md):
 //
 //	KEYS[1]  the record
 //	ARGV[1]  scale, limit, hits, now (-1: Redis's TIME), deadline (-1:
@@ -129,8 +130,8 @@ func indexTTL(scale, now, was, expires, slack int64, isNew bool) int64 {
 var (
 	//go:embed sliding.lua
 	slidingLua string
-	//go:embed token.lua
-	tokenLua string
+	//go:embed gcra.lua
+	gcraLua string
 	//go:embed log.lua
 	logLua string
 	//go:embed fixed.lua
@@ -139,29 +140,26 @@ var (
 	indexLua string
 	//go:embed slices.lua
 	slicesLua string
-	//go:embed leaky.lua
-	leakyLua string
 )
 
 // The scripts, loaded once per server (EVALSHA; EVAL after NOSCRIPT).
 var (
 	slidingScript = newScript(slidingLua)
-	tokenScript   = newScript(tokenLua)
+	gcraScript    = newScript(gcraLua)
 	logScript     = newScript(logLua)
 	fixedScript   = newScript(fixedLua)
 	indexScript   = newScript(indexLua)
 	slicesScript  = newScript(slicesLua)
-	leakyScript   = newScript(leakyLua)
 )
 
 // engines are the algorithms decided by a script of their own.
 var engines = map[rl.Algo]*engine{
 	rl.Sliding: {code: "w", script: slidingScript, decide: slidingDecide, read: getRecord, view: slidingView},
-	rl.Token:   {code: "g", script: tokenScript, decide: tokenDecide, read: getRecord, view: tokenView},
+	rl.Token:   {code: "g", script: gcraScript, decide: tokenDecide, read: getRecord, view: tokenView, extra: tokenExtra},
 	rl.Log:     {code: "l", script: logScript, decide: logDecide, read: logRead, view: logView},
 	rl.Slices: {code: "n", script: slicesScript, decide: slicesDecide, read: getRecord, view: slicesView,
 		extra: slicesExtra, sub: rl.Request.SlicesOrDefault},
-	rl.Leaky: {code: "k", script: leakyScript, decide: leakyDecide, read: getRecord, view: tokenView,
+	rl.Leaky: {code: "k", script: gcraScript, decide: leakyDecide, read: getRecord, view: tokenView,
 		extra: leakyExtra},
 }
 
@@ -240,13 +238,16 @@ func slidingDecide(r rl.Request, a answer) (rl.Decision, state, int64, error) {
 	return d, st, indexTTL(r.Scale, now, (cb+2)*r.Scale, (b+2)*r.Scale, a.slack, !ok), nil
 }
 
-// tokenDecide reads the record "m n d cr", the TAT m + n/d (token.lua), and
+// tokenExtra is gcra.lua's own arguments for a token bucket: no queue.
+func tokenExtra(rl.Request) []int64 { return []int64{-1, 0} }
+
+// tokenDecide reads the record "m n d cr", the TAT m + n/d (gcra.lua), and
 // decides as the script did.
 func tokenDecide(r rl.Request, a answer) (rl.Decision, state, int64, error) {
 	return gcraDecide(r, a, algo.Token)
 }
 
-// gcraDecide reads a token bucket's record (token.lua's, leaky.lua's) and
+// gcraDecide reads a token bucket's or a leaky bucket's record (gcra.lua) and
 // decides with f (algo.Token, algo.Leaky) as the script did.
 func gcraDecide(r rl.Request, a answer, f func(algo.Record, bool, int64, rl.Request) (rl.Decision, algo.Record, bool)) (rl.Decision, state, int64, error) {
 	now, v, ok, err := a.record(4)

@@ -17,8 +17,8 @@ import (
 //	                        window's running sum, the last change, the
 //	                        newest slice's hits, then the N-1 slices before
 //	                        it (slices.lua)
-//	PREFIX:{ID}:k:SCALE     leaky: token.lua's record, the TAT being when
-//	                        the queue drains (leaky.lua)
+//	PREFIX:{ID}:k:SCALE     leaky: a token bucket's record, the TAT being
+//	                        when the queue drains (gcra.lua)
 //
 // Both are listed in the id's index under the same field (n:SCALE:N,
 // k:SCALE), which Buckets and Reset read.
@@ -30,7 +30,7 @@ const slicesHeader = 24
 // slicesExtra is slices.lua's own argument: the slice count.
 func slicesExtra(r rl.Request) []int64 { return []int64{r.SlicesOrDefault()} }
 
-// leakyExtra is leaky.lua's own arguments: the queue's length and the
+// leakyExtra is gcra.lua's own arguments for a queue: its length and the
 // bound on the delay.
 func leakyExtra(r rl.Request) []int64 { return []int64{r.Queue, r.MaxDelayMS} }
 
@@ -114,7 +114,7 @@ func slicesView(msg rueidis.RedisMessage, scale, n int64) ([]algo.Record, error)
 	return out, nil
 }
 
-// leakyDecide reads the record leaky.lua answered (token.lua's) and decides
+// leakyDecide reads the record gcra.lua answered (a token bucket's) and decides
 // as the script did, with algo.Leaky.
 func leakyDecide(r rl.Request, a answer) (rl.Decision, state, int64, error) {
 	return gcraDecide(r, a, algo.Leaky)
