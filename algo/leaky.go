@@ -34,54 +34,5 @@ import rl "github.com/raterlimiter/raterlimiter"
 // fraction rounding the TAT up. The queue's length is not stored: it only
 // decides who is let in.
 func Leaky(st Record, ok bool, now int64, r rl.Request) (rl.Decision, Record, bool) {
-	lim, s, h := uint64(r.Limit), uint64(r.Scale), uint64(r.Hits)
-	if !ok {
-		st = Record{Created: now}
-	}
-	// The TAT, m + n/lim; an empty queue's is now.
-	m, n := tatOf(st, ok, now, lim)
-	k := mul(uint64(m-now), lim).add(u128{0, n}) // D*lim
-	// room*lim: Queue*S, at most 2^16 * 2^39, or less with a bound on the
-	// delay.
-	room := mul(uint64(max(r.Queue, 0)), s)
-	if r.MaxDelayMS > 0 {
-		if b := mul(uint64(r.MaxDelayMS), lim); b.cmp(room) < 0 {
-			room = b
-		}
-	}
-	allowed := h <= lim && k.cmp(room) <= 0
-	write := allowed && h > 0
-	var delay uint64
-	if write {
-		delay = k.divCeil(lim)
-		m, n, k = advanceTAT(&st, m, n, k, h, s, lim)
-	}
-	count := k.divCeil(s)
-	d := rl.Decision{
-		Allowed: allowed,
-		Count:   int64(min(count, 1<<62)),
-		Limit:   r.Limit,
-		ResetMS: m - now,
-		DelayMS: int64(min(delay, 1<<62)),
-		Now:     now,
-	}
-	if n > 0 {
-		d.ResetMS++
-	}
-	if count < lim {
-		d.Remaining = int64(lim - count)
-	}
-	if !allowed {
-		d.RetryAfterMS = max(d.ResetMS, 1) // hits above the limit: never
-		if h <= lim {
-			// The earliest t with (TAT-t)*lim <= room*lim: room is below
-			// 2^56, so it fits a word.
-			at := m + 1
-			if x := room.lo; room.hi == 0 && x >= n {
-				at = m - int64((x-n)/lim)
-			}
-			d.RetryAfterMS = at - now
-		}
-	}
-	return d, st, write
+	return gcra(st, ok, now, r, true)
 }

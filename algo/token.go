@@ -35,17 +35,41 @@ import rl "github.com/raterlimiter/raterlimiter"
 // the TAT up (never lenient): n' = ceil(n*limit'/limit). The state is thus
 // "how far from full", which each limit reads as its own share of S.
 func Token(st Record, ok bool, now int64, r rl.Request) (rl.Decision, Record, bool) {
+	return gcra(st, ok, now, r, false)
+}
+
+// gcra decides r by the TAT st holds: a token bucket's (queue false), whose
+// room for r is what its hits leave of a full bucket, x*S with x =
+// limit-hits, or a queue's (Leaky), whose room is Queue*S, or
+// MaxDelayMS*limit when set and smaller. Hits are allowed iff hits <=
+// limit and k <= room; the decision is the one Token and Leaky document.
+func gcra(st Record, ok bool, now int64, r rl.Request, queue bool) (rl.Decision, Record, bool) {
 	lim, s, h := uint64(r.Limit), uint64(r.Scale), uint64(r.Hits)
 	if !ok {
 		st = Record{Created: now}
 	}
-	// The TAT, m + n/lim; a fresh bucket's is now.
+	// The TAT, m + n/lim; a fresh bucket's (an empty queue's) is now.
 	m, n := tatOf(st, ok, now, lim)
 	k := mul(uint64(m-now), lim).add(u128{0, n}) // D*lim
-	full := mul(lim, s)
-	allowed := k.add(mul(h, s)).cmp(full) <= 0
+	var room u128                                // times lim, how far the TAT may stand ahead of now
+	switch {
+	case queue:
+		room = mul(uint64(max(r.Queue, 0)), s)
+		if r.MaxDelayMS > 0 {
+			if b := mul(uint64(r.MaxDelayMS), lim); b.cmp(room) < 0 {
+				room = b
+			}
+		}
+	case h <= lim:
+		room = mul(lim-h, s)
+	}
+	allowed := h <= lim && k.cmp(room) <= 0
 	write := allowed && h > 0
+	var delay uint64
 	if write {
+		if queue {
+			delay = k.divCeil(lim)
+		}
 		m, n, k = advanceTAT(&st, m, n, k, h, s, lim)
 	}
 	count := k.divCeil(s)
@@ -54,6 +78,7 @@ func Token(st Record, ok bool, now int64, r rl.Request) (rl.Decision, Record, bo
 		Count:   int64(min(count, 1<<62)),
 		Limit:   r.Limit,
 		ResetMS: m - now,
+		DelayMS: int64(min(delay, 1<<62)),
 		Now:     now,
 	}
 	if n > 0 {
@@ -65,10 +90,10 @@ func Token(st Record, ok bool, now int64, r rl.Request) (rl.Decision, Record, bo
 	if !allowed {
 		d.RetryAfterMS = max(d.ResetMS, 1) // hits above the limit: never
 		if h <= lim {
-			x := mul(lim-h, s) // the room, times lim, the TAT may stand ahead of t
+			// The earliest t with (TAT-t)*lim <= room.
 			at := m + 1
-			if x.cmp(u128{0, n}) >= 0 {
-				q, _ := x.sub(u128{0, n}).divMod(lim)
+			if room.cmp(u128{0, n}) >= 0 {
+				q, _ := room.sub(u128{0, n}).divMod(lim)
 				at = m - int64(q)
 			}
 			d.RetryAfterMS = at - now
