@@ -372,11 +372,13 @@ func (b *Backend) checkCalls(rs []rl.Request, todo []int, pending []int64, now, 
 		buf := appendTag(stack[:0], b.cfg.Prefix, r.ID)
 		buf = appendField(buf, e.code, r.Scale, e.subOf(r))
 		at[j] = len(calls)
-		args := []int64{r.Scale, r.Limit, r.Hits, nowArg, deadline, b.scriptSlack}
+		args := [8]int64{r.Scale, r.Limit, r.Hits, nowArg, deadline, b.scriptSlack}
+		n := 6
 		if e.extra != nil {
-			args = append(args, e.extra(r)...)
+			x, k := e.extra(r)
+			n += copy(args[n:], x[:k])
 		}
-		calls = append(calls, call{op: opScript, s: e.script, key: string(buf), args: []string{packArgs(args...)}})
+		calls = append(calls, call{op: opScript, s: e.script, key: string(buf), args: []string{packArgs(args[:n]...)}})
 	}
 	return calls, at
 }

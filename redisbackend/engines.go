@@ -35,8 +35,10 @@ type engine struct {
 	// script is the check script.
 	script *script
 	// extra, if set, returns the request's own parameters (a number of
-	// slices, a queue), packed after the six every script takes.
-	extra func(r rl.Request) []int64
+	// slices, a queue; n of them, at most 2), packed after the six every
+	// script takes. An array, not a slice: the arguments stay on the
+	// caller's stack.
+	extra func(r rl.Request) (x [2]int64, n int)
 	// sub, if set, returns the number that names r's record beside its
 	// scale (a slice count: the sliding window counters of one scale and
 	// two slice counts never share a record). It follows the scale in the
@@ -239,7 +241,7 @@ func slidingDecide(r rl.Request, a answer) (rl.Decision, state, int64, error) {
 }
 
 // tokenExtra is gcra.lua's own arguments for a token bucket: no queue.
-func tokenExtra(rl.Request) []int64 { return []int64{-1, 0} }
+func tokenExtra(rl.Request) ([2]int64, int) { return [2]int64{-1, 0}, 2 }
 
 // tokenDecide reads the record "m n d cr", the TAT m + n/d (gcra.lua), and
 // decides as the script did.

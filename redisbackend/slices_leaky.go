@@ -28,11 +28,11 @@ import (
 const slicesHeader = 24
 
 // slicesExtra is slices.lua's own argument: the slice count.
-func slicesExtra(r rl.Request) []int64 { return []int64{r.SlicesOrDefault()} }
+func slicesExtra(r rl.Request) ([2]int64, int) { return [2]int64{r.SlicesOrDefault()}, 1 }
 
 // leakyExtra is gcra.lua's own arguments for a queue: its length and the
 // bound on the delay.
-func leakyExtra(r rl.Request) []int64 { return []int64{r.Queue, r.MaxDelayMS} }
+func leakyExtra(r rl.Request) ([2]int64, int) { return [2]int64{r.Queue, r.MaxDelayMS}, 2 }
 
 // slicesRecord reads a slices record s of n slices: the time of its last
 // change and the window's slices as of then, oldest first, those holding
