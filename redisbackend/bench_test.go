@@ -2,9 +2,6 @@ package redisbackend_test
 
 import (
 	"context"
-	"crypto/sha1"
-	_ "embed"
-	"encoding/hex"
 	"os"
 	"runtime"
 	"slices"
@@ -13,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	goredis "github.com/redis/go-redis/v9"
 	"github.com/redis/rueidis"
 	"github.com/stretchr/testify/require"
 
@@ -22,9 +18,6 @@ import (
 	"github.com/raterlimiter/raterlimiter/internal/redistest"
 	"github.com/raterlimiter/raterlimiter/redisbackend"
 )
-
-//go:embed sliding.lua
-var slidingLua string
 
 // BenchURLEnv names a Redis the benchmarks use instead of starting their
 // own: scripts/redis-bench.sh sets it, to put redis-benchmark on the same
@@ -62,54 +55,6 @@ func runChecks(b *testing.B, parallelism int, per int64, newStep func() func(ctx
 		}
 	})
 	b.ReportMetric(float64(n.Load())/time.Since(start).Seconds(), "checks/s")
-}
-
-// BenchmarkClient compares the two Go clients on the same workload: many
-// goroutines each sending one EVALSHA of the sliding window's script at a
-// time (a sidecar serving concurrent requests). rueidis pipelines concurrent
-// calls on one connection by itself; go-redis takes a pooled connection per
-// call.
-func BenchmarkClient(b *testing.B) {
-	url := benchURL(b)
-	sum := sha1.Sum([]byte(slidingLua))
-	sha := hex.EncodeToString(sum[:])
-	args := func(i int64) ([]string, []string) {
-		tag := "bench:{" + strconv.FormatInt(i%benchIDs, 10) + "}:"
-		return []string{tag + "w:60000"}, []string{"60000", "1000000", "1", "", "", "0"}
-	}
-	b.Run("rueidis", func(b *testing.B) {
-		opt, err := rueidis.ParseURL(url)
-		require.NoError(b, err)
-		opt.DisableCache = true
-		c, err := rueidis.NewClient(opt)
-		require.NoError(b, err)
-		defer c.Close()
-		require.NoError(b, c.Do(context.Background(), c.B().ScriptLoad().Script(slidingLua).Build()).Error())
-		runChecks(b, 16, 1, func() func(context.Context, int64) error {
-			return func(ctx context.Context, i int64) error {
-				k, a := args(i)
-				return c.Do(ctx, c.B().Evalsha().Sha1(sha).Numkeys(1).Key(k...).Arg(a...).Build()).Error()
-			}
-		})
-	})
-	b.Run("go-redis", func(b *testing.B) {
-		opt, err := goredis.ParseURL(url)
-		require.NoError(b, err)
-		opt.PoolSize = 64
-		c := goredis.NewClient(opt)
-		defer c.Close()
-		require.NoError(b, c.ScriptLoad(context.Background(), slidingLua).Err())
-		runChecks(b, 16, 1, func() func(context.Context, int64) error {
-			return func(ctx context.Context, i int64) error {
-				k, a := args(i)
-				av := make([]any, len(a))
-				for j := range a {
-					av[j] = a[j]
-				}
-				return c.EvalSha(ctx, sha, k, av...).Err()
-			}
-		})
-	})
 }
 
 // BenchmarkBackend measures the backend itself: CheckRate from many
