@@ -130,6 +130,8 @@ func indexTTL(scale, now, was, expires, slack int64, isNew bool) int64 {
 }
 
 var (
+	//go:embed start.lua
+	startLua string
 	//go:embed sliding.lua
 	slidingLua string
 	//go:embed gcra.lua
@@ -144,14 +146,15 @@ var (
 	slicesLua string
 )
 
-// The scripts, loaded once per server (EVALSHA; EVAL after NOSCRIPT).
+// The scripts, loaded once per server (EVALSHA; EVAL after NOSCRIPT). The
+// check scripts but fixed.lua begin with start.lua.
 var (
-	slidingScript = newScript(slidingLua)
-	gcraScript    = newScript(gcraLua)
-	logScript     = newScript(logLua)
+	slidingScript = newScript(startLua + slidingLua)
+	gcraScript    = newScript(startLua + gcraLua)
+	logScript     = newScript(startLua + logLua)
 	fixedScript   = newScript(fixedLua)
 	indexScript   = newScript(indexLua)
-	slicesScript  = newScript(slicesLua)
+	slicesScript  = newScript(startLua + slicesLua)
 )
 
 // engines are the algorithms decided by a script of their own.

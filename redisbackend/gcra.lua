@@ -29,16 +29,7 @@
 -- directly, above it as two limbs hi*2^40 + lo. The limb helpers are
 -- defined in the branch that needs them: a function defined at the top
 -- would be made anew on every call, the fast ones too.
-local scale, limit, hits, now, dl, slack, queue, maxdelay = struct.unpack('<dddddddd', ARGV[1])
-local timed = now < 0
-if timed then
-  local t = redis.call('TIME')
-  now = t[1] * 1000 + math.floor(t[2] / 1000)
-end
-if dl >= 0 and now > dl then
-  return redis.error_reply('DEADLINE script ran after the caller\'s deadline, nothing counted')
-end
-local key = KEYS[1]
+local queue, maxdelay = struct.unpack('<dd', ARGV[1], 49)
 local v = redis.call('GET', key)
 local floor = math.floor
 local P = 2 ^ 52

@@ -11,15 +11,6 @@
 --
 -- Returns {now, index, allowed (1 or 0), count, reset_ms, retry_after_ms}:
 -- index is the TTL in ms the id's index must be given (0: none needed).
-local scale, limit, hits, now, dl, slack = struct.unpack('<dddddd', ARGV[1])
-if now < 0 then
-  local t = redis.call('TIME')
-  now = t[1] * 1000 + math.floor(t[2] / 1000)
-end
-if dl >= 0 and now > dl then
-  return redis.error_reply('DEADLINE script ran after the caller\'s deadline, nothing counted')
-end
-local key = KEYS[1]
 local function int(x) return string.format('%d', x) end
 local st = redis.call('HMGET', key, 'c', 'cr', 'm', 'h', 'n')
 local total = tonumber(st[1] or '0')

@@ -27,18 +27,7 @@
 -- are counted, and a check is allowed only if the window stays within its
 -- limit), so base is below 2^42, and times are below 2^53: doubles are
 -- exact.
-local scale, limit, hits, now, dl, slack, n = struct.unpack('<ddddddd', ARGV[1])
-local timed = now < 0
-if timed then
-  local t = redis.call('TIME')
-  now = t[1] * 1000 + math.floor(t[2] / 1000)
-end
--- A check Redis runs after its caller's deadline counts nothing: the caller
--- has answered 503 (docs/redis-counting.md).
-if dl >= 0 and now > dl then
-  return redis.error_reply('DEADLINE script ran after the caller\'s deadline, nothing counted')
-end
-local key = KEYS[1]
+local n = struct.unpack('<d', ARGV[1], 49)
 local v = redis.call('GET', key)
 local base, m, cur = 0, 0, 0
 if v then

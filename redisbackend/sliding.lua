@@ -23,18 +23,6 @@
 -- calls (GET, then SET or, within a window, SETRANGE of the count and
 -- modified time, which keeps the TTL), packs its numbers rather than
 -- formatting them, and returns the string it read.
-local scale, limit, hits, now, dl, slack = struct.unpack('<dddddd', ARGV[1])
-local timed = now < 0
-if timed then
-  local t = redis.call('TIME')
-  now = t[1] * 1000 + math.floor(t[2] / 1000)
-end
--- A check Redis runs after its caller's deadline counts nothing: the caller
--- has answered 503 (docs/redis-counting.md).
-if dl >= 0 and now > dl then
-  return redis.error_reply('DEADLINE script ran after the caller\'s deadline, nothing counted')
-end
-local key = KEYS[1]
 local v = redis.call('GET', key)
 local floor = math.floor
 local c, m, cr, pc, pm, pcr = 0, 0, 0, 0, 0, 0
