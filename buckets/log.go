@@ -70,7 +70,7 @@ func (s *Store) checkLog(now int64, r rl.Request) (rl.Decision, error) {
 	if l.Hits() == 0 {
 		return d, nil
 	}
-	if s.overScales(r.ID, r.Scale) {
+	if s.overScales(r.ID, r.Scale, 0) {
 		return rl.Decision{}, ErrTooManyScales
 	}
 	old := s.makeRoom(now)

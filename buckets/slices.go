@@ -223,7 +223,7 @@ func (s *Store) startSlice(atK *rec, first bool, slot uint64, now, n int64, r rl
 		s.cache.put(slot, atK)
 		return atK, nil
 	}
-	if first && s.overScales(r.ID, r.Scale) {
+	if first && s.overScales(r.ID, r.Scale, n) {
 		return nil, ErrTooManyScales
 	}
 	p := newRecIn(s.makeRoom(now), r.ID, r.Scale, rl.Slices, rec)

@@ -30,15 +30,18 @@ type Options struct {
 	Seed uint64
 	// MaxScalesPerID bounds the distinct scales one id may hold records
 	// of; a check that would add one more is refused (ErrTooManyScales).
-	// 0 or negative means no bound.
+	// Each slice count of a scale's Slices records counts as a scale of its
+	// own (a Slices limit holds up to 600 records): a scale's records of
+	// the other algorithms count once. 0 or negative means no bound.
 	MaxScalesPerID int
 }
 
 // ErrTooManyScales refuses a check that would give an id records of more
-// distinct scales than Options.MaxScalesPerID: one id planted under
-// thousands of scales would make its listing, and its memory, unbounded.
-// It matches raterlimiter.ErrInvalid.
-var ErrTooManyScales = &rl.FieldError{Field: "scale", Rule: "this id already has records of as many scales as the sidecar allows (-max-scales-per-id)"}
+// distinct scales (a Slices limit's each slice count counting as one) than
+// Options.MaxScalesPerID: one id planted under thousands of scales, or of
+// slice counts, would make its listing, and its memory, unbounded. It
+// matches raterlimiter.ErrInvalid.
+var ErrTooManyScales = &rl.FieldError{Field: "scale", Rule: "this id already has records of as many scales (each slices count of a scale counting as one) as the sidecar allows (-max-scales-per-id)"}
 
 // evictSamples is how many records an eviction looks at.
 const evictSamples = 8
@@ -64,6 +67,10 @@ type Store struct {
 	// scans of a whole window (the tests watch the way around them).
 	sliceBuf   []algo.Slice
 	sliceScans uint64
+	// seekPv is the pivot of the seeks over an id's limits (scalesOf), and
+	// scaleSeeks counts those seeks (the tests bound them).
+	seekPv     pivot
+	scaleSeeks uint64
 	// Evicted counts records evicted to stay within MaxRecords.
 	Evicted uint64
 }
@@ -228,7 +235,7 @@ func (s *Store) Check(now int64, r rl.Request) (rl.Decision, error) {
 	case write && ok:
 		cur.set(next)
 	case write:
-		if s.overScales(r.ID, r.Scale) {
+		if s.overScales(r.ID, r.Scale, 0) {
 			return rl.Decision{}, ErrTooManyScales
 		}
 		p := newRecIn(s.makeRoom(now), r.ID, r.Scale, r.Algo, next)
@@ -269,39 +276,77 @@ func (s *Store) AddHits(id string, scale int64, a rl.Algo, bucket, hits, now int
 	return true
 }
 
-// overScales reports whether a new record of (id, scale) would pass
-// MaxScalesPerID. It walks id's records only when a record is about to be
-// made, so checks of existing records pay nothing.
-func (s *Store) overScales(id string, scale int64) bool {
-	return s.maxScales > 0 && !s.hasScale(id, scale) && s.scalesOf(id) >= s.maxScales
+// overScales reports whether a new record of (id, scale), of n slices (0
+// for an algorithm other than Slices), would pass MaxScalesPerID. It looks
+// at id's records only when a record is about to be made, so checks of
+// existing records pay nothing, and then seeks (see scalesOf).
+func (s *Store) overScales(id string, scale, n int64) bool {
+	return s.maxScales > 0 && !s.hasLimit(id, scale, n) && s.scalesOf(id) >= s.maxScales
 }
 
-// hasScale reports whether id has a record of scale (any algorithm).
-func (s *Store) hasScale(id string, scale int64) bool {
-	found := false
-	var pv pivot
-	s.tree.Ascend(pv.set(id, scale, 0, 0), func(p *rec) bool {
-		found = p.id() == id && p.scale() == scale
+// seek returns the first record at or after the key p (a pivot), or nil.
+// Every look at an id's limits goes through it, and the tests count them.
+func (s *Store) seek(p *rec) *rec {
+	s.scaleSeeks++
+	var first *rec
+	s.tree.Ascend(p, func(q *rec) bool {
+		first = q
 		return false
 	})
-	return found
+	return first
 }
 
-// scalesOf counts the distinct scales of id's records, stopping once past
-// the bound.
+// hasLimit reports whether id has a record of the limit MaxScalesPerID
+// counts as (scale, n): with n 0, a record of scale of any algorithm but
+// Slices; else a Slices record of scale cut into n slices.
+func (s *Store) hasLimit(id string, scale, n int64) bool {
+	if n > 0 {
+		p := s.seek(s.seekPv.setSlice(id, scale, n, 0))
+		return p != nil && p.id() == id && p.scale() == scale && p.algo() == rl.Slices && p.slices() == n
+	}
+	p := s.seek(s.seekPv.set(id, scale, 0, 0))
+	if p == nil || p.id() != id || p.scale() != scale {
+		return false
+	}
+	if p.algo() != rl.Slices {
+		return true
+	}
+	// Only Slices records sort before the rest of the scale's (Leaky).
+	p = s.seek(s.seekPv.set(id, scale, rl.Slices+1, 0))
+	return p != nil && p.id() == id && p.scale() == scale
+}
+
+// scalesOf counts id's limits as MaxScalesPerID counts them, stopping once
+// past the bound: each scale with records of an algorithm other than
+// Slices, and each (scale, slice count) with Slices records. It seeks from
+// one limit to the next, reading one record of each (at most two more for
+// a scale's other algorithms), never every record of a limit: one id may
+// hold hundreds of records in each of its Slices limits.
 func (s *Store) scalesOf(id string) int {
 	n := 0
-	last := int64(-1)
-	var pv pivot
-	s.tree.Ascend(pv.set(id, 0, 0, 0), func(p *rec) bool {
-		if p.id() != id {
-			return false
+	counted := int64(-1) // the last scale counted for its other algorithms
+	at := s.seekPv.set(id, 0, 0, 0)
+	for n <= s.maxScales {
+		p := s.seek(at)
+		if p == nil || p.id() != id {
+			break
 		}
-		if sc := p.scale(); sc != last {
-			n, last = n+1, sc
+		sc := p.scale()
+		switch a := p.algo(); {
+		case a == rl.Slices:
+			n++
+			at = s.seekPv.setSlice(id, sc, p.slices()+1, 0) // past this slice count
+		default:
+			if sc != counted {
+				n, counted = n+1, sc
+			}
+			if a < rl.Slices {
+				at = s.seekPv.set(id, sc, rl.Slices, 0) // past the algorithms before Slices
+			} else {
+				at = s.seekPv.set(id, sc+1, 0, 0) // past the scale
+			}
 		}
-		return n <= s.maxScales
-	})
+	}
 	return n
 }
 
