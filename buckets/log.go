@@ -63,6 +63,9 @@ func (s *Store) checkLog(now int64, r rl.Request) (rl.Decision, error) {
 			// record then expires later than its newest hit, never earlier.
 			p.modified = max(p.modified, d.Now)
 		}
+		if l.Bytes() > before {
+			s.trim(now, p) // the log grew in place
+		}
 		return d, nil
 	}
 	var l algo.Log
@@ -73,9 +76,10 @@ func (s *Store) checkLog(now int64, r rl.Request) (rl.Decision, error) {
 	if s.overScales(r.ID, r.Scale, 0) {
 		return rl.Decision{}, ErrTooManyScales
 	}
-	old := s.makeRoom(now)
+	old := s.makeRoom(now, len(r.ID))
 	p = newRecIn(old, r.ID, r.Scale, rl.Log, algo.Record{Count: s.logs.alloc(l), Created: d.Now, Modified: d.Now})
 	s.insert(r.ID, p)
+	s.trim(now, p) // its ring
 	return d, nil
 }
 
@@ -123,7 +127,9 @@ func (s *Store) PutLog(id string, scale, created int64, data []byte) error {
 		s.tree.Delete(p)
 		s.remove(p)
 	}
-	s.insert(id, newRecIn(s.makeRoom(newest), id, scale, rl.Log,
-		algo.Record{Count: s.logs.alloc(l), Created: created, Modified: newest}))
+	p := newRecIn(s.makeRoom(newest, len(id)), id, scale, rl.Log,
+		algo.Record{Count: s.logs.alloc(l), Created: created, Modified: newest})
+	s.insert(id, p)
+	s.trim(newest, p) // its ring
 	return nil
 }

@@ -53,11 +53,13 @@ func newRec(id string, scale int64, a rl.Algo, r algo.Record) *rec {
 }
 
 // newRecIn is newRec in the memory of old, a record no longer in the store
-// (evicted, and forgotten by the cache), when it has room for id: a flood of
-// new ids at the bound then costs no allocation per id. With old nil or too
-// short it allocates.
+// (evicted, and forgotten by the cache), when its id takes as many words as
+// id: a flood of new ids at the bound then costs no allocation per id. With
+// old nil or of another size it allocates: a record's memory is always what
+// its id needs, so the store's bytes (Store.Bytes) are its records' real
+// size.
 func newRecIn(old *rec, id string, scale int64, a rl.Algo, r algo.Record) *rec {
-	if old == nil || (old.meta&MaxIDBytes+7)/8 < uint64(len(id)+7)/8 {
+	if old == nil || (old.meta&MaxIDBytes+7)/8 != uint64(len(id)+7)/8 {
 		return newRec(id, scale, a, r)
 	}
 	old.meta = makeMeta(len(id), scale, a)

@@ -226,7 +226,7 @@ func (s *Store) startSlice(atK *rec, first bool, slot uint64, now, n int64, r rl
 	if first && s.overScales(r.ID, r.Scale, n) {
 		return nil, ErrTooManyScales
 	}
-	p := newRecIn(s.makeRoom(now), r.ID, r.Scale, rl.Slices, rec)
+	p := newRecIn(s.makeRoom(now, len(r.ID)), r.ID, r.Scale, rl.Slices, rec)
 	s.insert(r.ID, p)
 	return p, nil
 }

@@ -26,6 +26,13 @@ type Options struct {
 	// MaxRecords bounds the store: a new record that would pass it first
 	// evicts one (see Store.Check). 0 or negative means no bound.
 	MaxRecords int
+	// MaxBytes bounds the bytes of the store's records (RecordBytes each,
+	// which grows with the id: ids are the caller's choice) and of its
+	// logs' rings: a new record that would pass it first evicts records,
+	// as MaxRecords does, and so does a log that grows past it. A record
+	// larger than the whole bound is kept alone. 0 or negative means no
+	// bound.
+	MaxBytes int
 	// Seed seeds the sampling of eviction candidates. Any value works.
 	Seed uint64
 	// MaxScalesPerID bounds the distinct scales one id may hold records
@@ -60,6 +67,10 @@ type Store struct {
 	cache cache
 	max   int
 	rng   uint64
+	// maxBytes is Options.MaxBytes; bytes is the RecordBytes of the
+	// records in the tree, added up (the logs' rings are in logs).
+	maxBytes int
+	bytes    int
 	// maxScales is Options.MaxScalesPerID.
 	maxScales int
 	logs      logSlab
@@ -87,6 +98,7 @@ func New(opts Options) *Store {
 		maxID:     maxID,
 		cache:     newCache(opts.CacheSlots),
 		max:       opts.MaxRecords,
+		maxBytes:  opts.MaxBytes,
 		rng:       opts.Seed | 1,
 		maxScales: opts.MaxScalesPerID,
 	}
@@ -147,10 +159,12 @@ func (s *Store) evict(now int64) *rec {
 }
 
 // remove is the hook every deletion passes through: it keeps the cache from
-// pointing at a record no longer in the tree, frees a Log record's log, and
-// distrusts the summary that may count a Slices record's hits.
+// pointing at a record no longer in the tree, frees a Log record's log,
+// distrusts the summary that may count a Slices record's hits, and takes
+// the record's bytes off the store's.
 func (s *Store) remove(p *rec) {
 	s.cache.forget(p)
+	s.bytes -= p.size()
 	switch p.algo() {
 	case rl.Log:
 		s.logs.release(p.count)
@@ -159,19 +173,51 @@ func (s *Store) remove(p *rec) {
 	}
 }
 
-// makeRoom evicts records while the store is at its bound, before a new
-// record is added, and returns the last one evicted (whose memory the new
-// record may take), or nil.
-func (s *Store) makeRoom(now int64) *rec {
+// makeRoom evicts records while the store has no room for a new record of
+// an id of idLen bytes (MaxRecords, MaxBytes), before it is added, and
+// returns the last one evicted (whose memory the new record may take), or
+// nil.
+func (s *Store) makeRoom(now int64, idLen int) *rec {
 	var old *rec
-	for s.max > 0 && s.load() >= s.max && s.tree.Len() > 0 {
+	need := RecordBytes(idLen)
+	for s.tree.Len() > 0 && (s.max > 0 && s.load() >= s.max || s.maxBytes > 0 && s.Bytes()+need > s.maxBytes) {
 		old = s.evict(now)
 	}
 	return old
 }
 
+// trim evicts records while the store is past MaxBytes, which a log that
+// grows in place can take it past, sparing keep: it stops rather than
+// evict it.
+func (s *Store) trim(now int64, keep *rec) {
+	for s.maxBytes > 0 && s.Bytes() > s.maxBytes && s.tree.Len() > 1 {
+		if s.evict(now) == keep {
+			return
+		}
+	}
+}
+
+// Bytes is the bytes of the store's records (RecordBytes each) and of its
+// logs' rings, what Options.MaxBytes bounds.
+func (s *Store) Bytes() int { return s.bytes + s.logs.ringBytes }
+
+// recOverhead is what a record costs beside its own allocation: its
+// pointer in a B-tree node (nodes are half to wholly full) and the
+// allocator's share of the node.
+const recOverhead = 16
+
+// RecordBytes is what a record of an id of idLen bytes counts toward
+// Options.MaxBytes: its allocation (a 32-byte header and the id, in 8-byte
+// words) and its place in the tree. Go's allocator rounds an allocation up
+// to its size class, by at most an eighth for records below 32 KiB.
+func RecordBytes(idLen int) int { return 8*(headerWords+(idLen+7)/8) + recOverhead }
+
+// size is p's RecordBytes.
+func (p *rec) size() int { return RecordBytes(int(p.meta & MaxIDBytes)) }
+
 // insert adds the new record p of id to the tree and the cache.
 func (s *Store) insert(id string, p *rec) {
+	s.bytes += p.size()
 	if prev, replaced := s.tree.Set(p); replaced {
 		s.remove(prev) // never by a check; kept sound all the same
 	}
@@ -238,7 +284,7 @@ func (s *Store) Check(now int64, r rl.Request) (rl.Decision, error) {
 		if s.overScales(r.ID, r.Scale, 0) {
 			return rl.Decision{}, ErrTooManyScales
 		}
-		p := newRecIn(s.makeRoom(now), r.ID, r.Scale, r.Algo, next)
+		p := newRecIn(s.makeRoom(now, len(r.ID)), r.ID, r.Scale, r.Algo, next)
 		p.setDenying(!d.Allowed)
 		s.insert(r.ID, p)
 	case r.Algo == rl.Sliding && r.Hits > 0:
@@ -375,11 +421,10 @@ func (s *Store) Put(id string, scale int64, a rl.Algo, r algo.Record) error {
 			return nil
 		}
 	}
-	if s.max > 0 && s.tree.Len() >= s.max {
-		if _, found := s.tree.Get(p); !found {
-			s.evict(r.Modified)
-		}
+	if _, found := s.tree.Get(p); !found {
+		s.makeRoom(r.Modified, len(id))
 	}
+	s.bytes += p.size()
 	if prev, replaced := s.tree.Set(p); replaced {
 		s.remove(prev)
 	}

@@ -4,6 +4,28 @@
 // periodically (package sweeper). No other package imports those three:
 // snapshots copy records through CopyRecords and Restore, and replay tools
 // decide through a Store.
+//
+// # Memory
+//
+// Two bounds hold the records, whichever a new record meets first:
+// Config.MaxBuckets records (default 4,000,000) and Config.MaxBucketBytes
+// of them (default 256 MiB), where a record counts 48 bytes and its id's
+// (rounded up to 8), and a sliding window log its entries' bytes. Ids are
+// the caller's choice, so the byte budget is what holds in the worst case:
+//
+//   - 16-byte ids: 4,000,000 records, 64 bytes each, 244 MiB;
+//   - 1,000-byte ids (with algo slices, one id's 599 slice counts of up to
+//     600 slices each, or a flood of fresh ids): about 256,000 records of
+//     1,048 bytes, 256 MiB.
+//
+// That is the live data. Beside it: Go's allocator rounds a record up to
+// its size class (at most an eighth more below 32 KiB), each shard keeps a
+// cache of 512 KiB and up to 16,384 denied ids (about 18 MB a shard with
+// 1,000-byte ids), and between two collections the heap grows to about
+// twice the live data (GOGC=100). With the defaults a full store's heap
+// thus reaches about 2 × (288 MiB + 19 MB a shard) at worst: about 650 MB
+// with one shard, 760 MB with four. Set GOMEMLIMIT, or smaller bounds,
+// where less must do.
 package memory
 
 import (
@@ -11,6 +33,7 @@ import (
 	"fmt"
 	"hash/maphash"
 	"log/slog"
+	"math"
 	"runtime"
 	"slices"
 	"sync"
@@ -52,6 +75,14 @@ type Config struct {
 	// being denied (see docs/embedded.md).
 	// Default DefaultMaxBuckets; negative means no bound.
 	MaxBuckets int
+	// MaxBucketBytes bounds the bytes of the live records, spread evenly
+	// over the shards: each record counts 48 bytes and its id's (ids are
+	// the caller's choice: a 1,000-byte id makes a record 16 times the size
+	// of a 16-byte one's), and a sliding window log its entries. Past it a
+	// new record evicts as past MaxBuckets; whichever bound a record meets
+	// first applies (see the package doc, "Memory"). Default
+	// DefaultMaxBucketBytes; negative means no bound.
+	MaxBucketBytes int64
 	// MaxScalesPerID bounds the distinct scales one id may have records
 	// of; a check that would add another is refused with
 	// ErrTooManyScales (matching raterlimiter.ErrInvalid).
@@ -85,9 +116,16 @@ const (
 // raterlimiter.ErrInvalid.
 var ErrTooManyScales = buckets.ErrTooManyScales
 
-// DefaultMaxBuckets is Config.MaxBuckets's default: about 240 MB of records
-// with 16-byte ids.
+// DefaultMaxBuckets is Config.MaxBuckets's default: with ids of 16 bytes
+// its records take about 256 MB (64 bytes a record), so it binds before
+// DefaultMaxBucketBytes; with longer ids the byte budget binds first.
 const DefaultMaxBuckets = 4_000_000
+
+// DefaultMaxBucketBytes is Config.MaxBucketBytes's default, 256 MiB: the
+// most the records take whatever their ids (about 256,000 records of
+// 1,000-byte ids). The heap around them is larger: see the package doc,
+// "Memory".
+const DefaultMaxBucketBytes = 256 << 20
 
 // DefaultMaxScalesPerID is Config.MaxScalesPerID's default: far more than
 // any real use (a per-second, -minute, -hour and -day limit per algorithm),
@@ -130,6 +168,13 @@ func New(cfg Config) *Limiter {
 	if cfg.MaxBuckets > 0 {
 		perShard = (cfg.MaxBuckets + cfg.Shards - 1) / cfg.Shards
 	}
+	if cfg.MaxBucketBytes == 0 {
+		cfg.MaxBucketBytes = DefaultMaxBucketBytes
+	}
+	perShardBytes := 0
+	if cfg.MaxBucketBytes > 0 {
+		perShardBytes = int(min((cfg.MaxBucketBytes+int64(cfg.Shards)-1)/int64(cfg.Shards), math.MaxInt))
+	}
 	l := &Limiter{seed: maphash.MakeSeed(), maxID: cfg.MaxIDBytes}
 	for i := range cfg.Shards {
 		l.actors = append(l.actors, actor.New(actor.Config{
@@ -137,7 +182,7 @@ func New(cfg Config) *Limiter {
 			Mailbox:     cfg.Mailbox,
 			SweepBudget: cfg.SweepBudget,
 			Store: buckets.Options{MaxIDBytes: cfg.MaxIDBytes, MaxRecords: perShard, Seed: uint64(i) + 1,
-				MaxScalesPerID: cfg.MaxScalesPerID},
+				MaxScalesPerID: cfg.MaxScalesPerID, MaxBytes: perShardBytes},
 			Logger: cfg.Logger,
 		}))
 	}

@@ -42,6 +42,7 @@ func openBackend(cfg config, logger *slog.Logger, onSwept func(n int, took time.
 			SweepInterval:  cfg.sweepInterval,
 			MaxIDBytes:     limiterIDBytes(cfg),
 			MaxBuckets:     maxBuckets(cfg),
+			MaxBucketBytes: maxBucketBytes(cfg),
 			MaxScalesPerID: cfg.maxScalesPerID,
 			Logger:         logger,
 			OnSweep: func(_ int, s memory.SweepStats, err error) {
@@ -81,7 +82,8 @@ func openBackend(cfg config, logger *slog.Logger, onSwept func(n int, took time.
 		var fallback *memory.Limiter
 		if fail == redisbackend.FailLocal {
 			fallback = memory.New(memory.Config{Shards: cfg.shards, SweepInterval: cfg.sweepInterval,
-				MaxIDBytes: limiterIDBytes(cfg), MaxBuckets: maxBuckets(cfg), MaxScalesPerID: cfg.maxScalesPerID, Logger: logger})
+				MaxIDBytes: limiterIDBytes(cfg), MaxBuckets: maxBuckets(cfg), MaxScalesPerID: cfg.maxScalesPerID, Logger: logger,
+				MaxBucketBytes: maxBucketBytes(cfg)})
 			rc.Fallback = fallback
 		}
 		rb, err := redisbackend.New(rc)
@@ -121,6 +123,15 @@ func maxBuckets(cfg config) int {
 		return -1
 	}
 	return cfg.maxBuckets
+}
+
+// maxBucketBytes is memory.Config.MaxBucketBytes for -max-bucket-bytes,
+// whose 0 means no bound.
+func maxBucketBytes(cfg config) int64 {
+	if cfg.maxBucketBytes == 0 {
+		return -1
+	}
+	return cfg.maxBucketBytes
 }
 
 // limiterIDBytes is the longest id the backend accepts: -max-id-bytes, and

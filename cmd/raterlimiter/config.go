@@ -37,6 +37,7 @@ type config struct {
 	maxIDBytes      int
 	shards          int
 	maxBuckets      int
+	maxBucketBytes  int64
 	maxScalesPerID  int
 	timeout         time.Duration
 	maxBatch        int
@@ -65,7 +66,8 @@ func (cfg *config) flags(fs *flag.FlagSet) {
 	fs.IntVar(&cfg.maxIDBytes, "max-id-bytes", rl.DefaultMaxIDBytes, fmt.Sprintf("longest id accepted, in bytes (1 to %d)", maxIDBytesCap))
 	fs.IntVar(&cfg.shards, "shards", 0, "actors the memory backend spreads ids over; 0 means half the CPUs, at least one")
 	fs.IntVar(&cfg.maxBuckets, "max-buckets", memory.DefaultMaxBuckets, "most live bucket records (memory backend); past it a new record evicts an expired or else the least recently modified one; 0 means no bound")
-	fs.IntVar(&cfg.maxScalesPerID, "max-scales-per-id", memory.DefaultMaxScalesPerID, "most distinct scales one id may have records of (memory backend); a check adding another is refused with 400; -1: no bound")
+	fs.Int64Var(&cfg.maxBucketBytes, "max-bucket-bytes", memory.DefaultMaxBucketBytes, "most bytes of live bucket records (memory backend): each counts 48 bytes and its id's, so long ids meet it before -max-buckets; past it a new record evicts as past -max-buckets; 0 means no bound")
+	fs.IntVar(&cfg.maxScalesPerID, "max-scales-per-id", memory.DefaultMaxScalesPerID, "most distinct scales one id may have records of (memory backend; with algo slices each slices count of a scale counts as one more); a check adding another is refused with 400; -1: no bound")
 	fs.DurationVar(&cfg.timeout, "timeout", api.DefaultTimeout, "longest wait for the backend's answer before 503")
 	fs.IntVar(&cfg.maxBatch, "max-batch", api.DefaultMaxBatch, "most checks in one POST /check_rates (more get 413)")
 	fs.DurationVar(&cfg.shutdownTimeout, "shutdown-timeout", 10*time.Second, "longest wait for requests in flight on SIGINT/SIGTERM")
@@ -136,6 +138,7 @@ func checkListen(name, addr string) error {
 var backendFlags = map[string]string{
 	"redis-url": "redis", "redis-timeout": "redis", "redis-fail": "redis", "redis-deadlines": "redis", "redis-deny-cache": "redis",
 	"sweep-interval": "memory", "shards": "memory", "max-buckets": "memory", "max-scales-per-id": "memory",
+	"max-bucket-bytes": "memory",
 }
 
 // parse reads args, then the environment for the flags args left unset.
@@ -186,6 +189,8 @@ func (cfg *config) check() error {
 		return bad("-shards must not be negative")
 	case cfg.maxBuckets < 0:
 		return bad("-max-buckets must not be negative")
+	case cfg.maxBucketBytes < 0:
+		return bad("-max-bucket-bytes must not be negative")
 	case cfg.maxScalesPerID == 0 || cfg.maxScalesPerID < -1:
 		return bad("-max-scales-per-id must be positive, or -1 for no bound")
 	case cfg.redisTimeout < 0:
@@ -258,7 +263,7 @@ type flagRow struct{ name, arg, usage, env, def string }
 func flagRows(fs *flag.FlagSet) []flagRow {
 	var rows []flagRow
 	order := []string{"listen", "sweep-interval", "backend", "redis-url", "redis-timeout", "redis-fail", "redis-deadlines", "redis-deny-cache", "admin-token", "max-id-bytes",
-		"shards", "max-buckets", "max-scales-per-id", "timeout", "max-batch", "shutdown-timeout", "version"}
+		"shards", "max-buckets", "max-bucket-bytes", "max-scales-per-id", "timeout", "max-batch", "shutdown-timeout", "version"}
 	order = append(order, snapshotFlagNames()...)
 	order = append(order, policyFlagNames()...)
 	order = append(order, exposureFlagNames()...)
