@@ -101,8 +101,14 @@ func Load(ctx context.Context, path string, dst Target, opts LoadOptions) (LoadS
 		if opts.IgnoreCorrupt {
 			// Keep the bad file for a post-mortem: the next write would
 			// replace it.
-			aside := path + ".corrupt"
-			if rerr := os.Rename(path, aside); rerr != nil {
+			// Through a link, its target: the link then names the file
+			// the next write creates.
+			bad := path
+			if dest, rerr := Resolve(path); rerr == nil {
+				bad = dest
+			}
+			aside := bad + ".corrupt"
+			if rerr := os.Rename(bad, aside); rerr != nil {
 				log.Warn("could not move the refused snapshot aside", "snapshot", path, "err", rerr)
 				aside = ""
 			}

@@ -58,6 +58,11 @@ type WriteStats struct {
 // file is removed. Records that no decision can read any more (algo.Expired)
 // are left out.
 //
+// A path that is a symbolic link (to a file on a persistent volume, say) is
+// written through: the link is resolved at each write (Resolve), and the
+// temporary file is written beside the link's target and renamed over it,
+// so the link stays and the target is what changes.
+//
 // Each shard is read in chunks of opts.ChunkRecords records, each chunk in
 // one short visit to the shard's goroutine, so checks go on meanwhile. A
 // record is saved as it was when its chunk was read; checks made during the
@@ -70,7 +75,11 @@ func Write(ctx context.Context, path string, src Source, opts WriteOptions) (Wri
 	if opts.Clock == nil {
 		opts.Clock = rl.SystemClock
 	}
-	dir, name := filepath.Split(path)
+	dest, err := Resolve(path)
+	if err != nil {
+		return WriteStats{}, err
+	}
+	dir, name := filepath.Split(dest)
 	if dir == "" {
 		dir = "."
 	}
@@ -87,7 +96,7 @@ func Write(ctx context.Context, path string, src Source, opts WriteOptions) (Wri
 		err = cerr
 	}
 	if err == nil {
-		err = os.Rename(tmp, path)
+		err = os.Rename(tmp, dest)
 	}
 	if err != nil {
 		os.Remove(tmp)
@@ -97,6 +106,36 @@ func Write(ctx context.Context, path string, src Source, opts WriteOptions) (Wri
 		return st, fmt.Errorf("snapshot: %s: %w", path, err)
 	}
 	return st, nil
+}
+
+// maxLinks is how many symbolic links Resolve follows, as Linux does.
+const maxLinks = 40
+
+// Resolve returns the file a snapshot at path is read from and written to:
+// path, or, when path is a symbolic link, the file it points to (following
+// a chain of links; a link to a file that does not exist yet names the file
+// to create). Only path's last element is resolved here: the system
+// follows links among its directories. A relative link is read from the
+// link's directory, as the system reads it.
+func Resolve(path string) (string, error) {
+	cur := path
+	for range maxLinks {
+		fi, err := os.Lstat(cur)
+		if err != nil || fi.Mode()&fs.ModeSymlink == 0 {
+			return cur, nil // not a link; what is wrong with it, the write (or Probe) says
+		}
+		to, err := os.Readlink(cur)
+		if err != nil {
+			return "", fmt.Errorf("snapshot: %s: %w", path, cause(err))
+		}
+		if !filepath.IsAbs(to) {
+			// Not filepath.Join: cleaning "dir/../x" would be wrong where
+			// dir is itself a link.
+			to = filepath.Dir(cur) + string(filepath.Separator) + to
+		}
+		cur = to
+	}
+	return "", fmt.Errorf("snapshot: %s: more than %d symbolic links in a row", path, maxLinks)
 }
 
 func syncDir(dir string) error {
@@ -167,6 +206,18 @@ func writeTo(ctx context.Context, w io.Writer, src Source, opts WriteOptions) (W
 // program can refuse to start rather than find out at shutdown that its
 // snapshot cannot be saved. It leaves nothing behind.
 func Probe(path string) error {
+	dest, err := Resolve(path)
+	if err != nil {
+		return err
+	}
+	if dest != path {
+		// Name the target too: its directory is the one that must be
+		// writable.
+		if err := Probe(dest); err != nil {
+			return fmt.Errorf("%w (%s is a symbolic link to it)", err, path)
+		}
+		return nil
+	}
 	dir, name := filepath.Split(path)
 	if dir == "" {
 		dir = "."

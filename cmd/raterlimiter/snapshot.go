@@ -108,17 +108,24 @@ func (st *snapshotState) stale() string {
 }
 
 // removeStaleTemps deletes the temporary files a crash in the middle of a
-// write (or a probe) left beside path; no other writer is running yet.
+// write (or a probe) left beside path, or beside the file path links to
+// (where writes go); no other writer is running yet.
 func removeStaleTemps(path string, logger *slog.Logger) {
-	dir, name := filepath.Split(path)
-	if dir == "" {
-		dir = "."
+	paths := []string{path}
+	if dest, err := snapshot.Resolve(path); err == nil && dest != path {
+		paths = append(paths, dest)
 	}
-	for _, pattern := range []string{"." + name + ".tmp-*", "." + name + ".probe-*"} {
-		matches, _ := filepath.Glob(filepath.Join(dir, pattern))
-		for _, m := range matches {
-			if err := os.Remove(m); err == nil {
-				logger.Info("removed a snapshot's temporary file left by an earlier run", "file", m)
+	for _, p := range paths {
+		dir, name := filepath.Split(p)
+		if dir == "" {
+			dir = "."
+		}
+		for _, pattern := range []string{"." + name + ".tmp-*", "." + name + ".probe-*"} {
+			matches, _ := filepath.Glob(filepath.Join(dir, pattern))
+			for _, m := range matches {
+				if err := os.Remove(m); err == nil {
+					logger.Info("removed a snapshot's temporary file left by an earlier run", "file", m)
+				}
 			}
 		}
 	}
