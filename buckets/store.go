@@ -82,7 +82,7 @@ type Store struct {
 	// scaleSeeks counts those seeks (the tests bound them).
 	seekPv     pivot
 	scaleSeeks uint64
-	// Evicted counts records evicted to stay within MaxRecords.
+	// Evicted counts records evicted to stay within MaxRecords or MaxBytes.
 	Evicted uint64
 }
 

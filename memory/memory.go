@@ -373,7 +373,8 @@ func (l *Limiter) Sweep(ctx context.Context) (SweepStats, error) {
 type Stats struct {
 	// Live is the number of live bucket records.
 	Live int
-	// Evicted counts records evicted to stay within MaxBuckets.
+	// Evicted counts records evicted to stay within MaxBuckets or
+	// MaxBucketBytes.
 	Evicted uint64
 	// Restarts counts actor restarts after a panic.
 	Restarts uint64
