@@ -45,7 +45,9 @@ func (s *Server) healthz(ctx *fasthttp.RequestCtx) {
 // the Redis backend asks whether Redis accepts writes, which a Redis full at
 // maxmemory (noeviction) or after a failed save (MISCONF) refuses while it
 // still answers reads.
-type pinger interface{ Ping(ctx context.Context) error }
+type pinger interface {
+	Ping(ctx context.Context) error
+}
 
 // StaleHeader is set on /healthz when something the sidecar keeps is stale
 // (a snapshot not written for three intervals).
