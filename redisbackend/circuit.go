@@ -123,8 +123,8 @@ var refusesWrites = []string{"READONLY", "NOREPLICAS", "OOM", "MISCONF"}
 // with the code of the command that failed in it; an older Redis puts it
 // after "-" within its own text.
 func downReason(err error) string {
-	re, ok := rueidis.IsRedisErr(err)
-	if !ok {
+	var re *rueidis.RedisError
+	if !errors.As(err, &re) {
 		return ""
 	}
 	msg := re.Error()
