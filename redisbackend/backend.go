@@ -324,6 +324,15 @@ func (b *Backend) decide(ctx context.Context, op string, rs []rl.Request) ([]rl.
 	if !b.br.allow() {
 		return b.degrade(ctx, rs, ds, todo, ErrCircuitOpen)
 	}
+	if b.refusing.Load() && !b.br.up() {
+		// This call probes a circuit opened for Redis refusing writes: a
+		// check that only reads would pass and prove nothing, so the probe
+		// is a write, and while it is refused the fail mode answers.
+		if err := b.stillRefusing(ctx); err != nil {
+			return b.degrade(ctx, rs, ds, todo, err)
+		}
+		b.refusing.Store(false)
+	}
 	if err := b.admit(ctx); err != nil {
 		return nil, err
 	}

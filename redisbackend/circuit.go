@@ -136,6 +136,18 @@ func downReason(err error) string {
 	return ""
 }
 
+// stillRefusing asks Redis for a write (writable) and returns its error
+// when it is still refused, or Redis is unavailable; else nil. Any other
+// error (an ACL that forbids the probe's key, say) is no sign of a Redis
+// refusing writes, and is not held against it.
+func (b *Backend) stillRefusing(ctx context.Context) error {
+	err := b.writable(ctx)
+	if err != nil && (writeRefusal(err) || b.unavailable(ctx, err)) {
+		return err
+	}
+	return nil
+}
+
 // writeRefusal reports whether err is Redis refusing writes (refusesWrites).
 func writeRefusal(err error) bool {
 	r := downReason(err)
@@ -170,8 +182,8 @@ func (b *Backend) succeed(ctx context.Context) {
 	if b.br.up() {
 		return
 	}
-	if b.refusing.Load() && b.writable(ctx) != nil {
-		return // still refusing, or not known: the circuit stays open
+	if b.refusing.Load() && b.stillRefusing(ctx) != nil {
+		return
 	}
 	if b.br.success() {
 		b.refusing.Store(false)

@@ -109,8 +109,9 @@ var refusals = []refusal{
 // count a check, so it is unavailable. /healthz says so before any check
 // has failed, raterlimiter_redis_up is 0, and every check is answered by
 // the fail mode: closed 503, open allowed, local by the sidecar's own
-// counters; never a 500. A check that only reads (a peek, answered by Redis)
-// does not close the circuit while writes are refused. Once Redis accepts
+// counters; never a 500. A check that only reads (a peek, which Redis would
+// answer) is answered by the fail mode as well and does not close the
+// circuit while writes are refused. Once Redis accepts
 // writes again, the sidecar says ok and counts on Redis again.
 func TestE2ERedisRefusingWrites(t *testing.T) {
 	redistest.Available(t)
@@ -170,13 +171,19 @@ func TestE2ERedisRefusingWrites(t *testing.T) {
 						assert.Equal(t, mode, r.header.Get("X-RateLimit-Degraded"))
 					}
 
-					// Peeks read only; Redis answers the ones that probe
-					// the circuit (one per 100 ms), and they must not close
-					// it while writes are refused.
-					for range 4 {
-						p := s.get(t, "/check_rate?id=before-"+mode+"&scale=60000&limit=2&hits=0")
-						assert.Contains(t, []int{200, 503}, p.status, p.body)
+					// Peeks read only, which Redis would answer: those that
+					// probe the circuit (one per 100 ms) probe with a write
+					// instead, so they are answered by the fail mode too and
+					// never close the circuit while writes are refused.
+					for i := range 4 {
 						time.Sleep(150 * time.Millisecond)
+						p := s.get(t, "/check_rate?id=before-"+mode+"&scale=60000&limit=2&hits=0")
+						if mode == "closed" {
+							assert.Equal(t, 503, p.status, "peek %d: %s", i, p.body)
+						} else {
+							assert.Equal(t, 200, p.status, "peek %d: %s", i, p.body)
+							assert.Equal(t, mode, p.header.Get("X-RateLimit-Degraded"), "peek %d", i)
+						}
 					}
 					assert.Equal(t, "0", metricLine(t, s, "raterlimiter_redis_up"), "still refusing writes")
 					assert.Equal(t, "", metricLine(t, s, `raterlimiter_redis_circuit_transitions_total{reason="answered",state="closed"}`),
