@@ -133,6 +133,12 @@ type Config struct {
 	// PoliciesOnly refuses checks that do not name a policy: callers
 	// cannot choose their own limits.
 	PoliciesOnly bool
+	// MaxScale, if positive, is the longest scale a check that names its
+	// own may choose; a longer one is a 400 (a check by policy takes the
+	// policy's scale, the operator's choice). The sidecar sets it from
+	// -redis-max-scale on the Redis backend, where a record lives as long
+	// as its scale.
+	MaxScale time.Duration
 	// AuthDenyStatus is /auth's status for a denied request: 429 (the
 	// default), or 401 or 403 for proxies that treat other statuses as
 	// errors (nginx auth_request).
@@ -187,6 +193,7 @@ type Server struct {
 	// Gateway mode.
 	pols         atomic.Pointer[policyState]
 	policiesOnly bool
+	maxScale     *scaleBound // nil: none
 	denyStatus   int
 	gateway      policy.Gateway
 	loadPolicies func() (*policy.File, error)
@@ -276,6 +283,7 @@ func New(cfg Config) *Server {
 	}
 	s.policiesOnly, s.denyStatus, s.loadPolicies = cfg.PoliciesOnly, cfg.AuthDenyStatus, cfg.LoadPolicies
 	s.gateway = cfg.AuthHeaders
+	s.maxScale = newScaleBound(cfg.MaxScale)
 	s.admin, s.metricsPublic = cfg.Admin, cfg.MetricsPublic
 	s.connLimits = cfg.ConnLimits
 	s.stale = cfg.Stale

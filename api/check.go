@@ -27,6 +27,9 @@ func (s *Server) checkRate(ctx *fasthttp.RequestCtx) {
 	} else {
 		pol, err = s.parseBody(ctx, &r, &shown, &pc, &opts)
 	}
+	if err == nil && pol == nil {
+		err = s.maxScale.check(r.Scale)
+	}
 	if err != nil {
 		s.metrics.check(r.Algo, resultInvalid)
 		s.invalid(ctx, err)
@@ -278,6 +281,9 @@ func (s *Server) parseBatch(body []byte, b *batch, pc *policyCheck) error {
 		var err error
 		var p *policy.Policy
 		b.ids, p, err = r.check(&b.reqs[len(b.reqs)-1], b.ids, s.maxID, s.rules, pc, nil)
+		if err == nil && p == nil {
+			err = s.maxScale.check(b.reqs[len(b.reqs)-1].Scale)
+		}
 		if err != nil {
 			return &rl.ItemError{Index: len(b.reqs) - 1, Err: err}
 		}

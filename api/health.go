@@ -12,6 +12,11 @@ import (
 func (s *Server) healthz(ctx *fasthttp.RequestCtx) {
 	c, cancel := context.WithTimeout(context.Background(), min(s.timeout, time.Second))
 	defer cancel()
+	if p, ok := s.lim.(pinger); ok {
+		// What a peek cannot show (Redis refusing writes) reaches the
+		// backend's circuit, which the peek then answers by.
+		_ = p.Ping(c)
+	}
 	_, err := s.lim.CheckRate(c, rl.Request{ID: healthID, Scale: 1000, Limit: 1, Hits: 0})
 	if mode, ds := degradedAnswer(err); len(ds) > 0 {
 		// Checks are answered, without the shared state: healthy enough to
@@ -34,6 +39,14 @@ func (s *Server) healthz(ctx *fasthttp.RequestCtx) {
 		}
 	}
 	ctx.SetBodyString("ok")
+}
+
+// pinger is a backend that can say more of its health than a peek shows:
+// the Redis backend asks whether Redis accepts writes, which a Redis full at
+// maxmemory (noeviction) or after a failed save (MISCONF) refuses while it
+// still answers reads.
+type pinger interface {
+	Ping(ctx context.Context) error
 }
 
 // StaleHeader is set on /healthz when something the sidecar keeps is stale

@@ -48,6 +48,9 @@ type Backend struct {
 	queued atomic.Int64
 	// lastAnswer is when Redis last answered a call, UnixNano.
 	lastAnswer atomic.Int64
+	// refusing is set while the circuit is open for Redis refusing writes
+	// (writeRefusal): only a write that succeeds closes it then.
+	refusing atomic.Bool
 	// queue holds single checks waiting for a sender (combine.go).
 	queue chan *combined
 }
@@ -196,8 +199,12 @@ var errClosed = fmt.Errorf("redisbackend: %w", rl.ErrClosed)
 // that asked it.
 func (b *Backend) Up() bool { return b.br.up() }
 
-// Ping asks Redis for PING within the timeout, whatever the circuit's state;
-// a success closes the circuit. For health checks.
+// Ping asks Redis for PING and for a write that changes nothing, within the
+// timeout, whatever the circuit's state: a Redis that answers reads but
+// refuses writes (full at maxmemory with noeviction, or after a failed save)
+// cannot count a check, and is unavailable as one that does not answer. A
+// success closes the circuit; Redis unavailable or refusing writes opens it.
+// For health checks.
 func (b *Backend) Ping(ctx context.Context) error {
 	if b.closed.Load() {
 		return errClosed
@@ -209,7 +216,11 @@ func (b *Backend) Ping(ctx context.Context) error {
 	cctx, cancel := b.callContext(ctx)
 	defer cancel()
 	start := time.Now()
-	err := c.Do(cctx, c.B().Ping().Build()).Error()
+	res := c.DoMulti(cctx, c.B().Ping().Build(), b.probe(c))
+	err := res[0].Error()
+	if err == nil {
+		err = probed(res[1].Error())
+	}
 	b.observe("ping", start, err)
 	if err != nil {
 		if b.unavailable(ctx, err) {
@@ -218,8 +229,36 @@ func (b *Backend) Ping(ctx context.Context) error {
 		}
 		return fmt.Errorf("redisbackend: ping: %w", err)
 	}
-	b.succeed()
+	b.refusing.Store(false) // Redis just accepted a write
+	b.succeed(ctx)
 	return nil
+}
+
+// probe is a write that changes nothing: SET of a key that does not exist
+// with XX, which Redis refuses as it refuses a check's writes when it is full
+// (noeviction) or may not write (MISCONF, READONLY), and otherwise answers
+// nil without creating the key.
+func (b *Backend) probe(c rueidis.Client) rueidis.Completed {
+	return c.B().Set().Key(b.cfg.Prefix + ":probe").Value("").Xx().PxMilliseconds(1).Build()
+}
+
+// probed is the error of probe's answer: nil when Redis accepted the write.
+func probed(err error) error {
+	if rueidis.IsRedisNil(err) {
+		return nil
+	}
+	return err
+}
+
+// writable asks Redis whether it accepts writes (probe) within the timeout.
+func (b *Backend) writable(ctx context.Context) error {
+	c := b.conn()
+	if c == nil {
+		return errNotConnected
+	}
+	cctx, cancel := b.callContext(ctx)
+	defer cancel()
+	return probed(c.Do(cctx, b.probe(c)).Error())
 }
 
 // CheckRate decides r on Redis: a fixed window with a counter, the other
@@ -285,6 +324,15 @@ func (b *Backend) decide(ctx context.Context, op string, rs []rl.Request) ([]rl.
 	if !b.br.allow() {
 		return b.degrade(ctx, rs, ds, todo, ErrCircuitOpen)
 	}
+	if b.refusing.Load() && !b.br.up() {
+		// This call probes a circuit opened for Redis refusing writes: a
+		// check that only reads would pass and prove nothing, so the probe
+		// is a write, and while it is refused the fail mode answers.
+		if err := b.stillRefusing(ctx); err != nil {
+			return b.degrade(ctx, rs, ds, todo, err)
+		}
+		b.refusing.Store(false)
+	}
 	if err := b.admit(ctx); err != nil {
 		return nil, err
 	}
@@ -338,7 +386,7 @@ func (b *Backend) decide(ctx context.Context, op string, rs []rl.Request) ([]rl.
 	}
 	b.observe(op, start, firstErr)
 	if failed == nil {
-		b.succeed()
+		b.succeed(ctx)
 		return ds, nil
 	}
 	b.fail(cause)
@@ -391,6 +439,9 @@ func (b *Backend) decision(r rl.Request, pending, now int64, res rueidis.RedisRe
 	e := engines[r.Algo]
 	if e == nil {
 		d, st, created, saturate, err := fixedDecision(r, pending, now, res)
+		if err == nil {
+			err = sane(d, r)
+		}
 		if err != nil {
 			return d, st, nil, err
 		}
@@ -410,10 +461,24 @@ func (b *Backend) decision(r rl.Request, pending, now int64, res rueidis.RedisRe
 	}
 	m, _ := res.ToMessage()
 	d, st, index, err := e.decide(r, answer{msg: m, now: now, timed: b.scriptNow(now) < 0, slack: b.scriptSlack})
+	if err == nil {
+		err = sane(d, r)
+	}
 	if err != nil || index <= 0 {
 		return d, st, nil, err
 	}
 	return d, st, []call{b.indexCall(r.ID, field(e.code, r.Scale, e.subOf(r)), d.Now, index)}, nil
+}
+
+// sane returns nil when d is a decision a check could make, and otherwise
+// an error matching errParse: Redis held a record that no check writes (a
+// counter below zero, planted or damaged), and answering from it would
+// give a count below zero or a remaining outside 0 .. limit.
+func sane(d rl.Decision, r rl.Request) error {
+	if d.Count < 0 || d.Remaining < 0 || d.Remaining > r.Limit {
+		return fmt.Errorf("%w: a record no check writes (count %d, remaining %d, limit %d)", errParse, d.Count, d.Remaining, r.Limit)
+	}
+	return nil
 }
 
 // indexCall lists the record of id that field names in the id's index,

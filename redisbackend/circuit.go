@@ -20,14 +20,8 @@ func (b *Backend) unavailable(ctx context.Context, err error) bool {
 	if err == nil || rueidis.IsRedisNil(err) {
 		return false
 	}
-	if re, ok := rueidis.IsRedisErr(err); ok {
-		msg := re.Error()
-		for _, p := range []string{"LOADING", "BUSY", "CLUSTERDOWN", "MASTERDOWN", "TRYAGAIN", "READONLY", "NOREPLICAS"} {
-			if strings.HasPrefix(msg, p) {
-				return true
-			}
-		}
-		return false
+	if _, ok := rueidis.IsRedisErr(err); ok {
+		return downReason(err) != ""
 	}
 	if errors.Is(err, errParse) {
 		return false
@@ -86,8 +80,9 @@ func (e *noAnswerError) Unwrap() error { return e.cause }
 
 // Reason names why the circuit changed, for logs and metrics: "refused",
 // "reset", "closed" (EOF), "loading", "clusterdown", "masterdown",
-// "tryagain", "readonly", "busy", "noreplicas", "no_answer", "not_connected",
-// or "other".
+// "tryagain", "readonly", "busy", "noreplicas", "oom" (full, refusing
+// writes), "misconf" (refusing writes after a failed save), "no_answer",
+// "not_connected", or "other".
 func Reason(err error) string {
 	var na *noAnswerError
 	switch {
@@ -104,18 +99,70 @@ func Reason(err error) string {
 	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, net.ErrClosed):
 		return "closed"
 	}
-	if re, ok := rueidis.IsRedisErr(err); ok {
-		msg := re.Error()
-		for _, p := range []string{"LOADING", "BUSY", "CLUSTERDOWN", "MASTERDOWN", "TRYAGAIN", "READONLY", "NOREPLICAS"} {
-			if strings.HasPrefix(msg, p) {
-				return strings.ToLower(p)
-			}
-		}
+	if r := downReason(err); r != "" {
+		return r
 	}
 	return "other"
 }
 
+// downCodes are the error codes with which Redis says it cannot serve a
+// check now, rather than that the check is wrong: loading, busy, a Cluster
+// or a master down, a replica (READONLY, NOREPLICAS), and a Redis that
+// refuses writes, full at maxmemory with noeviction (OOM) or after a failed
+// RDB save with stop-writes-on-bgsave-error (MISCONF). A check it refused
+// counted nothing, so the fail mode may answer it.
+var downCodes = []string{"LOADING", "BUSY", "CLUSTERDOWN", "MASTERDOWN", "TRYAGAIN", "READONLY", "NOREPLICAS", "OOM", "MISCONF"}
+
+// refusesWrites are the codes of a Redis that answers reads but refuses to
+// write (docs/redis.md): while the circuit is open for one of them, only a
+// write that succeeds closes it.
+var refusesWrites = []string{"READONLY", "NOREPLICAS", "OOM", "MISCONF"}
+
+// downReason returns, in lower case, which of downCodes Redis answered
+// with, or "" when err is none of them. A script's error (Redis 7) begins
+// with the code of the command that failed in it; an older Redis puts it
+// after "-" within its own text.
+func downReason(err error) string {
+	var re *rueidis.RedisError
+	if !errors.As(err, &re) {
+		return ""
+	}
+	msg := re.Error()
+	for _, p := range downCodes {
+		if strings.HasPrefix(msg, p) || (strings.HasPrefix(msg, "ERR Error running script") && strings.Contains(msg, "-"+p+" ")) {
+			return strings.ToLower(p)
+		}
+	}
+	return ""
+}
+
+// stillRefusing asks Redis for a write (writable) and returns its error
+// when it is still refused, or Redis is unavailable; else nil. Any other
+// error (an ACL that forbids the probe's key, say) is no sign of a Redis
+// refusing writes, and is not held against it.
+func (b *Backend) stillRefusing(ctx context.Context) error {
+	err := b.writable(ctx)
+	if err != nil && (writeRefusal(err) || b.unavailable(ctx, err)) {
+		return err
+	}
+	return nil
+}
+
+// writeRefusal reports whether err is Redis refusing writes (refusesWrites).
+func writeRefusal(err error) bool {
+	r := downReason(err)
+	for _, p := range refusesWrites {
+		if r == strings.ToLower(p) {
+			return true
+		}
+	}
+	return false
+}
+
 func (b *Backend) fail(err error) {
+	if writeRefusal(err) {
+		b.refusing.Store(true)
+	}
 	if b.br.failure() {
 		b.log.Warn("redisbackend: redis unavailable, circuit open", "reason", Reason(err), "err", err, "fail", b.cfg.Fail.String(),
 			"probe_interval", b.cfg.ProbeInterval)
@@ -125,9 +172,21 @@ func (b *Backend) fail(err error) {
 	}
 }
 
-func (b *Backend) succeed() {
+// succeed records an answer from Redis, which closes an open circuit;
+// unless the circuit opened for Redis refusing writes, when it stays open
+// until a write succeeds (writable): an answer that only read proves
+// nothing then, and closing on it would only open the circuit again at the
+// next check that writes.
+func (b *Backend) succeed(ctx context.Context) {
 	b.lastAnswer.Store(time.Now().UnixNano())
+	if b.br.up() {
+		return
+	}
+	if b.refusing.Load() && b.stillRefusing(ctx) != nil {
+		return
+	}
 	if b.br.success() {
+		b.refusing.Store(false)
 		b.log.Info("redisbackend: redis answers again, circuit closed")
 		if b.cfg.OnState != nil {
 			b.cfg.OnState(true, nil)

@@ -29,7 +29,10 @@
 // Failures: a call waits as long as its caller's deadline allows
 // (Config.Timeout puts a ceiling on it). When Redis does not answer, a
 // circuit breaker opens: further calls do not wait on Redis, except one
-// probe per Config.ProbeInterval, until Redis answers again. Meanwhile
+// probe per Config.ProbeInterval, until Redis answers again. A Redis that
+// answers reads but refuses writes (OOM at maxmemory with noeviction,
+// MISCONF after a failed save, a replica) cannot count a check: it opens
+// the circuit too, which then closes only once a write succeeds. Meanwhile
 // Config.Fail decides: FailClosed returns errors matching
 // raterlimiter.ErrUnavailable, FailOpen allows, FailLocal asks
 // Config.Fallback. The last two say so with a *DegradedError next to the

@@ -60,7 +60,7 @@ func (b *Backend) records(ctx context.Context, op, id string, scale int64, reset
 		}
 		return 0, nil, fmt.Errorf("redisbackend: %s: %w", op, err)
 	}
-	b.succeed()
+	b.succeed(ctx)
 	return now, ls, nil
 }
 

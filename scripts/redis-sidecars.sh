@@ -32,8 +32,9 @@ sidecar() {
 shared() {
   local url=$1 name=$2
   # A generous timeout: this part is about the count, on a busy machine.
-  sidecar "$name-a" -redis-url "$url" -redis-timeout 2s -timeout 3s; local a=$addr
-  sidecar "$name-b" -redis-url "$url" -redis-timeout 2s -timeout 3s; local b=$addr
+  # The ten-year window (so that none ends mid-test) needs -redis-max-scale.
+  sidecar "$name-a" -redis-url "$url" -redis-timeout 2s -timeout 3s -redis-max-scale 87600h; local a=$addr
+  sidecar "$name-b" -redis-url "$url" -redis-timeout 2s -timeout 3s -redis-max-scale 87600h; local b=$addr
   for algo in fixed sliding token log slices leaky; do
     local id="shared-$name-$algo-$RANDOM$RANDOM" q="scale=315360000000&limit=100&algo=$algo"
     # leaky: the limit at once, all but one waiting their turn

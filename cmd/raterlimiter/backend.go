@@ -138,3 +138,22 @@ func maxBucketBytes(cfg config) int64 {
 // room for the policy name that a check by policy puts before its key. The
 // API holds the ids and keys callers send to -max-id-bytes itself.
 func limiterIDBytes(cfg config) int { return cfg.maxIDBytes + policy.IDOverhead }
+
+// defaultRedisMaxScale is -redis-max-scale's default: a day. On Redis a
+// record lives as long as its scale (plus a slack), and a caller that names
+// its own scale under fresh ids leaves one record per id; a day covers the
+// per-second to per-day limits callers name themselves, bounds how long a
+// flood of fresh ids stays in Redis after it stops, and keeps what it holds
+// meanwhile to the ids of one day. Longer quotas (a week, a month) belong in
+// a policy, whose scale the operator chooses and the bound leaves alone, or
+// the operator raises the flag.
+const defaultRedisMaxScale = 24 * time.Hour
+
+// apiMaxScale is api.Config.MaxScale: -redis-max-scale on the Redis
+// backend; none on the memory backend, whose records -max-buckets bounds.
+func apiMaxScale(cfg config) time.Duration {
+	if cfg.backend != "redis" {
+		return 0
+	}
+	return cfg.redisMaxScale
+}

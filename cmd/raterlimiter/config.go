@@ -33,6 +33,7 @@ type config struct {
 	redisFail       string
 	redisDeadlines  bool
 	redisDenyCache  int
+	redisMaxScale   time.Duration
 	adminToken      string
 	maxIDBytes      int
 	shards          int
@@ -62,6 +63,7 @@ func (cfg *config) flags(fs *flag.FlagSet) {
 	fs.StringVar(&cfg.redisFail, "redis-fail", "closed", "when Redis does not answer: closed (503), open (allow) or local (this sidecar's own counters)")
 	fs.BoolVar(&cfg.redisDeadlines, "redis-deadlines", false, "count no check that Redis runs after its caller's deadline, so a 503 never counts: the checks read Redis's clock, and fixed windows use a script; 1.2 to 1.4 (the scripts) and 2.3 (fixed) times the Redis CPU per check")
 	fs.IntVar(&cfg.redisDenyCache, "redis-deny-cache", redisbackend.DefaultDenyCache, "how many ids' denials this sidecar keeps and answers itself, without Redis, until Redis would allow; 0 turns the cache off")
+	fs.DurationVar(&cfg.redisMaxScale, "redis-max-scale", defaultRedisMaxScale, "longest scale a check that names its own may choose on the Redis backend, where a record lives as long as its scale (a longer one is refused with 400; a policy's scale is the operator's and not bound); at most 87600h")
 	fs.StringVar(&cfg.adminToken, "admin-token", "", "bearer token /buckets requires; empty leaves /buckets open")
 	fs.IntVar(&cfg.maxIDBytes, "max-id-bytes", rl.DefaultMaxIDBytes, fmt.Sprintf("longest id accepted, in bytes (1 to %d)", maxIDBytesCap))
 	fs.IntVar(&cfg.shards, "shards", 0, "actors the memory backend spreads ids over; 0 means half the CPUs, at least one")
@@ -139,6 +141,7 @@ var backendFlags = map[string]string{
 	"redis-url": "redis", "redis-timeout": "redis", "redis-fail": "redis", "redis-deadlines": "redis", "redis-deny-cache": "redis",
 	"sweep-interval": "memory", "shards": "memory", "max-buckets": "memory", "max-scales-per-id": "memory",
 	"max-bucket-bytes": "memory",
+	"redis-max-scale": "redis",
 }
 
 // parse reads args, then the environment for the flags args left unset.
@@ -197,6 +200,8 @@ func (cfg *config) check() error {
 		return bad("-redis-timeout must not be negative")
 	case cfg.redisDenyCache < 0:
 		return bad("-redis-deny-cache must not be negative")
+	case cfg.redisMaxScale < time.Millisecond || cfg.redisMaxScale.Milliseconds() > rl.MaxScale:
+		return bad("-redis-max-scale must be from 1ms to 87600h (10 years), not %v", cfg.redisMaxScale)
 	case cfg.timeout <= 0:
 		return bad("-timeout must be positive")
 	case cfg.maxBatch < 1:

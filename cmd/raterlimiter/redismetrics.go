@@ -31,7 +31,7 @@ func newRedisMetrics() *redisMetrics {
 		}, []string{"op"}),
 		up: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "raterlimiter_redis_up",
-			Help: "1 while Redis answers (the circuit is closed), 0 while it is open.",
+			Help: "1 while Redis answers (the circuit is closed), 0 while it is open: down, or refusing writes (OOM, MISCONF).",
 		}),
 		degraded: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "raterlimiter_redis_degraded_total",
@@ -39,7 +39,7 @@ func newRedisMetrics() *redisMetrics {
 		}, []string{"mode"}),
 		transitions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "raterlimiter_redis_circuit_transitions_total",
-			Help: "Changes of the Redis circuit, by the state entered (open, closed) and why (refused, reset, closed, loading, clusterdown, no_answer, ..., answered).",
+			Help: "Changes of the Redis circuit, by the state entered (open, closed) and why (refused, reset, closed, loading, clusterdown, oom, misconf, no_answer, ..., answered).",
 		}, []string{"state", "reason"}),
 	}
 	m.local = prometheus.NewCounter(prometheus.CounterOpts{

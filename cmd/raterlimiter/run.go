@@ -105,6 +105,7 @@ func run(ctx context.Context, args []string, lookupEnv func(string) (string, boo
 		Policies:       policies,
 		LoadPolicies:   reloader(cfg.pol),
 		PoliciesOnly:   cfg.pol.only,
+		MaxScale:       apiMaxScale(cfg),
 		AuthDenyStatus: cfg.pol.denyStatus,
 		AuthHeaders:    cfg.pol.gateway(),
 

@@ -1,0 +1,68 @@
+package redisbackend_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	rl "github.com/raterlimiter/raterlimiter"
+	"github.com/raterlimiter/raterlimiter/internal/redistest"
+	"github.com/raterlimiter/raterlimiter/redisbackend"
+)
+
+// TestRefusingWrites: a Redis full at maxmemory with noeviction answers
+// reads and refuses every write with OOM. It cannot count a check, so it is
+// unavailable: the fail mode answers, Ping reports it (a PING alone would
+// pass), and a peek, which only reads, does not close the circuit. Once
+// Redis accepts writes, Ping closes the circuit and checks count on Redis
+// again.
+func TestRefusingWrites(t *testing.T) {
+	srv := redistest.Start(t)
+	var states []bool
+	b, err := redisbackend.New(redisbackend.Config{URL: srv.URL(), Fail: redisbackend.FailOpen, DenyCache: -1,
+		ProbeInterval: 10 * time.Millisecond, OnState: func(up bool, _ error) { states = append(states, up) }})
+	require.NoError(t, err)
+	defer b.Close()
+	ctx := context.Background()
+	r := rl.Request{ID: "u", Scale: 60_000, Limit: 5, Hits: 1, Algo: rl.Sliding}
+	_, err = b.CheckRate(ctx, r)
+	require.NoError(t, err)
+
+	_, err = srv.Do("CONFIG", "SET", "maxmemory-policy", "noeviction")
+	require.NoError(t, err)
+	_, err = srv.Do("CONFIG", "SET", "maxmemory", "1")
+	require.NoError(t, err)
+
+	err = b.Ping(ctx)
+	require.ErrorIs(t, err, rl.ErrUnavailable, "PING answers, writes do not")
+	assert.Equal(t, "oom", redisbackend.Reason(err))
+	assert.False(t, b.Up())
+	for _, algo := range []rl.Algo{rl.Fixed, rl.Sliding, rl.Token, rl.Log, rl.Slices, rl.Leaky} {
+		d, err := b.CheckRate(ctx, rl.Request{ID: "v", Scale: 60_000, Limit: 5, Hits: 1, Algo: algo})
+		var dg *redisbackend.DegradedError
+		require.ErrorAs(t, err, &dg, "%v", algo)
+		assert.True(t, d.Allowed, "%v: fail open", algo)
+	}
+	// Peeks read only; those that probe the circuit are answered by Redis
+	// and must not close it.
+	peek := r
+	peek.Hits = 0
+	for range 5 {
+		time.Sleep(15 * time.Millisecond)
+		_, _ = b.CheckRate(ctx, peek)
+	}
+	assert.False(t, b.Up(), "a read does not close a circuit opened for refused writes")
+	assert.Equal(t, []bool{false}, states)
+
+	_, err = srv.Do("CONFIG", "SET", "maxmemory", "0")
+	require.NoError(t, err)
+	require.NoError(t, b.Ping(ctx))
+	assert.True(t, b.Up())
+	d, err := b.CheckRate(ctx, r)
+	require.NoError(t, err)
+	assert.Equal(t, int64(2), d.Count, "counted on Redis again, the first check kept")
+	assert.Equal(t, []bool{false, true}, states)
+}
