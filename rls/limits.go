@@ -13,7 +13,6 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/keepalive"
-	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 	"google.golang.org/grpc/tap"
 )
@@ -31,12 +30,10 @@ const (
 	// the caller does not read stays open, so this also bounds what such a
 	// caller pins.
 	DefaultMaxStreams = 100
-	// DefaultMaxArrivingPerIP is the most calls from one client address
-	// whose request has not yet fully arrived: what one address can make
-	// the server buffer is this many times MaxRequestBytes.
-	DefaultMaxArrivingPerIP = 64
-	// DefaultMaxArriving is the same bound over every address.
-	DefaultMaxArriving = 1024
+	// DefaultArrivingBudget bounds the bytes of requests begun and not
+	// yet whole, over every connection: what callers that announce big
+	// requests and stall can make the server hold.
+	DefaultArrivingBudget = 8 << 20
 	// DefaultReceiveTimeout is how long a call's request may take to
 	// arrive, from its headers to its last byte.
 	DefaultReceiveTimeout = 2 * time.Second
@@ -90,11 +87,11 @@ type Limits struct {
 	// MaxStreams bounds the calls open at once on one connection. Default
 	// DefaultMaxStreams.
 	MaxStreams int
-	// MaxArrivingPerIP and MaxArriving bound the calls whose request is
-	// still arriving, from one address and in all; past either a new call
-	// is refused with ResourceExhausted. Defaults DefaultMaxArrivingPerIP,
-	// DefaultMaxArriving.
-	MaxArrivingPerIP, MaxArriving int
+	// ArrivingBudget bounds the bytes of requests begun and not yet whole,
+	// over every connection, as read off the wire. Past it, a connection
+	// that holds more than MaxRequestBytes of such bytes is closed. Default
+	// DefaultArrivingBudget; negative: no bound.
+	ArrivingBudget int64
 	// MaxRequestBytes bounds one request message. Default
 	// MaxRequestBytes(DefaultMaxDescriptors, raterlimiter.DefaultMaxIDBytes).
 	MaxRequestBytes int
@@ -115,8 +112,9 @@ func (l Limits) withDefaults() Limits {
 	def(&l.MaxConnsPerIP, DefaultMaxConnsPerIP)
 	def(&l.MaxConns, DefaultMaxConns)
 	def(&l.MaxStreams, DefaultMaxStreams)
-	def(&l.MaxArrivingPerIP, DefaultMaxArrivingPerIP)
-	def(&l.MaxArriving, DefaultMaxArriving)
+	if l.ArrivingBudget == 0 {
+		l.ArrivingBudget = DefaultArrivingBudget
+	}
 	def(&l.MaxRequestBytes, MaxRequestBytes(DefaultMaxDescriptors, 1024))
 	dur := func(v *time.Duration, d time.Duration) {
 		if *v <= 0 {
@@ -135,14 +133,15 @@ func (l Limits) withDefaults() Limits {
 type Guard struct {
 	lim Limits
 
-	mu       sync.Mutex
-	conns    map[netip.Addr]int
-	nconns   int
-	arriving map[netip.Addr]int
-	narr     int
+	mu     sync.Mutex
+	conns  map[netip.Addr]int
+	nconns int
+	// arriving is the bytes of requests begun and not yet whole, over
+	// every connection.
+	arriving atomic.Int64
 
 	connsRefused   prometheus.Counter
-	callsRefused   prometheus.Counter
+	overBudget     prometheus.Counter
 	receiveTimeout prometheus.Counter
 }
 
@@ -150,14 +149,14 @@ type Guard struct {
 func NewGuard(l Limits) *Guard {
 	return &Guard{
 		lim:   l.withDefaults(),
-		conns: map[netip.Addr]int{}, arriving: map[netip.Addr]int{},
+		conns: map[netip.Addr]int{},
 		connsRefused: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "raterlimiter_rls_connections_refused_total",
 			Help: "RLS connections closed at accept: their address, or the listener, held its bound of connections.",
 		}),
-		callsRefused: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "raterlimiter_rls_calls_refused_total",
-			Help: "RLS calls refused (ResourceExhausted) at their headers: their address, or the server, held its bound of requests still arriving.",
+		overBudget: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "raterlimiter_rls_connections_over_budget_total",
+			Help: "RLS connections closed for holding unfinished requests while the server held its budget of them.",
 		}),
 		receiveTimeout: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "raterlimiter_rls_receive_timeouts_total",
@@ -171,7 +170,7 @@ func (g *Guard) Limits() Limits { return g.lim }
 
 // Collectors are the guard's series for /metrics.
 func (g *Guard) Collectors() []prometheus.Collector {
-	return []prometheus.Collector{g.connsRefused, g.callsRefused, g.receiveTimeout}
+	return []prometheus.Collector{g.connsRefused, g.overBudget, g.receiveTimeout}
 }
 
 // ServerOptions are the grpc.Server options that apply the limits.
@@ -223,7 +222,7 @@ func (l *guardListener) Accept() (net.Conn, error) {
 			g.conns[ip]++
 		}
 		g.mu.Unlock()
-		return &guardConn{Conn: c, g: g, ip: ip, hasIP: ok}, nil
+		return &guardConn{Conn: c, g: g, ip: ip, hasIP: ok, m: meter{streams: map[uint32]*message{}}}, nil
 	}
 }
 
@@ -233,12 +232,52 @@ type guardConn struct {
 	ip    netip.Addr
 	hasIP bool
 	once  sync.Once
+	// m is read and written by the connection's one reader only.
+	m meter
+	// held is what the connection counts in the guard's arriving bytes.
+	mu     sync.Mutex
+	held   int64
+	closed bool
+}
+
+// errOverBudget closes a connection holding unfinished requests while the
+// server holds its budget of them.
+var errOverBudget = errors.New("rls: unfinished requests held past the server's budget")
+
+// Read meters what the connection reads: the bytes of requests begun and
+// not yet whole. Past the budget, a connection holding more than the
+// largest request of them is closed.
+func (c *guardConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	if n > 0 {
+		g := c.g
+		c.m.read(p[:n], time.Now(), g.lim.ReceiveTimeout+time.Second)
+		c.mu.Lock()
+		if c.closed {
+			c.mu.Unlock()
+			return n, err
+		}
+		all := g.arriving.Add(c.m.pending - c.held)
+		c.held = c.m.pending
+		c.mu.Unlock()
+		if b := g.lim.ArrivingBudget; b >= 0 && all > b && c.m.pending > int64(g.lim.MaxRequestBytes) {
+			g.overBudget.Inc()
+			_ = c.Close()
+			return 0, errOverBudget
+		}
+	}
+	return n, err
 }
 
 func (c *guardConn) Close() error {
 	err := c.Conn.Close()
 	c.once.Do(func() {
 		g := c.g
+		c.mu.Lock()
+		c.closed = true
+		g.arriving.Add(-c.held)
+		c.held = 0
+		c.mu.Unlock()
 		g.mu.Lock()
 		g.nconns--
 		if c.hasIP {
@@ -271,13 +310,10 @@ func addrIP(a net.Addr) (netip.Addr, bool) {
 // did not arrive in time.
 var errReceiveTimeout = errors.New("rls: the request did not arrive within the receive timeout")
 
-// arrival is a call whose request is arriving: it holds a place in the
-// guard's counts until the request is read, the call ends, or the receive
-// timeout cancels the call, whichever comes first.
+// arrival is a call whose request is arriving: its receive timeout runs
+// until the request is read or the call ends.
 type arrival struct {
 	g      *Guard
-	ip     netip.Addr
-	hasIP  bool
 	done   atomic.Bool
 	cancel context.CancelCauseFunc
 	timer  *time.Timer
@@ -286,35 +322,17 @@ type arrival struct {
 
 type arrivalKey struct{}
 
-// tap runs on the connection's reader, as a call's headers arrive: it
-// refuses the call past the bounds, and otherwise starts its receive
-// timeout.
+// tap runs on the connection's reader as a call's headers arrive: it
+// starts the call's receive timeout.
 func (g *Guard) tap(ctx context.Context, _ *tap.Info) (context.Context, error) {
-	var ip netip.Addr
-	var hasIP bool
-	if p, ok := peer.FromContext(ctx); ok {
-		ip, hasIP = addrIP(p.Addr)
-	}
-	g.mu.Lock()
-	if (g.lim.MaxArriving >= 0 && g.narr >= g.lim.MaxArriving) ||
-		(hasIP && g.lim.MaxArrivingPerIP >= 0 && g.arriving[ip] >= g.lim.MaxArrivingPerIP) {
-		g.mu.Unlock()
-		g.callsRefused.Inc()
-		return nil, status.Error(codes.ResourceExhausted, "rls: too many requests still arriving; retry later")
-	}
-	g.narr++
-	if hasIP {
-		g.arriving[ip]++
-	}
-	g.mu.Unlock()
-	a := &arrival{g: g, ip: ip, hasIP: hasIP}
+	a := &arrival{g: g}
 	ctx, a.cancel = context.WithCancelCause(ctx)
 	a.timer = time.AfterFunc(g.lim.ReceiveTimeout, a.expire)
 	a.stop = context.AfterFunc(ctx, func() { a.arrived() })
 	return context.WithValue(ctx, arrivalKey{}, a), nil
 }
 
-// arrived gives the call's place back; it reports false if the receive
+// arrived stops the call's receive timeout; it reports false if the
 // timeout came first.
 func (a *arrival) arrived() bool {
 	if !a.done.CompareAndSwap(false, true) {
@@ -322,7 +340,6 @@ func (a *arrival) arrived() bool {
 	}
 	a.timer.Stop()
 	a.stop()
-	a.leave()
 	return true
 }
 
@@ -331,19 +348,8 @@ func (a *arrival) expire() {
 		return
 	}
 	a.stop()
-	a.leave()
 	a.g.receiveTimeout.Inc()
 	a.cancel(errReceiveTimeout)
-}
-
-func (a *arrival) leave() {
-	g := a.g
-	g.mu.Lock()
-	g.narr--
-	if a.hasIP {
-		release(g.arriving, a.ip)
-	}
-	g.mu.Unlock()
 }
 
 // errLate answers a call whose request arrived after the receive timeout.

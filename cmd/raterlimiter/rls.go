@@ -28,19 +28,19 @@ type rlsFlags struct {
 	config         string
 	maxDescriptors int
 	// The listener's bounds (rls.Limits).
-	maxConnsPerIP    int
-	maxConns         int
-	maxStreams       int
-	maxArrivingPerIP int
-	receiveTimeout   time.Duration
-	idleTimeout      time.Duration
-	keepalive        time.Duration
+	maxConnsPerIP  int
+	maxConns       int
+	maxStreams     int
+	arrivingBudget int64
+	receiveTimeout time.Duration
+	idleTimeout    time.Duration
+	keepalive      time.Duration
 }
 
 // rlsFlagNames lists them in the order -h shows them.
 func rlsFlagNames() []string {
 	return []string{"rls-listen", "rls-config", "rls-max-descriptors", "rls-max-conns-per-ip", "rls-max-conns", "rls-max-streams",
-		"rls-max-arriving-per-ip", "rls-receive-timeout", "rls-idle-timeout", "rls-keepalive"}
+		"rls-arriving-budget", "rls-receive-timeout", "rls-idle-timeout", "rls-keepalive"}
 }
 
 func (f *rlsFlags) register(fs *flag.FlagSet) {
@@ -50,7 +50,7 @@ func (f *rlsFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&f.maxConnsPerIP, "rls-max-conns-per-ip", rls.DefaultMaxConnsPerIP, "most RLS connections one client address may hold at once; more are closed at accept; -1: no bound")
 	fs.IntVar(&f.maxConns, "rls-max-conns", rls.DefaultMaxConns, "most RLS connections open at once over every address; more are closed at accept; -1: no bound")
 	fs.IntVar(&f.maxStreams, "rls-max-streams", rls.DefaultMaxStreams, "most calls one RLS connection may have open at once (HTTP/2 max concurrent streams), answered or not")
-	fs.IntVar(&f.maxArrivingPerIP, "rls-max-arriving-per-ip", rls.DefaultMaxArrivingPerIP, "most RLS calls from one client address whose request is still arriving; more are refused with ResourceExhausted; -1: no bound")
+	fs.Int64Var(&f.arrivingBudget, "rls-arriving-budget", rls.DefaultArrivingBudget, "bytes of RLS requests begun and not yet whole, over all connections; past it a connection holding more than the largest request of them is closed; -1: no bound")
 	fs.DurationVar(&f.receiveTimeout, "rls-receive-timeout", rls.DefaultReceiveTimeout, "longest time an RLS request may take to arrive after its headers; a slower one is ended and its bytes dropped")
 	fs.DurationVar(&f.idleTimeout, "rls-idle-timeout", rls.DefaultIdleTimeout, "close an RLS connection with no call open for this long")
 	fs.DurationVar(&f.keepalive, "rls-keepalive", rls.DefaultKeepalive, "ping an RLS connection that sent nothing for this long, and close it if the ping is not answered within 10s")
@@ -70,8 +70,8 @@ func (f *rlsFlags) validate() error {
 		return cli.Usagef("-rls-max-conns must be positive, or -1 for no bound")
 	case f.maxStreams < 1:
 		return cli.Usagef("-rls-max-streams must be at least 1")
-	case f.maxArrivingPerIP == 0 || f.maxArrivingPerIP < -1:
-		return cli.Usagef("-rls-max-arriving-per-ip must be positive, or -1 for no bound")
+	case f.arrivingBudget == 0 || f.arrivingBudget < -1:
+		return cli.Usagef("-rls-arriving-budget must be positive, or -1 for no bound")
 	case f.receiveTimeout <= 0:
 		return cli.Usagef("-rls-receive-timeout must be positive")
 	case f.idleTimeout <= 0:
@@ -87,7 +87,7 @@ func (f *rlsFlags) validate() error {
 // take at most maxKey bytes (-max-id-bytes) together.
 func (f rlsFlags) limits(maxKey int, handshake time.Duration) rls.Limits {
 	return rls.Limits{MaxConnsPerIP: f.maxConnsPerIP, MaxConns: f.maxConns, MaxStreams: f.maxStreams,
-		MaxArrivingPerIP: f.maxArrivingPerIP, MaxRequestBytes: rls.MaxRequestBytes(f.maxDescriptors, maxKey),
+		ArrivingBudget: f.arrivingBudget, MaxRequestBytes: rls.MaxRequestBytes(f.maxDescriptors, maxKey),
 		ReceiveTimeout: f.receiveTimeout, HandshakeTimeout: handshake, IdleTimeout: f.idleTimeout, Keepalive: f.keepalive}
 }
 

@@ -384,9 +384,9 @@ func baseline(t *testing.T, s *sidecar, w *wellBehaved) int64 {
 // TestRLSStalledRequestsAreBounded: streams that announce a 4 MB request
 // and send all but 1,000 bytes of it are refused before they are read (the
 // request size is fitted to the descriptors a request may carry), and
-// streams that announce a request just under that size and stall are held
-// to the bound of requests arriving from one address and dropped at the
-// receive timeout. A caller on another address gets every answer it would
+// streams that announce a request just under that size and stall are
+// dropped at the receive timeout, and past the budget of unfinished
+// requests their connections are closed. A caller on another address gets every answer it would
 // get alone, and the sidecar's memory is back within twice its size
 // before the attack.
 func TestRLSStalledRequestsAreBounded(t *testing.T) {
@@ -405,8 +405,9 @@ func TestRLSStalledRequestsAreBounded(t *testing.T) {
 	rss := sampleRSS(pid)
 
 	// 64 streams announcing 4 MB from one address; from another, 64
-	// streams announcing just under the largest request, which stall,
-	// then 64 more from the same address.
+	// streams announcing just under the largest request, which stall
+	// (5 MiB, within the budget of unfinished requests), then 64 more
+	// (past it).
 	big := newAttacker(t, "127.0.0.31", addr, 4)
 	first := newAttacker(t, "127.0.0.32", addr, 8)
 	more := newAttacker(t, "127.0.0.32", addr, 8)
@@ -434,10 +435,11 @@ func TestRLSStalledRequestsAreBounded(t *testing.T) {
 	assert.LessOrEqual(t, after, 2*base, "the sidecar's memory comes back within twice its size before the attack")
 	assert.Equal(t, map[codes.Code]int{codes.ResourceExhausted: 64}, ended[0], "a request announced bigger than the largest one read is refused")
 	assert.Equal(t, map[codes.Code]int{codes.Canceled: 64}, ended[1], "a stalled request is ended at the receive timeout")
-	assert.Equal(t, map[codes.Code]int{codes.ResourceExhausted: 64}, ended[2], "past -rls-max-arriving-per-ip, a call from the same address is refused")
+	assert.Zero(t, ended[2][codes.OK]+ended[2][codes.Internal], "no request stalled past the budget arrives: %v", ended[2])
+	assert.Positive(t, ended[2][codes.Unavailable], "past -rls-arriving-budget, the connections holding unfinished requests are closed")
 	metrics := s.get(t, "/metrics").body
-	assert.Regexp(t, `raterlimiter_rls_receive_timeouts_total 64\b`, metrics)
-	assert.Regexp(t, `raterlimiter_rls_calls_refused_total 64\b`, metrics)
+	assert.Regexp(t, `raterlimiter_rls_receive_timeouts_total [1-9]`, metrics)
+	assert.Regexp(t, `raterlimiter_rls_connections_over_budget_total [1-9]`, metrics)
 }
 
 // TestRLSUnreadAnswersAreBounded: callers on few connections that send
@@ -469,4 +471,31 @@ func TestRLSUnreadAnswersAreBounded(t *testing.T) {
 	// in one buffer of answers, which frees their streams: up to twice
 	// -rls-max-streams a connection (without the bound, all 24,000).
 	assert.LessOrEqual(t, sent, int64(8*2*100), "a connection holds at most -rls-max-streams calls whose answers are unread")
+}
+
+// TestRLSBurstFromOneAddressIsServed: 200 callers on one connection, as
+// an Envoy's worker sends them, are all answered: the bounds above never
+// refuse a burst of whole requests.
+func TestRLSBurstFromOneAddressIsServed(t *testing.T) {
+	_, addr := startHostileRLS(t)
+	cc := grpcFrom(t, "127.0.0.51", addr)
+	t.Cleanup(func() { cc.Close() })
+	c := rlspb.NewRateLimitServiceClient(cc)
+	var failed atomic.Int64
+	var first atomic.Value
+	var wg sync.WaitGroup
+	for range 200 {
+		wg.Go(func() {
+			for range 20 {
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				_, err := c.ShouldRateLimit(ctx, &rlspb.RateLimitRequest{Domain: "attack", Descriptors: []*ratelimitv3.RateLimitDescriptor{desc("k", "burst")}})
+				cancel()
+				if err != nil && failed.Add(1) == 1 {
+					first.Store(err.Error())
+				}
+			}
+		})
+	}
+	wg.Wait()
+	assert.Zero(t, failed.Load(), "4,000 calls from 200 callers on one connection: %v", first.Load())
 }
