@@ -38,7 +38,7 @@ func (f *exposureFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&f.perIP, "max-conns-per-ip", api.DefaultMaxConnsPerIP, "most connections one client address may hold at once; more are answered 503 and closed at accept; -1: no bound")
 	fs.IntVar(&f.perProxy, "max-conns-per-proxy", api.DefaultMaxConnsPerProxy, "the same bound for the addresses of -trusted-proxies")
 	fs.StringVar(&f.trustedProxies, "trusted-proxies", "", "addresses and networks of reverse proxies, comma-separated (10.0.0.0/8,::1), held to -max-conns-per-proxy")
-	fs.DurationVar(&f.firstByte, "first-byte-timeout", api.DefaultFirstByteTimeout, "close a new connection that sends nothing for this long")
+	fs.DurationVar(&f.firstByte, "first-byte-timeout", api.DefaultFirstByteTimeout, "close a new connection that sends nothing for this long (on -rls-listen: that has not sent its HTTP/2 preface)")
 	fs.Int64Var(&f.bodyBudget, "body-budget", api.DefaultBodyBudget, "bytes of requests read or admitted and not yet answered, over all connections: a body over 16 KiB that does not fit is refused (503), and past it a connection holding more than 16 KiB of a request is closed; -1: no bound")
 }
 

@@ -19,9 +19,11 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/raterlimiter/raterlimiter/internal/redistest"
+	"github.com/raterlimiter/raterlimiter/rls"
 )
 
 const compatConfig = "../../rls/testdata/compat"
@@ -211,7 +213,11 @@ func compatSuite(t *testing.T, c rlspb.RateLimitServiceClient, tag string) {
 		} {
 			_, err := c.ShouldRateLimit(context.Background(), req)
 			require.Error(t, err)
-			assert.Equal(t, codes.InvalidArgument, status.Code(err), "%v", err)
+			want := codes.InvalidArgument
+			if proto.Size(req) > rls.MaxRequestBytes(rls.DefaultMaxDescriptors, 1024) {
+				want = codes.ResourceExhausted // refused before it is read
+			}
+			assert.Equal(t, want, status.Code(err), "%v", err)
 			assert.NotEmpty(t, status.Convert(err).Message())
 		}
 	})

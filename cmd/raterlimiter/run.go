@@ -59,14 +59,14 @@ func run(ctx context.Context, args []string, lookupEnv func(string) (string, boo
 		}
 	}()
 
-	rlsSvc, err := openRLS(cfg.rls, be.Limiter, cfg.maxIDBytes, logger)
+	rlsSvc, err := openRLS(cfg.rls, be.Limiter, cfg.maxIDBytes, cfg.exp.firstByte, logger)
 	if err != nil {
 		return err
 	}
 	collectors := be.Collectors
 	if rlsSvc != nil {
 		defer rlsSvc.ln.Close()
-		collectors = append(collectors, rlsSvc.srv.Collectors()...)
+		collectors = append(collectors, rlsSvc.collectors()...)
 	}
 
 	token, err := adminToken(cfg.adminToken, cfg.exp)

@@ -1,0 +1,391 @@
+package rls
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/status"
+	"google.golang.org/grpc/tap"
+)
+
+// Defaults of Limits' zero fields.
+const (
+	// DefaultMaxConnsPerIP is the most connections one client address may
+	// hold on the RLS listener: an Envoy opens one a worker thread, and
+	// more when a connection's streams are all taken.
+	DefaultMaxConnsPerIP = 64
+	// DefaultMaxConns is the most connections the RLS listener holds.
+	DefaultMaxConns = 1024
+	// DefaultMaxStreams is the most calls one connection may have open at
+	// once (HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS): a call whose answer
+	// the caller does not read stays open, so this also bounds what such a
+	// caller pins.
+	DefaultMaxStreams = 100
+	// DefaultArrivingBudget bounds the bytes of requests begun and not
+	// yet whole, over every connection: what callers that announce big
+	// requests and stall can make the server hold.
+	DefaultArrivingBudget = 8 << 20
+	// DefaultReceiveTimeout is how long a call's request may take to
+	// arrive, from its headers to its last byte.
+	DefaultReceiveTimeout = 2 * time.Second
+	// DefaultHandshakeTimeout is how long a new connection may take to
+	// send its HTTP/2 preface.
+	DefaultHandshakeTimeout = 2 * time.Second
+	// DefaultIdleTimeout closes a connection with no call open this long.
+	DefaultIdleTimeout = 5 * time.Minute
+	// DefaultKeepalive is how long a connection may send nothing before
+	// the server pings it; one that does not answer within
+	// KeepaliveAckTimeout is closed, with what it held.
+	DefaultKeepalive = 30 * time.Second
+	// KeepaliveAckTimeout is how long the server waits for a ping's answer.
+	KeepaliveAckTimeout = 10 * time.Second
+	// KeepaliveMinTime is the shortest interval at which a client may ping;
+	// a client pinging more often is sent GOAWAY and disconnected.
+	KeepaliveMinTime = 10 * time.Second
+	// Window is the HTTP/2 flow-control window the server grants, per
+	// call and per connection. A fixed window turns off grpc-go's window
+	// growth (up to 16 MiB a call, by its bandwidth estimate), so a call
+	// is sent no more than this before the server reads its request, and
+	// then no more than the request's announced length, within
+	// MaxRequestBytes.
+	Window = 64 << 10
+	// MaxHeaderBytes bounds the header block of a call.
+	MaxHeaderBytes = 16 << 10
+)
+
+// MaxRequestBytes is the largest ShouldRateLimit request the server reads
+// (a longer one is refused with ResourceExhausted before it is buffered):
+// maxDescriptors descriptors of 16 entries whose keys and values take
+// maxKeyBytes together (the most one descriptor's counter key may take),
+// with each entry's and descriptor's protobuf framing, a limit override and
+// hits_addend, and a domain of maxKeyBytes.
+func MaxRequestBytes(maxDescriptors, maxKeyBytes int) int {
+	const (
+		perEntry      = 16 // entry, key and value tags and lengths
+		perDescriptor = 64 // its own tag and length, a limit override, hits_addend
+		perRequest    = 1024
+	)
+	return maxDescriptors*(maxKeyBytes+DefaultMaxEntries*perEntry+perDescriptor) + maxKeyBytes + perRequest
+}
+
+// Limits bounds what one client can take of the RLS listener. The zero
+// value means the defaults; a negative count means no bound.
+type Limits struct {
+	// MaxConnsPerIP and MaxConns bound the connections open at once, from
+	// one address and in all; past either a new connection is closed at
+	// accept. Defaults DefaultMaxConnsPerIP, DefaultMaxConns.
+	MaxConnsPerIP, MaxConns int
+	// MaxStreams bounds the calls open at once on one connection. Default
+	// DefaultMaxStreams.
+	MaxStreams int
+	// ArrivingBudget bounds the bytes of requests begun and not yet whole,
+	// over every connection, as read off the wire. Past it, a connection
+	// that holds more than MaxRequestBytes of such bytes is closed. Default
+	// DefaultArrivingBudget; negative: no bound.
+	ArrivingBudget int64
+	// MaxRequestBytes bounds one request message. Default
+	// MaxRequestBytes(DefaultMaxDescriptors, raterlimiter.DefaultMaxIDBytes).
+	MaxRequestBytes int
+	// ReceiveTimeout bounds the time a request takes to arrive; a call
+	// past it ends with DeadlineExceeded and its bytes are dropped. Default
+	// DefaultReceiveTimeout.
+	ReceiveTimeout time.Duration
+	// HandshakeTimeout, IdleTimeout and Keepalive: see their defaults.
+	HandshakeTimeout, IdleTimeout, Keepalive time.Duration
+}
+
+func (l Limits) withDefaults() Limits {
+	def := func(v *int, d int) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	def(&l.MaxConnsPerIP, DefaultMaxConnsPerIP)
+	def(&l.MaxConns, DefaultMaxConns)
+	def(&l.MaxStreams, DefaultMaxStreams)
+	if l.ArrivingBudget == 0 {
+		l.ArrivingBudget = DefaultArrivingBudget
+	}
+	def(&l.MaxRequestBytes, MaxRequestBytes(DefaultMaxDescriptors, 1024))
+	dur := func(v *time.Duration, d time.Duration) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	dur(&l.ReceiveTimeout, DefaultReceiveTimeout)
+	dur(&l.HandshakeTimeout, DefaultHandshakeTimeout)
+	dur(&l.IdleTimeout, DefaultIdleTimeout)
+	dur(&l.Keepalive, DefaultKeepalive)
+	return l
+}
+
+// Guard applies Limits to a gRPC server and its listener: Listener bounds
+// the connections, ServerOptions the calls. It is safe for concurrent use.
+type Guard struct {
+	lim Limits
+
+	mu     sync.Mutex
+	conns  map[netip.Addr]int
+	nconns int
+	// arriving is the bytes of requests begun and not yet whole, over
+	// every connection.
+	arriving atomic.Int64
+
+	connsRefused   prometheus.Counter
+	overBudget     prometheus.Counter
+	receiveTimeout prometheus.Counter
+}
+
+// NewGuard returns a Guard for l.
+func NewGuard(l Limits) *Guard {
+	return &Guard{
+		lim:   l.withDefaults(),
+		conns: map[netip.Addr]int{},
+		connsRefused: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "raterlimiter_rls_connections_refused_total",
+			Help: "RLS connections closed at accept: their address, or the listener, held its bound of connections.",
+		}),
+		overBudget: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "raterlimiter_rls_connections_over_budget_total",
+			Help: "RLS connections closed for holding unfinished requests while the server held its budget of them.",
+		}),
+		receiveTimeout: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "raterlimiter_rls_receive_timeouts_total",
+			Help: "RLS calls ended because their request did not arrive within the receive timeout.",
+		}),
+	}
+}
+
+// Limits returns the limits in force, defaults applied.
+func (g *Guard) Limits() Limits { return g.lim }
+
+// Collectors are the guard's series for /metrics.
+func (g *Guard) Collectors() []prometheus.Collector {
+	return []prometheus.Collector{g.connsRefused, g.overBudget, g.receiveTimeout}
+}
+
+// ServerOptions are the grpc.Server options that apply the limits.
+func (g *Guard) ServerOptions() []grpc.ServerOption {
+	l := g.lim
+	return []grpc.ServerOption{
+		grpc.MaxConcurrentStreams(uint32(max(l.MaxStreams, 0))),
+		grpc.MaxRecvMsgSize(l.MaxRequestBytes),
+		grpc.MaxHeaderListSize(MaxHeaderBytes),
+		grpc.InitialWindowSize(Window),
+		grpc.InitialConnWindowSize(Window),
+		grpc.ConnectionTimeout(l.HandshakeTimeout),
+		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: l.IdleTimeout, Time: l.Keepalive, Timeout: KeepaliveAckTimeout}),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: KeepaliveMinTime, PermitWithoutStream: true}),
+		grpc.InTapHandle(g.tap),
+		grpc.ChainUnaryInterceptor(g.unary),
+		grpc.ChainStreamInterceptor(g.stream),
+	}
+}
+
+// Listener returns ln bounded by MaxConnsPerIP and MaxConns.
+func (g *Guard) Listener(ln net.Listener) net.Listener { return &guardListener{Listener: ln, g: g} }
+
+type guardListener struct {
+	net.Listener
+	g *Guard
+}
+
+// Accept returns the next connection within the bounds and closes the
+// others at once, before grpc-go spends anything on them.
+func (l *guardListener) Accept() (net.Conn, error) {
+	g := l.g
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		ip, ok := addrIP(c.RemoteAddr())
+		g.mu.Lock()
+		if (g.lim.MaxConns >= 0 && g.nconns >= g.lim.MaxConns) ||
+			(ok && g.lim.MaxConnsPerIP >= 0 && g.conns[ip] >= g.lim.MaxConnsPerIP) {
+			g.mu.Unlock()
+			g.connsRefused.Inc()
+			_ = c.Close()
+			continue
+		}
+		g.nconns++
+		if ok {
+			g.conns[ip]++
+		}
+		g.mu.Unlock()
+		return &guardConn{Conn: c, g: g, ip: ip, hasIP: ok, m: meter{streams: map[uint32]*message{}}}, nil
+	}
+}
+
+type guardConn struct {
+	net.Conn
+	g     *Guard
+	ip    netip.Addr
+	hasIP bool
+	once  sync.Once
+	// m is read and written by the connection's one reader only.
+	m meter
+	// held is what the connection counts in the guard's arriving bytes.
+	mu     sync.Mutex
+	held   int64
+	closed bool
+}
+
+// errOverBudget closes a connection holding unfinished requests while the
+// server holds its budget of them.
+var errOverBudget = errors.New("rls: unfinished requests held past the server's budget")
+
+// Read meters what the connection reads: the bytes of requests begun and
+// not yet whole. Past the budget, a connection holding more than the
+// largest request of them is closed.
+func (c *guardConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	if n > 0 {
+		g := c.g
+		c.m.read(p[:n], time.Now(), g.lim.ReceiveTimeout+time.Second)
+		c.mu.Lock()
+		if c.closed {
+			c.mu.Unlock()
+			return n, err
+		}
+		all := g.arriving.Add(c.m.pending - c.held)
+		c.held = c.m.pending
+		c.mu.Unlock()
+		if b := g.lim.ArrivingBudget; b >= 0 && all > b && c.m.pending > int64(g.lim.MaxRequestBytes) {
+			g.overBudget.Inc()
+			_ = c.Close()
+			return 0, errOverBudget
+		}
+	}
+	return n, err
+}
+
+func (c *guardConn) Close() error {
+	err := c.Conn.Close()
+	c.once.Do(func() {
+		g := c.g
+		c.mu.Lock()
+		c.closed = true
+		g.arriving.Add(-c.held)
+		c.held = 0
+		c.mu.Unlock()
+		g.mu.Lock()
+		g.nconns--
+		if c.hasIP {
+			release(g.conns, c.ip)
+		}
+		g.mu.Unlock()
+	})
+	return err
+}
+
+func release(m map[netip.Addr]int, ip netip.Addr) {
+	if n := m[ip]; n <= 1 {
+		delete(m, ip)
+	} else {
+		m[ip] = n - 1
+	}
+}
+
+// addrIP is a TCP address's IP; a unix socket has none (this host).
+func addrIP(a net.Addr) (netip.Addr, bool) {
+	t, ok := a.(*net.TCPAddr)
+	if !ok {
+		return netip.Addr{}, false
+	}
+	ip, ok := netip.AddrFromSlice(t.IP)
+	return ip.Unmap(), ok
+}
+
+// errReceiveTimeout is the cause of a call cancelled because its request
+// did not arrive in time.
+var errReceiveTimeout = errors.New("rls: the request did not arrive within the receive timeout")
+
+// arrival is a call whose request is arriving: its receive timeout runs
+// until the request is read or the call ends.
+type arrival struct {
+	g      *Guard
+	done   atomic.Bool
+	cancel context.CancelCauseFunc
+	timer  *time.Timer
+	stop   func() bool
+}
+
+type arrivalKey struct{}
+
+// tap runs on the connection's reader as a call's headers arrive: it
+// starts the call's receive timeout.
+func (g *Guard) tap(ctx context.Context, _ *tap.Info) (context.Context, error) {
+	a := &arrival{g: g}
+	ctx, a.cancel = context.WithCancelCause(ctx)
+	a.timer = time.AfterFunc(g.lim.ReceiveTimeout, a.expire)
+	a.stop = context.AfterFunc(ctx, func() { a.arrived() })
+	return context.WithValue(ctx, arrivalKey{}, a), nil
+}
+
+// arrived stops the call's receive timeout; it reports false if the
+// timeout came first.
+func (a *arrival) arrived() bool {
+	if !a.done.CompareAndSwap(false, true) {
+		return false
+	}
+	a.timer.Stop()
+	a.stop()
+	return true
+}
+
+func (a *arrival) expire() {
+	if !a.done.CompareAndSwap(false, true) {
+		return
+	}
+	a.stop()
+	a.g.receiveTimeout.Inc()
+	a.cancel(errReceiveTimeout)
+}
+
+// errLate answers a call whose request arrived after the receive timeout.
+var errLate = status.Error(codes.DeadlineExceeded, "rls: the request did not arrive within the receive timeout")
+
+// unary runs once a unary call's request has been read.
+func (g *Guard) unary(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	if a, ok := ctx.Value(arrivalKey{}).(*arrival); ok && !a.arrived() {
+		return nil, errLate
+	}
+	return handler(ctx, req)
+}
+
+// stream runs as a streaming call starts (health's Watch, reflection):
+// its first request arrives under the same timeout as a unary call's.
+func (g *Guard) stream(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+	a, ok := ss.Context().Value(arrivalKey{}).(*arrival)
+	if !ok {
+		return handler(srv, ss)
+	}
+	return handler(srv, &firstArrival{ServerStream: ss, a: a})
+}
+
+type firstArrival struct {
+	grpc.ServerStream
+	a     *arrival
+	first bool
+}
+
+func (s *firstArrival) RecvMsg(m any) error {
+	err := s.ServerStream.RecvMsg(m)
+	if !s.first {
+		s.first = true
+		if !s.a.arrived() && err == nil {
+			return errLate
+		}
+	}
+	return err
+}

@@ -1,0 +1,158 @@
+package rls
+
+import (
+	"encoding/binary"
+	"time"
+)
+
+// clientPreface starts every HTTP/2 connection (RFC 9113, 3.4).
+const clientPreface = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+
+// HTTP/2 frame types and flags the meter reads (RFC 9113, 6).
+const (
+	frameData      = 0x0
+	frameHeaders   = 0x1
+	frameRSTStream = 0x3
+	flagEndStream  = 0x1
+	flagPadded     = 0x8
+)
+
+// meter follows the frames a client sends far enough to know pending: the
+// bytes of gRPC requests begun on the connection and not yet whole. It
+// reads each frame's 9-byte header and, in DATA frames, each message's
+// 5-byte prefix (its length); grpc-go parses the same bytes afterwards.
+// The zero value with a streams map is ready; it is not safe for
+// concurrent use (a connection has one reader).
+type meter struct {
+	preface int // bytes of the client preface read
+	hdr     [9]byte
+	hdrN    int
+	typ     byte
+	flags   byte
+	id      uint32
+	left    int  // payload bytes of the frame not yet read
+	padByte bool // a PADDED DATA frame's pad length is still to read
+	data    int  // message bytes of the DATA frame not yet read
+	streams map[uint32]*message
+	pending int64
+	checked time.Time // when streams was last cleared of stale ones
+}
+
+// message is a stream's request being read.
+type message struct {
+	prefix  [5]byte
+	prefixN int
+	left    int   // body bytes not yet read, once the prefix is whole
+	held    int64 // bytes of the message read (prefix and body)
+	since   time.Time
+}
+
+// read meters p, the next bytes the client sent. A stream whose request
+// has not grown whole within stale of its first byte has been ended by the
+// server (the receive timeout): it is dropped from the count.
+func (m *meter) read(p []byte, now time.Time, stale time.Duration) {
+	if m.preface < len(clientPreface) {
+		n := min(len(clientPreface)-m.preface, len(p))
+		m.preface, p = m.preface+n, p[n:]
+	}
+	for len(p) > 0 {
+		if m.hdrN < len(m.hdr) {
+			n := copy(m.hdr[m.hdrN:], p)
+			m.hdrN, p = m.hdrN+n, p[n:]
+			if m.hdrN < len(m.hdr) {
+				break
+			}
+			m.begin(now)
+			continue
+		}
+		n := min(m.left, len(p))
+		if m.typ == frameData {
+			m.dataBytes(p[:n], now)
+		}
+		m.left, p = m.left-n, p[n:]
+		if m.left == 0 {
+			m.end()
+		}
+	}
+	if now.Sub(m.checked) > stale {
+		m.checked = now
+		for id, s := range m.streams {
+			if now.Sub(s.since) > stale {
+				m.pending -= s.held
+				delete(m.streams, id)
+			}
+		}
+	}
+}
+
+// begin starts the frame whose header is read.
+func (m *meter) begin(now time.Time) {
+	h := m.hdr[:]
+	m.left = int(h[0])<<16 | int(h[1])<<8 | int(h[2])
+	m.typ, m.flags = h[3], h[4]
+	m.id = binary.BigEndian.Uint32(h[5:]) & (1<<31 - 1)
+	switch m.typ {
+	case frameData:
+		m.padByte = m.flags&flagPadded != 0
+		m.data = m.left
+		if _, ok := m.streams[m.id]; !ok {
+			m.streams[m.id] = &message{since: now}
+		}
+	case frameRSTStream:
+		m.close(m.id)
+	}
+	if m.left == 0 {
+		m.end()
+	}
+}
+
+// end finishes the frame: one that ends its stream ends its request.
+func (m *meter) end() {
+	if (m.typ == frameData || m.typ == frameHeaders) && m.flags&flagEndStream != 0 {
+		m.close(m.id)
+	}
+	m.hdrN = 0
+}
+
+func (m *meter) close(id uint32) {
+	if s, ok := m.streams[id]; ok {
+		m.pending -= s.held
+		delete(m.streams, id)
+	}
+}
+
+// dataBytes meters payload bytes of a DATA frame: the pad length, the
+// messages, the padding.
+func (m *meter) dataBytes(p []byte, now time.Time) {
+	if m.padByte && len(p) > 0 {
+		m.padByte = false
+		m.data = max(0, m.left-1-int(p[0]))
+		p = p[1:]
+	}
+	n := min(m.data, len(p))
+	m.data -= n
+	s := m.streams[m.id]
+	for b := p[:n]; len(b) > 0; {
+		if s.prefixN < len(s.prefix) {
+			if s.prefixN == 0 {
+				s.since = now
+			}
+			k := copy(s.prefix[s.prefixN:], b)
+			s.prefixN, b = s.prefixN+k, b[k:]
+			s.held += int64(k)
+			m.pending += int64(k)
+			if s.prefixN == len(s.prefix) {
+				s.left = int(binary.BigEndian.Uint32(s.prefix[1:]))
+			}
+		} else {
+			k := min(s.left, len(b))
+			s.left, b = s.left-k, b[k:]
+			s.held += int64(k)
+			m.pending += int64(k)
+		}
+		if s.prefixN == len(s.prefix) && s.left == 0 { // whole
+			m.pending -= s.held
+			s.held, s.prefixN = 0, 0
+		}
+	}
+}
