@@ -249,7 +249,9 @@ func (s *Server) auth(ctx *fasthttp.RequestCtx) {
 		}
 	}
 	h := &ctx.Request.Header
-	in := policy.Input{Header: h, Peer: peerAddr(ctx)}
+	// A key longer than an id may be is the client's own doing: a denial
+	// (policy.KeyTooLong), not an error the proxy would turn into a 500.
+	in := policy.Input{Header: h, Peer: peerAddr(ctx), MaxKeyBytes: s.maxID}
 	var target []byte
 	var missing string
 	if in.Method, target, in.Host, missing = s.gateway.Original(h); missing != "" {
@@ -266,7 +268,7 @@ func (s *Server) auth(ctx *fasthttp.RequestCtx) {
 		// against nothing.
 		ctx.SetStatusCode(denyStatus)
 		ctx.SetContentType("application/json")
-		ctx.SetBodyString(`{"allowed":false,"error":"api: /auth: the original request's path cannot be decoded (a percent sign without two hex digits, or no path)"}`)
+		ctx.SetBodyString(`{"allowed":false,"error":"api: /auth: the original request's path cannot be decoded (a percent sign without two hex digits, a raw '#', or no path)"}`)
 		return
 	}
 	sc.checks, sc.keys = st.file.Match(&in, sc.checks[:0], sc.keys[:0])
@@ -292,8 +294,8 @@ func (s *Server) auth(ctx *fasthttp.RequestCtx) {
 		for i := range sc.checks {
 			c := &sc.checks[i]
 			switch {
-			case c.MissingKey:
-				sc.results = append(sc.results, policy.Result{Rule: c.Rule, MissingKey: true})
+			case c.MissingKey || c.BadKey != policy.KeyFine:
+				sc.results = append(sc.results, policy.Result{Rule: c.Rule, MissingKey: c.MissingKey, BadKey: c.BadKey})
 				continue
 			case c.Rule.Unlimited:
 				sc.results = append(sc.results, policy.Result{Rule: c.Rule, Decision: rl.Decision{Allowed: true}})
@@ -314,7 +316,7 @@ func (s *Server) auth(ctx *fasthttp.RequestCtx) {
 func countedChecks(checks []policy.Check) int {
 	n := 0
 	for i := range checks {
-		if !checks[i].MissingKey && !checks[i].Rule.Unlimited {
+		if !checks[i].MissingKey && checks[i].BadKey == policy.KeyFine && !checks[i].Rule.Unlimited {
 			n++
 		}
 	}
@@ -333,7 +335,7 @@ func (s *Server) writeAuth(ctx *fasthttp.RequestCtx, st *policyState, sc *authSc
 	b := sc.hdr[:0]
 	for i := range sc.results {
 		r := &sc.results[i]
-		if r.Rule.Unlimited || r.MissingKey {
+		if r.Rule.Unlimited || r.KeyRefused() {
 			continue
 		}
 		if len(b) > 0 {
@@ -353,7 +355,7 @@ func (s *Server) writeAuth(ctx *fasthttp.RequestCtx, st *policyState, sc *authSc
 			if denied == nil {
 				denied = r
 			}
-			if !r.MissingKey && headers.Retryable(r.Request, r.Decision) {
+			if !r.KeyRefused() && headers.Retryable(r.Request, r.Decision) {
 				retry = max(retry, r.Decision.RetryAfterMS)
 			} else {
 				never = true
@@ -361,7 +363,7 @@ func (s *Server) writeAuth(ctx *fasthttp.RequestCtx, st *policyState, sc *authSc
 		}
 		s.countPolicy(st, r.Rule, res)
 		s.dash.observePolicy(r.Rule.Name, res == resultDenied)
-		if r.Rule.Unlimited || r.MissingKey {
+		if r.Rule.Unlimited || r.KeyRefused() {
 			continue
 		}
 		if len(b) > 0 {
@@ -385,11 +387,18 @@ func (s *Server) writeAuth(ctx *fasthttp.RequestCtx, st *policyState, sc *authSc
 	}
 	b = append(b[:0], `{"allowed":false,"policy":`...)
 	b = appendString(b, denied.Rule.Name)
-	if denied.MissingKey {
+	switch {
+	case denied.MissingKey:
 		// The request lacks the policy's key (missing_key: deny): no
 		// wait lets it pass.
 		b = append(b, `,"missing_key":true`...)
-	} else {
+	case denied.BadKey != policy.KeyFine:
+		// The key it sent cannot be counted (sent twice, a list, too
+		// long): no wait lets it pass either.
+		b = append(b, `,"bad_key":"`...)
+		b = append(b, denied.BadKey.String()...)
+		b = append(b, '"')
+	default:
 		b = append(b, `,"retry_after_ms":`...)
 		b = strconv.AppendInt(b, retry, 10)
 	}
