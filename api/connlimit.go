@@ -1,6 +1,7 @@
 package api
 
 import (
+	"bytes"
 	"errors"
 	"net"
 	"net/netip"
@@ -201,21 +202,40 @@ type limitConn struct {
 	// that reservation (only the serving goroutine reads and writes it).
 	pending atomic.Int64
 	credit  int64
+	// head is the first bytes read since the last answer: the request
+	// line of the request being read, for errorHandler (only the serving
+	// goroutine reads and writes it).
+	head  [128]byte
+	headN int
+}
+
+// requestLine returns the request line of the request being read, as far
+// as head holds it.
+func (c *limitConn) requestLine() []byte {
+	h := c.head[:c.headN]
+	if i := bytes.IndexByte(h, '\n'); i >= 0 {
+		h = h[:i]
+	}
+	return bytes.TrimRight(h, "\r")
 }
 
 // reserve admits a request body of n bytes before any of it is read past
 // what fasthttp reads ahead: it reports false, and reserves nothing, when n
 // is more than a connection may hold whatever the budget and the budget
 // cannot hold it now. The reserved bytes count as read until the answer.
-func (c *limitConn) reserve(n int64) bool {
-	if b := c.l.lim.BodyBudget; b >= 0 && n > bodyAllowance && c.l.pending.Load()+n > b {
+// head is the length of the request's line and headers: what was read past
+// them is the body's, counted already, and not reserved twice.
+func (c *limitConn) reserve(n, head int64) bool {
+	ahead := min(max(c.pending.Load()-head, 0), n)
+	more := n - ahead
+	if b := c.l.lim.BodyBudget; b >= 0 && n > bodyAllowance && c.l.pending.Load()+more > b {
 		c.l.overBudget.Inc()
 		c.l.reclaimLater()
 		return false
 	}
-	c.pending.Add(n)
-	c.l.pending.Add(n)
-	c.credit = n
+	c.pending.Add(more)
+	c.l.pending.Add(more)
+	c.credit = more
 	return true
 }
 
@@ -226,6 +246,9 @@ var errOverBudget = errors.New("api: request bytes held past the server's budget
 func (c *limitConn) Read(p []byte) (int, error) {
 	n, err := c.Conn.Read(p)
 	if n > 0 {
+		if c.headN < len(c.head) {
+			c.headN += copy(c.head[c.headN:], p[:n])
+		}
 		c.mu.Lock()
 		if !c.started {
 			c.started = true
@@ -255,7 +278,7 @@ func (c *limitConn) Read(p []byte) (int, error) {
 
 // Write answers the request read so far: its bytes leave the budget.
 func (c *limitConn) Write(p []byte) (int, error) {
-	c.credit = 0
+	c.credit, c.headN = 0, 0
 	if held := c.pending.Swap(0); held != 0 {
 		c.l.pending.Add(-held)
 	}

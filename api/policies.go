@@ -236,14 +236,8 @@ func (s *Server) auth(ctx *fasthttp.RequestCtx) {
 	// nginx asks the URI its configuration names; Caddy's forward_auth
 	// passes the client's own query on, so there the query is not read.
 	if v := ctx.QueryArgs().Peek("deny_status"); v != nil && s.gateway == policy.GatewayNginx {
-		switch string(v) {
-		case "401":
-			denyStatus = fasthttp.StatusUnauthorized
-		case "403":
-			denyStatus = fasthttp.StatusForbidden
-		case "429":
-			denyStatus = fasthttp.StatusTooManyRequests
-		default:
+		var ok bool
+		if denyStatus, ok = denyStatusOf(v); !ok {
 			s.invalid(ctx, &rl.FieldError{Field: "deny_status", Rule: "must be 401, 403 or 429"})
 			return
 		}
@@ -277,7 +271,20 @@ func (s *Server) auth(ctx *fasthttp.RequestCtx) {
 		ctx.SetBodyString(`{"allowed":true}`)
 		return
 	}
-	sc.results, err = s.engine.Decide(s.deadlines.get(start), sc.checks, sc.results[:0])
+	engine := &s.engine
+	if waits(sc.checks) {
+		client := s.clientAddr(ctx, st)
+		if s.takeHold(client) {
+			defer s.holds.give(client) // after holdAuth
+		} else {
+			// No place to be held: a check the queue would make wait
+			// is denied at once, and takes no place there.
+			noWait := s.engine
+			noWait.MaxWaitMS = noWaitMS
+			engine = &noWait
+		}
+	}
+	sc.results, err = engine.Decide(s.deadlines.get(start), sc.checks, sc.results[:0])
 	if err != nil {
 		mode, ds := degradedAnswer(err)
 		if len(ds) != countedChecks(sc.checks) {

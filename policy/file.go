@@ -268,9 +268,12 @@ func (c *keyReader) key(buf []byte, sources []KeySource, list KeyList) ([]byte, 
 	return buf, true, KeyFine
 }
 
-// clientIP returns the client's address: in.Peer, or when the peer is a
-// trusted proxy the right-most untrusted address of X-Forwarded-For (or
-// X-Real-IP); see Proxies.ClientIP.
+// ClientIP returns the client's address as an ip key reads it: in.Peer,
+// or when the peer is a trusted proxy the right-most untrusted address of
+// X-Forwarded-For (or X-Real-IP); see Proxies.ClientIP. It is the zero
+// Addr when a trusted proxy forwards no readable address.
+func (f *File) ClientIP(in *Input) netip.Addr { return f.clientIP(in) }
+
 func (f *File) clientIP(in *Input) netip.Addr {
 	if !f.Proxies.Trusted(in.Peer) {
 		return in.Peer.Unmap().WithZone("")
