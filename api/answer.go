@@ -6,6 +6,7 @@ import (
 	"errors"
 	"strconv"
 	"strings"
+	"time"
 
 	json "github.com/go-json-experiment/json/v1"
 	"github.com/valyala/fasthttp"
@@ -141,6 +142,9 @@ func (s *Server) denyUnread(ctx *fasthttp.RequestCtx, err error) bool {
 			status = st
 		}
 	}
+	if small := (*fasthttp.ErrSmallBuffer)(nil); errors.As(err, &small) {
+		lc.drainHead(unreadHeadBytes, unreadHeadTime)
+	}
 	s.log.Debug("api: /auth request not read: denied", "err", err)
 	ctx.SetConnectionClose()
 	ctx.SetStatusCode(status)
@@ -148,6 +152,13 @@ func (s *Server) denyUnread(ctx *fasthttp.RequestCtx, err error) bool {
 	ctx.SetBodyString(`{"allowed":false,"error":"api: /auth: the request could not be read (headers larger than the server reads, or a header line it refuses)"}`)
 	return true
 }
+
+// What denyUnread reads of a head too big to hold before it answers: Go's
+// net/http (Caddy, Traefik) passes heads of up to 1 MiB.
+const (
+	unreadHeadBytes = 1 << 20
+	unreadHeadTime  = 500 * time.Millisecond
+)
 
 // authTarget returns the target of a request line for /auth ("GET
 // /auth?deny_status=403 HTTP/1.1"), or false for any other.

@@ -209,6 +209,33 @@ type limitConn struct {
 	headN int
 }
 
+// drainHead reads and drops the rest of a request head the server could
+// not hold (up to its blank line, at most limit bytes, for at most d), so
+// that the answer is not lost: a socket closed with bytes unread sends the
+// peer a reset, and a proxy still writing the head reads that instead of
+// the answer. It is called on the serving goroutine, after fasthttp gave
+// the request up.
+func (c *limitConn) drainHead(limit int, d time.Duration) {
+	_ = c.Conn.SetReadDeadline(time.Now().Add(d))
+	var buf [4096]byte
+	var tail []byte // the last bytes of the previous read
+	for n := 0; n < limit; {
+		m, err := c.Conn.Read(buf[:])
+		if m > 0 {
+			b := append(tail, buf[:m]...)
+			if bytes.Contains(b, []byte("\r\n\r\n")) {
+				break
+			}
+			tail = append(tail[:0], b[max(len(b)-3, 0):]...)
+			n += m
+		}
+		if err != nil {
+			break
+		}
+	}
+	_ = c.Conn.SetReadDeadline(time.Time{})
+}
+
 // requestLine returns the request line of the request being read, as far
 // as head holds it.
 func (c *limitConn) requestLine() []byte {
