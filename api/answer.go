@@ -1,13 +1,17 @@
 package api
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"strconv"
 	"strings"
+	"time"
 
 	json "github.com/go-json-experiment/json/v1"
 	"github.com/valyala/fasthttp"
+
+	"github.com/raterlimiter/raterlimiter/policy"
 
 	rl "github.com/raterlimiter/raterlimiter"
 )
@@ -93,11 +97,16 @@ func (s *Server) writeJSON(ctx *fasthttp.RequestCtx, code int, v any) {
 	ctx.SetBody(b)
 }
 
-// errorHandler answers requests fasthttp could not read, in JSON.
+// errorHandler answers requests fasthttp could not read, in JSON. An /auth
+// request it could not read (headers past ReadBufferSize, a header line
+// fasthttp refuses) is denied, as /auth denies: what a client sends
+// through the proxy must never make /auth answer an error, which nginx
+// turns into a 500 and a fail-open configuration into no limit at all.
 func (s *Server) errorHandler(ctx *fasthttp.RequestCtx, err error) {
 	var small *fasthttp.ErrSmallBuffer
 	var timeout interface{ Timeout() bool }
 	switch {
+	case s.denyUnread(ctx, err):
 	case errors.As(err, &small):
 		s.fail(ctx, fasthttp.StatusRequestHeaderFieldsTooLarge, "api: request line and headers too large")
 	case errors.Is(err, fasthttp.ErrBodyTooLarge):
@@ -107,4 +116,71 @@ func (s *Server) errorHandler(ctx *fasthttp.RequestCtx, err error) {
 	default:
 		s.fail(ctx, fasthttp.StatusBadRequest, "api: malformed HTTP request")
 	}
+}
+
+// denyUnread denies an /auth request fasthttp could not read, and reports
+// whether it was one. Its request line is what the connection saw first
+// (limitConn keeps it); a server without policies or -auth-headers
+// answers the error as for any other path.
+func (s *Server) denyUnread(ctx *fasthttp.RequestCtx, err error) bool {
+	if s.pols.Load() == nil || s.gateway == policy.GatewayUnset {
+		return false
+	}
+	lc, ok := ctx.Conn().(*limitConn)
+	if !ok {
+		return false
+	}
+	target, ok := authTarget(lc.requestLine())
+	if !ok {
+		return false
+	}
+	status := s.denyStatus
+	if _, q, found := bytes.Cut(target, []byte("?")); found && s.gateway == policy.GatewayNginx {
+		var args fasthttp.Args
+		args.ParseBytes(q)
+		if st, ok := denyStatusOf(args.Peek("deny_status")); ok {
+			status = st
+		}
+	}
+	if small := (*fasthttp.ErrSmallBuffer)(nil); errors.As(err, &small) {
+		lc.drainHead(unreadHeadBytes, unreadHeadTime)
+	}
+	s.log.Debug("api: /auth request not read: denied", "err", err)
+	ctx.SetConnectionClose()
+	ctx.SetStatusCode(status)
+	ctx.SetContentType("application/json")
+	ctx.SetBodyString(`{"allowed":false,"error":"api: /auth: the request could not be read (headers larger than the server reads, or a header line it refuses)"}`)
+	return true
+}
+
+// What denyUnread reads of a head too big to hold before it answers: Go's
+// net/http (Caddy, Traefik) passes heads of up to 1 MiB.
+const (
+	unreadHeadBytes = 1 << 20
+	unreadHeadTime  = 500 * time.Millisecond
+)
+
+// authTarget returns the target of a request line for /auth ("GET
+// /auth?deny_status=403 HTTP/1.1"), or false for any other.
+func authTarget(line []byte) ([]byte, bool) {
+	_, rest, ok := bytes.Cut(line, []byte(" "))
+	if !ok {
+		return nil, false
+	}
+	target, _, _ := bytes.Cut(rest, []byte(" "))
+	path, _, _ := bytes.Cut(target, []byte("?"))
+	return target, string(path) == "/auth"
+}
+
+// denyStatusOf reads a deny_status: 401, 403 or 429.
+func denyStatusOf(v []byte) (int, bool) {
+	switch string(v) {
+	case "401":
+		return fasthttp.StatusUnauthorized, true
+	case "403":
+		return fasthttp.StatusForbidden, true
+	case "429":
+		return fasthttp.StatusTooManyRequests, true
+	}
+	return 0, false
 }

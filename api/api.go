@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/netip"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -51,9 +52,13 @@ const (
 	// batch of ordinary ids, but not the 131 MB a batch of 1,000 ids of
 	// 64 KiB would claim; such a batch is refused with 413.
 	maxDefaultBodyBytes = 16 << 20
-	// DefaultReadBufferSize bounds a request's line and headers: enough for
-	// an id of DefaultMaxIDBytes bytes, each percent-encoded.
-	DefaultReadBufferSize = 8192
+	// DefaultReadBufferSize bounds a request's line and headers: enough
+	// for what nginx passes to /auth, every header its default
+	// large_client_header_buffers (4 × 8 KiB) accepts from a client and
+	// those it sets itself, so that a client's big headers are read and
+	// decided, never an error nginx turns into a 500; and for an id of
+	// DefaultMaxIDBytes bytes, each percent-encoded.
+	DefaultReadBufferSize = 48 << 10
 	// concurrencySlack is how far above Concurrency fasthttp's own bound
 	// sits (see New).
 	concurrencySlack = 64
@@ -114,8 +119,8 @@ type Config struct {
 	// bytes, at least 1 MiB and at most 16 MiB.
 	MaxBodyBytes int
 	// ReadBufferSize bounds the request line and headers together; larger
-	// ones get 431. Default: DefaultReadBufferSize, or more when MaxIDBytes
-	// needs it.
+	// ones get 431 (an /auth request is denied instead). Default:
+	// DefaultReadBufferSize, or more when MaxIDBytes needs it.
 	ReadBufferSize int
 	// Concurrency is the most connections served at once; beyond it a new
 	// connection gets 503 with Retry-After: 1 and is closed. Default
@@ -169,6 +174,14 @@ type Config struct {
 	// policy's wait: true); a longer delay is a 429 at once. Default
 	// DefaultMaxWait; at most raterlimiter.MaxDelayMS ms.
 	MaxWait time.Duration
+	// MaxHeld bounds the answers held at once; MaxHeldPerClient those of
+	// one client address (as an ip key reads it: behind a trusted proxy,
+	// the address the proxy forwards). A check that asks to wait past
+	// either bound is denied at once if it would wait. Both are at most
+	// half of ConnLimits' bounds, PerIP and PerProxy: each held answer
+	// keeps one of the proxy's connections, which carry every other
+	// client too. Defaults DefaultMaxHeld, DefaultMaxHeldPerClient.
+	MaxHeld, MaxHeldPerClient int
 }
 
 // Server serves the HTTP API. It is safe for concurrent use.
@@ -218,6 +231,8 @@ type Server struct {
 	// begins, releasing held answers (wait.go).
 	maxWaitMS int64
 	stopping  chan struct{}
+	// holds bounds the answers held at once (wait.go).
+	holds holdSlots
 }
 
 // scratch is a reusable buffer for one response.
@@ -312,6 +327,14 @@ func New(cfg Config) *Server {
 		cfg.MaxWait = DefaultMaxWait
 	}
 	s.maxWaitMS = min(max(cfg.MaxWait.Milliseconds(), 1), rl.MaxDelayMS)
+	s.holds = holdSlots{most: cmp.Or(max(cfg.MaxHeld, 0), DefaultMaxHeld), perClient: cmp.Or(max(cfg.MaxHeldPerClient, 0), DefaultMaxHeldPerClient),
+		by: map[netip.Addr]int{}}
+	for _, conns := range []int{s.connLimits.PerIP, s.connLimits.PerProxy} {
+		if conns > 0 {
+			s.holds.most = min(s.holds.most, max(conns/2, 1))
+		}
+	}
+	s.holds.perClient = min(s.holds.perClient, s.holds.most)
 	s.stopping = make(chan struct{})
 	s.engine.MaxWaitMS = s.maxWaitMS
 	s.dash, s.stats = newDashboard(cfg.Dashboard), cfg.Stats

@@ -10,7 +10,8 @@ import (
 
 // The server streams request bodies (fasthttp.Server.StreamRequestBody):
 // fasthttp reads a request's headers and at most its first 8 KiB of body
-// (one byte of a body over 16 KiB), and readBody decides, from Content-Length, whether the rest may be read
+// (one byte of a body over 16 KiB; its read buffer may hold more, which the
+// budget counts once), and readBody decides, from Content-Length, whether the rest may be read
 // at all. Without it fasthttp would size a buffer by Content-Length before
 // reading a byte of the body, and a flood of connections each announcing a
 // big body and never finishing it would hold that memory however small the
@@ -29,6 +30,13 @@ func headerReceived(h *fasthttp.RequestHeader) fasthttp.RequestConfig {
 		return fasthttp.RequestConfig{MaxRequestBodySize: 1}
 	}
 	return fasthttp.RequestConfig{}
+}
+
+// headLen is about the length of a request's line and headers as they
+// came: what the connection read before its body.
+func headLen(ctx *fasthttp.RequestCtx) int64 {
+	h := &ctx.Request.Header
+	return int64(len(h.Method()) + len(h.RequestURI()) + len(" HTTP/1.1\r\n") + len(h.RawHeaders()) + len("\r\n"))
 }
 
 // bodies holds the buffers big bodies are read into.
@@ -56,7 +64,7 @@ func (s *Server) readBody(ctx *fasthttp.RequestCtx) (done func(), ok bool) {
 	if n >= 0 && n <= prefetched {
 		return func() {}, true // all of it read already
 	}
-	if lc, isLimited := ctx.Conn().(*limitConn); isLimited && n > 0 && !lc.reserve(int64(n)) {
+	if lc, isLimited := ctx.Conn().(*limitConn); isLimited && n > 0 && !lc.reserve(int64(n), headLen(ctx)) {
 		ctx.SetConnectionClose()
 		ctx.Response.Header.Set("Retry-After", "1")
 		s.fail(ctx, fasthttp.StatusServiceUnavailable, "api: the server holds its budget of request bodies; retry later")

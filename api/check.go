@@ -37,6 +37,12 @@ func (s *Server) checkRate(ctx *fasthttp.RequestCtx) {
 	}
 	if opts.wait {
 		r.MaxDelayMS = s.boundDelay(r.MaxDelayMS)
+		if client := s.clientAddr(ctx, pc.st); s.takeHold(client) {
+			defer s.holds.give(client) // after hold
+		} else {
+			// No place to be held (wait.go): not a wait at all.
+			r.MaxDelayMS, opts.wait = noWaitMS, false
+		}
 	}
 	d, err := s.lim.CheckRate(s.deadlines.get(start), r)
 	var mode string

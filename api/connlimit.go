@@ -1,6 +1,7 @@
 package api
 
 import (
+	"bytes"
 	"errors"
 	"net"
 	"net/netip"
@@ -201,21 +202,67 @@ type limitConn struct {
 	// that reservation (only the serving goroutine reads and writes it).
 	pending atomic.Int64
 	credit  int64
+	// head is the first bytes read since the last answer: the request
+	// line of the request being read, for errorHandler (only the serving
+	// goroutine reads and writes it).
+	head  [128]byte
+	headN int
+}
+
+// drainHead reads and drops the rest of a request head the server could
+// not hold (up to its blank line, at most limit bytes, for at most d), so
+// that the answer is not lost: a socket closed with bytes unread sends the
+// peer a reset, and a proxy still writing the head reads that instead of
+// the answer. It is called on the serving goroutine, after fasthttp gave
+// the request up.
+func (c *limitConn) drainHead(limit int, d time.Duration) {
+	_ = c.Conn.SetReadDeadline(time.Now().Add(d))
+	var buf [4096]byte
+	var tail []byte // the last bytes of the previous read
+	for n := 0; n < limit; {
+		m, err := c.Conn.Read(buf[:])
+		if m > 0 {
+			b := append(tail, buf[:m]...)
+			if bytes.Contains(b, []byte("\r\n\r\n")) {
+				break
+			}
+			tail = append(tail[:0], b[max(len(b)-3, 0):]...)
+			n += m
+		}
+		if err != nil {
+			break
+		}
+	}
+	_ = c.Conn.SetReadDeadline(time.Time{})
+}
+
+// requestLine returns the request line of the request being read, as far
+// as head holds it.
+func (c *limitConn) requestLine() []byte {
+	h := c.head[:c.headN]
+	if i := bytes.IndexByte(h, '\n'); i >= 0 {
+		h = h[:i]
+	}
+	return bytes.TrimRight(h, "\r")
 }
 
 // reserve admits a request body of n bytes before any of it is read past
 // what fasthttp reads ahead: it reports false, and reserves nothing, when n
 // is more than a connection may hold whatever the budget and the budget
 // cannot hold it now. The reserved bytes count as read until the answer.
-func (c *limitConn) reserve(n int64) bool {
-	if b := c.l.lim.BodyBudget; b >= 0 && n > bodyAllowance && c.l.pending.Load()+n > b {
+// head is the length of the request's line and headers: what was read past
+// them is the body's, counted already, and not reserved twice.
+func (c *limitConn) reserve(n, head int64) bool {
+	ahead := min(max(c.pending.Load()-head, 0), n)
+	more := n - ahead
+	if b := c.l.lim.BodyBudget; b >= 0 && n > bodyAllowance && c.l.pending.Load()+more > b {
 		c.l.overBudget.Inc()
 		c.l.reclaimLater()
 		return false
 	}
-	c.pending.Add(n)
-	c.l.pending.Add(n)
-	c.credit = n
+	c.pending.Add(more)
+	c.l.pending.Add(more)
+	c.credit = more
 	return true
 }
 
@@ -226,6 +273,9 @@ var errOverBudget = errors.New("api: request bytes held past the server's budget
 func (c *limitConn) Read(p []byte) (int, error) {
 	n, err := c.Conn.Read(p)
 	if n > 0 {
+		if c.headN < len(c.head) {
+			c.headN += copy(c.head[c.headN:], p[:n])
+		}
 		c.mu.Lock()
 		if !c.started {
 			c.started = true
@@ -255,7 +305,7 @@ func (c *limitConn) Read(p []byte) (int, error) {
 
 // Write answers the request read so far: its bytes leave the budget.
 func (c *limitConn) Write(p []byte) (int, error) {
-	c.credit = 0
+	c.credit, c.headN = 0, 0
 	if held := c.pending.Swap(0); held != 0 {
 		c.l.pending.Add(-held)
 	}

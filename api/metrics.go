@@ -58,6 +58,9 @@ type metrics struct {
 	sweepSeconds prometheus.Histogram
 	// held is the answers being held for their turn (wait.go).
 	held prometheus.Gauge
+	// heldRefused counts checks that asked to wait past the bounds on
+	// held answers.
+	heldRefused prometheus.Counter
 }
 
 // maxAlgos is room for every algorithm in metrics.checks (rl.Algos).
@@ -113,9 +116,13 @@ func newMetrics(stats func() BackendStats, extra []prometheus.Collector) *metric
 	}, func() float64 { return float64(m.heldBytes.Load()) })
 	m.held = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "raterlimiter_held_answers",
-		Help: "Answers held until their request's turn (wait=1, a policy's wait: true; leaky), bounded by -max-wait.",
+		Help: "Answers held until their request's turn (wait=1, a policy's wait: true; leaky), bounded by -max-wait, -max-held and -max-held-per-client.",
 	})
-	m.reg.MustRegister(checks, duration, m.batchSize, m.swept, m.refusedConns, m.overBudget, held, m.sweepSeconds, m.held,
+	m.heldRefused = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "raterlimiter_held_answers_refused_total",
+		Help: "Checks that asked to wait while their client address (-max-held-per-client) or the server (-max-held) held its bound of held answers: a check that would have waited was denied at once, taking no place in the queue.",
+	})
+	m.reg.MustRegister(checks, duration, m.batchSize, m.swept, m.refusedConns, m.overBudget, held, m.sweepSeconds, m.held, m.heldRefused,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.reg.MustRegister(extra...)
 	if stats != nil {

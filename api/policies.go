@@ -236,20 +236,16 @@ func (s *Server) auth(ctx *fasthttp.RequestCtx) {
 	// nginx asks the URI its configuration names; Caddy's forward_auth
 	// passes the client's own query on, so there the query is not read.
 	if v := ctx.QueryArgs().Peek("deny_status"); v != nil && s.gateway == policy.GatewayNginx {
-		switch string(v) {
-		case "401":
-			denyStatus = fasthttp.StatusUnauthorized
-		case "403":
-			denyStatus = fasthttp.StatusForbidden
-		case "429":
-			denyStatus = fasthttp.StatusTooManyRequests
-		default:
+		var ok bool
+		if denyStatus, ok = denyStatusOf(v); !ok {
 			s.invalid(ctx, &rl.FieldError{Field: "deny_status", Rule: "must be 401, 403 or 429"})
 			return
 		}
 	}
 	h := &ctx.Request.Header
-	in := policy.Input{Header: h, Peer: peerAddr(ctx)}
+	// A key longer than an id may be is the client's own doing: a denial
+	// (policy.KeyTooLong), not an error the proxy would turn into a 500.
+	in := policy.Input{Header: h, Peer: peerAddr(ctx), MaxKeyBytes: s.maxID}
 	var target []byte
 	var missing string
 	if in.Method, target, in.Host, missing = s.gateway.Original(h); missing != "" {
@@ -266,7 +262,7 @@ func (s *Server) auth(ctx *fasthttp.RequestCtx) {
 		// against nothing.
 		ctx.SetStatusCode(denyStatus)
 		ctx.SetContentType("application/json")
-		ctx.SetBodyString(`{"allowed":false,"error":"api: /auth: the original request's path cannot be decoded (a percent sign without two hex digits, or no path)"}`)
+		ctx.SetBodyString(`{"allowed":false,"error":"api: /auth: the original request's path cannot be decoded (a percent sign without two hex digits, a raw '#', or no path)"}`)
 		return
 	}
 	sc.checks, sc.keys = st.file.Match(&in, sc.checks[:0], sc.keys[:0])
@@ -275,7 +271,20 @@ func (s *Server) auth(ctx *fasthttp.RequestCtx) {
 		ctx.SetBodyString(`{"allowed":true}`)
 		return
 	}
-	sc.results, err = s.engine.Decide(s.deadlines.get(start), sc.checks, sc.results[:0])
+	engine := &s.engine
+	if waits(sc.checks) {
+		client := s.clientAddr(ctx, st)
+		if s.takeHold(client) {
+			defer s.holds.give(client) // after holdAuth
+		} else {
+			// No place to be held: a check the queue would make wait
+			// is denied at once, and takes no place there.
+			noWait := s.engine
+			noWait.MaxWaitMS = noWaitMS
+			engine = &noWait
+		}
+	}
+	sc.results, err = engine.Decide(s.deadlines.get(start), sc.checks, sc.results[:0])
 	if err != nil {
 		mode, ds := degradedAnswer(err)
 		if len(ds) != countedChecks(sc.checks) {
@@ -292,8 +301,8 @@ func (s *Server) auth(ctx *fasthttp.RequestCtx) {
 		for i := range sc.checks {
 			c := &sc.checks[i]
 			switch {
-			case c.MissingKey:
-				sc.results = append(sc.results, policy.Result{Rule: c.Rule, MissingKey: true})
+			case c.MissingKey || c.BadKey != policy.KeyFine:
+				sc.results = append(sc.results, policy.Result{Rule: c.Rule, MissingKey: c.MissingKey, BadKey: c.BadKey})
 				continue
 			case c.Rule.Unlimited:
 				sc.results = append(sc.results, policy.Result{Rule: c.Rule, Decision: rl.Decision{Allowed: true}})
@@ -314,7 +323,7 @@ func (s *Server) auth(ctx *fasthttp.RequestCtx) {
 func countedChecks(checks []policy.Check) int {
 	n := 0
 	for i := range checks {
-		if !checks[i].MissingKey && !checks[i].Rule.Unlimited {
+		if !checks[i].MissingKey && checks[i].BadKey == policy.KeyFine && !checks[i].Rule.Unlimited {
 			n++
 		}
 	}
@@ -333,7 +342,7 @@ func (s *Server) writeAuth(ctx *fasthttp.RequestCtx, st *policyState, sc *authSc
 	b := sc.hdr[:0]
 	for i := range sc.results {
 		r := &sc.results[i]
-		if r.Rule.Unlimited || r.MissingKey {
+		if r.Rule.Unlimited || r.KeyRefused() {
 			continue
 		}
 		if len(b) > 0 {
@@ -353,7 +362,7 @@ func (s *Server) writeAuth(ctx *fasthttp.RequestCtx, st *policyState, sc *authSc
 			if denied == nil {
 				denied = r
 			}
-			if !r.MissingKey && headers.Retryable(r.Request, r.Decision) {
+			if !r.KeyRefused() && headers.Retryable(r.Request, r.Decision) {
 				retry = max(retry, r.Decision.RetryAfterMS)
 			} else {
 				never = true
@@ -361,7 +370,7 @@ func (s *Server) writeAuth(ctx *fasthttp.RequestCtx, st *policyState, sc *authSc
 		}
 		s.countPolicy(st, r.Rule, res)
 		s.dash.observePolicy(r.Rule.Name, res == resultDenied)
-		if r.Rule.Unlimited || r.MissingKey {
+		if r.Rule.Unlimited || r.KeyRefused() {
 			continue
 		}
 		if len(b) > 0 {
@@ -385,11 +394,18 @@ func (s *Server) writeAuth(ctx *fasthttp.RequestCtx, st *policyState, sc *authSc
 	}
 	b = append(b[:0], `{"allowed":false,"policy":`...)
 	b = appendString(b, denied.Rule.Name)
-	if denied.MissingKey {
+	switch {
+	case denied.MissingKey:
 		// The request lacks the policy's key (missing_key: deny): no
 		// wait lets it pass.
 		b = append(b, `,"missing_key":true`...)
-	} else {
+	case denied.BadKey != policy.KeyFine:
+		// The key it sent cannot be counted (sent twice, a list, too
+		// long): no wait lets it pass either.
+		b = append(b, `,"bad_key":"`...)
+		b = append(b, denied.BadKey.String()...)
+		b = append(b, '"')
+	default:
 		b = append(b, `,"retry_after_ms":`...)
 		b = strconv.AppendInt(b, retry, 10)
 	}

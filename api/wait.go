@@ -2,8 +2,12 @@ package api
 
 import (
 	"cmp"
+	"net/netip"
 	"strconv"
+	"sync"
 	"time"
+
+	"github.com/valyala/fasthttp"
 
 	rl "github.com/raterlimiter/raterlimiter"
 	"github.com/raterlimiter/raterlimiter/policy"
@@ -13,16 +17,109 @@ import (
 // policy's wait: true) when Config.MaxWait is 0.
 const DefaultMaxWait = 10 * time.Second
 
+// Defaults of the bounds on how many answers are held at once.
+const (
+	// DefaultMaxHeld is Config.MaxHeld's default: half of
+	// DefaultMaxConnsPerIP, the bound on a proxy's connections when it is
+	// not in -trusted-proxies.
+	DefaultMaxHeld = 512
+	// DefaultMaxHeldPerClient is Config.MaxHeldPerClient's default.
+	DefaultMaxHeldPerClient = 32
+)
+
+// holdSlots bounds the answers held at once, over the server and per
+// client address (as an ip key reads it: behind a trusted proxy, the
+// address it forwards). Every held answer keeps a connection open, and
+// behind a proxy that is one of the proxy's connections: without a bound,
+// one client that asks to wait on many connections takes them all, and
+// every other client behind the proxy is refused. It is safe for
+// concurrent use.
+type holdSlots struct {
+	mu        sync.Mutex
+	total     int
+	most      int
+	perClient int
+	by        map[netip.Addr]int
+}
+
+// take reserves a place for an answer of client to be held, or reports
+// false when client or the server holds its bound.
+func (h *holdSlots) take(client netip.Addr) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	n := h.by[client]
+	if n >= h.perClient || h.total >= h.most {
+		return false
+	}
+	h.by[client] = n + 1
+	h.total++
+	return true
+}
+
+// give returns a place take reserved.
+func (h *holdSlots) give(client netip.Addr) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.total--
+	if n := h.by[client]; n <= 1 {
+		delete(h.by, client)
+	} else {
+		h.by[client] = n - 1
+	}
+}
+
+// noWaitMS is the bound on the delay of a check that finds no place to be
+// held: a queue that makes it wait denies it at once, and it takes no
+// place there (a delay of a millisecond is answered without holding).
+const noWaitMS = 1
+
+// clientAddr is the address a held answer is counted against: the client
+// as the policies' ip key reads it (behind a trusted proxy, the address
+// the proxy forwards), or the peer without policies.
+func (s *Server) clientAddr(ctx *fasthttp.RequestCtx, st *policyState) netip.Addr {
+	in := policy.Input{Peer: peerAddr(ctx), Header: &ctx.Request.Header}
+	if st == nil {
+		return in.Peer
+	}
+	return st.file.ClientIP(&in)
+}
+
+// takeHold reserves a place for a held answer of client; when there is
+// none it counts the refusal, and the check must then be bounded by
+// noWaitMS.
+func (s *Server) takeHold(client netip.Addr) bool {
+	if s.holds.take(client) {
+		return true
+	}
+	s.metrics.heldRefused.Inc()
+	return false
+}
+
+// waits reports whether a check of checks asks its answer to be held.
+func waits(checks []policy.Check) bool {
+	for i := range checks {
+		c := &checks[i]
+		if c.Rule.Wait && !c.Rule.Unlimited && !c.MissingKey && c.BadKey == policy.KeyFine {
+			return true
+		}
+	}
+	return false
+}
+
 // Holding an answer: a leaky check allowed with a delay (delay_ms) is its
 // caller's to wait, unless it asked the sidecar to (wait=1, or a policy's
 // wait: true): then the answer leaves when the request's turn comes, so a
 // proxy's /auth delays the request itself, as nginx's limit_req without
 // nodelay. The wait is bounded by MaxWait: the check carries it as its
 // bound on the delay (raterlimiter.Request.MaxDelayMS), so a longer one is
-// a 429 at once that took no place in the queue, never a hang. A held
-// answer is released when the server shuts down (it is answered at once,
-// as decided: an admitted request is not turned into an error), and holds
-// a fasthttp worker and its connection meanwhile, nothing else.
+// a 429 at once that took no place in the queue, never a hang. The answers
+// held at once are bounded too, over the server (MaxHeld) and per client
+// address (MaxHeldPerClient): a check that asks to wait when its client
+// holds its bound may not wait at all (its bound on the delay is noWaitMS),
+// so it is denied at once if the queue would make it wait. A held answer
+// is released when the server shuts down (it is answered at once, as
+// decided: an admitted request is not turned into an error), and holds a
+// fasthttp worker and its connection meanwhile, nothing else.
 
 // applyWait makes a check by policy p wait when p says so and the check did
 // not say otherwise (wait=0 answers at once).

@@ -110,6 +110,10 @@ type Check struct {
 	// MissingKey marks a request that lacks the rule's key and is denied
 	// for it (missing_key: deny): nothing is counted, Key is nil.
 	MissingKey bool
+	// BadKey marks a request denied for the key it sent (a header that
+	// appears twice, a list, a key too long): nothing is counted, Key is
+	// nil.
+	BadKey KeyFault
 }
 
 // Result is the engine's answer for one Check.
@@ -125,11 +129,18 @@ type Result struct {
 	// MissingKey reports a check denied for a missing key (Check.MissingKey):
 	// no wait lets it pass, and nothing was counted.
 	MissingKey bool
+	// BadKey reports a check denied for the key it sent (Check.BadKey): no
+	// wait lets it pass, and nothing was counted.
+	BadKey KeyFault
 }
 
-// Denies reports whether the result denies the request: a missing key, or
+// KeyRefused reports whether the result denies for the request's key
+// (missing, or sent and not countable): nothing was counted.
+func (r *Result) KeyRefused() bool { return r.MissingKey || r.BadKey != KeyFine }
+
+// Denies reports whether the result denies the request: a key refused, or
 // the limiter denied and the rule is not in shadow mode.
-func (r *Result) Denies() bool { return r.MissingKey || !r.Decision.Allowed && !r.Rule.Shadow }
+func (r *Result) Denies() bool { return r.KeyRefused() || !r.Decision.Allowed && !r.Rule.Shadow }
 
 // Engine decides Checks on a Limiter. Its fields are set before first use
 // and not changed after; it is then safe for concurrent use.
@@ -168,8 +179,8 @@ func (e *Engine) Decide(ctx context.Context, checks []Check, out []Result) ([]Re
 			out = append(out, res)
 			continue
 		}
-		if c.MissingKey {
-			res.MissingKey = true
+		if c.MissingKey || c.BadKey != KeyFine {
+			res.MissingKey, res.BadKey = c.MissingKey, c.BadKey
 			out = append(out, res)
 			continue
 		}

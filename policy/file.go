@@ -34,6 +34,9 @@ type Policy struct {
 	PlanFrom KeySource
 	// MissingKey is what a request that lacks the key gets.
 	MissingKey MissingKey
+	// KeyList is what a key header holding a list (a comma) gets: denied
+	// (the default), or counted whole.
+	KeyList KeyList
 	// Line is the policy's line in the file, for messages.
 	Line int
 }
@@ -62,6 +65,54 @@ const (
 	// KeyHeader is a request header's value, as opaque bytes.
 	KeyHeader
 )
+
+// KeyList is a policy's key_list: what a key header whose value holds a
+// comma gets. RFC 9110 makes "a, b" the same as two lines "a" and "b", and
+// backends differ on which of them they read; the sidecar cannot know.
+type KeyList uint8
+
+const (
+	// KeyListDeny denies the request, counting nothing: the default, so
+	// that no request is counted under a value the application may not
+	// use ("fresh, real", with the application reading "real").
+	KeyListDeny KeyList = iota
+	// KeyListWhole counts the value whole, commas and all: for headers
+	// whose values hold commas (User-Agent) and that the application
+	// reads whole.
+	KeyListWhole
+)
+
+// KeyFault is why a key a request sent cannot be counted. A Check with a
+// fault denies, whatever the policy's missing_key, and counts nothing.
+type KeyFault uint8
+
+const (
+	// KeyFine is no fault.
+	KeyFine KeyFault = iota
+	// KeyRepeated: the key's header appears more than once. Backends
+	// differ on which line they read, so none is counted.
+	KeyRepeated
+	// KeyIsList: the key header's value holds a comma and the policy's
+	// key_list is deny.
+	KeyIsList
+	// KeyTooLong: the key is longer than Input.MaxKeyBytes. It is never
+	// cut short: a cut key would be someone else's.
+	KeyTooLong
+)
+
+// String names the fault as /auth's deny body does: "repeated", "list",
+// "too_long" ("" for KeyFine).
+func (f KeyFault) String() string {
+	switch f {
+	case KeyRepeated:
+		return "repeated"
+	case KeyIsList:
+		return "list"
+	case KeyTooLong:
+		return "too_long"
+	}
+	return ""
+}
 
 // KeySource is one part of a key.
 type KeySource struct {
@@ -102,6 +153,9 @@ type Input struct {
 	// Header gives the request's headers (X-Forwarded-For, key and plan
 	// headers).
 	Header Headers
+	// MaxKeyBytes, when positive, is the longest key counted: a longer
+	// one denies the request (KeyTooLong).
+	MaxKeyBytes int
 }
 
 // Lookup returns the policy called name, or nil.
@@ -116,9 +170,12 @@ func (f *File) Lookup(name string) *Policy {
 // file's order. A request that lacks a policy's key (a key header absent
 // or empty) gets what the policy's MissingKey says: a Check that denies
 // (MissingDeny, also when a fallback key is missing too), a Check by the
-// fallback key, or none (MissingSkip). Keys and plans are written into
-// buf, which Match returns (grown) for reuse; the Checks' slices point
-// into it. With dst and buf of enough capacity, Match allocates nothing.
+// fallback key, or none (MissingSkip). A key the request sent that cannot
+// be counted (a header that appears twice, a list, a key too long: see
+// KeyFault) gets a Check that denies, whatever MissingKey says. Keys and
+// plans are written into buf, which Match returns (grown) for reuse; the
+// Checks' slices point into it. With dst and buf of enough capacity, Match
+// allocates nothing.
 func (f *File) Match(in *Input, dst []Check, buf []byte) ([]Check, []byte) {
 	c := keyReader{f: f, in: in}
 	for i := range f.Policies {
@@ -127,22 +184,26 @@ func (f *File) Match(in *Input, dst []Check, buf []byte) ([]Check, []byte) {
 			continue
 		}
 		check := Check{Rule: &p.Rule}
-		var ok bool
 		start := len(buf)
-		if buf, ok = c.key(buf, p.Key); !ok {
+		var ok bool
+		var fault KeyFault
+		if buf, ok, fault = c.key(buf, p.Key, p.KeyList); !ok && fault == KeyFine {
 			buf = buf[:start]
 			switch p.MissingKey.Action {
 			case MissingSkip:
 				continue
 			case MissingFallback:
-				if buf, ok = c.key(buf, []KeySource{p.MissingKey.Fallback}); !ok {
-					buf = buf[:start]
-				}
+				buf, ok, fault = c.key(buf, []KeySource{p.MissingKey.Fallback}, p.KeyList)
 				check.Fallback = true
 			}
-			check.MissingKey = !ok
+			check.MissingKey = !ok && fault == KeyFine
 		}
-		if ok {
+		if fault != KeyFine {
+			ok, check.Fallback, check.BadKey = false, false, fault
+		}
+		if !ok {
+			buf = buf[:start]
+		} else {
 			check.Key = buf[start:len(buf):len(buf)]
 			if p.Plans != nil {
 				check.Plan = in.Header.Peek(p.PlanFrom.Header)
@@ -161,9 +222,13 @@ type keyReader struct {
 	ipDone bool
 }
 
-// key appends to buf the key made of sources, or reports false when the
-// request lacks one of them (a header absent or empty).
-func (c *keyReader) key(buf []byte, sources []KeySource) ([]byte, bool) {
+// key appends to buf the key made of sources. It reports false when the
+// request lacks one of them (a header absent or empty), and a fault when
+// one it sent cannot be counted: a header that appears twice, a value
+// holding a comma (unless list is KeyListWhole), a key longer than
+// Input.MaxKeyBytes.
+func (c *keyReader) key(buf []byte, sources []KeySource, list KeyList) ([]byte, bool, KeyFault) {
+	start := len(buf)
 	for _, k := range sources {
 		var v []byte
 		var ipText [64]byte
@@ -172,11 +237,23 @@ func (c *keyReader) key(buf []byte, sources []KeySource) ([]byte, bool) {
 				c.ip, c.ipDone = c.f.clientIP(c.in), true
 			}
 			if !c.ip.IsValid() {
-				return buf, false
+				return buf, false, KeyFine
 			}
 			v = c.ip.AppendTo(ipText[:0])
-		} else if v = c.in.Header.Peek(k.Header); len(v) == 0 {
-			return buf, false
+		} else {
+			// Every line of the header, not the first only: a second
+			// line is what a backend that reads the last would use.
+			lines := c.in.Header.PeekAll(k.Header)
+			switch {
+			case len(lines) > 1:
+				return buf, false, KeyRepeated
+			case len(lines) == 0 || len(lines[0]) == 0:
+				return buf, false, KeyFine
+			}
+			v = lines[0]
+			if list == KeyListDeny && bytes.IndexByte(v, ',') >= 0 {
+				return buf, false, KeyIsList
+			}
 		}
 		if len(sources) > 1 {
 			// Several parts: each with its length first, so no two
@@ -185,12 +262,18 @@ func (c *keyReader) key(buf []byte, sources []KeySource) ([]byte, bool) {
 		}
 		buf = append(buf, v...)
 	}
-	return buf, true
+	if m := c.in.MaxKeyBytes; m > 0 && len(buf)-start > m {
+		return buf, false, KeyTooLong
+	}
+	return buf, true, KeyFine
 }
 
-// clientIP returns the client's address: in.Peer, or when the peer is a
-// trusted proxy the right-most untrusted address of X-Forwarded-For (or
-// X-Real-IP); see Proxies.ClientIP.
+// ClientIP returns the client's address as an ip key reads it: in.Peer,
+// or when the peer is a trusted proxy the right-most untrusted address of
+// X-Forwarded-For (or X-Real-IP); see Proxies.ClientIP. It is the zero
+// Addr when a trusted proxy forwards no readable address.
+func (f *File) ClientIP(in *Input) netip.Addr { return f.clientIP(in) }
+
 func (f *File) clientIP(in *Input) netip.Addr {
 	if !f.Proxies.Trusted(in.Peer) {
 		return in.Peer.Unmap().WithZone("")

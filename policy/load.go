@@ -194,7 +194,7 @@ func validName(s string) bool {
 }
 
 func (p *parser) policy(n *yaml.Node) (Policy, error) {
-	fs, err := p.fields(n, "a policy", "name", "match", "key", "algo", "limit", "scale", "hits", "plans", "missing_key", "slices", "queue", "wait")
+	fs, err := p.fields(n, "a policy", "name", "match", "key", "algo", "limit", "scale", "hits", "plans", "missing_key", "key_list", "slices", "queue", "wait")
 	if err != nil {
 		return Policy{}, err
 	}
@@ -223,6 +223,15 @@ func (p *parser) policy(n *yaml.Node) (Policy, error) {
 	if mk := fs["missing_key"]; mk != nil {
 		if pol.MissingKey, err = p.missingKey(mk, in, pol.Key); err != nil {
 			return pol, err
+		}
+	}
+	if kl := fs["key_list"]; kl != nil {
+		switch {
+		case kl.Kind == yaml.ScalarNode && kl.Value == "deny":
+		case kl.Kind == yaml.ScalarNode && kl.Value == "whole":
+			pol.KeyList = KeyListWhole
+		default:
+			return pol, p.errf(kl, "%s: key_list must be deny or whole", in)
 		}
 	}
 	if a := fs["algo"]; a != nil {

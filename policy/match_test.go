@@ -277,3 +277,60 @@ func allowed(rs []policy.Result) bool {
 	}
 	return true
 }
+
+// TestKeysTheAppMayReadOtherwiseDeny: a key header sent twice, or holding
+// a list, could be counted under one value and used by the application
+// under another; a key too long could only be cut into someone else's.
+// Each denies, whatever missing_key says, counting nothing.
+func TestKeysTheAppMayReadOtherwiseDeny(t *testing.T) {
+	f := mustParse(t, `policies:
+  - {name: api, match: {path_prefix: /api/}, key: 'header:X-Api-Key', missing_key: 'key:ip', limit: 5, scale: 1m}
+  - {name: ua, match: {path_prefix: /ua}, key: 'header:User-Agent', key_list: whole, limit: 5, scale: 1m}
+`)
+	for _, tc := range []struct {
+		name  string
+		in    *policy.Input
+		fault policy.KeyFault
+		key   string
+	}{
+		{"one key", input("GET", "h", "/api/x", "1.2.3.4", "X-Api-Key", "real"), policy.KeyFine, "real"},
+		{"the header twice", input("GET", "h", "/api/x", "1.2.3.4", "X-Api-Key", "fresh", "X-Api-Key", "real"), policy.KeyRepeated, ""},
+		{"twice, the first empty: no fallback", input("GET", "h", "/api/x", "1.2.3.4", "X-Api-Key", "", "X-Api-Key", "real"), policy.KeyRepeated, ""},
+		{"twice, in other cases", input("GET", "h", "/api/x", "1.2.3.4", "x-api-key", "fresh", "X-API-KEY", "real"), policy.KeyRepeated, ""},
+		{"a list", input("GET", "h", "/api/x", "1.2.3.4", "X-Api-Key", "fresh, real"), policy.KeyIsList, ""},
+		{"a bare comma", input("GET", "h", "/api/x", "1.2.3.4", "X-Api-Key", ","), policy.KeyIsList, ""},
+		{"key_list: whole counts commas", input("GET", "h", "/ua", "1.2.3.4", "User-Agent", "Mozilla/5.0 (KHTML, like Gecko)"), policy.KeyFine, "Mozilla/5.0 (KHTML, like Gecko)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cs, _ := f.Match(tc.in, nil, nil)
+			require.Len(t, cs, 1)
+			assert.Equal(t, tc.fault, cs[0].BadKey)
+			assert.Equal(t, tc.key, string(cs[0].Key))
+			assert.False(t, cs[0].MissingKey)
+			assert.False(t, cs[0].Fallback, "a key sent is never replaced by the fallback")
+		})
+	}
+	in := input("GET", "h", "/api/x", "1.2.3.4", "X-Api-Key", strings.Repeat("k", 11))
+	in.MaxKeyBytes = 10
+	cs, _ := f.Match(in, nil, nil)
+	require.Len(t, cs, 1)
+	assert.Equal(t, policy.KeyTooLong, cs[0].BadKey, "never cut short")
+	assert.Nil(t, cs[0].Key)
+	in.MaxKeyBytes = 11
+	cs, _ = f.Match(in, nil, nil)
+	assert.Equal(t, policy.KeyFine, cs[0].BadKey)
+
+	lim := memory.New(memory.Config{})
+	defer lim.Close()
+	e := policy.Engine{Limiter: lim}
+	cs, _ = f.Match(input("GET", "h", "/api/x", "1.2.3.4", "X-Api-Key", "a, b"), nil, nil)
+	rs, err := e.Decide(context.Background(), cs, nil)
+	require.NoError(t, err)
+	require.Len(t, rs, 1)
+	assert.True(t, rs[0].Denies())
+	assert.True(t, rs[0].KeyRefused())
+	assert.Equal(t, "list", rs[0].BadKey.String())
+
+	_, err = policy.Parse("p.yaml", []byte("policies:\n  - {name: a, key: ip, key_list: keep, limit: 1, scale: 1s}\n"))
+	assert.ErrorContains(t, err, "key_list must be deny or whole")
+}

@@ -7,9 +7,9 @@ import (
 )
 
 // ErrBadPath is returned by CleanPath for a request target that cannot be
-// read as a path: a percent sign not followed by two hex digits, or a
-// target that is neither a path, nor an absolute URI, nor "*". /auth
-// denies such a request rather than match it against nothing.
+// read as a path: a percent sign not followed by two hex digits, a raw
+// "#", or a target that is neither a path, nor an absolute URI, nor "*".
+// /auth denies such a request rather than match it against nothing.
 var ErrBadPath = errors.New("policy: the request's path cannot be decoded")
 
 // Path is a request's path as matching sees it: what a backend may serve
@@ -40,8 +40,12 @@ func hasPrefixFold(b []byte, prefix string) bool {
 // CleanPath reads a request target (the request line's, or a proxy's
 // X-Original-URI or X-Forwarded-Uri) into p, as a backend may serve it:
 //
-//   - the query ("?...") and a fragment ("#...") are dropped; an absolute
-//     URI ("http://host/path") keeps its path only;
+//   - the query ("?...") is dropped; an absolute URI ("http://host/path")
+//     keeps its path only;
+//   - a raw "#" anywhere is refused: clients never send a fragment, and
+//     backends disagree on it (nginx cuts the path there, Go's net/http
+//     keeps it as a path byte, so "/x#/../api/x" is served as "/api/x");
+//     an escaped one ("%23") is a path byte like any other;
 //   - every percent escape is decoded ("%61" is "a", "%2F" is "/"): nginx
 //     and Go's net/http decode them all before routing;
 //   - a backslash is a slash, as some backends read it;
@@ -59,11 +63,11 @@ func hasPrefixFold(b []byte, prefix string) bool {
 // no allocation.
 func CleanPath(p *Path, target, buf []byte) ([]byte, error) {
 	*p = Path{}
-	for i, c := range target {
-		if c == '?' || c == '#' {
-			target = target[:i]
-			break
-		}
+	if bytes.IndexByte(target, '#') >= 0 {
+		return buf, ErrBadPath
+	}
+	if i := bytes.IndexByte(target, '?'); i >= 0 {
+		target = target[:i]
 	}
 	if len(target) == 0 {
 		return buf, ErrBadPath

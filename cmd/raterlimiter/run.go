@@ -115,6 +115,7 @@ func run(ctx context.Context, args []string, lookupEnv func(string) (string, boo
 			FirstByteTimeout: cfg.exp.firstByte, BodyBudget: cfg.exp.bodyBudget},
 		Dashboard: cfg.dash.config(cfg.backend, be.State),
 		MaxWait:   cfg.wait.maxWait,
+		MaxHeld:   cfg.wait.maxHeld, MaxHeldPerClient: cfg.wait.maxHeldPerClient,
 	})
 	srv.Store(s)
 	if policies != nil {
