@@ -49,6 +49,8 @@ type config struct {
 	lis             listenFlags
 	dash            dashboardFlags
 	wait            waitFlags
+	log             logFlags
+	health          healthFlags
 }
 
 // flags declares every flag on fs, bound to cfg's fields.
@@ -77,13 +79,15 @@ func (cfg *config) flags(fs *flag.FlagSet) {
 	cfg.lis.register(fs)
 	cfg.dash.register(fs)
 	cfg.wait.register(fs)
+	cfg.log.register(fs)
+	cfg.health.register(fs)
 }
 
 // commandLineOnly are the flags that make the binary do something else than
 // serve and exit. The environment cannot set them: a stray
 // RATERLIMITER_VERSION=true in a deployment's environment would otherwise
 // turn the sidecar into a program that prints its version and exits.
-var commandLineOnly = map[string]bool{"version": true, "check-policies": true}
+var commandLineOnly = map[string]bool{"version": true, "check-policies": true, "healthcheck": true, "healthcheck-timeout": true}
 
 // envName is the environment variable that sets flag name, or "" for a
 // flag only the command line sets.
@@ -232,6 +236,12 @@ func (cfg *config) check() error {
 	if err := cfg.wait.validate(); err != nil {
 		return err
 	}
+	if err := cfg.log.validate(); err != nil {
+		return err
+	}
+	if err := cfg.health.validate(); err != nil {
+		return err
+	}
 	return cfg.snap.check(cfg.backend)
 }
 
@@ -265,6 +275,8 @@ func flagRows(fs *flag.FlagSet) []flagRow {
 	order = append(order, rlsFlagNames()...)
 	order = append(order, listenFlagNames()...)
 	order = append(order, dashboardFlagNames()...)
+	order = append(order, logFlagNames()...)
+	order = append(order, healthFlagNames()...)
 	// Flags declared elsewhere and not placed above come last, by name.
 	listed := map[string]bool{}
 	for _, name := range order {
