@@ -54,19 +54,25 @@ func installGlobalLogger(l *slog.Logger) {
 // one) go to debug here, so a hostile client cannot flood the log.
 type grpcLogger struct{ l *slog.Logger }
 
-func (g grpcLogger) Info(args ...any)                    { g.l.Debug("grpc: " + fmt.Sprint(args...)) }
-func (g grpcLogger) Infoln(args ...any)                  { g.l.Debug("grpc: " + fmt.Sprint(args...)) }
-func (g grpcLogger) Infof(format string, args ...any)    { g.l.Debug("grpc: " + fmt.Sprintf(format, args...)) }
-func (g grpcLogger) Warning(args ...any)                 { g.l.Debug("grpc: " + fmt.Sprint(args...)) }
-func (g grpcLogger) Warningln(args ...any)               { g.l.Debug("grpc: " + fmt.Sprint(args...)) }
-func (g grpcLogger) Warningf(format string, args ...any) { g.l.Debug("grpc: " + fmt.Sprintf(format, args...)) }
-func (g grpcLogger) Error(args ...any)                   { g.l.Error("grpc: " + fmt.Sprint(args...)) }
-func (g grpcLogger) Errorln(args ...any)                 { g.l.Error("grpc: " + fmt.Sprint(args...)) }
-func (g grpcLogger) Errorf(format string, args ...any)   { g.l.Error("grpc: " + fmt.Sprintf(format, args...)) }
-func (g grpcLogger) Fatal(args ...any)                   { g.fatal(fmt.Sprint(args...)) }
-func (g grpcLogger) Fatalln(args ...any)                 { g.fatal(fmt.Sprint(args...)) }
-func (g grpcLogger) Fatalf(format string, args ...any)   { g.fatal(fmt.Sprintf(format, args...)) }
-func (g grpcLogger) V(l int) bool                        { return l <= 0 }
+func (g grpcLogger) Info(args ...any)   { g.l.Debug("grpc: " + fmt.Sprint(args...)) }
+func (g grpcLogger) Infoln(args ...any) { g.l.Debug("grpc: " + fmt.Sprint(args...)) }
+func (g grpcLogger) Infof(format string, args ...any) {
+	g.l.Debug("grpc: " + fmt.Sprintf(format, args...))
+}
+func (g grpcLogger) Warning(args ...any)   { g.l.Debug("grpc: " + fmt.Sprint(args...)) }
+func (g grpcLogger) Warningln(args ...any) { g.l.Debug("grpc: " + fmt.Sprint(args...)) }
+func (g grpcLogger) Warningf(format string, args ...any) {
+	g.l.Debug("grpc: " + fmt.Sprintf(format, args...))
+}
+func (g grpcLogger) Error(args ...any)   { g.l.Error("grpc: " + fmt.Sprint(args...)) }
+func (g grpcLogger) Errorln(args ...any) { g.l.Error("grpc: " + fmt.Sprint(args...)) }
+func (g grpcLogger) Errorf(format string, args ...any) {
+	g.l.Error("grpc: " + fmt.Sprintf(format, args...))
+}
+func (g grpcLogger) Fatal(args ...any)                 { g.fatal(fmt.Sprint(args...)) }
+func (g grpcLogger) Fatalln(args ...any)               { g.fatal(fmt.Sprint(args...)) }
+func (g grpcLogger) Fatalf(format string, args ...any) { g.fatal(fmt.Sprintf(format, args...)) }
+func (g grpcLogger) V(l int) bool                      { return l <= 0 }
 
 func (g grpcLogger) fatal(msg string) {
 	g.l.Error("grpc: " + msg)
