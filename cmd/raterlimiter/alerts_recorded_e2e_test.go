@@ -307,4 +307,3 @@ func TestE2EAlertsOnRecordedRuns(t *testing.T) {
 	}
 	require.Equal(t, src, fresh, "the recorded series in alerts_test.yml are not what the sidecar records now: run go test ./cmd/raterlimiter -run AlertsOnRecordedRuns -update-recorded-alerts")
 }
-
