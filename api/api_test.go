@@ -429,7 +429,8 @@ func TestUnavailableIs503WithinTimeout(t *testing.T) {
 		assert.Contains(t, e.Error, "cannot answer")
 	}
 	r := h.get(t, "/metrics")
-	assert.Contains(t, r.body, `raterlimiter_checks_total{algo="fixed",result="unavailable"} 2`)
+	assert.Contains(t, r.body, `raterlimiter_checks_total{algo="fixed",result="unavailable",via="http"} 1`)
+	assert.Contains(t, r.body, `raterlimiter_checks_total{algo="fixed",result="unavailable",via="batch"} 1`)
 }
 
 func TestClosedLimiterIs503(t *testing.T) {
@@ -454,10 +455,11 @@ func TestMetrics(t *testing.T) {
 	require.Equal(t, 200, r.status)
 	assert.True(t, strings.HasPrefix(r.headers["Content-Type"], "text/plain; version=0.0.4"), r.headers["Content-Type"])
 	for _, want := range []string{
-		`raterlimiter_checks_total{algo="fixed",result="allowed"} 3`,
-		`raterlimiter_checks_total{algo="fixed",result="denied"} 1`,
-		`raterlimiter_checks_total{algo="token",result="allowed"} 1`,
-		`raterlimiter_checks_total{algo="fixed",result="invalid"} 1`,
+		`raterlimiter_checks_total{algo="fixed",result="allowed",via="http"} 1`,
+		`raterlimiter_checks_total{algo="fixed",result="allowed",via="batch"} 2`,
+		`raterlimiter_checks_total{algo="fixed",result="denied",via="http"} 1`,
+		`raterlimiter_checks_total{algo="token",result="allowed",via="http"} 1`,
+		`raterlimiter_checks_total{algo="fixed",result="invalid",via="http"} 1`,
 		`raterlimiter_batch_size_count 1`,
 		`raterlimiter_batch_size_sum 2`,
 		`raterlimiter_request_duration_seconds_count{endpoint="check_rate"} 3`,

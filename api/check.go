@@ -31,7 +31,7 @@ func (s *Server) checkRate(ctx *fasthttp.RequestCtx) {
 		err = s.maxScale.check(r.Scale)
 	}
 	if err != nil {
-		s.metrics.check(r.Algo, resultInvalid)
+		s.metrics.check(endpointCheck, r.Algo, resultInvalid)
 		s.invalid(ctx, err)
 		return
 	}
@@ -50,7 +50,7 @@ func (s *Server) checkRate(ctx *fasthttp.RequestCtx) {
 		var ds []rl.Decision
 		if mode, ds = degradedAnswer(err); len(ds) != 1 {
 			res := s.limiterFailed(ctx, err)
-			s.metrics.check(r.Algo, res)
+			s.metrics.check(endpointCheck, r.Algo, res)
 			if pol != nil {
 				s.countPolicy(pc.st, &pol.Rule, res)
 			}
@@ -75,7 +75,7 @@ func (s *Server) checkRate(ctx *fasthttp.RequestCtx) {
 		res = resultDenied
 		ctx.SetStatusCode(fasthttp.StatusTooManyRequests)
 	}
-	s.metrics.check(r.Algo, res)
+	s.metrics.check(endpointCheck, r.Algo, res)
 	if pol != nil {
 		s.countPolicy(pc.st, &pol.Rule, res)
 		s.dash.observe(shown, pol.Name, res == resultDenied)
@@ -182,7 +182,7 @@ func (s *Server) checkRates(ctx *fasthttp.RequestCtx) {
 			s.fail(ctx, fasthttp.StatusRequestEntityTooLarge, err.Error())
 			return
 		}
-		s.metrics.check(rl.Fixed, resultInvalid)
+		s.metrics.check(endpointBatch, rl.Fixed, resultInvalid)
 		s.invalid(ctx, err)
 		return
 	}
@@ -204,7 +204,7 @@ func (s *Server) checkRates(ctx *fasthttp.RequestCtx) {
 		maxID += policyOverhead // explicit ids were held to s.maxID as they were read
 	}
 	if err := rl.ValidateBatch(b.reqs, maxID); err != nil {
-		s.metrics.check(rl.Fixed, resultInvalid)
+		s.metrics.check(endpointBatch, rl.Fixed, resultInvalid)
 		s.invalid(ctx, err)
 		return
 	}
@@ -224,7 +224,7 @@ func (s *Server) checkRates(ctx *fasthttp.RequestCtx) {
 		if dds == nil {
 			res := s.limiterFailed(ctx, err)
 			for i := range b.reqs {
-				s.metrics.check(b.reqs[i].Algo, res)
+				s.metrics.check(endpointBatch, b.reqs[i].Algo, res)
 			}
 			return
 		}
@@ -249,7 +249,7 @@ func (s *Server) checkRates(ctx *fasthttp.RequestCtx) {
 		if !ds[i].Allowed {
 			res = resultDenied
 		}
-		s.metrics.check(b.reqs[i].Algo, res)
+		s.metrics.check(endpointBatch, b.reqs[i].Algo, res)
 		if p := b.pols[i]; p != nil {
 			s.countPolicy(pc.st, &p.Rule, res)
 			s.dash.observe(id, p.Name, res == resultDenied)

@@ -17,7 +17,6 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/valyala/fasthttp"
 
-	rl "github.com/raterlimiter/raterlimiter"
 	"github.com/raterlimiter/raterlimiter/topk"
 )
 
@@ -236,21 +235,15 @@ func (s *Server) stopDashboard() {
 }
 
 // checkTotals sums raterlimiter_checks_total's allowed and denied series,
-// and its denied ones alone.
+// and its denied ones alone, over every way in (the RLS's too).
 func (s *Server) checkTotals() (checks, denied float64) {
-	var m dto.Metric
-	for _, a := range rl.Algos {
-		for _, r := range []result{resultAllowed, resultDenied} {
-			m.Reset()
-			if err := s.metrics.checks[a][r].Write(&m); err != nil {
-				continue
-			}
-			v := m.GetCounter().GetValue()
-			checks += v
-			if r == resultDenied {
-				denied += v
-			}
-		}
+	for _, v := range s.metrics.checks {
+		c, d := v.Totals()
+		checks, denied = checks+c, denied+d
+	}
+	for _, v := range s.metrics.otherChecks {
+		c, d := v.Totals()
+		checks, denied = checks+c, denied+d
 	}
 	return checks, denied
 }

@@ -151,6 +151,44 @@ func TestDashboardCountsAuthByPolicy(t *testing.T) {
 	assert.Empty(t, d.Top["ids"], "/auth's keys are not shown")
 }
 
+// TestChecksFamilyCoversEveryWayIn: raterlimiter_checks_total counts the
+// checks of /check_rate, /check_rates and /auth, each under its via, and
+// the dashboard's rates are drawn from all of them: a gateway that only
+// asks /auth shows its checks and denials.
+func TestChecksFamilyCoversEveryWayIn(t *testing.T) {
+	clock := &fakeNow{t: time.UnixMilli(t0)}
+	h, _ := newGateway(t, gatewayPolicies, api.Config{AdminToken: "s3cret", Dashboard: api.DashboardConfig{Now: clock.Now, Sample: 1, Interval: -1}})
+	api.SampleDashboard(h.srv)
+	for range 5 { // login: 3 allowed, 2 denied; everyone: 5 allowed
+		h.authAs(t, "POST", "/login", "198.51.100.7")
+	}
+	require.Equal(t, 400, h.do(t, "GET", "/auth", "", "", "X-Original-URI", "/api/x").status, "no X-Original-Method")
+	require.Equal(t, 400, h.do(t, "GET", "/auth?deny_status=500", "", "", "X-Original-Method", "GET", "X-Original-URI", "/api/x").status)
+	h.get(t, "/check_rate?id=a&scale=60000&limit=1")
+	h.get(t, "/check_rate?policy=api&id=k")
+	h.do(t, "POST", "/check_rates", "application/json", `[{"id":"b","scale":60000,"limit":1,"algo":"token"},{"id":"b","scale":60000,"limit":1,"algo":"token"}]`)
+	clock.Add(time.Second)
+	api.SampleDashboard(h.srv)
+
+	body := h.get(t, "/metrics").body
+	for _, want := range []string{
+		`raterlimiter_checks_total{algo="sliding",result="allowed",via="auth"} 3`,
+		`raterlimiter_checks_total{algo="sliding",result="denied",via="auth"} 2`,
+		`raterlimiter_checks_total{algo="fixed",result="allowed",via="auth"} 5`,
+		`raterlimiter_checks_total{algo="fixed",result="invalid",via="auth"} 2`,
+		`raterlimiter_checks_total{algo="fixed",result="allowed",via="http"} 2`,
+		`raterlimiter_checks_total{algo="token",result="allowed",via="batch"} 1`,
+		`raterlimiter_checks_total{algo="token",result="denied",via="batch"} 1`,
+	} {
+		assert.Contains(t, body, want)
+	}
+	d := h.dashData(t)
+	require.NotEmpty(t, d.Rates)
+	last := d.Rates[len(d.Rates)-1]
+	assert.InDelta(t, 14, last.Checks, 1e-9, "10 /auth checks, 2 single, 2 in a batch, in one second")
+	assert.InDelta(t, 3, last.Denied, 1e-9, "2 by login over /auth, 1 in the batch")
+}
+
 // TestDashboardSamplesFromStart: the rates are sampled from the moment the
 // server serves, not from the first look at the page, so the first look
 // after an incident shows the minutes before it.

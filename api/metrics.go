@@ -11,22 +11,24 @@ import (
 	"github.com/valyala/fasthttp"
 
 	rl "github.com/raterlimiter/raterlimiter"
+	"github.com/raterlimiter/raterlimiter/internal/checkmetric"
 )
 
 // result is what became of a check, a label of raterlimiter_checks_total.
-type result uint8
+type result = checkmetric.Result
 
 const (
-	resultAllowed result = iota
-	resultDenied
-	resultInvalid
-	resultUnavailable
-	numResults
+	resultAllowed     = checkmetric.Allowed
+	resultDenied      = checkmetric.Denied
+	resultInvalid     = checkmetric.Invalid
+	resultUnavailable = checkmetric.Unavailable
+	numResults        = checkmetric.NumResults
 )
 
-var resultNames = [numResults]string{"allowed", "denied", "invalid", "unavailable"}
+var resultNames = checkmetric.ResultNames
 
-// endpoint labels the latency histogram.
+// endpoint labels the latency histogram, and says which via of
+// raterlimiter_checks_total a check counts under (viaNames).
 type endpoint uint8
 
 const (
@@ -36,16 +38,24 @@ const (
 	numEndpoints
 )
 
-var endpointNames = [numEndpoints]string{"check_rate", "check_rates", "auth"}
+var (
+	endpointNames = [numEndpoints]string{"check_rate", "check_rates", "auth"}
+	viaNames      = [numEndpoints]string{checkmetric.ViaHTTP, checkmetric.ViaBatch, checkmetric.ViaAuth}
+)
 
 // metrics are the server's Prometheus series, in a registry of its own (no
 // global state). The hot path touches pre-resolved children only.
 type metrics struct {
-	reg       *prometheus.Registry
-	checks    [maxAlgos][numResults]prometheus.Counter // [algo][result]
-	duration  [numEndpoints]prometheus.Observer
-	batchSize prometheus.Histogram
-	swept     prometheus.Counter
+	reg *prometheus.Registry
+	// checks are raterlimiter_checks_total's series of this server's ways
+	// in, by endpoint.
+	checks [numEndpoints]*checkmetric.Vec
+	// otherChecks are the family's series that other faces count (the
+	// RLS), given among Config.Collectors: /dashboard adds them.
+	otherChecks []checkmetric.Totaler
+	duration    [numEndpoints]prometheus.Observer
+	batchSize   prometheus.Histogram
+	swept       prometheus.Counter
 	// refusedConns counts connections refused at accept.
 	refusedConns prometheus.Counter
 	// overBudget counts connections closed holding request bytes past the
@@ -63,21 +73,15 @@ type metrics struct {
 	heldRefused prometheus.Counter
 }
 
-// maxAlgos is room for every algorithm in metrics.checks (rl.Algos).
-const maxAlgos = 8
-
 func newMetrics(stats func() BackendStats, extra []prometheus.Collector) *metrics {
 	m := &metrics{reg: prometheus.NewRegistry()}
-	if len(rl.Algos) > maxAlgos {
-		panic("api: metrics has no room for every algorithm")
+	for e := range numEndpoints {
+		m.checks[e] = checkmetric.New(viaNames[e])
+		m.reg.MustRegister(m.checks[e])
 	}
-	checks := prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "raterlimiter_checks_total",
-		Help: "Checks answered, by algorithm and result (allowed, denied, invalid, unavailable).",
-	}, []string{"algo", "result"})
-	for _, a := range rl.Algos {
-		for r := range numResults {
-			m.checks[a][r] = checks.WithLabelValues(a.String(), resultNames[r])
+	for _, c := range extra {
+		if t, ok := c.(checkmetric.Totaler); ok {
+			m.otherChecks = append(m.otherChecks, t)
 		}
 	}
 	duration := prometheus.NewHistogramVec(prometheus.HistogramOpts{
@@ -122,7 +126,7 @@ func newMetrics(stats func() BackendStats, extra []prometheus.Collector) *metric
 		Name: "raterlimiter_held_answers_refused_total",
 		Help: "Checks that asked to wait while their client address (-max-held-per-client) or the server (-max-held) held its bound of held answers: a check that would have waited was denied at once, taking no place in the queue.",
 	})
-	m.reg.MustRegister(checks, duration, m.batchSize, m.swept, m.refusedConns, m.overBudget, held, m.sweepSeconds, m.held, m.heldRefused,
+	m.reg.MustRegister(duration, m.batchSize, m.swept, m.refusedConns, m.overBudget, held, m.sweepSeconds, m.held, m.heldRefused,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.reg.MustRegister(extra...)
 	if stats != nil {
@@ -148,12 +152,8 @@ func newMetrics(stats func() BackendStats, extra []prometheus.Collector) *metric
 	return m
 }
 
-func (m *metrics) check(a rl.Algo, r result) {
-	if !a.Valid() {
-		a = rl.Fixed
-	}
-	m.checks[a][r].Inc()
-}
+// check counts one check that arrived through e.
+func (m *metrics) check(e endpoint, a rl.Algo, r result) { m.checks[e].Inc(a, r) }
 
 func (m *metrics) latency(e endpoint, start time.Time) {
 	m.duration[e].Observe(time.Since(start).Seconds())

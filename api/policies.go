@@ -224,11 +224,13 @@ func (s *Server) auth(ctx *fasthttp.RequestCtx) {
 		// Not loaded until the sidecar is restarted with a file: a long
 		// Retry-After, so no client spins on it.
 		ctx.Response.Header.Set("Retry-After", "60")
+		s.metrics.check(endpointAuth, rl.Fixed, resultUnavailable)
 		s.fail(ctx, fasthttp.StatusServiceUnavailable, "api: /auth needs policies: start the sidecar with -policies FILE")
 		return
 	}
 	if s.gateway == policy.GatewayUnset {
 		ctx.Response.Header.Set("Retry-After", "60")
+		s.metrics.check(endpointAuth, rl.Fixed, resultUnavailable)
 		s.fail(ctx, fasthttp.StatusServiceUnavailable, "api: /auth needs -auth-headers nginx, caddy or traefik: the proxy whose headers carry the original request (a client's copies of the others are not believed)")
 		return
 	}
@@ -238,6 +240,7 @@ func (s *Server) auth(ctx *fasthttp.RequestCtx) {
 	if v := ctx.QueryArgs().Peek("deny_status"); v != nil && s.gateway == policy.GatewayNginx {
 		var ok bool
 		if denyStatus, ok = denyStatusOf(v); !ok {
+			s.metrics.check(endpointAuth, rl.Fixed, resultInvalid)
 			s.invalid(ctx, &rl.FieldError{Field: "deny_status", Rule: "must be 401, 403 or 429"})
 			return
 		}
@@ -249,6 +252,7 @@ func (s *Server) auth(ctx *fasthttp.RequestCtx) {
 	var target []byte
 	var missing string
 	if in.Method, target, in.Host, missing = s.gateway.Original(h); missing != "" {
+		s.metrics.check(endpointAuth, rl.Fixed, resultInvalid)
 		s.fail(ctx, fasthttp.StatusBadRequest, "api: /auth: the request has no "+missing+
 			": the proxy in front is not set up as docs/gateways.md shows for -auth-headers "+s.gateway.String())
 		return
@@ -260,6 +264,7 @@ func (s *Server) auth(ctx *fasthttp.RequestCtx) {
 	if sc.path, err = policy.CleanPath(&in.Path, target, sc.path[:0]); err != nil {
 		// A path no backend reads alike is refused, never matched
 		// against nothing.
+		s.metrics.check(endpointAuth, rl.Fixed, resultInvalid)
 		ctx.SetStatusCode(denyStatus)
 		ctx.SetContentType("application/json")
 		ctx.SetBodyString(`{"allowed":false,"error":"api: /auth: the original request's path cannot be decoded (a percent sign without two hex digits, a raw '#', or no path)"}`)
@@ -291,6 +296,7 @@ func (s *Server) auth(ctx *fasthttp.RequestCtx) {
 			res := s.limiterFailed(ctx, err)
 			for i := range sc.checks {
 				s.countPolicy(st, sc.checks[i].Rule, res)
+				s.metrics.check(endpointAuth, sc.checks[i].Rule.Algo, res)
 			}
 			return
 		}
@@ -369,6 +375,7 @@ func (s *Server) writeAuth(ctx *fasthttp.RequestCtx, st *policyState, sc *authSc
 			}
 		}
 		s.countPolicy(st, r.Rule, res)
+		s.metrics.check(endpointAuth, r.Rule.Algo, res)
 		s.dash.observePolicy(r.Rule.Name, res == resultDenied)
 		if r.Rule.Unlimited || r.KeyRefused() {
 			continue

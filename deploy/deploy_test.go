@@ -153,6 +153,12 @@ func TestSystemdUnit(t *testing.T) {
 	args := append(strings.Fields(m[1]), "-h")
 	out, err = exec.Command(bin, args...).CombinedOutput()
 	require.NoError(t, err, "%s", out)
+	// The unit's environment gives the sidecar an address a scraper reads
+	// /metrics from.
+	env := regexp.MustCompile(`(?m)^Environment=RATERLIMITER_ADMIN_LISTEN=(\S+)$`).FindStringSubmatch(unit)
+	require.NotNil(t, env, "the unit sets an -admin-listen for /metrics")
+	assert.Equal(t, "127.0.0.1:9090", env[1], "loopback: no token needed")
+	assert.Contains(t, unit, "scrape_configs:")
 }
 
 // dockerBuild is the go build line of the Dockerfile's build stage.

@@ -37,4 +37,11 @@
 // raterlimiter.ErrUnavailable, FailOpen allows, FailLocal asks
 // Config.Fallback. The last two say so with a *DegradedError next to the
 // decision.
+//
+// Stability: the exported API is not provisional; it changes only as
+// CHANGELOG.md lists. Two things are not part of it and may change in any
+// release, which CHANGELOG.md then says: the layout of the keys and values
+// in Redis (sidecars of two versions on one Redis then count under
+// different keys, so during a rolling upgrade each version holds the limit
+// on its own), and Reason's list of strings, which may gain a reason.
 package redisbackend

@@ -19,6 +19,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	rl "github.com/raterlimiter/raterlimiter"
+	"github.com/raterlimiter/raterlimiter/internal/checkmetric"
 	"github.com/raterlimiter/raterlimiter/policy"
 )
 
@@ -155,6 +156,7 @@ type scratch struct {
 func (s *Server) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitRequest) (*rlspb.RateLimitResponse, error) {
 	if err := s.validate(req); err != nil {
 		s.m.requests.WithLabelValues("invalid").Inc()
+		s.m.family.Inc(rl.Fixed, checkmetric.Invalid)
 		return nil, err
 	}
 	cfg := s.cfg.Load()
@@ -205,6 +207,7 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitReques
 		}
 		if len(sc.keys)-start > s.maxKey {
 			s.m.requests.WithLabelValues("invalid").Inc()
+			s.m.family.Inc(rl.Fixed, checkmetric.Invalid)
 			return nil, status.Errorf(codes.InvalidArgument, "rls: descriptor %d: its entries take %d bytes; at most %d", i, len(sc.keys)-start, s.maxKey)
 		}
 		hits, peek := hitsOf(req, d)
@@ -231,6 +234,9 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitReques
 				code = codes.InvalidArgument
 			}
 			s.m.requests.WithLabelValues(code.String()).Inc()
+			for j := range sc.checks {
+				s.m.family.Inc(sc.checks[j].Rule.Algo, failedResult(code))
+			}
 			return nil, status.Error(code, "rls: "+err.Error())
 		}
 	}
@@ -349,6 +355,10 @@ func degraded(err error) []rl.Decision {
 // path of the configuration, so bounded by it; values never become
 // labels, detailed_metric or not).
 type metrics struct {
+	// family is raterlimiter_checks_total{via="rls"}: a descriptor's check
+	// as the other ways in count theirs (shadow_denied and unlimited are
+	// answered OK: allowed there).
+	family     *checkmetric.Vec
 	checks     *prometheus.CounterVec
 	requests   *prometheus.CounterVec
 	reloads    *prometheus.CounterVec
@@ -358,6 +368,7 @@ type metrics struct {
 
 func newMetrics() *metrics {
 	m := &metrics{
+		family: checkmetric.New(checkmetric.ViaRLS),
 		checks: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "raterlimiter_rls_checks_total",
 			Help: "Envoy RLS descriptors decided, by domain, rule (the configuration's descriptor path) and result (allowed, denied, shadow_denied, unlimited).",
@@ -385,9 +396,23 @@ func newMetrics() *metrics {
 }
 
 func (m *metrics) collectors() []prometheus.Collector {
-	return []prometheus.Collector{m.checks, m.requests, m.reloads, m.rules, m.lastReload}
+	return []prometheus.Collector{m.family, m.checks, m.requests, m.reloads, m.rules, m.lastReload}
 }
 
 func (m *metrics) check(r *Rule, result string) {
 	m.checks.WithLabelValues(r.Domain, r.Path, result).Inc()
+	if result == "denied" {
+		m.family.Inc(r.Rule.Algo, checkmetric.Denied)
+	} else {
+		m.family.Inc(r.Rule.Algo, checkmetric.Allowed)
+	}
+}
+
+// failedResult is the family's result of a check the limiter failed with
+// code.
+func failedResult(code codes.Code) checkmetric.Result {
+	if code == codes.InvalidArgument {
+		return checkmetric.Invalid
+	}
+	return checkmetric.Unavailable
 }

@@ -7,6 +7,7 @@ import (
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc/codes"
@@ -99,4 +100,40 @@ func FuzzShouldRateLimit(f *testing.F) {
 			t.Fatalf("%d statuses for %d descriptors", len(resp.Statuses), len(ds))
 		}
 	})
+}
+
+// TestChecksFamily: every descriptor decided is counted in
+// raterlimiter_checks_total{via="rls"} as the HTTP faces count theirs, and
+// a refused request once as invalid.
+func TestChecksFamily(t *testing.T) {
+	s, _ := newServer(t)
+	req := &rlspb.RateLimitRequest{Domain: "edge_proxy_per_ip", Descriptors: []*ratelimitv3.RateLimitDescriptor{entries("remote_address", "1.2.3.4")}, HitsAddend: 10}
+	for range 3 { // 10 a second: the first allowed, then denied
+		_, err := s.ShouldRateLimit(context.Background(), req)
+		require.NoError(t, err)
+	}
+	_, err := s.ShouldRateLimit(context.Background(), &rlspb.RateLimitRequest{Domain: "edge_proxy_per_ip"})
+	require.Equal(t, codes.InvalidArgument, status.Code(err))
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(s.Collectors()...)
+	mfs, err := reg.Gather()
+	require.NoError(t, err)
+	got := map[string]float64{}
+	for _, mf := range mfs {
+		if mf.GetName() != "raterlimiter_checks_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			l := map[string]string{}
+			for _, p := range m.GetLabel() {
+				l[p.GetName()] = p.GetValue()
+			}
+			require.Equal(t, "rls", l["via"])
+			if v := m.GetCounter().GetValue(); v > 0 {
+				got[l["algo"]+"/"+l["result"]] = v
+			}
+		}
+	}
+	assert.Equal(t, map[string]float64{"fixed/allowed": 1, "fixed/denied": 2, "fixed/invalid": 1}, got)
 }

@@ -51,6 +51,8 @@ type config struct {
 	lis             listenFlags
 	dash            dashboardFlags
 	wait            waitFlags
+	log             logFlags
+	health          healthFlags
 }
 
 // flags declares every flag on fs, bound to cfg's fields.
@@ -81,13 +83,15 @@ func (cfg *config) flags(fs *flag.FlagSet) {
 	cfg.lis.register(fs)
 	cfg.dash.register(fs)
 	cfg.wait.register(fs)
+	cfg.log.register(fs)
+	cfg.health.register(fs)
 }
 
 // commandLineOnly are the flags that make the binary do something else than
 // serve and exit. The environment cannot set them: a stray
 // RATERLIMITER_VERSION=true in a deployment's environment would otherwise
 // turn the sidecar into a program that prints its version and exits.
-var commandLineOnly = map[string]bool{"version": true, "check-policies": true}
+var commandLineOnly = map[string]bool{"version": true, "check-policies": true, "healthcheck": true, "healthcheck-timeout": true}
 
 // envName is the environment variable that sets flag name, or "" for a
 // flag only the command line sets.
@@ -242,6 +246,12 @@ func (cfg *config) check() error {
 	if err := cfg.wait.validate(); err != nil {
 		return err
 	}
+	if err := cfg.log.validate(); err != nil {
+		return err
+	}
+	if err := cfg.health.validate(); err != nil {
+		return err
+	}
 	return cfg.snap.check(cfg.backend)
 }
 
@@ -275,6 +285,8 @@ func flagRows(fs *flag.FlagSet) []flagRow {
 	order = append(order, rlsFlagNames()...)
 	order = append(order, listenFlagNames()...)
 	order = append(order, dashboardFlagNames()...)
+	order = append(order, logFlagNames()...)
+	order = append(order, healthFlagNames()...)
 	// Flags declared elsewhere and not placed above come last, by name.
 	listed := map[string]bool{}
 	for _, name := range order {
@@ -300,10 +312,54 @@ func flagRows(fs *flag.FlagSet) []flagRow {
 	return rows
 }
 
-// version is the module version the binary was built from.
+// version is what -version prints and the start line logs: the module
+// version the binary was built from, then, when the build recorded them,
+// the VCS revision, its commit time and "+modified" for a tree with
+// uncommitted changes, and the Go release. A build from a git checkout
+// (go build records the checkout unless -buildvcs=false) shows which
+// commit it is even without a tag; go install of a tagged release shows
+// the tag.
 func version() string {
-	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
-		return bi.Main.Version
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "(devel)"
 	}
-	return "(devel)"
+	return buildVersion(bi)
+}
+
+// buildVersion is version for the build information bi.
+func buildVersion(bi *debug.BuildInfo) string {
+	v := bi.Main.Version
+	if v == "" {
+		v = "(devel)"
+	}
+	var rev, at string
+	modified := false
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.time":
+			at = s.Value
+		case "vcs.modified":
+			modified = s.Value == "true"
+		}
+	}
+	var extra []string
+	if rev != "" {
+		if modified {
+			rev += "+modified"
+		}
+		extra = append(extra, "revision "+rev)
+	}
+	if at != "" {
+		extra = append(extra, at)
+	}
+	if bi.GoVersion != "" {
+		extra = append(extra, bi.GoVersion)
+	}
+	if len(extra) == 0 {
+		return v
+	}
+	return v + " (" + strings.Join(extra, ", ") + ")"
 }

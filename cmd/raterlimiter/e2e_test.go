@@ -491,9 +491,10 @@ func TestE2EBatchAdminMetrics(t *testing.T) {
 	r = s.get(t, "/metrics")
 	require.Equal(t, 200, r.status)
 	for _, want := range []string{
-		`raterlimiter_checks_total{algo="fixed",result="allowed"} 3`,
-		`raterlimiter_checks_total{algo="fixed",result="denied"} 1`,
-		`raterlimiter_checks_total{algo="fixed",result="invalid"} 1`,
+		`raterlimiter_checks_total{algo="fixed",result="allowed",via="http"} 1`,
+		`raterlimiter_checks_total{algo="fixed",result="allowed",via="batch"} 2`,
+		`raterlimiter_checks_total{algo="fixed",result="denied",via="batch"} 1`,
+		`raterlimiter_checks_total{algo="fixed",result="invalid",via="batch"} 1`,
 		`raterlimiter_batch_size_count 1`,
 		`raterlimiter_live_buckets 2`,
 		`raterlimiter_actor_restarts_total 0`,

@@ -15,7 +15,7 @@ import (
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	err := run(ctx, os.Args[1:], os.LookupEnv, os.Stdout, os.Stderr)
+	err := runLogged(ctx, os.Args[1:], os.LookupEnv, os.Stdout, os.Stderr, installGlobalLogger)
 	stop()
 	os.Exit(cli.ExitCode("raterlimiter", err, os.Stderr))
 }

@@ -22,6 +22,7 @@ var monitoringFiles = []string{"../../deploy/prometheus/alerts.yml", "../../depl
 // event has happened (afterEvent: the Redis backend's degraded answers).
 var (
 	redisOnly  = regexp.MustCompile(`^raterlimiter_redis_`)
+	rlsOnly    = regexp.MustCompile(`^raterlimiter_rls_`)
 	afterEvent = map[string]bool{"raterlimiter_redis_degraded_total": true}
 )
 
@@ -75,19 +76,30 @@ func TestE2EMonitoringMetricsExist(t *testing.T) {
 	require.Equal(t, 200, s.do(t, "GET", "/auth", "", "", "X-Original-Method", "GET", "X-Original-URI", "/", "X-Api-Key", "k").status)
 	mem := exported(s.get(t, "/metrics").body)
 
-	var redisNames []string
+	var redisNames, rlsNames []string
 	for _, n := range used {
 		if redisOnly.MatchString(n) {
 			redisNames = append(redisNames, n)
 			continue
 		}
+		if rlsOnly.MatchString(n) {
+			rlsNames = append(rlsNames, n)
+			continue
+		}
 		assert.True(t, mem[n], "%s is used by the monitoring kit but not on a memory sidecar's /metrics", n)
 	}
 	require.NotEmpty(t, redisNames)
+	require.NotEmpty(t, rlsNames)
+	rs, c, _ := startRLS(t)
+	ask(t, c, "messaging", 0, desc("message_type", "marketing", "to_number", "1"))
+	rlsm := exported(rs.get(t, "/metrics").body)
+	for _, n := range rlsNames {
+		assert.True(t, rlsm[n], "%s is used by the monitoring kit but not on an RLS sidecar's /metrics", n)
+	}
 
 	redistest.Available(t)
-	rs := redistest.Start(t)
-	r := start(t, nil, "-backend", "redis", "-redis-url", rs.URL())
+	red0 := redistest.Start(t)
+	r := start(t, nil, "-backend", "redis", "-redis-url", red0.URL())
 	r.get(t, "/check_rate?id=a&scale=60000&limit=1")
 	red := exported(r.get(t, "/metrics").body)
 	for _, n := range redisNames {

@@ -11,17 +11,36 @@ import (
 	"time"
 
 	"github.com/raterlimiter/raterlimiter/api"
+	"github.com/raterlimiter/raterlimiter/internal/cli"
 )
 
 // run is the whole program: it parses args (and the environment through
 // lookupEnv), serves until ctx ends, then shuts down gracefully, answering
 // the requests in flight. It returns nil after a clean shutdown.
 func run(ctx context.Context, args []string, lookupEnv func(string) (string, bool), stdout, stderr io.Writer) error {
+	return runLogged(ctx, args, lookupEnv, stdout, stderr, nil)
+}
+
+// runLogged is run, with install (when not nil) given the sidecar's logger
+// before anything logs: main installs it as the process's default.
+// With -log-format json, an error that ends the run is logged as JSON too
+// and returned marked as such (cli.Logged), so that every line on stderr
+// is JSON.
+func runLogged(ctx context.Context, args []string, lookupEnv func(string) (string, bool), stdout, stderr io.Writer, install func(*slog.Logger)) (err error) {
 	var cfg config
 	fs, err := cfg.parse(args, lookupEnv)
 	if errors.Is(err, flag.ErrHelp) {
 		usage(stdout, fs)
 		return nil
+	}
+	logger := newLogger(cfg.log.format, stderr)
+	if cfg.log.format == "json" {
+		defer func() {
+			if err != nil && !errors.Is(err, flag.ErrHelp) {
+				logger.Error("raterlimiter exited with an error", "err", err.Error(), "exit_status", cli.Status(err))
+				err = cli.Logged(err)
+			}
+		}()
 	}
 	if err != nil {
 		return err
@@ -30,14 +49,19 @@ func run(ctx context.Context, args []string, lookupEnv func(string) (string, boo
 		fmt.Fprintln(stdout, "raterlimiter", version())
 		return nil
 	}
+	if cfg.health.url != "" {
+		return healthcheck(ctx, cfg.health, stdout)
+	}
 	if cfg.pol.check != "" {
 		return checkPolicies(cfg.pol.check, stdout)
+	}
+	if install != nil {
+		install(logger)
 	}
 	policies, err := loadPolicies(cfg.pol)
 	if err != nil {
 		return err
 	}
-	logger := slog.New(slog.NewTextHandler(stderr, nil))
 	for _, w := range envWarnings(fs, lookupEnv) {
 		logger.Warn(w)
 	}

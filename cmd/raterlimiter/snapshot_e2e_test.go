@@ -52,6 +52,9 @@ func TestE2ESnapshotSurvivesSIGTERM(t *testing.T) {
 		{id: "sliding-user", scale: longScale, limit: "10", algo: "sliding"},
 		{id: "token-user", scale: longScale, limit: "10", algo: "token"},
 		{id: "token-frac", scale: "86400000", limit: "7", algo: "token"}, // fractional arrival time
+		{id: "log-user", scale: longScale, limit: "10", algo: "log"},
+		{id: "slices-user", scale: longScale, limit: "10", algo: "slices"},
+		{id: "leaky-user", scale: longScale, limit: "10", algo: "leaky"},
 		{id: "odd \x00\xff\xfe\n bytes", scale: longScale, limit: "100", algo: "fixed"},
 		{id: "é/日本?&=", scale: longScale, limit: "100", algo: "token"},
 	}

@@ -179,10 +179,32 @@ func ExitCode(command string, err error, stderr io.Writer) int {
 	if err == nil || errors.Is(err, flag.ErrHelp) {
 		return 0
 	}
-	fmt.Fprintf(stderr, "%s: %v\n", command, err)
+	var le *loggedError
+	if !errors.As(err, &le) {
+		fmt.Fprintf(stderr, "%s: %v\n", command, err)
+	}
+	return Status(err)
+}
+
+// Status is the exit status ExitCode returns for err, without reporting
+// it: 0 for nil and flag.ErrHelp, 2 for a UsageError, 1 otherwise.
+func Status(err error) int {
 	var ue *UsageError
-	if errors.As(err, &ue) {
+	switch {
+	case err == nil || errors.Is(err, flag.ErrHelp):
+		return 0
+	case errors.As(err, &ue):
 		return 2
 	}
 	return 1
 }
+
+// Logged marks err as already reported by the command's own log (in its
+// log format): ExitCode then writes nothing and only maps it to its exit
+// status, which Logged keeps.
+func Logged(err error) error { return &loggedError{err} }
+
+type loggedError struct{ err error }
+
+func (e *loggedError) Error() string { return e.err.Error() }
+func (e *loggedError) Unwrap() error { return e.err }

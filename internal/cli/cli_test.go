@@ -69,6 +69,13 @@ func TestExitCode(t *testing.T) {
 	assert.Equal(t, 1, cli.ExitCode("t", errors.New("boom"), &out))
 }
 
+func TestLoggedErrorsAreNotWrittenAgain(t *testing.T) {
+	var out bytes.Buffer
+	assert.Equal(t, 2, cli.ExitCode("t", cli.Logged(cli.Usagef("-x")), &out), "the status stays a usage error's")
+	assert.Equal(t, 1, cli.ExitCode("t", cli.Logged(errors.New("boom")), &out))
+	assert.Empty(t, out.String(), "the command's log reported them")
+}
+
 func TestFileErrorsDoNotPointToHelp(t *testing.T) {
 	var out bytes.Buffer
 	err := cli.Filef("%s:3: policy %q: limit is required", "p.yaml", "api")
