@@ -49,6 +49,7 @@ type config struct {
 	lis             listenFlags
 	dash            dashboardFlags
 	wait            waitFlags
+	watch           watchFlag
 }
 
 // flags declares every flag on fs, bound to cfg's fields.
@@ -77,6 +78,7 @@ func (cfg *config) flags(fs *flag.FlagSet) {
 	cfg.lis.register(fs)
 	cfg.dash.register(fs)
 	cfg.wait.register(fs)
+	cfg.watch.register(fs)
 }
 
 // commandLineOnly are the flags that make the binary do something else than

@@ -33,7 +33,7 @@ func rlsFlagNames() []string { return []string{"rls-listen", "rls-config", "rls-
 
 func (f *rlsFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.listen, "rls-listen", "", "address to serve Envoy's rate limit service (gRPC ShouldRateLimit, health, reflection) on; empty: off")
-	fs.StringVar(&f.config, "rls-config", "", "envoyproxy/ratelimit configuration: a YAML file or a directory of *.yaml files; reloaded on SIGHUP")
+	fs.StringVar(&f.config, "rls-config", "", "envoyproxy/ratelimit configuration: a YAML file or a directory of *.yaml files; reloaded when it changes (-watch-files) and on SIGHUP")
 	fs.IntVar(&f.maxDescriptors, "rls-max-descriptors", rls.DefaultMaxDescriptors, "most descriptors one ShouldRateLimit request may carry (more: InvalidArgument)")
 }
 
@@ -54,6 +54,8 @@ type rlsService struct {
 	srv  *rls.Server
 	grpc *grpc.Server
 	ln   net.Listener
+	// config is -rls-config, watched for changes.
+	config string
 }
 
 // openRLS loads -rls-config (a bad one stops the start with exit status 2,
@@ -86,18 +88,19 @@ func openRLS(f rlsFlags, lim rl.Limiter, maxKey int, logger *slog.Logger) (*rlsS
 	healthpb.RegisterHealthServer(g, hs)
 	reflection.Register(g)
 	logger.Info("rls loaded", "config", f.config, "files", len(cfg.Files), "rules", len(cfg.Rules()))
-	return &rlsService{srv: srv, grpc: g, ln: ln}, nil
+	return &rlsService{srv: srv, grpc: g, ln: ln, config: f.config}, nil
 }
 
 // serve serves until ctx ends or the server fails, reloading the
-// configuration on SIGHUP; it stops gracefully within grace.
-func (r *rlsService) serve(ctx context.Context, grace time.Duration, logger *slog.Logger) <-chan error {
+// configuration on SIGHUP and, with watch, when its files change; it stops
+// gracefully within grace.
+func (r *rlsService) serve(ctx context.Context, grace time.Duration, watch bool, logger *slog.Logger) <-chan error {
 	done := make(chan error, 1)
 	logger.Info("rls listening", "addr", r.ln.Addr().String())
 	go func() { done <- r.grpc.Serve(r.ln) }()
-	onHangup(ctx, func() {
+	onReload(ctx, logger, watch, []string{r.config}, func(why string) {
 		if err := r.srv.Reload(); err != nil && !errors.Is(err, rls.ErrNoConfig) {
-			logger.Warn("SIGHUP: rls configuration not reloaded", "err", err)
+			logger.Warn(why+": rls configuration not reloaded", "err", err)
 		}
 	})
 	go func() {

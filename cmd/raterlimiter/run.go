@@ -77,7 +77,7 @@ func run(ctx context.Context, args []string, lookupEnv func(string) (string, boo
 	if err != nil {
 		return err
 	}
-	ln, err := openListener(ctx, cfg.listen, cfg.lis, logger)
+	ln, err := openListener(ctx, cfg.listen, cfg.lis, cfg.watch.on, logger)
 	if err != nil {
 		return err
 	}
@@ -119,7 +119,7 @@ func run(ctx context.Context, args []string, lookupEnv func(string) (string, boo
 	if policies != nil {
 		logger.Info("policies loaded", "file", cfg.pol.path, "policies", len(policies.Policies), "policies_only", cfg.pol.only, "auth_headers", cfg.pol.authHeaders)
 		warnWithoutGateway(cfg.pol, logger)
-		reloadOnHangup(ctx, s, logger)
+		reloadPolicies(ctx, s, cfg.pol, cfg.watch.on, logger)
 	}
 
 	addr := ln.Addr()
@@ -141,7 +141,7 @@ func run(ctx context.Context, args []string, lookupEnv func(string) (string, boo
 	rctx, stopRLS := context.WithCancel(ctx)
 	defer stopRLS()
 	if rlsSvc != nil {
-		rlsDone = rlsSvc.serve(rctx, cfg.shutdownTimeout, logger)
+		rlsDone = rlsSvc.serve(rctx, cfg.shutdownTimeout, cfg.watch.on, logger)
 	}
 	select {
 	case err := <-served:
