@@ -59,7 +59,7 @@ func run(ctx context.Context, args []string, lookupEnv func(string) (string, boo
 		}
 	}()
 
-	rlsSvc, err := openRLS(cfg.rls, be.Limiter, cfg.maxIDBytes, logger)
+	rlsSvc, err := openRLS(ctx, cfg.rls, cfg.lis, cfg.watch.on, be.Limiter, cfg.maxIDBytes, logger)
 	if err != nil {
 		return err
 	}
