@@ -12,7 +12,7 @@ import (
 func (s *Server) healthz(ctx *fasthttp.RequestCtx) {
 	c, cancel := context.WithTimeout(context.Background(), min(s.timeout, time.Second))
 	defer cancel()
-	_, err := s.lim.CheckRate(c, rl.Request{ID: healthID, Scale: 1000, Limit: 1, Hits: 0})
+	_, err := s.lim.CheckRate(c, rl.Request{ID: healthID, Scale: 1000, Limit: 1, Peek: true})
 	if mode, ds := degradedAnswer(err); len(ds) > 0 {
 		// Checks are answered, without the shared state: healthy enough to
 		// keep serving, and saying so.

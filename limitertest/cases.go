@@ -54,7 +54,7 @@ func (c Case) run(t *testing.T, l rl.Limiter, clock *Clock) {
 const T0 = 1_700_000_040_000
 
 func req(id string, scale, limit, hits int64) rl.Request {
-	return rl.Request{ID: id, Scale: scale, Limit: limit, Hits: hits}
+	return rl.Request{ID: id, Scale: scale, Limit: limit, Hits: hits, Peek: hits == 0}
 }
 
 // allow and deny build expected fixed-window decisions.
@@ -182,7 +182,7 @@ func commonCases() []Case {
 			r.Queue = 10 // several checks at one instant queue up
 		}
 		peek := r
-		peek.Hits = 0
+		peek.Hits, peek.Peek = 0, true
 		cs = append(cs, Case{Name: a.String() + "/invalid input is refused and counts nothing", Start: T0, Steps: []Step{
 			{Req: r, Want: allowAny(a, r)},
 			{Do: func(t *testing.T, l rl.Limiter) {
@@ -270,7 +270,7 @@ func commonCases() []Case {
 				d, err := l.CheckRate(ctx, peek)
 				require.NoError(t, err)
 				assert.Equal(t, int64(0), d.Count, "reset of one scale")
-				d, err = l.CheckRate(ctx, rl.Request{ID: "u", Scale: 60_000, Limit: 5, Algo: a, Queue: r.Queue})
+				d, err = l.CheckRate(ctx, rl.Request{ID: "u", Scale: 60_000, Limit: 5, Algo: a, Queue: r.Queue, Peek: true})
 				require.NoError(t, err)
 				assert.Equal(t, int64(1), d.Count, "other scales untouched")
 				n, err = l.Reset(ctx, "u", 0)
