@@ -201,6 +201,30 @@ func commonCases() []Case {
 				assert.Equal(t, int64(1), d.Count, "counts survive bad input")
 			}},
 		}})
+		cs = append(cs, Case{Name: a.String() + "/the zero Hits counts one; a peek is said", Start: T0, Steps: []Step{
+			{Do: func(t *testing.T, l rl.Limiter) {
+				ctx := context.Background()
+				zero := r
+				zero.Hits = 0
+				for i := range int64(2) {
+					d, err := l.CheckRate(ctx, zero)
+					require.NoError(t, err)
+					assert.Equal(t, i+1, d.Count, "a Request without Hits counts one")
+				}
+				ds, err := l.CheckRates(ctx, []rl.Request{zero, peek})
+				require.NoError(t, err)
+				assert.Equal(t, []int64{3, 3}, counts(ds), "in a batch too")
+				bad := peek
+				bad.Hits = 1
+				_, err = l.CheckRate(ctx, bad)
+				var fe *rl.FieldError
+				require.ErrorAs(t, err, &fe, "a peek that counts is a contradiction")
+				assert.Equal(t, "hits", fe.Field)
+				d, err := l.CheckRate(ctx, peek)
+				require.NoError(t, err)
+				assert.Equal(t, int64(3), d.Count)
+			}},
+		}})
 		cs = append(cs, Case{Name: a.String() + "/batch decides in order, refuses a bad item whole", Start: T0, Steps: []Step{
 			{Do: func(t *testing.T, l rl.Limiter) {
 				ctx := context.Background()
