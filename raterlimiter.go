@@ -112,8 +112,8 @@ func (a *Algo) UnmarshalText(b []byte) error {
 // Request is one check_rate call: may ID make Hits more requests against Limit
 // per Scale milliseconds?
 //
-// The zero Hits is a peek: it reports the state and changes nothing, as in the
-// HTTP API with hits=0 (the HTTP API defaults hits to 1; a Go caller says so).
+// The zero Hits counts one hit, as an absent hits does on the HTTP wire. A
+// peek, which reports the state and changes nothing, is said with Peek.
 type Request struct {
 	// ID identifies who is limited: a peer IP, a user, an API key. Any bytes,
 	// 1 to MaxIDBytes of them (DefaultMaxIDBytes unless configured).
@@ -122,8 +122,12 @@ type Request struct {
 	Scale int64 `json:"scale"`
 	// Limit is the most hits allowed per window, 0 to MaxLimit. 0 denies all.
 	Limit int64 `json:"limit"`
-	// Hits is how many requests this check counts, 0 to MaxHits. 0 peeks.
+	// Hits is how many requests this check counts, 0 to MaxHits; 0 counts
+	// one.
 	Hits int64 `json:"hits"`
+	// Peek reports the state and counts nothing, as hits=0 on the HTTP
+	// wire. Hits must then be 0.
+	Peek bool `json:"peek,omitempty"`
 	// Algo is the algorithm; the zero value is Fixed.
 	Algo Algo `json:"algo"`
 	// Slices is how many slices the window is cut into, with Algo Slices
@@ -142,6 +146,16 @@ type Request struct {
 	// MaxScale. Other algorithms never delay, so it changes nothing for
 	// them.
 	MaxDelayMS int64 `json:"max_delay_ms,omitempty"`
+}
+
+// Counted returns r as a limiter decides it: Hits 1 when it is 0 and r is
+// not a peek (a peek keeps Hits 0). Every Limiter applies it after
+// validating; it changes nothing a second time.
+func (r Request) Counted() Request {
+	if r.Hits == 0 && !r.Peek {
+		r.Hits = 1
+	}
+	return r
 }
 
 // SlicesOrDefault returns r.Slices, or DefaultSlices when it is 0.

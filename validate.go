@@ -37,6 +37,7 @@ var (
 	errScale    = &FieldError{"scale", "must be an integer from 1 to " + strconv.FormatInt(MaxScale, 10) + " (milliseconds)"}
 	errLimit    = &FieldError{"limit", "must be an integer from 0 to " + strconv.FormatInt(MaxLimit, 10)}
 	errHits     = &FieldError{"hits", "must be an integer from 0 to " + strconv.FormatInt(MaxHits, 10)}
+	errPeekHits = &FieldError{"hits", "must be 0 in a peek, which counts nothing"}
 	errLogLimit = &FieldError{"limit", "must be an integer from 0 to " + strconv.FormatInt(MaxLogLimit, 10) + " with algo=log"}
 	errSlices   = &FieldError{"slices", "must be an integer from " + strconv.FormatInt(MinSlices, 10) + " to " + strconv.FormatInt(MaxSlices, 10) + " (default " + strconv.FormatInt(DefaultSlices, 10) + ")"}
 	errSlicesOf = &FieldError{"slices", "is for algo=slices only"}
@@ -101,6 +102,8 @@ func (r Request) Validate(maxIDBytes int) error {
 		return errLimit
 	case r.Hits < 0 || r.Hits > MaxHits:
 		return errHits
+	case r.Peek && r.Hits != 0:
+		return errPeekHits
 	case !r.Algo.Valid():
 		return errAlgo
 	case r.Algo == Log && r.Limit > MaxLogLimit:

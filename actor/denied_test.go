@@ -46,7 +46,7 @@ func TestDeniedFastPathAnswersWithoutTheActorAndCountsExactly(t *testing.T) {
 	close(release)
 
 	peek := r
-	peek.Hits = 0
+	peek.Hits, peek.Peek = 0, true
 	d, err = a.CheckRate(ctx, peek)
 	require.NoError(t, err)
 	assert.Equal(t, int64(7), d.Count, "the actor's record holds the hits counted outside it")

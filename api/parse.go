@@ -86,7 +86,7 @@ func (f fields) set(r *rl.Request, n int64) {
 	case fieldLimit:
 		r.Limit = n
 	case fieldHits:
-		r.Hits = n
+		r.Hits, r.Peek = n, n == 0 // hits=0 on the wire is a peek
 	case fieldSlices:
 		r.Slices = n
 	case fieldQueue:

@@ -171,7 +171,7 @@ func TestBatchingErrorIsolationUnderLoad(t *testing.T) {
 	}
 	wg.Wait()
 	for g := range good {
-		d, err := lim.CheckRate(context.Background(), rl.Request{ID: "good-" + strconv.Itoa(g), Scale: 60_000, Limit: limit})
+		d, err := lim.CheckRate(context.Background(), rl.Request{ID: "good-" + strconv.Itoa(g), Scale: 60_000, Limit: limit, Peek: true})
 		require.NoError(t, err)
 		assert.Equal(t, int64(each), d.Count, "good caller %d counted once per check", g)
 	}

@@ -81,7 +81,7 @@ func TestBatchingIsolatesCallers(t *testing.T) {
 	ctx := context.Background()
 	peek := func(t *testing.T, lim rl.Limiter, id string) int64 {
 		t.Helper()
-		d, err := lim.CheckRate(ctx, rl.Request{ID: id, Scale: 60_000, Limit: 10})
+		d, err := lim.CheckRate(ctx, rl.Request{ID: id, Scale: 60_000, Limit: 10, Peek: true})
 		require.NoError(t, err)
 		return d.Count
 	}

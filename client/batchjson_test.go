@@ -71,13 +71,19 @@ func TestDecodeBatchAnswer(t *testing.T) {
 func TestAppendBatchJSON(t *testing.T) {
 	rs := []rl.Request{
 		{ID: "u1", Scale: 1000, Limit: 10, Hits: 1},
-		{ID: `q"uote\ <tag> & é ` + "\t", Scale: 60_000, Limit: 0, Hits: 0, Algo: rl.Token},
+		{ID: `q"uote\ <tag> & é ` + "\t", Scale: 60_000, Limit: 0, Hits: 0, Peek: true, Algo: rl.Token},
 		{ID: strings.Repeat("x", 100), Scale: rl.MaxScale, Limit: rl.MaxLimit, Hits: rl.MaxHits, Algo: rl.Sliding},
 	}
 	b := appendBatchJSON(nil, rs)
 	var got []rl.Request
 	require.NoError(t, json.Unmarshal(b, &got), "%s", b)
+	// The wire has no peek field: hits 0 is a peek, and an absent or zero
+	// Hits goes out as 1.
+	rs[1].Peek = false
 	assert.Equal(t, rs, got)
+	got = nil
+	require.NoError(t, json.Unmarshal(appendBatchJSON(nil, []rl.Request{{ID: "z", Scale: 1000, Limit: 1}}), &got))
+	assert.Equal(t, int64(1), got[0].Hits, "the zero Hits counts one")
 	assert.Contains(t, string(b), `{"id":"q\"uote\\ <tag> & é \t","scale":`, "ids escaped where JSON requires it, and only there")
 }
 

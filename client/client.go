@@ -243,6 +243,7 @@ func (c *Client) CheckRate(ctx context.Context, r rl.Request) (rl.Decision, erro
 	if err := r.Validate(c.maxID); err != nil {
 		return rl.Decision{}, err
 	}
+	r = r.Counted()
 	var d rl.Decision
 	var err error
 	if c.batch != nil && batchable(r) {

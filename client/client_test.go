@@ -109,7 +109,7 @@ func TestCheckRateRequestAndDecision(t *testing.T) {
 		`{"allowed":false,"status":"fail","id":"x","count":11,"limit":10,"remaining":0,"reset_ms":412,"retry_after_ms":400,"delay_ms":0}`)
 	c := newClient(t, client.Config{URL: srv.srv.URL + "/", AdminToken: "secret"})
 	id := "a b/c?d=e&f%20#ü\x00\xff+\"'"
-	d, err := c.CheckRate(context.Background(), rl.Request{ID: id, Scale: 30000, Limit: 10, Hits: 0, Algo: rl.Sliding})
+	d, err := c.CheckRate(context.Background(), rl.Request{ID: id, Scale: 30000, Limit: 10, Peek: true, Algo: rl.Sliding})
 	require.NoError(t, err)
 	assert.Equal(t, rl.Decision{Count: 11, Limit: 10, ResetMS: 412, RetryAfterMS: 400, Now: fixedClock()}, d)
 
@@ -120,7 +120,7 @@ func TestCheckRateRequestAndDecision(t *testing.T) {
 	assert.Equal(t, id, q.Get("id"), "the id arrives byte for byte")
 	assert.Equal(t, "30000", q.Get("scale"))
 	assert.Equal(t, "10", q.Get("limit"))
-	assert.Equal(t, "0", q.Get("hits"), "hits is always sent: 0 peeks, the API's default is 1")
+	assert.Equal(t, "0", q.Get("hits"), "hits is always sent: 0 peeks")
 	assert.Equal(t, "sliding", q.Get("algo"))
 	assert.Empty(t, r.Header.Get("Authorization"), "checks never carry the admin token")
 }

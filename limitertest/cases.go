@@ -54,7 +54,7 @@ func (c Case) run(t *testing.T, l rl.Limiter, clock *Clock) {
 const T0 = 1_700_000_040_000
 
 func req(id string, scale, limit, hits int64) rl.Request {
-	return rl.Request{ID: id, Scale: scale, Limit: limit, Hits: hits}
+	return rl.Request{ID: id, Scale: scale, Limit: limit, Hits: hits, Peek: hits == 0}
 }
 
 // allow and deny build expected fixed-window decisions.
@@ -182,7 +182,7 @@ func commonCases() []Case {
 			r.Queue = 10 // several checks at one instant queue up
 		}
 		peek := r
-		peek.Hits = 0
+		peek.Hits, peek.Peek = 0, true
 		cs = append(cs, Case{Name: a.String() + "/invalid input is refused and counts nothing", Start: T0, Steps: []Step{
 			{Req: r, Want: allowAny(a, r)},
 			{Do: func(t *testing.T, l rl.Limiter) {
@@ -199,6 +199,30 @@ func commonCases() []Case {
 				d, err := l.CheckRate(context.Background(), peek)
 				require.NoError(t, err)
 				assert.Equal(t, int64(1), d.Count, "counts survive bad input")
+			}},
+		}})
+		cs = append(cs, Case{Name: a.String() + "/the zero Hits counts one; a peek is said", Start: T0, Steps: []Step{
+			{Do: func(t *testing.T, l rl.Limiter) {
+				ctx := context.Background()
+				zero := r
+				zero.Hits = 0
+				for i := range int64(2) {
+					d, err := l.CheckRate(ctx, zero)
+					require.NoError(t, err)
+					assert.Equal(t, i+1, d.Count, "a Request without Hits counts one")
+				}
+				ds, err := l.CheckRates(ctx, []rl.Request{zero, peek})
+				require.NoError(t, err)
+				assert.Equal(t, []int64{3, 3}, counts(ds), "in a batch too")
+				bad := peek
+				bad.Hits = 1
+				_, err = l.CheckRate(ctx, bad)
+				var fe *rl.FieldError
+				require.ErrorAs(t, err, &fe, "a peek that counts is a contradiction")
+				assert.Equal(t, "hits", fe.Field)
+				d, err := l.CheckRate(ctx, peek)
+				require.NoError(t, err)
+				assert.Equal(t, int64(3), d.Count)
 			}},
 		}})
 		cs = append(cs, Case{Name: a.String() + "/batch decides in order, refuses a bad item whole", Start: T0, Steps: []Step{
@@ -270,7 +294,7 @@ func commonCases() []Case {
 				d, err := l.CheckRate(ctx, peek)
 				require.NoError(t, err)
 				assert.Equal(t, int64(0), d.Count, "reset of one scale")
-				d, err = l.CheckRate(ctx, rl.Request{ID: "u", Scale: 60_000, Limit: 5, Algo: a, Queue: r.Queue})
+				d, err = l.CheckRate(ctx, rl.Request{ID: "u", Scale: 60_000, Limit: 5, Algo: a, Queue: r.Queue, Peek: true})
 				require.NoError(t, err)
 				assert.Equal(t, int64(1), d.Count, "other scales untouched")
 				n, err = l.Reset(ctx, "u", 0)

@@ -3,7 +3,7 @@ package limitertest
 import rl "github.com/raterlimiter/raterlimiter"
 
 func lreq(scale, limit, hits int64) rl.Request {
-	return rl.Request{ID: "u", Scale: scale, Limit: limit, Hits: hits, Algo: rl.Log}
+	return rl.Request{ID: "u", Scale: scale, Limit: limit, Hits: hits, Peek: hits == 0, Algo: rl.Log}
 }
 
 // logCases are the sliding window log's cases: allowed iff the allowed hits

@@ -12,11 +12,11 @@ import (
 )
 
 func wreq(scale, limit, hits, slices int64) rl.Request {
-	return rl.Request{ID: "u", Scale: scale, Limit: limit, Hits: hits, Algo: rl.Slices, Slices: slices}
+	return rl.Request{ID: "u", Scale: scale, Limit: limit, Hits: hits, Peek: hits == 0, Algo: rl.Slices, Slices: slices}
 }
 
 func qreq(scale, limit, hits, queue int64) rl.Request {
-	return rl.Request{ID: "u", Scale: scale, Limit: limit, Hits: hits, Algo: rl.Leaky, Queue: queue}
+	return rl.Request{ID: "u", Scale: scale, Limit: limit, Hits: hits, Peek: hits == 0, Algo: rl.Leaky, Queue: queue}
 }
 
 // slicesCases are the sliding window counters' cases: the window is cut

@@ -3,11 +3,11 @@ package limitertest
 import rl "github.com/raterlimiter/raterlimiter"
 
 func sreq(scale, limit, hits int64) rl.Request {
-	return rl.Request{ID: "u", Scale: scale, Limit: limit, Hits: hits, Algo: rl.Sliding}
+	return rl.Request{ID: "u", Scale: scale, Limit: limit, Hits: hits, Peek: hits == 0, Algo: rl.Sliding}
 }
 
 func treq(scale, limit, hits int64) rl.Request {
-	return rl.Request{ID: "u", Scale: scale, Limit: limit, Hits: hits, Algo: rl.Token}
+	return rl.Request{ID: "u", Scale: scale, Limit: limit, Hits: hits, Peek: hits == 0, Algo: rl.Token}
 }
 
 // slidingCases are the sliding window's cases. The estimate is

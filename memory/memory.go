@@ -35,7 +35,6 @@ import (
 	"log/slog"
 	"math"
 	"runtime"
-	"slices"
 	"sync"
 	"time"
 
@@ -216,7 +215,7 @@ func (l *Limiter) CheckRate(ctx context.Context, r rl.Request) (rl.Decision, err
 	if err := r.Validate(l.maxID); err != nil {
 		return rl.Decision{}, err
 	}
-	return l.shard(r.ID).CheckRate(ctx, r)
+	return l.shard(r.ID).CheckRate(ctx, r.Counted())
 }
 
 // Wait decides r and, when it is allowed with a delay (algo Leaky), sleeps
@@ -241,14 +240,14 @@ func (l *Limiter) CheckRates(ctx context.Context, rs []rl.Request) ([]rl.Decisio
 	if len(l.actors) == 1 {
 		// The actor gets a copy: the caller may reuse rs once we return,
 		// even if the message is still waiting in the mailbox.
-		return l.actors[0].Decide(ctx, slices.Clone(rs))
+		return l.actors[0].Decide(ctx, counted(rs))
 	}
 	return l.checkShards(ctx, rs)
 }
 
 // CheckRatesInto is CheckRates writing the decisions into out, which must be
 // as long as rs, without copying rs: both are lent to the limiter until it
-// returns nil. After an error the caller must not touch rs or out again:
+// returns nil, and each request of rs is left as Request.Counted makes it. After an error the caller must not touch rs or out again:
 // a part already taken by a shard's actor may still be read and written. A server that reuses its buffers saves two allocations per
 // batch this way.
 func (l *Limiter) CheckRatesInto(ctx context.Context, rs []rl.Request, out []rl.Decision) error {
@@ -261,6 +260,9 @@ func (l *Limiter) CheckRatesInto(ctx context.Context, rs []rl.Request, out []rl.
 	if len(rs) == 0 {
 		return nil
 	}
+	for i := range rs {
+		rs[i] = rs[i].Counted()
+	}
 	if len(l.actors) == 1 {
 		return l.actors[0].DecideInto(ctx, rs, out)
 	}
@@ -269,6 +271,15 @@ func (l *Limiter) CheckRatesInto(ctx context.Context, rs []rl.Request, out []rl.
 		copy(out, ds)
 	}
 	return err
+}
+
+// counted is a copy of rs as the limiter decides it (Request.Counted).
+func counted(rs []rl.Request) []rl.Request {
+	out := make([]rl.Request, len(rs))
+	for i, r := range rs {
+		out[i] = r.Counted()
+	}
+	return out
 }
 
 // checkShards decides a valid batch over several shards.
@@ -291,7 +302,7 @@ func (l *Limiter) checkShards(ctx context.Context, rs []rl.Request) ([]rl.Decisi
 		wg.Go(func() {
 			sub := make([]rl.Request, len(idx[s]))
 			for j, i := range idx[s] {
-				sub[j] = rs[i]
+				sub[j] = rs[i].Counted()
 			}
 			var dec []rl.Decision
 			if dec, errs[s] = l.actors[s].Decide(ctx, sub); errs[s] == nil {

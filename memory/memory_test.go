@@ -100,7 +100,7 @@ func TestCheckRatesIntoRefusesWithoutCounting(t *testing.T) {
 	err = l.CheckRatesInto(context.Background(), []rl.Request{ok, {ID: "a", Scale: 0, Limit: 5, Hits: 1}}, make([]rl.Decision, 2))
 	require.ErrorIs(t, err, rl.ErrInvalid)
 	require.NoError(t, l.CheckRatesInto(context.Background(), nil, nil))
-	d, err := l.CheckRate(context.Background(), rl.Request{ID: "a", Scale: 1000, Limit: 5})
+	d, err := l.CheckRate(context.Background(), rl.Request{ID: "a", Scale: 1000, Limit: 5, Peek: true})
 	require.NoError(t, err)
 	assert.Zero(t, d.Count, "refused batches counted nothing")
 }

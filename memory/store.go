@@ -48,7 +48,7 @@ func (s *Store) Check(now int64, r rl.Request) (rl.Decision, error) {
 	if err := r.Validate(s.maxID); err != nil {
 		return rl.Decision{}, err
 	}
-	return s.s.Check(now, r)
+	return s.s.Check(now, r.Counted())
 }
 
 // Sweep deletes the records no decision at now or later can read, looking

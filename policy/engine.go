@@ -212,7 +212,7 @@ func (e *Engine) Decide(ctx context.Context, checks []Check, out []Result) ([]Re
 			buf = CounterID(buf[:0], c.Rule.Name, c.Key)
 		}
 		res.Request = rl.Request{ID: string(buf), Scale: c.Rule.Scale, Limit: c.Rule.LimitFor(c.Plan),
-			Hits: hits, Algo: c.Rule.Algo, Slices: c.Rule.Slices, Queue: c.Rule.Queue}
+			Hits: hits, Peek: hits == 0, Algo: c.Rule.Algo, Slices: c.Rule.Slices, Queue: c.Rule.Queue}
 		if c.Rule.Wait {
 			res.Request.MaxDelayMS = e.MaxWaitMS
 		}

@@ -268,7 +268,7 @@ func (b *Backend) CheckRate(ctx context.Context, r rl.Request) (rl.Decision, err
 	if err := r.Validate(b.cfg.MaxIDBytes); err != nil {
 		return rl.Decision{}, err
 	}
-	ds, err := b.decide(ctx, "check", []rl.Request{r})
+	ds, err := b.decide(ctx, "check", []rl.Request{r.Counted()})
 	if ds == nil {
 		return rl.Decision{}, err
 	}
@@ -285,7 +285,11 @@ func (b *Backend) CheckRates(ctx context.Context, rs []rl.Request) ([]rl.Decisio
 	if len(rs) == 0 {
 		return []rl.Decision{}, nil
 	}
-	return b.decide(ctx, "check_batch", rs)
+	counted := make([]rl.Request, len(rs))
+	for i, r := range rs {
+		counted[i] = r.Counted()
+	}
+	return b.decide(ctx, "check_batch", counted)
 }
 
 // clock is the client's time in Unix ms: Config.Clock, or the wall clock.

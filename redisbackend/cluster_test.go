@@ -65,7 +65,7 @@ func clusterLoad(t *testing.T, b *redisbackend.Backend, rs []rl.Request, tallies
 func count(t *testing.T, b *redisbackend.Backend, r rl.Request) int64 {
 	t.Helper()
 	peek := r
-	peek.Hits = 0
+	peek.Hits, peek.Peek = 0, true
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		d, err := b.CheckRate(context.Background(), peek)
@@ -140,7 +140,7 @@ func TestClusterFailover(t *testing.T) {
 		ok := true
 		for _, r := range rs {
 			peek := r
-			peek.Hits = 0
+			peek.Hits, peek.Peek = 0, true
 			if _, err := b.CheckRate(context.Background(), peek); err != nil {
 				ok = false
 			}

@@ -48,7 +48,7 @@ func TestDenyCacheForgetsAndLets(t *testing.T) {
 	assert.Empty(t, todo, "denied here")
 	assert.Equal(t, int64(4), ds[0].Count, "every hit counts")
 	peek := r
-	peek.Hits = 0
+	peek.Hits, peek.Peek = 0, true
 	todo, _ = c.answer([]rl.Request{peek}, t0+10, ds)
 	assert.Empty(t, todo, "a fixed window over its limit answers peeks too")
 	assert.Equal(t, int64(4), ds[0].Count)

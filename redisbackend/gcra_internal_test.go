@@ -62,6 +62,7 @@ func TestGCRAScriptWritesWhatAlgoWrites(t *testing.T) {
 					r.Limit = limits[1]
 				}
 				r.Hits = pick(1, r.Limit, r.Limit/2+1, rnd.Int64N(r.Limit+1))
+				r.Peek = r.Hits == 0
 				if a == rl.Leaky {
 					r.Queue = pick(0, 1, rl.MaxQueue, rnd.Int64N(rl.MaxQueue+1))
 					r.Queue = min(r.Queue, int64(float64(rl.MaxScale)/float64(r.Scale)*float64(r.Limit)))

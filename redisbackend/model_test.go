@@ -140,6 +140,7 @@ func (p profile) randomRequest(rnd *rand.Rand) rl.Request {
 	default:
 		r.Hits = 1 + rnd.Int64N(2)
 	}
+	r.Peek = r.Hits == 0
 	return r
 }
 

@@ -60,7 +60,7 @@ func unanswered(t *testing.T, srv *redistest.Server, b *redisbackend.Backend, a 
 		assert.True(t, b.Up(), "attempt %d: the stall opened the circuit", attempt)
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		peek := r
-		peek.Hits = 0
+		peek.Hits, peek.Peek = 0, true
 		d, err := b.CheckRate(ctx, peek)
 		require.NoError(t, err, "attempt %d: the first check after the stall", attempt)
 		assert.Equal(t, int64(0), d.Count, "attempt %d: checks whose callers gave up were counted", attempt)

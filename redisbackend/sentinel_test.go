@@ -50,7 +50,7 @@ func TestSentinelFailover(t *testing.T) {
 	took := st.WaitFailover(t, 30*time.Second)
 	t.Logf("the Sentinel promoted the replica %v after the kill", took)
 	peek := rs[1]
-	peek.Hits = 0
+	peek.Hits, peek.Peek = 0, true
 	deadline := time.Now().Add(15 * time.Second)
 	for {
 		if _, err := b.CheckRate(ctx, peek); err == nil {

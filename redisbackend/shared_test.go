@@ -87,7 +87,7 @@ func TestTwoBackendsShareOneLimit(t *testing.T) {
 						assert.Equal(t, int64(limit), allowed.Load(), "allowed across both backends")
 						assert.GreaterOrEqual(t, denied.Load(), int64(2*limit-8), "the rest denied")
 						peek := r
-						peek.Hits = 0
+						peek.Hits, peek.Peek = 0, true
 						d, err := bs[0].CheckRate(context.Background(), peek)
 						require.NoError(t, err)
 						assert.Equal(t, int64(0), d.Remaining)

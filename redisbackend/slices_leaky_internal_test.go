@@ -67,6 +67,7 @@ func TestSlicesRecord(t *testing.T) {
 			}
 		}
 		r.Hits = rnd.Int64N(8)
+		r.Peek = r.Hits == 0
 		d, err := b.CheckRate(ctx, r)
 		require.NoError(t, err)
 		want := algo.SlicesCheck(list, clock.Now(), r)
@@ -129,7 +130,7 @@ func TestSlicesNeverRewind(t *testing.T) {
 		clock.Advance(500 + int64(i%2)*500)
 	}
 	peek := r
-	peek.Hits = 0
+	peek.Hits, peek.Peek = 0, true
 	want, err := b.CheckRate(ctx, peek)
 	require.NoError(t, err)
 	behind := limitertest.NewClock(clock.Now() - 60_000)

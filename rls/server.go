@@ -55,6 +55,10 @@ type Options struct {
 	Timeout time.Duration
 	// Logger receives reloads. Default slog.Default().
 	Logger *slog.Logger
+	// Shadow is the global shadow mode (envoyproxy/ratelimit's
+	// SHADOW_MODE): every descriptor is counted and its status reported
+	// as usual, OVER_LIMIT included, but the overall code is always OK.
+	Shadow bool
 }
 
 // Server is the rate limit service. It is safe for concurrent use.
@@ -70,6 +74,7 @@ type Server struct {
 	log            *slog.Logger
 	m              *metrics
 	scratch        sync.Pool // of *scratch
+	shadow         bool
 }
 
 var _ rlspb.RateLimitServiceServer = (*Server)(nil)
@@ -96,7 +101,7 @@ func New(opts Options) *Server {
 	}
 	s := &Server{load: opts.Load, engine: policy.Engine{Limiter: opts.Limiter, MaxKeyBytes: opts.MaxKeyBytes},
 		maxKey: opts.MaxKeyBytes, maxDescriptors: opts.MaxDescriptors, maxEntries: opts.MaxEntries,
-		timeout: opts.Timeout, log: opts.Logger, m: newMetrics()}
+		timeout: opts.Timeout, log: opts.Logger, m: newMetrics(), shadow: opts.Shadow}
 	s.scratch.New = func() any { return new(scratch) }
 	s.setConfig(opts.Config)
 	return s
@@ -263,9 +268,15 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitReques
 		result := "allowed"
 		if !res.Decision.Allowed {
 			result = "denied"
-			if r.Shadow {
+			switch {
+			case r.Shadow:
 				result = "shadow_denied" // reported, never enforced
-			} else {
+			case s.shadow:
+				// Reported as the peer does (the descriptor's status says
+				// OVER_LIMIT), never enforced (the overall code stays OK).
+				result = "shadow_denied"
+				st.Code = rlspb.RateLimitResponse_OVER_LIMIT
+			default:
 				st.Code = rlspb.RateLimitResponse_OVER_LIMIT
 				resp.OverallCode = rlspb.RateLimitResponse_OVER_LIMIT
 			}

@@ -151,7 +151,7 @@ func TestRoundTripKeepsEveryAlgorithmsState(t *testing.T) {
 					{ID: id, Scale: 60_000, Limit: 10, Hits: 1, Algo: rl.Fixed},
 					{ID: id, Scale: 1000, Limit: 3, Hits: 1, Algo: rl.Token},
 					{ID: id, Scale: 86_400_000, Limit: 7, Hits: 3, Algo: rl.Token},
-					{ID: id, Scale: 7, Limit: 3, Hits: 0, Algo: rl.Token},
+					{ID: id, Scale: 7, Limit: 3, Peek: true, Algo: rl.Token},
 				} {
 					a, err := src.CheckRate(ctx, r)
 					require.NoError(t, err)

@@ -53,6 +53,7 @@ type config struct {
 	wait            waitFlags
 	log             logFlags
 	health          healthFlags
+	watch           watchFlag
 }
 
 // flags declares every flag on fs, bound to cfg's fields.
@@ -85,6 +86,7 @@ func (cfg *config) flags(fs *flag.FlagSet) {
 	cfg.wait.register(fs)
 	cfg.log.register(fs)
 	cfg.health.register(fs)
+	cfg.watch.register(fs)
 }
 
 // commandLineOnly are the flags that make the binary do something else than
@@ -145,7 +147,7 @@ var backendFlags = map[string]string{
 	"redis-url": "redis", "redis-timeout": "redis", "redis-fail": "redis", "redis-deadlines": "redis", "redis-deny-cache": "redis",
 	"sweep-interval": "memory", "shards": "memory", "max-buckets": "memory", "max-scales-per-id": "memory",
 	"max-bucket-bytes": "memory",
-	"redis-max-scale": "redis",
+	"redis-max-scale":  "redis",
 }
 
 // parse reads args, then the environment for the flags args left unset.
@@ -277,7 +279,7 @@ type flagRow struct{ name, arg, usage, env, def string }
 
 func flagRows(fs *flag.FlagSet) []flagRow {
 	var rows []flagRow
-	order := []string{"listen", "sweep-interval", "backend", "redis-url", "redis-timeout", "redis-fail", "redis-deadlines", "redis-deny-cache", "admin-token", "max-id-bytes",
+	order := []string{"listen", "sweep-interval", "backend", "redis-url", "redis-timeout", "redis-fail", "redis-deadlines", "redis-deny-cache", "redis-max-scale", "admin-token", "max-id-bytes",
 		"shards", "max-buckets", "max-bucket-bytes", "max-scales-per-id", "timeout", "max-batch", "shutdown-timeout", "version"}
 	order = append(order, snapshotFlagNames()...)
 	order = append(order, policyFlagNames()...)

@@ -373,7 +373,7 @@ func TestPoliciesReloadOnSIGHUP(t *testing.T) {
 		require.NoError(t, os.WriteFile(path, []byte("policies:\n  - {name: p, key: 'header:K', limit: "+strconv.Itoa(limit)+", scale: 1m}\n"), 0o600))
 	}
 	write(2)
-	s := start(t, nil, "-policies", path, "-policies-only")
+	s := start(t, nil, "-policies", path, "-policies-only", "-watch-files=false")
 	for range 2 {
 		require.Equal(t, 200, s.get(t, "/check_rate?policy=p&id=a").status)
 	}

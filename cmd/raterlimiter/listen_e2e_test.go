@@ -110,7 +110,7 @@ func TestE2ETLS(t *testing.T) {
 	cert, key := filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
 	copyFile(t, first.certFile, cert)
 	copyFile(t, first.keyFile, key)
-	s := start(t, nil, "-tls-cert", cert, "-tls-key", key)
+	s := start(t, nil, "-tls-cert", cert, "-tls-key", key, "-watch-files=false")
 	url := "https://" + s.addr
 
 	d := checkThrough(t, rlclient.Config{URL: url, TLSConfig: &tls.Config{RootCAs: first.pool}}, "tls-a")

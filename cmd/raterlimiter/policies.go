@@ -28,7 +28,7 @@ func policyFlagNames() []string {
 }
 
 func (f *policyFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&f.path, "policies", "", "policies file (YAML) of gateway mode: the limits /auth and checks by policy name apply; reloaded on SIGHUP and POST /reload; empty: none")
+	fs.StringVar(&f.path, "policies", "", "policies file (YAML) of gateway mode: the limits /auth and checks by policy name apply; reloaded when it changes (-watch-files), on SIGHUP and on POST /reload; empty: none")
 	fs.BoolVar(&f.only, "policies-only", false, "refuse checks that do not name a policy, so callers cannot choose their own limits (needs -policies)")
 	fs.IntVar(&f.denyStatus, "auth-deny-status", 429, "status /auth answers a denied request with: 429, or 401 or 403 for nginx auth_request")
 	fs.StringVar(&f.authHeaders, "auth-headers", "", "the proxy in front of /auth: nginx (X-Original-Method, X-Original-URI, Host), caddy or traefik (X-Forwarded-Method, -Uri, -Host); /auth reads the original request from that family only, and answers 503 while unset")
@@ -87,13 +87,13 @@ func loadPolicies(f policyFlags) (*policy.File, error) {
 	return pf, nil
 }
 
-// reloadOnHangup reloads the policies on every SIGHUP until ctx ends. A
-// file that does not load keeps the rules in force (the server logs and
-// counts it).
-func reloadOnHangup(ctx context.Context, s *api.Server, logger *slog.Logger) {
-	onHangup(ctx, func() {
+// reloadPolicies reloads the policies on every SIGHUP and, with watch,
+// when the file changes, until ctx ends. A file that does not load keeps
+// the rules in force (the server logs and counts it).
+func reloadPolicies(ctx context.Context, s *api.Server, f policyFlags, watch bool, logger *slog.Logger) {
+	onReload(ctx, logger, watch, []string{f.path}, func(why string) {
 		if err := s.ReloadPolicies(); err != nil && !errors.Is(err, api.ErrNoPolicies) {
-			logger.Warn("SIGHUP: policies not reloaded", "err", err)
+			logger.Warn(why+": policies not reloaded", "err", err)
 		}
 	})
 }

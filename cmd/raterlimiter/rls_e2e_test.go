@@ -280,7 +280,7 @@ func TestRLSConfigAtStartAndReload(t *testing.T) {
 
 	dir := t.TempDir()
 	require.NoError(t, writeFile(dir+"/d.yaml", "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: day, requests_per_unit: 1}\n"))
-	s := start(t, nil, "-rls-listen", "127.0.0.1:0", "-rls-config", dir)
+	s := start(t, nil, "-rls-listen", "127.0.0.1:0", "-rls-config", dir, "-watch-files=false")
 	conn, err := grpc.NewClient(s.listenAddr(t, "rls"), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	require.NoError(t, err)
 	defer conn.Close()

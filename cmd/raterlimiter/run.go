@@ -83,7 +83,7 @@ func runLogged(ctx context.Context, args []string, lookupEnv func(string) (strin
 		}
 	}()
 
-	rlsSvc, err := openRLS(cfg.rls, be.Limiter, cfg.maxIDBytes, cfg.exp.firstByte, logger)
+	rlsSvc, err := openRLS(ctx, cfg.rls, cfg.lis, cfg.watch.on, be.Limiter, cfg.maxIDBytes, cfg.exp.firstByte, logger)
 	if err != nil {
 		return err
 	}
@@ -101,7 +101,7 @@ func runLogged(ctx context.Context, args []string, lookupEnv func(string) (strin
 	if err != nil {
 		return err
 	}
-	ln, err := openListener(ctx, cfg.listen, cfg.lis, logger)
+	ln, err := openListener(ctx, cfg.listen, cfg.lis, cfg.watch.on, logger)
 	if err != nil {
 		return err
 	}
@@ -145,7 +145,7 @@ func runLogged(ctx context.Context, args []string, lookupEnv func(string) (strin
 	if policies != nil {
 		logger.Info("policies loaded", "file", cfg.pol.path, "policies", len(policies.Policies), "policies_only", cfg.pol.only, "auth_headers", cfg.pol.authHeaders)
 		warnWithoutGateway(cfg.pol, logger)
-		reloadOnHangup(ctx, s, logger)
+		reloadPolicies(ctx, s, cfg.pol, cfg.watch.on, logger)
 	}
 
 	addr := ln.Addr()
@@ -167,7 +167,7 @@ func runLogged(ctx context.Context, args []string, lookupEnv func(string) (strin
 	rctx, stopRLS := context.WithCancel(ctx)
 	defer stopRLS()
 	if rlsSvc != nil {
-		rlsDone = rlsSvc.serve(rctx, cfg.shutdownTimeout, logger)
+		rlsDone = rlsSvc.serve(rctx, cfg.shutdownTimeout, cfg.watch.on, logger)
 	}
 	select {
 	case err := <-served:

@@ -28,8 +28,8 @@ type listenFlags struct {
 func listenFlagNames() []string { return []string{"tls-cert", "tls-key", "unix-mode"} }
 
 func (f *listenFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&f.cert, "tls-cert", "", "PEM certificate chain to serve HTTPS with (needs -tls-key); reread on SIGHUP")
-	fs.StringVar(&f.key, "tls-key", "", "PEM private key of -tls-cert; reread on SIGHUP")
+	fs.StringVar(&f.cert, "tls-cert", "", "PEM certificate chain to serve HTTPS with (needs -tls-key); reread when they change (-watch-files) and on SIGHUP")
+	fs.StringVar(&f.key, "tls-key", "", "PEM private key of -tls-cert; reread when they change (-watch-files) and on SIGHUP")
 	fs.StringVar(&f.unixMode, "unix-mode", "0660", "permissions of the socket file when -listen is unix:/path (octal)")
 }
 
@@ -58,7 +58,7 @@ const unixPrefix = "unix:"
 // f names a certificate. A unix socket gets f's permissions, replaces a
 // stale socket file that nothing answers on (left by a crash), refuses one
 // that something does, and is removed when the listener closes.
-func openListener(ctx context.Context, addr string, f listenFlags, logger *slog.Logger) (net.Listener, error) {
+func openListener(ctx context.Context, addr string, f listenFlags, watch bool, logger *slog.Logger) (net.Listener, error) {
 	var ln net.Listener
 	var err error
 	if path, ok := strings.CutPrefix(addr, unixPrefix); ok {
@@ -77,7 +77,7 @@ func openListener(ctx context.Context, addr string, f listenFlags, logger *slog.
 		ln.Close()
 		return nil, err
 	}
-	certs.reloadOnHangup(ctx, logger)
+	certs.reloadOnChange(ctx, watch, logger)
 	return tls.NewListener(ln, &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: certs.get}), nil
 }
 
@@ -138,13 +138,16 @@ func (r *certReloader) reload() error {
 
 func (r *certReloader) get(*tls.ClientHelloInfo) (*tls.Certificate, error) { return r.cur.Load(), nil }
 
-// reloadOnHangup rereads the certificate on every SIGHUP until ctx ends.
-func (r *certReloader) reloadOnHangup(ctx context.Context, logger *slog.Logger) {
-	onHangup(ctx, func() {
+// reloadOnChange rereads the certificate on every SIGHUP and, with watch,
+// when its files change, until ctx ends. A certificate and its key are
+// rarely replaced in one step: a pair that does not match yet keeps the
+// previous one until the second file arrives.
+func (r *certReloader) reloadOnChange(ctx context.Context, watch bool, logger *slog.Logger) {
+	onReload(ctx, logger, watch, []string{r.certFile, r.keyFile}, func(why string) {
 		if err := r.reload(); err != nil {
-			logger.Warn("SIGHUP: certificate not reloaded; serving the previous one", "err", err)
+			logger.Warn(why+": certificate not reloaded; serving the previous one", "err", err)
 		} else {
-			logger.Info("SIGHUP: certificate reloaded", "cert", r.certFile)
+			logger.Info(why+": certificate reloaded", "cert", r.certFile)
 		}
 	})
 }

@@ -1,0 +1,203 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+)
+
+// watchSettle is how long the files must stay quiet after a change before
+// they are read again: an editor's save or the kubelet's swap of a
+// ConfigMap is several events in a few milliseconds, read once.
+const watchSettle = 200 * time.Millisecond
+
+// kubeletData is the symlink a Kubernetes ConfigMap or Secret volume swaps
+// atomically on update: each file in the volume is a symlink through it.
+const kubeletData = "..data"
+
+// watchSet maps a directory to watch to the entry names in it whose change
+// matters; a nil set means every name.
+type watchSet map[string]map[string]bool
+
+func (ws watchSet) add(dir, name string) {
+	names, ok := ws[dir]
+	if ok && names == nil {
+		return // already every name
+	}
+	if name == "" {
+		ws[dir] = nil
+		return
+	}
+	if names == nil {
+		names = map[string]bool{}
+		ws[dir] = names
+	}
+	names[name] = true
+}
+
+// watchTargets is what to watch so that a change of path is seen however
+// it is made: an edit in place or a rename over it (the file's directory),
+// a change of a file in it (a directory itself), a ConfigMap's swap of
+// "..data", and a swap of any symlink on the way to it (its parent
+// directory), which is how envoyproxy/ratelimit's runtime root and a
+// ConfigMap mounted as a directory are updated. Symlinks are followed, so
+// the target's directory is watched too.
+func watchTargets(path string) watchSet {
+	ws := watchSet{}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return ws
+	}
+	addPath := func(p string) {
+		dir, base := filepath.Split(p)
+		dir = filepath.Clean(dir)
+		ws.add(dir, base)
+		ws.add(dir, kubeletData)
+		if fi, err := os.Stat(p); err == nil && fi.IsDir() {
+			ws.add(p, "")
+		}
+	}
+	addPath(abs)
+	// Every symlink on the way: its swap changes what path names.
+	for p := abs; ; {
+		if fi, err := os.Lstat(p); err == nil && fi.Mode()&os.ModeSymlink != 0 {
+			ws.add(filepath.Dir(p), filepath.Base(p))
+		}
+		parent := filepath.Dir(p)
+		if parent == p {
+			break
+		}
+		p = parent
+	}
+	if real, err := filepath.EvalSymlinks(abs); err == nil && real != abs {
+		addPath(real)
+	}
+	return ws
+}
+
+// watchFiles calls changed, from a goroutine of its own, after any of paths
+// changes and then stays unchanged for watchSettle, until ctx ends. What is
+// watched is worked out again after each change, since a swapped symlink
+// may now lead elsewhere. It returns an error only when the system's
+// watcher cannot be made; a directory that cannot be watched is logged and
+// skipped (SIGHUP still reloads).
+func watchFiles(ctx context.Context, paths []string, logger *slog.Logger, changed func()) error {
+	w, err := fsnotify.NewWatcher()
+	if err != nil {
+		return err
+	}
+	var want watchSet
+	watching := map[string]bool{}
+	rewatch := func() {
+		want = watchSet{}
+		for _, p := range paths {
+			for dir, names := range watchTargets(p) {
+				if names == nil {
+					want.add(dir, "")
+					continue
+				}
+				for n := range names {
+					want.add(dir, n)
+				}
+			}
+		}
+		for dir := range watching {
+			if _, ok := want[dir]; !ok {
+				_ = w.Remove(dir)
+				delete(watching, dir)
+			}
+		}
+		for dir := range want {
+			if watching[dir] {
+				continue
+			}
+			if err := w.Add(dir); err != nil {
+				logger.Warn("not watching a directory for changes; SIGHUP still reloads", "dir", dir, "err", err)
+				continue
+			}
+			watching[dir] = true
+		}
+	}
+	rewatch()
+	go func() {
+		defer w.Close()
+		settle := time.NewTimer(time.Hour)
+		settle.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				settle.Stop()
+				return
+			case ev, ok := <-w.Events:
+				if !ok {
+					return
+				}
+				if relevant(want, ev) {
+					settle.Reset(watchSettle)
+				}
+			case err, ok := <-w.Errors:
+				if !ok {
+					return
+				}
+				logger.Warn("watching files for changes", "err", err)
+			case <-settle.C:
+				rewatch()
+				changed()
+			}
+		}
+	}()
+	return nil
+}
+
+// relevant reports whether ev names an entry that matters in its directory.
+func relevant(want watchSet, ev fsnotify.Event) bool {
+	if ev.Op == fsnotify.Chmod {
+		return false
+	}
+	dir, base := filepath.Split(ev.Name)
+	names, ok := want[filepath.Clean(dir)]
+	if !ok {
+		return false
+	}
+	if names == nil {
+		// A directory of files: a change of any name but the editors'
+		// and the kubelet's temporaries, which arrive as a rename later.
+		return !strings.HasPrefix(base, ".") || base == kubeletData
+	}
+	return names[base]
+}
+
+// onReload calls reload(why) on every SIGHUP and, with watch, whenever one
+// of paths changes, until ctx ends. A signal and a change never reload at
+// the same time.
+func onReload(ctx context.Context, logger *slog.Logger, watch bool, paths []string, reload func(why string)) {
+	var mu sync.Mutex
+	once := func(why string) {
+		mu.Lock()
+		defer mu.Unlock()
+		reload(why)
+	}
+	onHangup(ctx, func() { once("SIGHUP") })
+	paths = slices.DeleteFunc(slices.Clone(paths), func(p string) bool { return p == "" })
+	if !watch || len(paths) == 0 {
+		return
+	}
+	if err := watchFiles(ctx, paths, logger, func() { once("file changed") }); err != nil {
+		logger.Warn("cannot watch files for changes; SIGHUP still reloads", "files", paths, "err", err)
+	}
+}
+
+// watchFlag is -watch-files.
+type watchFlag struct{ on bool }
+
+func (f *watchFlag) register(fs *flag.FlagSet) {
+	fs.BoolVar(&f.on, "watch-files", true, "reload -policies, -rls-config and the -tls-cert pair when their files change, a Kubernetes ConfigMap's update included (a file that does not load keeps the rules in force, as SIGHUP); false: on SIGHUP and POST /reload only")
+}
