@@ -62,7 +62,7 @@ func TestWriteThroughASymlink(t *testing.T) {
 				r := newLimiter(t, clock, 1)
 				_, err = snapshot.Load(ctx, target, r, snapshot.LoadOptions{Clock: clock.Now})
 				require.NoError(t, err)
-				d, err := r.CheckRate(ctx, rl.Request{ID: "u", Scale: 3_600_000, Limit: 100})
+				d, err := r.CheckRate(ctx, rl.Request{ID: "u", Scale: 3_600_000, Limit: 100, Peek: true})
 				require.NoError(t, err)
 				assert.Equal(t, int64(round+1), d.Count, "round %d: the target holds the latest counts", round)
 			}

@@ -556,7 +556,7 @@ func TestE2EHelpAndVersion(t *testing.T) {
 	assert.Contains(t, stdout, `default 10s`)
 	code, stdout, _ = runBinary(t, nil, "-version")
 	assert.Zero(t, code)
-	assert.Regexp(t, `^raterlimiter \S+\n$`, stdout)
+	assert.Regexp(t, `^raterlimiter \S+( \([^)\n]*\))?\n$`, stdout)
 	// The environment cannot ask for the version: with a bad flag beside
 	// it, the binary reports the flag (it would have served otherwise).
 	code, stdout, stderr = runBinary(t, []string{"RATERLIMITER_VERSION=true"}, "-max-batch", "0")

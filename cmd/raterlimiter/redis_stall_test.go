@@ -62,7 +62,7 @@ func TestRedisStallsCostNoAnswers(t *testing.T) {
 		t.Skip("runs load for several seconds")
 	}
 	rs := redistest.Start(t)
-	s := start(t, nil, "-backend", "redis", "-redis-url", rs.URL())
+	s := start(t, nil, "-backend", "redis", "-redis-url", rs.URL(), "-redis-max-scale", "87600h")
 	hc := &fasthttp.HostClient{Addr: s.addr, MaxConns: 2048, ReadTimeout: 10 * time.Second, WriteTimeout: 10 * time.Second}
 
 	for _, tc := range []struct {
