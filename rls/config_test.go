@@ -55,18 +55,6 @@ func TestLookupAsEnvoyproxyRatelimit(t *testing.T) {
 	}
 }
 
-func TestWildcardMatch(t *testing.T) {
-	for _, tc := range []struct {
-		pattern, s string
-		want       bool
-	}{
-		{"a*", "abc", true}, {"a*", "b", false}, {"a*c", "abc", true}, {"a*c", "ac", true},
-		{"a*b*c", "axbyc", true}, {"a*b*c", "axcyb", false}, {"*", "", true}, {"ab*ba", "aba", false},
-	} {
-		assert.Equal(t, tc.want, wildcardMatch(strings.Split(tc.pattern, "*"), []byte(tc.s)), "%s ~ %s", tc.pattern, tc.s)
-	}
-}
-
 func TestConfigErrorsNameFileLineAndField(t *testing.T) {
 	for _, tc := range []struct {
 		name, yaml string
@@ -80,13 +68,18 @@ func TestConfigErrorsNameFileLineAndField(t *testing.T) {
 		{"unknown descriptor field", "domain: d\ndescriptors:\n  - key: k\n    limit: 3\n", 4, `unknown field "limit"`},
 		{"bad unit", "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: fortnight, requests_per_unit: 1}\n", 4, `unit "fortnight"`},
 		{"unit with unlimited", "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, unlimited: true}\n", 4, "unit must not be given with unlimited"},
-		{"no requests_per_unit", "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: second}\n", 4, "requests_per_unit is required"},
 		{"negative requests_per_unit", "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: -1}\n", 4, "requests_per_unit must be an integer"},
 		{"requests_per_unit past the bound", "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 4294967296}\n", 4, "requests_per_unit must be an integer"},
 		{"duplicate descriptor", "domain: d\ndescriptors:\n  - {key: k, value: v}\n  - {key: k, value: v}\n", 4, `duplicate descriptor "k_v"`},
 		{"replaces itself", "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 1, name: a, replaces: [{name: a}]}\n", 4, "cannot replace itself"},
 		{"replaces without a name", "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 1, replaces: [{}]}\n", 4, "replaces: an entry needs a name"},
-		{"quota mode", "domain: d\ndescriptors:\n  - key: k\n    quota_mode: true\n", 4, `"quota_mode" is not supported`},
+		{"misplaced field", "domain: d\ndescriptors:\n  - key: k\n    unit: second\n", 4, `field "unit" does not belong here`},
+		{"share_threshold without a wildcard", "domain: d\ndescriptors:\n  - key: k\n    value: a*b\n    share_threshold: true\n", 5, `share_threshold needs a value ending in '*'`},
+		{"a value that is a list", "domain: d\ndescriptors:\n  - key: k\n    value: [a]\n", 4, "value must be a string"},
+		{"a fraction", "domain: d\ndescriptors:\n  - key: k\n    value: 1.5\n", 4, "1.5: a number with a fraction"},
+		{"requests_per_unit quoted", "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: \"5\"}\n", 4, "requests_per_unit must be an integer"},
+		{"a quoted boolean", "domain: d\ndescriptors:\n  - key: k\n    shadow_mode: \"true\"\n", 4, "shadow_mode must be true or false"},
+		{"a field given twice", "domain: d\ndescriptors:\n  - key: k\n    key: j\n", 4, `field "key" given twice`},
 		{"shadow mode not a bool", "domain: d\ndescriptors:\n  - key: k\n    shadow_mode: maybe\n", 4, "shadow_mode must be true or false"},
 		{"not yaml", "domain: [\n", 0, "not valid YAML"},
 	} {

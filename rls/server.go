@@ -197,11 +197,15 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitReques
 		}
 		d := req.Descriptors[i]
 		start := len(sc.keys)
-		for _, e := range d.Entries {
+		for j, e := range d.Entries {
+			v := e.Value
+			if r.shared != nil {
+				v = r.sharedValue(j, e.Key, v) // share_threshold: one counter for the wildcard
+			}
 			sc.keys = binary.AppendUvarint(sc.keys, uint64(len(e.Key)))
 			sc.keys = append(sc.keys, e.Key...)
-			sc.keys = binary.AppendUvarint(sc.keys, uint64(len(e.Value)))
-			sc.keys = append(sc.keys, e.Value...)
+			sc.keys = binary.AppendUvarint(sc.keys, uint64(len(v)))
+			sc.keys = append(sc.keys, v...)
 		}
 		if len(sc.keys)-start > s.maxKey {
 			s.m.requests.WithLabelValues("invalid").Inc()
@@ -259,6 +263,11 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitReques
 			result = "denied"
 			if r.Shadow {
 				result = "shadow_denied" // reported, never enforced
+			} else if r.Quota {
+				// quota_mode, as envoyproxy/ratelimit answers it: OK,
+				// the limit and nothing remaining, no reset.
+				result = "quota_denied"
+				st.DurationUntilReset = nil
 			} else {
 				st.Code = rlspb.RateLimitResponse_OVER_LIMIT
 				resp.OverallCode = rlspb.RateLimitResponse_OVER_LIMIT
@@ -360,7 +369,7 @@ func newMetrics() *metrics {
 	m := &metrics{
 		checks: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "raterlimiter_rls_checks_total",
-			Help: "Envoy RLS descriptors decided, by domain, rule (the configuration's descriptor path) and result (allowed, denied, shadow_denied, unlimited).",
+			Help: "Envoy RLS descriptors decided, by domain, rule (the configuration's descriptor path) and result (allowed, denied, shadow_denied, quota_denied, unlimited).",
 		}, []string{"domain", "rule", "result"}),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "raterlimiter_rls_requests_total",
