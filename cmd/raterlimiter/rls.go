@@ -26,6 +26,7 @@ type rlsFlags struct {
 	listen         string
 	config         string
 	maxDescriptors int
+	rlsLoadFlags   // -rls-merge-domains, -check-rls-config (rlsconfig.go)
 }
 
 // rlsFlagNames lists them in the order -h shows them.
@@ -35,6 +36,7 @@ func (f *rlsFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.listen, "rls-listen", "", "address to serve Envoy's rate limit service (gRPC ShouldRateLimit, health, reflection) on; empty: off")
 	fs.StringVar(&f.config, "rls-config", "", "envoyproxy/ratelimit configuration: a YAML file or a directory of *.yaml files; reloaded on SIGHUP")
 	fs.IntVar(&f.maxDescriptors, "rls-max-descriptors", rls.DefaultMaxDescriptors, "most descriptors one ShouldRateLimit request may carry (more: InvalidArgument)")
+	f.rlsLoadFlags.register(fs)
 }
 
 func (f *rlsFlags) validate() error {
@@ -45,6 +47,8 @@ func (f *rlsFlags) validate() error {
 		return cli.Usagef("-rls-config needs -rls-listen")
 	case f.maxDescriptors < 1:
 		return cli.Usagef("-rls-max-descriptors must be at least 1")
+	case f.merge && f.config == "" && f.check == "":
+		return cli.Usagef("-rls-merge-domains needs -rls-config or -check-rls-config")
 	}
 	return nil
 }
@@ -63,11 +67,11 @@ func openRLS(f rlsFlags, lim rl.Limiter, maxKey int, logger *slog.Logger) (*rlsS
 	if f.listen == "" {
 		return nil, nil
 	}
-	cfg, err := rls.Load(f.config)
+	cfg, err := f.load(f.config)
 	if err != nil {
-		return nil, cli.Filef("%s", err.Error())
+		return nil, f.rlsConfigError(err)
 	}
-	srv := rls.New(rls.Options{Limiter: lim, Config: cfg, Load: func() (*rls.Config, error) { return rls.Load(f.config) },
+	srv := rls.New(rls.Options{Limiter: lim, Config: cfg, Load: func() (*rls.Config, error) { return f.load(f.config) },
 		MaxKeyBytes: maxKey, MaxDescriptors: f.maxDescriptors, Logger: logger})
 	ln, err := net.Listen("tcp", f.listen)
 	if err != nil {

@@ -33,6 +33,9 @@ func run(ctx context.Context, args []string, lookupEnv func(string) (string, boo
 	if cfg.pol.check != "" {
 		return checkPolicies(cfg.pol.check, stdout)
 	}
+	if cfg.rls.check != "" {
+		return cfg.rls.checkRLSConfig(stdout)
+	}
 	policies, err := loadPolicies(cfg.pol)
 	if err != nil {
 		return err
