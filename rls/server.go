@@ -54,6 +54,13 @@ type Options struct {
 	Timeout time.Duration
 	// Logger receives reloads. Default slog.Default().
 	Logger *slog.Logger
+	// QuotaMode puts every rule in quota mode (quota_mode: true), as
+	// envoyproxy/ratelimit's QUOTA_MODE=true.
+	QuotaMode bool
+	// ResponseMetadata adds the request and its quota-mode violations to
+	// each answer's dynamic_metadata, as envoyproxy/ratelimit's
+	// RESPONSE_DYNAMIC_METADATA=true (see responseMetadata).
+	ResponseMetadata bool
 }
 
 // Server is the rate limit service. It is safe for concurrent use.
@@ -67,6 +74,8 @@ type Server struct {
 	maxEntries     int
 	timeout        time.Duration
 	log            *slog.Logger
+	quota          bool // Options.QuotaMode
+	metadata       bool // Options.ResponseMetadata
 	m              *metrics
 	scratch        sync.Pool // of *scratch
 }
@@ -95,7 +104,8 @@ func New(opts Options) *Server {
 	}
 	s := &Server{load: opts.Load, engine: policy.Engine{Limiter: opts.Limiter, MaxKeyBytes: opts.MaxKeyBytes},
 		maxKey: opts.MaxKeyBytes, maxDescriptors: opts.MaxDescriptors, maxEntries: opts.MaxEntries,
-		timeout: opts.Timeout, log: opts.Logger, m: newMetrics()}
+		timeout: opts.Timeout, log: opts.Logger, m: newMetrics(),
+		quota: opts.QuotaMode, metadata: opts.ResponseMetadata}
 	s.scratch.New = func() any { return new(scratch) }
 	s.setConfig(opts.Config)
 	return s
@@ -249,6 +259,7 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitReques
 			s.m.check(r, "unlimited")
 		}
 	}
+	var violations []int // quota mode's, for the metadata
 	for j, res := range sc.results {
 		i := sc.at[j]
 		r := sc.rules[i]
@@ -263,11 +274,12 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitReques
 			result = "denied"
 			if r.Shadow {
 				result = "shadow_denied" // reported, never enforced
-			} else if r.Quota {
+			} else if r.Quota || s.quota {
 				// quota_mode, as envoyproxy/ratelimit answers it: OK,
 				// the limit and nothing remaining, no reset.
 				result = "quota_denied"
 				st.DurationUntilReset = nil
+				violations = append(violations, i)
 			} else {
 				st.Code = rlspb.RateLimitResponse_OVER_LIMIT
 				resp.OverallCode = rlspb.RateLimitResponse_OVER_LIMIT
@@ -275,6 +287,9 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitReques
 		}
 		s.m.check(r, result)
 		resp.Statuses[i] = st
+	}
+	if s.metadata {
+		resp.DynamicMetadata = responseMetadata(req, sc.rules, violations)
 	}
 	s.m.requests.WithLabelValues(resp.OverallCode.String()).Inc()
 	return resp, nil

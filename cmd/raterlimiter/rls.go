@@ -49,6 +49,8 @@ func (f *rlsFlags) validate() error {
 		return cli.Usagef("-rls-max-descriptors must be at least 1")
 	case f.merge && f.config == "" && f.check == "":
 		return cli.Usagef("-rls-merge-domains needs -rls-config or -check-rls-config")
+	case (f.quota || f.metadata) && f.listen == "":
+		return cli.Usagef("-rls-quota-mode and -rls-response-metadata need -rls-listen")
 	}
 	return nil
 }
@@ -72,7 +74,8 @@ func openRLS(f rlsFlags, lim rl.Limiter, maxKey int, logger *slog.Logger) (*rlsS
 		return nil, f.rlsConfigError(err)
 	}
 	srv := rls.New(rls.Options{Limiter: lim, Config: cfg, Load: func() (*rls.Config, error) { return f.load(f.config) },
-		MaxKeyBytes: maxKey, MaxDescriptors: f.maxDescriptors, Logger: logger})
+		MaxKeyBytes: maxKey, MaxDescriptors: f.maxDescriptors, Logger: logger,
+		QuotaMode: f.quota, ResponseMetadata: f.metadata})
 	ln, err := net.Listen("tcp", f.listen)
 	if err != nil {
 		return nil, fmt.Errorf("-rls-listen: %w", err)

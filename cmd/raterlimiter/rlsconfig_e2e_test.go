@@ -69,3 +69,23 @@ func TestRLSMergeDomainsServes(t *testing.T) {
 	checkRLS(t, ask(t, c, "d", 0, desc("a", "x"), desc("b", "x")), true, st{over: true, rpu: 1, unit: minute}, st{rpu: 2, unit: minute, remaining: 0})
 	require.NoError(t, s.stop(t))
 }
+
+// TestRLSQuotaModeAndMetadata: -rls-quota-mode answers OK over the limit,
+// and -rls-response-metadata says which descriptor was over, as
+// envoyproxy/ratelimit's QUOTA_MODE and RESPONSE_DYNAMIC_METADATA.
+func TestRLSQuotaModeAndMetadata(t *testing.T) {
+	code, _, errOut := runBinary(t, nil, "-listen", "127.0.0.1:0", "-rls-quota-mode")
+	assert.Equal(t, 2, code)
+	assert.Contains(t, errOut, "-rls-quota-mode and -rls-response-metadata need -rls-listen")
+
+	_, c, _ := startRLS(t, "-rls-quota-mode", "-rls-response-metadata")
+	resp := ask(t, c, "mongo_cps", 501, desc("database", "users"))
+	assert.Equal(t, rlspb.RateLimitResponse_OK, resp.OverallCode)
+	assert.Equal(t, rlspb.RateLimitResponse_OK, resp.Statuses[0].Code)
+	assert.Equal(t, uint32(500), resp.Statuses[0].CurrentLimit.GetRequestsPerUnit())
+	assert.Zero(t, resp.Statuses[0].LimitRemaining)
+	assert.Nil(t, resp.Statuses[0].DurationUntilReset, "quota mode: no reset")
+	require.NotNil(t, resp.DynamicMetadata)
+	assert.Equal(t, []any{float64(0)}, resp.DynamicMetadata.AsMap()["quotaModeViolations"])
+	assert.Equal(t, "mongo_cps", resp.DynamicMetadata.AsMap()["domain"])
+}
