@@ -145,3 +145,22 @@ func FuzzLoad(f *testing.F) {
 		}
 	})
 }
+
+// TestTheDocumentedFormatLoads keeps docs/envoy.md's example of the
+// configuration format loadable, and its wildcard shared.
+func TestTheDocumentedFormatLoads(t *testing.T) {
+	doc, err := os.ReadFile("../docs/envoy.md")
+	require.NoError(t, err)
+	s := string(doc)
+	i := strings.Index(s, "## The configuration format")
+	require.GreaterOrEqual(t, i, 0)
+	j := strings.Index(s[i:], "```yaml\n")
+	require.GreaterOrEqual(t, j, 0)
+	block := s[i+j+len("```yaml\n"):]
+	block = block[:strings.Index(block, "```")]
+	c, err := Parse("envoy.md", []byte(block))
+	require.NoError(t, err)
+	r, _ := c.lookup("files", []entryView{{"path", "/downloads/a.zip"}}, nil)
+	require.NotNil(t, r)
+	assert.Equal(t, "/downloads/*", r.sharedValue(0, "path", "/downloads/a.zip"))
+}
