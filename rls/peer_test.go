@@ -60,8 +60,8 @@ func peerDir(t *testing.T) string {
 	cmd.Dir = t.TempDir() // outside any module
 	out, err := cmd.Output()
 	var mod struct{ Dir, Error string }
-	if err == nil {
-		err = json.Unmarshal(out, &mod)
+	if jerr := json.Unmarshal(out, &mod); err == nil {
+		err = jerr
 	}
 	if err != nil || mod.Dir == "" {
 		peerMissing(t, fmt.Sprintf("%s@%s is not in the module cache and go mod download failed: %v %s", peerModule, peerVersion, err, mod.Error))
