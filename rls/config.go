@@ -210,6 +210,20 @@ func newConfig(files []string, o LoadOptions) *Config {
 type loader struct {
 	path string
 	c    *Config
+	// work is what the file may still expand to: descriptors, and fields
+	// merge keys copy. Aliases can make a small file a huge tree.
+	work int
+}
+
+// maxWork bounds the descriptors and merged fields of one file.
+const maxWork = 1 << 18
+
+// spend takes one unit of work, failing at n once there is none left.
+func (l *loader) spend(n *yaml.Node) error {
+	if l.work--; l.work < 0 {
+		return l.errf(n, "the file expands to more than %d descriptors and merged fields (aliases?)", maxWork)
+	}
+	return nil
 }
 
 func (l *loader) errf(n *yaml.Node, format string, a ...any) error {
@@ -247,7 +261,7 @@ var peerKeys = map[string]bool{
 }
 
 func (c *Config) add(path string, data []byte) error {
-	l := &loader{path: path, c: c}
+	l := &loader{path: path, c: c, work: maxWork}
 	var doc yaml.Node
 	if err := yaml.Unmarshal(data, &doc); err != nil {
 		return &ConfigError{Path: path, Msg: "not valid YAML: " + strings.TrimPrefix(err.Error(), "yaml: ")}
@@ -295,6 +309,9 @@ func (l *loader) descriptors(parent *node, list *yaml.Node, domain, path string,
 		return l.errf(list, "descriptors must be a list")
 	}
 	for _, e := range list.Content {
+		if err := l.spend(e); err != nil {
+			return err
+		}
 		fs, err := l.fields(e, "a descriptor", "key", "value", "rate_limit", "descriptors", "shadow_mode",
 			"quota_mode", "detailed_metric", "value_to_metric", "share_threshold")
 		if err != nil {

@@ -2,6 +2,7 @@ package rls
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -128,6 +129,7 @@ func FuzzLoad(f *testing.F) {
 		}
 		f.Add(b, "to_number", "1")
 	}
+	f.Add([]byte("domain: d\ndescriptors:\n  - &a {key: files, value: f/*, share_threshold: yes, quota_mode: on, rate_limit: {unit: minute, requests_per_unit: 0x10}}\n  - {<<: *a, value: g*}\n  - key: n\n    descriptors:\n"), "files", "f/x")
 	f.Fuzz(func(t *testing.T, data []byte, key, value string) {
 		c, err := Parse("f.yaml", data)
 		if err != nil {
@@ -163,4 +165,23 @@ func TestTheDocumentedFormatLoads(t *testing.T) {
 	r, _ := c.lookup("files", []entryView{{"path", "/downloads/a.zip"}}, nil)
 	require.NotNil(t, r)
 	assert.Equal(t, "/downloads/*", r.sharedValue(0, "path", "/downloads/a.zip"))
+}
+
+// TestAliasesCannotBlowUpTheTree: a few lines of anchors and aliases
+// that would expand to 2^30 descriptors, or merge 2^30 times, are refused
+// quickly instead.
+func TestAliasesCannotBlowUpTheTree(t *testing.T) {
+	desc := "domain: d\ndescriptors:\n  - key: l0\n    descriptors: &l0 [{key: k}]\n"
+	merge := "domain: d\ndescriptors:\n  - key: m0\n    rate_limit: &m0 {unit: second, requests_per_unit: 1}\n"
+	for i := 1; i <= 30; i++ {
+		desc += fmt.Sprintf("  - key: l%d\n    descriptors: &l%d [{key: a, descriptors: *l%d}, {key: b, descriptors: *l%d}]\n", i, i, i-1, i-1)
+		merge += fmt.Sprintf("  - key: m%d\n    rate_limit: &m%d {<<: [*m%d, *m%d]}\n", i, i, i-1, i-1)
+	}
+	for name, src := range map[string]string{"descriptors": desc, "merge keys": merge} {
+		t.Run(name, func(t *testing.T) {
+			_, err := Parse("bomb.yaml", []byte(src))
+			require.ErrorIs(t, err, ErrInvalidConfig)
+			assert.Contains(t, err.Error(), "expands to more than")
+		})
+	}
 }

@@ -156,6 +156,9 @@ func (l *loader) merged(n *yaml.Node) (*yaml.Node, error) {
 			return nil, l.errf(n.Content[at], "<<: must merge a mapping or a list of mappings")
 		}
 		for i := 0; i+1 < len(m.Content); i += 2 {
+			if err := l.spend(m.Content[i]); err != nil {
+				return nil, err
+			}
 			if k := m.Content[i]; !given[k.Value] {
 				out.Content = append(out.Content, k, m.Content[i+1])
 				given[k.Value] = true
