@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -36,6 +37,10 @@ const MaxRules = 10_000
 // load; the message names the file, the line and the field.
 var ErrInvalidConfig = errors.New("rls: invalid configuration")
 
+// ErrDuplicateDomain matches the error about a domain given in two files
+// when LoadOptions.MergeDomains is off (it matches ErrInvalidConfig too).
+var ErrDuplicateDomain = errors.New("rls: a domain is given in two files")
+
 // ConfigError is a fault in a configuration file.
 type ConfigError struct {
 	// Path is the file.
@@ -45,6 +50,8 @@ type ConfigError struct {
 	Line int
 	// Msg says what is wrong, naming the field.
 	Msg string
+
+	dupDomain bool
 }
 
 // Error returns "PATH:LINE: MSG", without ":LINE" when Line is 0.
@@ -55,8 +62,11 @@ func (e *ConfigError) Error() string {
 	return e.Path + ": " + e.Msg
 }
 
-// Is reports whether target is ErrInvalidConfig.
-func (e *ConfigError) Is(target error) bool { return target == ErrInvalidConfig }
+// Is reports whether target is ErrInvalidConfig, or ErrDuplicateDomain for
+// a domain given twice.
+func (e *ConfigError) Is(target error) bool {
+	return target == ErrInvalidConfig || e.dupDomain && target == ErrDuplicateDomain
+}
 
 // Rule is a rate limit of the configuration: a policy.Rule (fixed window
 // aligned to the epoch, as envoyproxy/ratelimit counts) and what the
@@ -72,18 +82,25 @@ type Rule struct {
 	LimitName string
 	// Replaces lists the names of the rules this one replaces.
 	Replaces []string
+	// Quota is quota_mode: over the limit, the descriptor's status stays
+	// OK (reporting the limit and nothing remaining) and the request is
+	// not refused for it; its hits are counted as any rule's.
+	Quota bool
+	// shared holds, for each entry of a request that reaches this rule,
+	// the "key_value*" of its level when that level has share_threshold,
+	// "" otherwise; nil when no level has it. Such an entry's value
+	// counts as the pattern's, so every value the wildcard matches shares
+	// one counter.
+	shared []string
 }
 
 // node is one level of a domain's descriptor tree.
 type node struct {
-	children  map[string]*node // by "key_value", or "key" for any value
-	wildcards []wildcard       // children whose value holds '*', in file order
+	children map[string]*node // by "key_value", or "key" for any value
+	// wildcards are the keys of children ending in '*', in file order:
+	// what comes before the '*' is a prefix of "key_value".
+	wildcards []string
 	rule      *Rule
-}
-
-type wildcard struct {
-	key   string   // the child's key in children
-	parts []string // key split at '*'
 }
 
 // Config is a loaded configuration: every domain's descriptor tree. It is
@@ -93,10 +110,23 @@ type Config struct {
 	Files   []string
 	domains map[string]*node
 	rules   []*Rule
+	// domainFile is the file each domain was first given in.
+	domainFile map[string]string
+	merge      bool
 }
 
 // Rules returns every rule, in the files' order.
 func (c *Config) Rules() []*Rule { return c.rules }
+
+// Domains returns the names of the domains, sorted.
+func (c *Config) Domains() []string {
+	out := make([]string, 0, len(c.domains))
+	for d := range c.domains {
+		out = append(out, d)
+	}
+	slices.Sort(out)
+	return out
+}
 
 // unitMillis is each unit's window, as envoyproxy/ratelimit divides time
 // (a month is 30 days, a year 365).
@@ -110,9 +140,24 @@ var unitMillis = map[rlspb.RateLimitResponse_RateLimit_Unit]int64{
 	rlspb.RateLimitResponse_RateLimit_YEAR:   365 * 86400 * 1000,
 }
 
+// LoadOptions configures Load. The zero value loads as envoyproxy/ratelimit
+// does by default.
+type LoadOptions struct {
+	// MergeDomains lets several files give one domain, as
+	// envoyproxy/ratelimit's MERGE_DOMAIN_CONFIG=true: each file's
+	// descriptors are added to the domain's, in the files' order, and a
+	// descriptor given twice at one level is still refused. Off, a domain
+	// given twice is refused (ErrDuplicateDomain).
+	MergeDomains bool
+}
+
 // Load reads a configuration file, or every *.yaml and *.yml file of a
-// directory (one domain each, as envoyproxy/ratelimit's files).
-func Load(path string) (*Config, error) {
+// directory (in name order), with the zero LoadOptions.
+func Load(path string) (*Config, error) { return LoadOptions{}.Load(path) }
+
+// Load reads a configuration file, or every *.yaml and *.yml file of a
+// directory, in name order.
+func (o LoadOptions) Load(path string) (*Config, error) {
 	fi, err := os.Stat(path)
 	if err != nil {
 		return nil, &ConfigError{Path: path, Msg: "cannot be read: " + err.Error()}
@@ -134,7 +179,7 @@ func Load(path string) (*Config, error) {
 	} else {
 		files = []string{path}
 	}
-	c := &Config{Files: files, domains: map[string]*node{}}
+	c := newConfig(files, o)
 	for _, f := range files {
 		data, err := os.ReadFile(f)
 		if err != nil {
@@ -151,16 +196,34 @@ func Load(path string) (*Config, error) {
 // configuration that does not live in a file (embedded in the program or
 // generated), as Options.Config or what Options.Load returns.
 func Parse(path string, data []byte) (*Config, error) {
-	c := &Config{Files: []string{path}, domains: map[string]*node{}}
+	c := newConfig([]string{path}, LoadOptions{})
 	if err := c.add(path, data); err != nil {
 		return nil, err
 	}
 	return c, nil
 }
 
+func newConfig(files []string, o LoadOptions) *Config {
+	return &Config{Files: files, domains: map[string]*node{}, domainFile: map[string]string{}, merge: o.MergeDomains}
+}
+
 type loader struct {
 	path string
 	c    *Config
+	// work is what the file may still expand to: descriptors, and fields
+	// merge keys copy. Aliases can make a small file a huge tree.
+	work int
+}
+
+// maxWork bounds the descriptors and merged fields of one file.
+const maxWork = 1 << 18
+
+// spend takes one unit of work, failing at n once there is none left.
+func (l *loader) spend(n *yaml.Node) error {
+	if l.work--; l.work < 0 {
+		return l.errf(n, "the file expands to more than %d descriptors and merged fields (aliases?)", maxWork)
+	}
+	return nil
 }
 
 func (l *loader) errf(n *yaml.Node, format string, a ...any) error {
@@ -171,29 +234,34 @@ func (l *loader) errf(n *yaml.Node, format string, a ...any) error {
 	return &ConfigError{Path: l.path, Line: line, Msg: fmt.Sprintf(format, a...)}
 }
 
-// fields checks that n is a mapping of known, distinct keys and returns
-// the value node of each. Envoy's fields this server does not implement are
-// named as such rather than as unknown.
+// fields checks that n is a mapping (merge keys "<<" applied) of known,
+// distinct keys and returns the value node of each. A name
+// envoyproxy/ratelimit knows at another level is named as misplaced.
 func (l *loader) fields(n *yaml.Node, what string, known ...string) (map[string]*yaml.Node, error) {
-	out, err := yamlmap.Fields(n, what, known...)
-	switch {
-	case err == nil:
-		return out, nil
-	case err.Unknown == "quota_mode", err.Unknown == "share_threshold":
-		return nil, l.errf(err.Node, "%s: field %q is not supported", what, err.Unknown)
+	n, err := l.merged(n)
+	if err != nil {
+		return nil, err
 	}
-	return nil, l.errf(err.Node, "%s", err.Msg)
+	out, ferr := yamlmap.Fields(n, what, known...)
+	switch {
+	case ferr == nil:
+		return out, nil
+	case peerKeys[ferr.Unknown]:
+		return nil, l.errf(ferr.Node, "%s: field %q does not belong here (envoyproxy/ratelimit ignores it here, so the file would not do what it says)", what, ferr.Unknown)
+	}
+	return nil, l.errf(ferr.Node, "%s", ferr.Msg)
 }
 
-func scalar(n *yaml.Node) (string, bool) {
-	if n == nil || n.Kind != yaml.ScalarNode {
-		return "", false
-	}
-	return n.Value, true
+// peerKeys are the names envoyproxy/ratelimit's loader accepts at any
+// level (it ignores them where they mean nothing).
+var peerKeys = map[string]bool{
+	"domain": true, "key": true, "value": true, "descriptors": true, "rate_limit": true, "unit": true,
+	"requests_per_unit": true, "unlimited": true, "shadow_mode": true, "quota_mode": true, "name": true,
+	"replaces": true, "detailed_metric": true, "value_to_metric": true, "share_threshold": true,
 }
 
 func (c *Config) add(path string, data []byte) error {
-	l := &loader{path: path, c: c}
+	l := &loader{path: path, c: c, work: maxWork}
 	var doc yaml.Node
 	if err := yaml.Unmarshal(data, &doc); err != nil {
 		return &ConfigError{Path: path, Msg: "not valid YAML: " + strings.TrimPrefix(err.Error(), "yaml: ")}
@@ -201,42 +269,65 @@ func (c *Config) add(path string, data []byte) error {
 	if len(doc.Content) == 0 {
 		return &ConfigError{Path: path, Msg: "is empty: it needs a domain and descriptors"}
 	}
+	if err := l.scalars(doc.Content[0], 0); err != nil {
+		return err
+	}
 	root, err := l.fields(doc.Content[0], "the file", "domain", "descriptors")
 	if err != nil {
 		return err
 	}
-	domain, ok := scalar(root["domain"])
-	if !ok || domain == "" {
+	domain, err := l.str(root, "domain")
+	if err != nil {
+		return err
+	}
+	if domain == "" {
 		return l.errf(doc.Content[0], "domain: must not be empty")
 	}
-	if _, dup := c.domains[domain]; dup {
-		return l.errf(root["domain"], "domain %q is defined twice", domain)
+	top := c.domains[domain]
+	switch {
+	case top == nil:
+		top = &node{children: map[string]*node{}}
+		c.domainFile[domain] = path
+	case !c.merge:
+		return &ConfigError{Path: path, Line: root["domain"].Line, dupDomain: true,
+			Msg: fmt.Sprintf("domain %q is defined twice (first in %s); merging one domain's files is an option", domain, c.domainFile[domain])}
 	}
-	top := &node{children: map[string]*node{}}
-	if d := root["descriptors"]; d != nil {
-		if err := l.descriptors(top, d, domain, ""); err != nil {
-			return err
-		}
+	if err := l.descriptors(top, root["descriptors"], domain, "", nil); err != nil {
+		return err
 	}
 	c.domains[domain] = top
 	return nil
 }
 
-func (l *loader) descriptors(parent *node, list *yaml.Node, domain, path string) error {
+// descriptors loads list (nil or null: none) under parent. shared is the
+// share_threshold pattern of each level above (see Rule.shared).
+func (l *loader) descriptors(parent *node, list *yaml.Node, domain, path string, shared []string) error {
+	if isNull(list) {
+		return nil
+	}
 	if list.Kind != yaml.SequenceNode {
 		return l.errf(list, "descriptors must be a list")
 	}
 	for _, e := range list.Content {
+		if err := l.spend(e); err != nil {
+			return err
+		}
 		fs, err := l.fields(e, "a descriptor", "key", "value", "rate_limit", "descriptors", "shadow_mode",
-			"detailed_metric", "value_to_metric", "metadata")
+			"quota_mode", "detailed_metric", "value_to_metric", "share_threshold")
 		if err != nil {
 			return err
 		}
-		key, _ := scalar(fs["key"])
+		key, err := l.str(fs, "key")
+		if err != nil {
+			return err
+		}
 		if key == "" {
 			return l.errf(e, "a descriptor: key must not be empty")
 		}
-		value, _ := scalar(fs["value"])
+		value, err := l.str(fs, "value")
+		if err != nil {
+			return err
+		}
 		final := key
 		if value != "" {
 			final += "_" + value
@@ -249,43 +340,39 @@ func (l *loader) descriptors(parent *node, list *yaml.Node, domain, path string)
 			return l.errf(fs["key"], "duplicate descriptor %q in domain %q", full, domain)
 		}
 		n := &node{children: map[string]*node{}}
-		shadow, err := l.boolField(fs, "shadow_mode")
-		if err != nil {
-			return err
+		var flags [5]bool
+		for i, name := range []string{"shadow_mode", "quota_mode", "detailed_metric", "value_to_metric", "share_threshold"} {
+			if flags[i], err = l.boolField(fs, name); err != nil {
+				return err
+			}
 		}
-		if _, err := l.boolField(fs, "detailed_metric"); err != nil {
-			return err
+		shadow, quota, share := flags[0], flags[1], flags[4]
+		wild := strings.HasSuffix(final, "*")
+		if share && !wild {
+			return l.errf(fs["share_threshold"], "a descriptor: share_threshold needs a value ending in '*' (a wildcard), not %q", final)
 		}
-		if _, err := l.boolField(fs, "value_to_metric"); err != nil {
-			return err
+		level := append(slices.Clip(shared), "")
+		if share {
+			level[len(level)-1] = final
 		}
-		if rlN := fs["rate_limit"]; rlN != nil {
+		if rlN := fs["rate_limit"]; !isNull(rlN) {
 			if n.rule, err = l.rule(rlN, domain, full, shadow); err != nil {
 				return err
 			}
-		}
-		if d := fs["descriptors"]; d != nil {
-			if err := l.descriptors(n, d, domain, full); err != nil {
-				return err
+			n.rule.Quota = quota
+			if slices.ContainsFunc(level, func(s string) bool { return s != "" }) {
+				n.rule.shared = level
 			}
 		}
+		if err := l.descriptors(n, fs["descriptors"], domain, full, level); err != nil {
+			return err
+		}
 		parent.children[final] = n
-		if strings.Contains(final, "*") {
-			parent.wildcards = append(parent.wildcards, wildcard{key: final, parts: strings.Split(final, "*")})
+		if wild {
+			parent.wildcards = append(parent.wildcards, final)
 		}
 	}
 	return nil
-}
-
-func (l *loader) boolField(fs map[string]*yaml.Node, name string) (bool, error) {
-	n := fs[name]
-	if n == nil {
-		return false, nil
-	}
-	if n.Kind == yaml.ScalarNode && n.Tag == "!!bool" {
-		return n.Value == "true" || n.Value == "True" || n.Value == "TRUE", nil
-	}
-	return false, l.errf(n, "%s must be true or false", name)
 }
 
 func (l *loader) rule(n *yaml.Node, domain, path string, shadow bool) (*Rule, error) {
@@ -303,28 +390,29 @@ func (l *loader) rule(n *yaml.Node, domain, path string, shadow bool) (*Rule, er
 	if r.Unlimited, err = l.boolField(fs, "unlimited"); err != nil {
 		return nil, err
 	}
-	unitS, hasUnit := scalar(fs["unit"])
+	unitS, err := l.str(fs, "unit")
+	if err != nil {
+		return nil, err
+	}
 	unitV, known := rlspb.RateLimitResponse_RateLimit_Unit_value[strings.ToUpper(unitS)]
 	unit := rlspb.RateLimitResponse_RateLimit_Unit(unitV)
+	valid := known && unit != rlspb.RateLimitResponse_RateLimit_UNKNOWN
 	switch {
-	case r.Unlimited && hasUnit && known && unit != rlspb.RateLimitResponse_RateLimit_UNKNOWN:
+	case r.Unlimited && valid:
 		return nil, l.errf(fs["unit"], "rate_limit: unit must not be given with unlimited: true")
-	case !r.Unlimited && (!known || unit == rlspb.RateLimitResponse_RateLimit_UNKNOWN):
+	case !r.Unlimited && !valid:
 		return nil, l.errf(n, "rate_limit: unit %q must be one of second, minute, hour, day, week, month, year", unitS)
 	}
-	var rpu int64
-	if v := fs["requests_per_unit"]; v != nil {
-		if v.Tag != "!!int" {
-			return nil, l.errf(v, "rate_limit: requests_per_unit must be an integer from 0 to %d", rl.MaxLimit)
-		}
-		if rpu, err = strconv.ParseInt(v.Value, 10, 64); err != nil || rpu < 0 || rpu > rl.MaxLimit {
-			return nil, l.errf(v, "rate_limit: requests_per_unit must be an integer from 0 to %d", rl.MaxLimit)
-		}
-	} else if !r.Unlimited {
-		return nil, l.errf(n, "rate_limit: requests_per_unit is required")
+	// An absent requests_per_unit is 0, as envoyproxy/ratelimit reads it:
+	// every hit is over the limit.
+	rpu, err := l.count(fs, "requests_per_unit", "rate_limit: requests_per_unit", rl.MaxLimit)
+	if err != nil {
+		return nil, err
 	}
-	r.LimitName, _ = scalar(fs["name"])
-	if rep := fs["replaces"]; rep != nil {
+	if r.LimitName, err = l.str(fs, "name"); err != nil {
+		return nil, err
+	}
+	if rep := fs["replaces"]; !isNull(rep) {
 		if rep.Kind != yaml.SequenceNode {
 			return nil, l.errf(rep, "rate_limit: replaces must be a list of {name: NAME}")
 		}
@@ -333,7 +421,10 @@ func (l *loader) rule(n *yaml.Node, domain, path string, shadow bool) (*Rule, er
 			if err != nil {
 				return nil, err
 			}
-			name, _ := scalar(efs["name"])
+			name, err := l.str(efs, "name")
+			if err != nil {
+				return nil, err
+			}
 			switch {
 			case name == "":
 				return nil, l.errf(e, "replaces: an entry needs a name")
@@ -364,8 +455,9 @@ func ruleName(domain, path string) string {
 }
 
 // lookup finds the rule of a request descriptor in domain, as
-// envoyproxy/ratelimit does: level by level, "key_value" first, then a
-// wildcard value, then "key" for any value; the rule counts only when the
+// envoyproxy/ratelimit does: level by level, "key_value" first, then the
+// first wildcard ("key_value*", or "key*") whose prefix "key_value" starts
+// with, then "key" for any value; the rule counts only when the
 // descriptor's last entry reaches it. buf is scratch for the level keys.
 func (c *Config) lookup(domain string, entries []entryView, buf []byte) (*Rule, []byte) {
 	n := c.domains[domain]
@@ -378,8 +470,8 @@ func (c *Config) lookup(domain string, entries []entryView, buf []byte) (*Rule, 
 		next := n.children[string(buf)]
 		if next == nil {
 			for _, w := range n.wildcards {
-				if wildcardMatch(w.parts, buf) {
-					next = n.children[w.key]
+				if prefix := w[:len(w)-1]; len(buf) >= len(prefix) && string(buf[:len(prefix)]) == prefix {
+					next = n.children[w]
 					break
 				}
 			}
@@ -398,26 +490,14 @@ func (c *Config) lookup(domain string, entries []entryView, buf []byte) (*Rule, 
 	return found, buf
 }
 
-// wildcardMatch reports whether s matches the pattern split at '*' into
-// parts: the first part a prefix, the last a suffix, the others in order
-// between them.
-func wildcardMatch(parts []string, s []byte) bool {
-	if len(parts) == 1 {
-		return string(s) == parts[0]
+// sharedValue is the value entry i of a request counts under for r: the
+// share_threshold pattern's value (what follows "key_" in it) when its
+// level has one, else the entry's own value.
+func (r *Rule) sharedValue(i int, key, value string) string {
+	if i < len(r.shared) && r.shared[i] != "" {
+		return strings.TrimPrefix(r.shared[i], key+"_")
 	}
-	first, last := parts[0], parts[len(parts)-1]
-	if len(s) < len(first)+len(last) || string(s[:len(first)]) != first || string(s[len(s)-len(last):]) != last {
-		return false
-	}
-	rest := s[len(first) : len(s)-len(last)]
-	for _, p := range parts[1 : len(parts)-1] {
-		i := strings.Index(string(rest), p)
-		if i < 0 {
-			return false
-		}
-		rest = rest[i+len(p):]
-	}
-	return true
+	return value
 }
 
 // entryView is a request descriptor's entry.

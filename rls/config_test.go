@@ -2,6 +2,7 @@ package rls
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -55,18 +56,6 @@ func TestLookupAsEnvoyproxyRatelimit(t *testing.T) {
 	}
 }
 
-func TestWildcardMatch(t *testing.T) {
-	for _, tc := range []struct {
-		pattern, s string
-		want       bool
-	}{
-		{"a*", "abc", true}, {"a*", "b", false}, {"a*c", "abc", true}, {"a*c", "ac", true},
-		{"a*b*c", "axbyc", true}, {"a*b*c", "axcyb", false}, {"*", "", true}, {"ab*ba", "aba", false},
-	} {
-		assert.Equal(t, tc.want, wildcardMatch(strings.Split(tc.pattern, "*"), []byte(tc.s)), "%s ~ %s", tc.pattern, tc.s)
-	}
-}
-
 func TestConfigErrorsNameFileLineAndField(t *testing.T) {
 	for _, tc := range []struct {
 		name, yaml string
@@ -80,13 +69,18 @@ func TestConfigErrorsNameFileLineAndField(t *testing.T) {
 		{"unknown descriptor field", "domain: d\ndescriptors:\n  - key: k\n    limit: 3\n", 4, `unknown field "limit"`},
 		{"bad unit", "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: fortnight, requests_per_unit: 1}\n", 4, `unit "fortnight"`},
 		{"unit with unlimited", "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, unlimited: true}\n", 4, "unit must not be given with unlimited"},
-		{"no requests_per_unit", "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: second}\n", 4, "requests_per_unit is required"},
 		{"negative requests_per_unit", "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: -1}\n", 4, "requests_per_unit must be an integer"},
 		{"requests_per_unit past the bound", "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 4294967296}\n", 4, "requests_per_unit must be an integer"},
 		{"duplicate descriptor", "domain: d\ndescriptors:\n  - {key: k, value: v}\n  - {key: k, value: v}\n", 4, `duplicate descriptor "k_v"`},
 		{"replaces itself", "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 1, name: a, replaces: [{name: a}]}\n", 4, "cannot replace itself"},
 		{"replaces without a name", "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 1, replaces: [{}]}\n", 4, "replaces: an entry needs a name"},
-		{"quota mode", "domain: d\ndescriptors:\n  - key: k\n    quota_mode: true\n", 4, `"quota_mode" is not supported`},
+		{"misplaced field", "domain: d\ndescriptors:\n  - key: k\n    unit: second\n", 4, `field "unit" does not belong here`},
+		{"share_threshold without a wildcard", "domain: d\ndescriptors:\n  - key: k\n    value: a*b\n    share_threshold: true\n", 5, `share_threshold needs a value ending in '*'`},
+		{"a value that is a list", "domain: d\ndescriptors:\n  - key: k\n    value: [a]\n", 4, "value must be a string"},
+		{"a fraction", "domain: d\ndescriptors:\n  - key: k\n    value: 1.5\n", 4, "1.5: a number with a fraction"},
+		{"requests_per_unit quoted", "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: \"5\"}\n", 4, "requests_per_unit must be an integer"},
+		{"a quoted boolean", "domain: d\ndescriptors:\n  - key: k\n    shadow_mode: \"true\"\n", 4, "shadow_mode must be true or false"},
+		{"a field given twice", "domain: d\ndescriptors:\n  - key: k\n    key: j\n", 4, `field "key" given twice`},
 		{"shadow mode not a bool", "domain: d\ndescriptors:\n  - key: k\n    shadow_mode: maybe\n", 4, "shadow_mode must be true or false"},
 		{"not yaml", "domain: [\n", 0, "not valid YAML"},
 	} {
@@ -135,6 +129,7 @@ func FuzzLoad(f *testing.F) {
 		}
 		f.Add(b, "to_number", "1")
 	}
+	f.Add([]byte("domain: d\ndescriptors:\n  - &a {key: files, value: f/*, share_threshold: yes, quota_mode: on, rate_limit: {unit: minute, requests_per_unit: 0x10}}\n  - {<<: *a, value: g*}\n  - key: n\n    descriptors:\n"), "files", "f/x")
 	f.Fuzz(func(t *testing.T, data []byte, key, value string) {
 		c, err := Parse("f.yaml", data)
 		if err != nil {
@@ -151,4 +146,42 @@ func FuzzLoad(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestTheDocumentedFormatLoads keeps docs/envoy.md's example of the
+// configuration format loadable, and its wildcard shared.
+func TestTheDocumentedFormatLoads(t *testing.T) {
+	doc, err := os.ReadFile("../docs/envoy.md")
+	require.NoError(t, err)
+	s := string(doc)
+	i := strings.Index(s, "## The configuration format")
+	require.GreaterOrEqual(t, i, 0)
+	j := strings.Index(s[i:], "```yaml\n")
+	require.GreaterOrEqual(t, j, 0)
+	block := s[i+j+len("```yaml\n"):]
+	block = block[:strings.Index(block, "```")]
+	c, err := Parse("envoy.md", []byte(block))
+	require.NoError(t, err)
+	r, _ := c.lookup("files", []entryView{{"path", "/downloads/a.zip"}}, nil)
+	require.NotNil(t, r)
+	assert.Equal(t, "/downloads/*", r.sharedValue(0, "path", "/downloads/a.zip"))
+}
+
+// TestAliasesCannotBlowUpTheTree: a few lines of anchors and aliases
+// that would expand to 2^30 descriptors, or merge 2^30 times, are refused
+// quickly instead.
+func TestAliasesCannotBlowUpTheTree(t *testing.T) {
+	desc := "domain: d\ndescriptors:\n  - key: l0\n    descriptors: &l0 [{key: k}]\n"
+	merge := "domain: d\ndescriptors:\n  - key: m0\n    rate_limit: &m0 {unit: second, requests_per_unit: 1}\n"
+	for i := 1; i <= 30; i++ {
+		desc += fmt.Sprintf("  - key: l%d\n    descriptors: &l%d [{key: a, descriptors: *l%d}, {key: b, descriptors: *l%d}]\n", i, i, i-1, i-1)
+		merge += fmt.Sprintf("  - key: m%d\n    rate_limit: &m%d {<<: [*m%d, *m%d]}\n", i, i, i-1, i-1)
+	}
+	for name, src := range map[string]string{"descriptors": desc, "merge keys": merge} {
+		t.Run(name, func(t *testing.T) {
+			_, err := Parse("bomb.yaml", []byte(src))
+			require.ErrorIs(t, err, ErrInvalidConfig)
+			assert.Contains(t, err.Error(), "expands to more than")
+		})
+	}
 }

@@ -59,6 +59,13 @@ type Options struct {
 	// SHADOW_MODE): every descriptor is counted and its status reported
 	// as usual, OVER_LIMIT included, but the overall code is always OK.
 	Shadow bool
+	// QuotaMode puts every rule in quota mode (quota_mode: true), as
+	// envoyproxy/ratelimit's QUOTA_MODE=true.
+	QuotaMode bool
+	// ResponseMetadata adds the request and its quota-mode violations to
+	// each answer's dynamic_metadata, as envoyproxy/ratelimit's
+	// RESPONSE_DYNAMIC_METADATA=true (see responseMetadata).
+	ResponseMetadata bool
 }
 
 // Server is the rate limit service. It is safe for concurrent use.
@@ -72,6 +79,8 @@ type Server struct {
 	maxEntries     int
 	timeout        time.Duration
 	log            *slog.Logger
+	quota          bool // Options.QuotaMode
+	metadata       bool // Options.ResponseMetadata
 	m              *metrics
 	scratch        sync.Pool // of *scratch
 	shadow         bool
@@ -101,7 +110,8 @@ func New(opts Options) *Server {
 	}
 	s := &Server{load: opts.Load, engine: policy.Engine{Limiter: opts.Limiter, MaxKeyBytes: opts.MaxKeyBytes},
 		maxKey: opts.MaxKeyBytes, maxDescriptors: opts.MaxDescriptors, maxEntries: opts.MaxEntries,
-		timeout: opts.Timeout, log: opts.Logger, m: newMetrics(), shadow: opts.Shadow}
+		timeout: opts.Timeout, log: opts.Logger, m: newMetrics(), shadow: opts.Shadow,
+		quota: opts.QuotaMode, metadata: opts.ResponseMetadata}
 	s.scratch.New = func() any { return new(scratch) }
 	s.setConfig(opts.Config)
 	return s
@@ -204,11 +214,15 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitReques
 		}
 		d := req.Descriptors[i]
 		start := len(sc.keys)
-		for _, e := range d.Entries {
+		for j, e := range d.Entries {
+			v := e.Value
+			if r.shared != nil {
+				v = r.sharedValue(j, e.Key, v) // share_threshold: one counter for the wildcard
+			}
 			sc.keys = binary.AppendUvarint(sc.keys, uint64(len(e.Key)))
 			sc.keys = append(sc.keys, e.Key...)
-			sc.keys = binary.AppendUvarint(sc.keys, uint64(len(e.Value)))
-			sc.keys = append(sc.keys, e.Value...)
+			sc.keys = binary.AppendUvarint(sc.keys, uint64(len(v)))
+			sc.keys = append(sc.keys, v...)
 		}
 		if len(sc.keys)-start > s.maxKey {
 			s.m.requests.WithLabelValues("invalid").Inc()
@@ -256,6 +270,7 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitReques
 			s.m.check(r, "unlimited")
 		}
 	}
+	var violations []int // quota mode's, for the metadata
 	for j, res := range sc.results {
 		i := sc.at[j]
 		r := sc.rules[i]
@@ -271,6 +286,12 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitReques
 			switch {
 			case r.Shadow:
 				result = "shadow_denied" // reported, never enforced
+			case r.Quota || s.quota:
+				// quota_mode, as envoyproxy/ratelimit answers it: OK,
+				// the limit and nothing remaining, no reset.
+				result = "quota_denied"
+				st.DurationUntilReset = nil
+				violations = append(violations, i)
 			case s.shadow:
 				// Reported as the peer does (the descriptor's status says
 				// OVER_LIMIT), never enforced (the overall code stays OK).
@@ -283,6 +304,9 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitReques
 		}
 		s.m.check(r, result)
 		resp.Statuses[i] = st
+	}
+	if s.metadata {
+		resp.DynamicMetadata = responseMetadata(req, sc.rules, violations)
 	}
 	s.m.requests.WithLabelValues(resp.OverallCode.String()).Inc()
 	return resp, nil
@@ -382,7 +406,7 @@ func newMetrics() *metrics {
 		family: checkmetric.New(checkmetric.ViaRLS),
 		checks: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "raterlimiter_rls_checks_total",
-			Help: "Envoy RLS descriptors decided, by domain, rule (the configuration's descriptor path) and result (allowed, denied, shadow_denied, unlimited).",
+			Help: "Envoy RLS descriptors decided, by domain, rule (the configuration's descriptor path) and result (allowed, denied, shadow_denied, quota_denied, unlimited).",
 		}, []string{"domain", "rule", "result"}),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "raterlimiter_rls_requests_total",

@@ -93,7 +93,7 @@ func (cfg *config) flags(fs *flag.FlagSet) {
 // serve and exit. The environment cannot set them: a stray
 // RATERLIMITER_VERSION=true in a deployment's environment would otherwise
 // turn the sidecar into a program that prints its version and exits.
-var commandLineOnly = map[string]bool{"version": true, "check-policies": true, "healthcheck": true, "healthcheck-timeout": true}
+var commandLineOnly = map[string]bool{"version": true, "check-policies": true, "check-rls-config": true, "healthcheck": true, "healthcheck-timeout": true}
 
 // envName is the environment variable that sets flag name, or "" for a
 // flag only the command line sets.

@@ -45,11 +45,12 @@ type rlsFlags struct {
 	// client certificates must chain to and a name one must carry.
 	cert, key           string
 	clientCA, clientSAN string
+	rlsLoadFlags        // -rls-merge-domains, -check-rls-config (rlsconfig.go)
 }
 
 // rlsFlagNames lists them in the order -h shows them.
 func rlsFlagNames() []string {
-	return []string{"rls-listen", "rls-config", "rls-max-descriptors", "rls-shadow-mode",
+	return []string{"rls-listen", "rls-config", "check-rls-config", "rls-merge-domains", "rls-max-descriptors", "rls-shadow-mode", "rls-quota-mode", "rls-response-metadata",
 		"rls-tls-cert", "rls-tls-key", "rls-tls-client-ca", "rls-tls-client-san",
 		"rls-max-conns-per-ip", "rls-max-conns", "rls-max-streams",
 		"rls-arriving-budget", "rls-receive-timeout", "rls-idle-timeout", "rls-keepalive"}
@@ -71,6 +72,7 @@ func (f *rlsFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&f.receiveTimeout, "rls-receive-timeout", rls.DefaultReceiveTimeout, "longest time an RLS request may take to arrive after its headers; a slower one is ended and its bytes dropped")
 	fs.DurationVar(&f.idleTimeout, "rls-idle-timeout", rls.DefaultIdleTimeout, "close an RLS connection with no call open for this long")
 	fs.DurationVar(&f.keepalive, "rls-keepalive", rls.DefaultKeepalive, "ping an RLS connection that sent nothing for this long, and close it if the ping is not answered within 10s")
+	f.rlsLoadFlags.register(fs)
 }
 
 func (f *rlsFlags) validate() error {
@@ -103,6 +105,10 @@ func (f *rlsFlags) validate() error {
 		return cli.Usagef("-rls-tls-client-san needs -rls-tls-client-ca")
 	case f.cert != "" && f.listen == "":
 		return cli.Usagef("-rls-tls-cert needs -rls-listen")
+	case f.merge && f.config == "" && f.check == "":
+		return cli.Usagef("-rls-merge-domains needs -rls-config or -check-rls-config")
+	case (f.quota || f.metadata) && f.listen == "":
+		return cli.Usagef("-rls-quota-mode and -rls-response-metadata need -rls-listen")
 	}
 	return nil
 }
@@ -197,12 +203,13 @@ func openRLS(ctx context.Context, f rlsFlags, lis listenFlags, watch bool, lim r
 	if f.listen == "" {
 		return nil, nil
 	}
-	cfg, err := rls.Load(f.config)
+	cfg, err := f.load(f.config)
 	if err != nil {
-		return nil, cli.Filef("%s", err.Error())
+		return nil, f.rlsConfigError(err)
 	}
-	srv := rls.New(rls.Options{Limiter: lim, Config: cfg, Load: func() (*rls.Config, error) { return rls.Load(f.config) },
-		MaxKeyBytes: maxKey, MaxDescriptors: f.maxDescriptors, Logger: logger, Shadow: f.shadow})
+	srv := rls.New(rls.Options{Limiter: lim, Config: cfg, Load: func() (*rls.Config, error) { return f.load(f.config) },
+		MaxKeyBytes: maxKey, MaxDescriptors: f.maxDescriptors, Logger: logger, Shadow: f.shadow,
+		QuotaMode: f.quota, ResponseMetadata: f.metadata})
 	tc, err := rlsTLS(ctx, f, watch, logger)
 	if err != nil {
 		return nil, err

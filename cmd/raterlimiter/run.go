@@ -55,6 +55,9 @@ func runLogged(ctx context.Context, args []string, lookupEnv func(string) (strin
 	if cfg.pol.check != "" {
 		return checkPolicies(cfg.pol.check, stdout)
 	}
+	if cfg.rls.check != "" {
+		return cfg.rls.checkRLSConfig(stdout)
+	}
 	if install != nil {
 		install(logger)
 	}
