@@ -11,6 +11,7 @@ package raterlimiter
 import (
 	"context"
 	"fmt"
+	"time"
 )
 
 // Algo names the algorithm that decides a check.
@@ -19,10 +20,10 @@ type Algo uint8
 
 const (
 	// Fixed counts every hit (denied ones too, as the Erlang original) in windows
-	// of scale milliseconds aligned to the Unix epoch; a hit is allowed while the
+	// of Scale aligned to the Unix epoch; a hit is allowed while the
 	// window's count stays within the limit.
 	Fixed Algo = iota
-	// Sliding estimates the hits of the last scale milliseconds from the current
+	// Sliding estimates the hits of the last Scale from the current
 	// and the previous window (Cloudflare's weighted two-window estimate) and
 	// counts allowed hits only.
 	Sliding
@@ -44,8 +45,8 @@ const (
 	// use, never with the hits.
 	Slices
 	// Leaky is the leaky bucket as a queue: one hit leaves every
-	// scale/limit ms, a check that finds room in the queue
-	// (Request.Queue may wait) is allowed with Decision.DelayMS, the wait
+	// Scale/Limit, a check that finds room in the queue
+	// (Request.Queue may wait) is allowed with Decision.Delay, the wait
 	// until its turn, and a full queue denies. It is GCRA with a queue,
 	// as nginx's limit_req without nodelay; it counts allowed hits only.
 	Leaky
@@ -110,42 +111,48 @@ func (a *Algo) UnmarshalText(b []byte) error {
 }
 
 // Request is one check_rate call: may ID make Hits more requests against Limit
-// per Scale milliseconds?
+// per Scale?
+//
+// Request has no JSON form of its own (its durations are marked "-"): the
+// HTTP API's, in milliseconds, is the sidecar's and the client's.
 //
 // The zero Hits counts one hit, as an absent hits does on the HTTP wire. A
 // peek, which reports the state and changes nothing, is said with Peek.
 type Request struct {
 	// ID identifies who is limited: a peer IP, a user, an API key. Any bytes,
 	// 1 to MaxIDBytes of them (DefaultMaxIDBytes unless configured).
-	ID string `json:"id"`
-	// Scale is the window's length in milliseconds, 1 to MaxScale.
-	Scale int64 `json:"scale"`
+	ID string
+	// Scale is the window's length: a whole number of milliseconds, from
+	// one millisecond to MaxScale. A Scale that is not a whole number of
+	// milliseconds is refused (a *FieldError of "scale"): every backend,
+	// and the HTTP wire, counts in milliseconds.
+	Scale time.Duration `json:"-"`
 	// Limit is the most hits allowed per window, 0 to MaxLimit. 0 denies all.
-	Limit int64 `json:"limit"`
+	Limit int64
 	// Hits is how many requests this check counts, 0 to MaxHits; 0 counts
 	// one.
-	Hits int64 `json:"hits"`
+	Hits int64
 	// Peek reports the state and counts nothing, as hits=0 on the HTTP
 	// wire. Hits must then be 0.
-	Peek bool `json:"peek,omitempty"`
+	Peek bool
 	// Algo is the algorithm; the zero value is Fixed.
-	Algo Algo `json:"algo"`
+	Algo Algo
 	// Slices is how many slices the window is cut into, with Algo Slices
 	// only: MinSlices to MaxSlices, 0 meaning DefaultSlices. Like Scale it
 	// is part of what is counted: two slice counts of one id and scale
 	// never share a counter.
-	Slices int64 `json:"slices,omitempty"`
+	Slices int64
 	// Queue is how many hits may wait their turn, with Algo Leaky only: 0
 	// to MaxQueue, default 0 (a check passes only when the previous one
 	// has left; nginx's limit_req burst=).
-	Queue int64 `json:"queue,omitempty"`
-	// MaxDelayMS, when positive, is the longest Decision.DelayMS the check
+	Queue int64
+	// MaxDelay, when positive, is the longest Decision.Delay the check
 	// accepts: a Leaky check whose wait would be longer is denied and
 	// takes no place in the queue (Wait sets it from its context's
-	// deadline, the sidecar from -max-wait). 0 means no bound; at most
-	// MaxScale. Other algorithms never delay, so it changes nothing for
-	// them.
-	MaxDelayMS int64 `json:"max_delay_ms,omitempty"`
+	// deadline). 0 means no bound; at most MaxScale, a whole number of
+	// milliseconds as Scale. Other algorithms never delay, so it changes
+	// nothing for them.
+	MaxDelay time.Duration `json:"-"`
 }
 
 // Counted returns r as a limiter decides it: Hits 1 when it is 0 and r is
@@ -166,61 +173,65 @@ func (r Request) SlicesOrDefault() int64 {
 	return r.Slices
 }
 
-// Decision is the answer to a Request. Times are in milliseconds.
+// Decision is the answer to a Request. Its durations are whole
+// milliseconds.
 type Decision struct {
 	// Allowed reports whether the hits may go ahead.
-	Allowed bool `json:"allowed"`
+	Allowed bool
 	// Count is what the algorithm counts in the current window: for Fixed the
 	// bucket's counter (denied hits included), for Sliding the weighted
 	// estimate rounded up (so Remaining is exactly the hits that would pass
 	// now), for Token limit minus the whole tokens left, for Log and Slices
 	// the allowed hits in the window, for Leaky the hits queued (waiting or
 	// leaving), ceil((TAT-now)*limit/scale).
-	Count int64 `json:"count"`
+	Count int64
 	// Limit echoes the request's limit.
-	Limit int64 `json:"limit"`
+	Limit int64
 	// Remaining is max(0, Limit-Count).
-	Remaining int64 `json:"remaining"`
-	// ResetMS is the time until the current window ends (Token: until the
+	Remaining int64
+	// Reset is the time until the current window ends (Token: until the
 	// bucket is full again; Leaky: until the queue has drained; Log and
 	// Slices: until the oldest counted hit, or slice, leaves the window, 0
 	// when none is counted).
-	ResetMS int64 `json:"reset_ms"`
-	// RetryAfterMS is 0 when allowed; otherwise the time after which the same
-	// request, with no other traffic, is allowed, at least 1. A request with
-	// Hits greater than Limit is never allowed; its RetryAfterMS is then
-	// max(ResetMS, 1).
-	RetryAfterMS int64 `json:"retry_after_ms"`
-	// DelayMS is how long the caller waits before going on, when allowed:
-	// for Leaky the time until its turn in the queue (rounded up to whole
-	// ms); 0 for every other algorithm, and when denied. Wait sleeps it.
-	DelayMS int64 `json:"delay_ms"`
-	// Now is the instant of the decision, in Unix milliseconds, by the clock of
-	// whoever decided (the limiter's clock, or Redis's). It is not part of the
-	// HTTP body; the client fills it from its own clock.
-	Now int64 `json:"-"`
+	Reset time.Duration `json:"-"`
+	// RetryAfter is 0 when allowed; otherwise the time after which the same
+	// request, with no other traffic, is allowed, at least a millisecond. A
+	// request with Hits greater than Limit is never allowed; its RetryAfter
+	// is then the larger of Reset and a millisecond.
+	RetryAfter time.Duration `json:"-"`
+	// Delay is how long the caller waits before going on, when allowed:
+	// for Leaky the time until its turn in the queue (rounded up to a whole
+	// millisecond); 0 for every other algorithm, and when denied. Wait
+	// sleeps it.
+	Delay time.Duration `json:"-"`
+	// Now is the instant of the decision, to the millisecond, by the clock
+	// of whoever decided (the limiter's clock, or Redis's). It is not part
+	// of the HTTP body; the client fills it from its own clock.
+	Now time.Time `json:"-"`
 }
 
-// ResetAt returns the Unix millisecond at which the current window ends.
-func (d Decision) ResetAt() int64 { return d.Now + d.ResetMS }
+// ResetAt returns the instant at which the current window ends: Now +
+// Reset.
+func (d Decision) ResetAt() time.Time { return d.Now.Add(d.Reset) }
 
 // Bucket is one stored record of an id, as the admin API shows it.
 type Bucket struct {
 	// Scale and Algo are those of the checks that made the record.
-	Scale int64 `json:"scale"`
-	Algo  Algo  `json:"algo"`
+	Scale time.Duration
+	Algo  Algo
 	// Bucket is floor(time/scale) of the window the record counts (Fixed and
 	// Sliding), floor(time/ceil(scale/slices)) of its slice (Slices); 0 for
 	// Token, Leaky and Log, whose single record is their state.
-	Bucket int64 `json:"bucket"`
+	Bucket int64
 	// Slices is the slice count of a Slices record; 0 for the others.
-	Slices int64 `json:"slices,omitempty"`
+	Slices int64
 	// Count is the record's counter (Token and Leaky: the theoretical
-	// arrival time, Unix ms, rounded up).
-	Count int64 `json:"count"`
-	// Created and Modified are Unix milliseconds.
-	Created  int64 `json:"created"`
-	Modified int64 `json:"modified"`
+	// arrival time, Unix milliseconds, rounded up).
+	Count int64
+	// Created and Modified are the times of the record's first and last
+	// change, to the millisecond.
+	Created  time.Time
+	Modified time.Time
 }
 
 // Checker is the one call a middleware needs.
@@ -242,7 +253,7 @@ type Limiter interface {
 	Buckets(ctx context.Context, id string) ([]Bucket, error)
 	// Reset deletes the records of id, of every scale when scale is 0, and
 	// returns how many it deleted.
-	Reset(ctx context.Context, id string, scale int64) (int, error)
+	Reset(ctx context.Context, id string, scale time.Duration) (int, error)
 }
 
 // PolicyChecker decides checks by the name of a policy that the server owns

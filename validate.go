@@ -1,13 +1,16 @@
 package raterlimiter
 
-import "strconv"
+import (
+	"strconv"
+	"time"
+)
 
 // Bounds on a request, from the contract.
 const (
 	// DefaultMaxIDBytes is the longest id accepted unless configured.
 	DefaultMaxIDBytes = 1024
-	// MaxScale is ten years in milliseconds.
-	MaxScale int64 = 315360000000
+	// MaxScale is the longest Scale: ten years (of 365 days).
+	MaxScale = 315360000000 * time.Millisecond
 	// MaxLimit is the largest limit.
 	MaxLimit int64 = 4294967295
 	// MaxHits is the largest number of hits one check may count.
@@ -26,15 +29,16 @@ const (
 	// most MaxScale: Queue × Scale / Limit ≤ MaxScale (with Limit > 0), so
 	// that every time a leaky bucket holds stays within ten years of now.
 	MaxQueue int64 = 65536
-	// MaxDelayMS is the largest Request.MaxDelayMS: ten years.
-	MaxDelayMS = MaxScale
 )
+
+// maxScaleMS is MaxScale in milliseconds.
+const maxScaleMS = int64(MaxScale / time.Millisecond)
 
 // The errors of a field out of its bounds, shared: refusing a request
 // allocates nothing.
 var (
 	errEmptyID  = &FieldError{"id", "must not be empty"}
-	errScale    = &FieldError{"scale", "must be an integer from 1 to " + strconv.FormatInt(MaxScale, 10) + " (milliseconds)"}
+	errScale    = &FieldError{"scale", "must be an integer from 1 to " + strconv.FormatInt(maxScaleMS, 10) + " (milliseconds)"}
 	errLimit    = &FieldError{"limit", "must be an integer from 0 to " + strconv.FormatInt(MaxLimit, 10)}
 	errHits     = &FieldError{"hits", "must be an integer from 0 to " + strconv.FormatInt(MaxHits, 10)}
 	errPeekHits = &FieldError{"hits", "must be 0 in a peek, which counts nothing"}
@@ -43,8 +47,8 @@ var (
 	errSlicesOf = &FieldError{"slices", "is for algo=slices only"}
 	errQueue    = &FieldError{"queue", "must be an integer from 0 to " + strconv.FormatInt(MaxQueue, 10)}
 	errQueueOf  = &FieldError{"queue", "is for algo=leaky only"}
-	errQueueLen = &FieldError{"queue", "must drain in at most ten years: queue × scale / limit ≤ " + strconv.FormatInt(MaxScale, 10) + " ms"}
-	errMaxDelay = &FieldError{"max_delay_ms", "must be an integer from 0 (no bound) to " + strconv.FormatInt(MaxDelayMS, 10)}
+	errQueueLen = &FieldError{"queue", "must drain in at most ten years: queue × scale / limit ≤ " + strconv.FormatInt(maxScaleMS, 10) + " ms"}
+	errMaxDelay = &FieldError{"max_delay_ms", "must be an integer from 0 (no bound) to " + strconv.FormatInt(maxScaleMS, 10)}
 )
 
 // idTooLong is the error of an id longer than maxIDBytes.
@@ -96,7 +100,7 @@ func (r Request) Validate(maxIDBytes int) error {
 		return errEmptyID
 	case len(r.ID) > maxIDBytes:
 		return idTooLong(maxIDBytes)
-	case r.Scale < 1 || r.Scale > MaxScale:
+	case r.Scale < time.Millisecond || r.Scale > MaxScale || r.Scale%time.Millisecond != 0:
 		return errScale
 	case r.Limit < 0 || r.Limit > MaxLimit:
 		return errLimit
@@ -116,9 +120,9 @@ func (r Request) Validate(maxIDBytes int) error {
 		return errQueueOf
 	case r.Queue < 0 || r.Queue > MaxQueue:
 		return errQueue
-	case r.Queue > 0 && r.Limit > 0 && queueTooLong(r.Queue, r.Scale, r.Limit):
+	case r.Queue > 0 && r.Limit > 0 && queueTooLong(r.Queue, int64(r.Scale/time.Millisecond), r.Limit):
 		return errQueueLen
-	case r.MaxDelayMS < 0 || r.MaxDelayMS > MaxDelayMS:
+	case r.MaxDelay < 0 || r.MaxDelay > MaxScale || r.MaxDelay%time.Millisecond != 0:
 		return errMaxDelay
 	}
 	return nil
@@ -129,7 +133,7 @@ func (r Request) Validate(maxIDBytes int) error {
 // scale is below 2^55).
 func queueTooLong(queue, scale, limit int64) bool {
 	q, rem := queue*scale/limit, queue*scale%limit
-	return q > MaxScale || q == MaxScale && rem > 0
+	return q > maxScaleMS || q == maxScaleMS && rem > 0
 }
 
 // ValidateBatch validates every request of rs and returns an *ItemError for
@@ -145,9 +149,9 @@ func ValidateBatch(rs []Request, maxIDBytes int) error {
 
 // ValidateReset checks the arguments of Limiter.Reset: an id within the
 // bounds, and a scale of 0 (every scale) or within the bounds.
-func ValidateReset(id string, scale int64, maxIDBytes int) error {
+func ValidateReset(id string, scale time.Duration, maxIDBytes int) error {
 	if scale < 0 {
-		return &FieldError{"scale", "must be 0 (every scale) or an integer from 1 to " + strconv.FormatInt(MaxScale, 10)}
+		return &FieldError{"scale", "must be 0 (every scale) or an integer from 1 to " + strconv.FormatInt(maxScaleMS, 10)}
 	}
-	return Request{ID: id, Scale: max(scale, 1)}.Validate(maxIDBytes)
+	return Request{ID: id, Scale: max(scale, time.Millisecond)}.Validate(maxIDBytes)
 }

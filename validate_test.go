@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -13,7 +14,7 @@ import (
 )
 
 func TestValidate(t *testing.T) {
-	ok := rl.Request{ID: "u", Scale: 1000, Limit: 5, Hits: 1}
+	ok := rl.Request{ID: "u", Scale: time.Second, Limit: 5, Hits: 1}
 	with := func(f func(*rl.Request)) rl.Request { r := ok; f(&r); return r }
 	tests := []struct {
 		name  string
@@ -25,10 +26,12 @@ func TestValidate(t *testing.T) {
 		{"id at the limit", with(func(r *rl.Request) { r.ID = strings.Repeat("x", rl.DefaultMaxIDBytes) }), ""},
 		{"id past the limit", with(func(r *rl.Request) { r.ID = strings.Repeat("x", rl.DefaultMaxIDBytes+1) }), "id"},
 		{"empty id", with(func(r *rl.Request) { r.ID = "" }), "id"},
-		{"scale 1", with(func(r *rl.Request) { r.Scale = 1 }), ""},
+		{"scale 1", with(func(r *rl.Request) { r.Scale = time.Millisecond }), ""},
+		{"scale of a fraction of a ms", with(func(r *rl.Request) { r.Scale = time.Second + time.Microsecond }), "scale"},
+		{"scale under a ms", with(func(r *rl.Request) { r.Scale = time.Microsecond }), "scale"},
 		{"scale 0", with(func(r *rl.Request) { r.Scale = 0 }), "scale"},
 		{"largest scale", with(func(r *rl.Request) { r.Scale = rl.MaxScale }), ""},
-		{"scale past ten years", with(func(r *rl.Request) { r.Scale = rl.MaxScale + 1 }), "scale"},
+		{"scale past ten years", with(func(r *rl.Request) { r.Scale = rl.MaxScale + time.Millisecond }), "scale"},
 		{"limit 0", with(func(r *rl.Request) { r.Limit = 0 }), ""},
 		{"limit -1", with(func(r *rl.Request) { r.Limit = -1 }), "limit"},
 		{"largest limit", with(func(r *rl.Request) { r.Limit = rl.MaxLimit }), ""},
@@ -44,7 +47,7 @@ func TestValidate(t *testing.T) {
 		{"one slice", with(func(r *rl.Request) { r.Algo, r.Slices = rl.Slices, 1 }), "slices"},
 		{"negative slices", with(func(r *rl.Request) { r.Algo, r.Slices = rl.Slices, -60 }), "slices"},
 		{"slices past 600", with(func(r *rl.Request) { r.Algo, r.Slices = rl.Slices, rl.MaxSlices+1 }), "slices"},
-		{"more slices than ms in the scale", with(func(r *rl.Request) { r.Algo, r.Slices, r.Scale = rl.Slices, 600, 1 }), ""},
+		{"more slices than ms in the scale", with(func(r *rl.Request) { r.Algo, r.Slices, r.Scale = rl.Slices, 600, time.Millisecond }), ""},
 		{"slices with another algo", with(func(r *rl.Request) { r.Slices = 60 }), "slices"},
 		{"leaky with no queue", with(func(r *rl.Request) { r.Algo = rl.Leaky }), ""},
 		{"leaky at its longest queue", with(func(r *rl.Request) { r.Algo, r.Queue = rl.Leaky, rl.MaxQueue }), ""},
@@ -54,15 +57,18 @@ func TestValidate(t *testing.T) {
 		{"a queue draining in ten years", with(func(r *rl.Request) { r.Algo, r.Queue, r.Scale, r.Limit = rl.Leaky, 2, rl.MaxScale, 2 }), ""},
 		{"a queue draining in more than ten years", with(func(r *rl.Request) { r.Algo, r.Queue, r.Scale, r.Limit = rl.Leaky, 3, rl.MaxScale, 2 }), "queue"},
 		{"a queue of exactly ten years", with(func(r *rl.Request) { r.Algo, r.Queue, r.Scale, r.Limit = rl.Leaky, 3, rl.MaxScale/3*2, 2 }), ""},
-		{"a queue a third of a ms past ten years", with(func(r *rl.Request) { r.Algo, r.Queue, r.Scale, r.Limit = rl.Leaky, 3, rl.MaxScale/3*2+1, 2 }), "queue"},
+		{"a queue a third of a ms past ten years", with(func(r *rl.Request) {
+			r.Algo, r.Queue, r.Scale, r.Limit = rl.Leaky, 3, rl.MaxScale/3*2+time.Millisecond, 2
+		}), "queue"},
 		{"the longest queue at the longest scale", with(func(r *rl.Request) {
 			r.Algo, r.Queue, r.Scale, r.Limit = rl.Leaky, rl.MaxQueue, rl.MaxScale, rl.MaxLimit
 		}), ""},
 		{"a queue with limit 0", with(func(r *rl.Request) { r.Algo, r.Queue, r.Scale, r.Limit = rl.Leaky, rl.MaxQueue, rl.MaxScale, 0 }), ""},
-		{"a bound on the delay", with(func(r *rl.Request) { r.Algo, r.MaxDelayMS = rl.Leaky, 10_000 }), ""},
-		{"a bound on a delay that never comes", with(func(r *rl.Request) { r.MaxDelayMS = rl.MaxDelayMS }), ""},
-		{"a negative bound on the delay", with(func(r *rl.Request) { r.MaxDelayMS = -1 }), "max_delay_ms"},
-		{"a bound on the delay past ten years", with(func(r *rl.Request) { r.MaxDelayMS = rl.MaxDelayMS + 1 }), "max_delay_ms"},
+		{"a bound on the delay", with(func(r *rl.Request) { r.Algo, r.MaxDelay = rl.Leaky, 10*time.Second }), ""},
+		{"a bound on a delay that never comes", with(func(r *rl.Request) { r.MaxDelay = rl.MaxScale }), ""},
+		{"a negative bound on the delay", with(func(r *rl.Request) { r.MaxDelay = -time.Millisecond }), "max_delay_ms"},
+		{"a bound on the delay past ten years", with(func(r *rl.Request) { r.MaxDelay = rl.MaxScale + time.Millisecond }), "max_delay_ms"},
+		{"a bound on the delay of a fraction of a ms", with(func(r *rl.Request) { r.MaxDelay = 1500 * time.Microsecond }), "max_delay_ms"},
 		{"log at its largest limit", with(func(r *rl.Request) { r.Algo, r.Limit = rl.Log, rl.MaxLogLimit }), ""},
 		{"log past its largest limit", with(func(r *rl.Request) { r.Algo, r.Limit = rl.Log, rl.MaxLogLimit+1 }), "limit"},
 		{"fixed past the log's largest limit", with(func(r *rl.Request) { r.Limit = rl.MaxLogLimit + 1 }), ""},
@@ -81,11 +87,11 @@ func TestValidate(t *testing.T) {
 			assert.True(t, strings.HasPrefix(err.Error(), "raterlimiter: invalid "+tt.field+": "), err.Error())
 		})
 	}
-	assert.Error(t, rl.Request{ID: "abc", Scale: 1, Limit: 1}.Validate(2), "a configured id bound")
+	assert.Error(t, rl.Request{ID: "abc", Scale: time.Millisecond, Limit: 1}.Validate(2), "a configured id bound")
 }
 
 func TestValidateBatchNamesTheItem(t *testing.T) {
-	rs := []rl.Request{{ID: "a", Scale: 1}, {ID: "b", Scale: 1}, {ID: "c", Scale: 0}, {ID: "", Scale: 0}}
+	rs := []rl.Request{{ID: "a", Scale: time.Millisecond}, {ID: "b", Scale: time.Millisecond}, {ID: "c", Scale: 0}, {ID: "", Scale: 0}}
 	err := rl.ValidateBatch(rs, 0)
 	var ie *rl.ItemError
 	require.ErrorAs(t, err, &ie)
@@ -118,11 +124,9 @@ func TestAlgoText(t *testing.T) {
 	assert.Equal(t, "algo(9)", rl.Algo(9).String())
 
 	var r rl.Request
-	require.NoError(t, json.Unmarshal([]byte(`{"id":"u","scale":1000,"limit":3,"hits":1,"algo":"token"}`), &r))
-	assert.Equal(t, rl.Request{ID: "u", Scale: 1000, Limit: 3, Hits: 1, Algo: rl.Token}, r)
-	var s rl.Request
-	require.NoError(t, json.Unmarshal([]byte(`{"id":"u","scale":1000,"limit":3,"algo":"slices","slices":10}`), &s))
-	assert.Equal(t, rl.Request{ID: "u", Scale: 1000, Limit: 3, Algo: rl.Slices, Slices: 10}, s)
+	require.NoError(t, json.Unmarshal([]byte(`{"scale":1000,"algo":"token"}`), &r))
+	assert.Equal(t, rl.Request{Algo: rl.Token}, r, "no JSON form of durations: milliseconds are the wire's")
+	s := rl.Request{Algo: rl.Slices, Slices: 10}
 	assert.Equal(t, int64(10), s.SlicesOrDefault())
 	assert.Equal(t, rl.DefaultSlices, rl.Request{Algo: rl.Slices}.SlicesOrDefault())
 	assert.Equal(t, []string{"fixed", "sliding", "token", "log", "slices", "leaky"},
@@ -137,14 +141,14 @@ func TestAlgoText(t *testing.T) {
 func TestErrorsAreDistinct(t *testing.T) {
 	assert.False(t, errors.Is(rl.ErrClosed, rl.ErrUnavailable))
 	assert.False(t, errors.Is(&rl.FieldError{Field: "id", Rule: "x"}, rl.ErrUnavailable))
-	d := rl.Decision{Now: 1000, ResetMS: 250}
-	assert.Equal(t, int64(1250), d.ResetAt())
+	d := rl.Decision{Now: time.UnixMilli(1000), Reset: 250 * time.Millisecond}
+	assert.Equal(t, time.UnixMilli(1250), d.ResetAt())
 }
 
 // TestOutOfBoundsIsValidatesError: the errors a parser takes from
 // OutOfBounds are the ones Validate gives for each field.
 func TestOutOfBoundsIsValidatesError(t *testing.T) {
-	ok := rl.Request{ID: "u", Scale: 1000, Limit: 5, Hits: 1}
+	ok := rl.Request{ID: "u", Scale: time.Second, Limit: 5, Hits: 1}
 	for _, tt := range []struct {
 		field string
 		bad   func(*rl.Request)
@@ -156,7 +160,7 @@ func TestOutOfBoundsIsValidatesError(t *testing.T) {
 		{"algo", func(r *rl.Request) { r.Algo = 200 }},
 		{"slices", func(r *rl.Request) { r.Algo, r.Slices = rl.Slices, 601 }},
 		{"queue", func(r *rl.Request) { r.Algo, r.Queue = rl.Leaky, 1<<20 }},
-		{"max_delay_ms", func(r *rl.Request) { r.MaxDelayMS = -5 }},
+		{"max_delay_ms", func(r *rl.Request) { r.MaxDelay = -5 * time.Millisecond }},
 	} {
 		t.Run(tt.field, func(t *testing.T) {
 			r := ok

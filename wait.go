@@ -10,7 +10,7 @@ import (
 // the sidecar's client and the Redis backend implement it.
 type Waiter interface {
 	// Wait decides r as CheckRate does, bounding the delay by the
-	// context's deadline, and sleeps the allowed decision's DelayMS (see
+	// context's deadline, and sleeps the allowed decision's Delay (see
 	// the package function Wait).
 	Wait(ctx context.Context, r Request) (Decision, error)
 }
@@ -21,11 +21,11 @@ type Waiter interface {
 var ErrDeadlineTooClose = fmt.Errorf("raterlimiter: Wait: the context's deadline is less than 1 ms away; nothing counted: %w", context.DeadlineExceeded)
 
 // Wait decides r on c and, when it is allowed with a delay (Leaky's
-// Decision.DelayMS), sleeps that long before returning, so that the caller
+// Decision.Delay), sleeps that long before returning, so that the caller
 // goes on at its turn, as x/time/rate's Wait and nginx's limit_req without
 // nodelay.
 //
-// A context with a deadline bounds the delay (Request.MaxDelayMS, the
+// A context with a deadline bounds the delay (Request.MaxDelay, the
 // smaller of the two when r sets one): a check whose delay would outlast
 // the deadline is denied before it takes a place in the queue, and Wait
 // returns that denied decision with a nil error, as CheckRate would. A
@@ -41,20 +41,20 @@ func Wait(ctx context.Context, c Checker, r Request) (Decision, error) {
 		return Decision{}, err
 	}
 	if dl, ok := ctx.Deadline(); ok {
-		left := time.Until(dl).Milliseconds()
-		if left < 1 {
+		left := time.Until(dl).Truncate(time.Millisecond)
+		if left < time.Millisecond {
 			return Decision{}, ErrDeadlineTooClose
 		}
-		left = min(left, MaxDelayMS)
-		if r.MaxDelayMS == 0 || r.MaxDelayMS > left {
-			r.MaxDelayMS = left
+		left = min(left, MaxScale)
+		if r.MaxDelay == 0 || r.MaxDelay > left {
+			r.MaxDelay = left
 		}
 	}
 	d, err := c.CheckRate(ctx, r)
-	if err != nil || !d.Allowed || d.DelayMS <= 0 {
+	if err != nil || !d.Allowed || d.Delay <= 0 {
 		return d, err
 	}
-	t := time.NewTimer(time.Duration(d.DelayMS) * time.Millisecond)
+	t := time.NewTimer(d.Delay)
 	defer t.Stop()
 	select {
 	case <-t.C:

@@ -26,36 +26,37 @@ func (c *delayer) CheckRate(_ context.Context, r rl.Request) (rl.Decision, error
 }
 
 func TestWait(t *testing.T) {
-	r := rl.Request{ID: "u", Scale: 1000, Limit: 5, Hits: 1, Algo: rl.Leaky, Queue: 3}
+	r := rl.Request{ID: "u", Scale: time.Second, Limit: 5, Hits: 1, Algo: rl.Leaky, Queue: 3}
 	t.Run("sleeps the delay", func(t *testing.T) {
-		c := &delayer{d: rl.Decision{Allowed: true, DelayMS: 30}}
+		c := &delayer{d: rl.Decision{Allowed: true, Delay: 30 * time.Millisecond}}
 		start := time.Now()
 		d, err := rl.Wait(context.Background(), c, r)
 		require.NoError(t, err)
 		assert.True(t, d.Allowed)
 		assert.GreaterOrEqual(t, time.Since(start), 30*time.Millisecond)
 		require.Len(t, c.got, 1)
-		assert.Equal(t, int64(0), c.got[0].MaxDelayMS, "no deadline: no bound")
+		assert.Equal(t, time.Duration(0), c.got[0].MaxDelay, "no deadline: no bound")
 	})
 	t.Run("the deadline bounds the delay", func(t *testing.T) {
-		c := &delayer{d: rl.Decision{Allowed: false, RetryAfterMS: 100}}
+		c := &delayer{d: rl.Decision{Allowed: false, RetryAfter: 100 * time.Millisecond}}
 		ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
 		defer cancel()
 		d, err := rl.Wait(ctx, c, r)
 		require.NoError(t, err, "a refusal is a decision, not an error")
 		assert.False(t, d.Allowed)
 		require.Len(t, c.got, 1)
-		assert.InDelta(t, int64(time.Hour/time.Millisecond), c.got[0].MaxDelayMS, 1000)
+		assert.InDelta(t, time.Hour, c.got[0].MaxDelay, float64(time.Second))
+		assert.Zero(t, c.got[0].MaxDelay%time.Millisecond, "whole milliseconds")
 	})
 	t.Run("the request's own bound wins when smaller", func(t *testing.T) {
 		c := &delayer{d: rl.Decision{Allowed: true}}
 		ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
 		defer cancel()
 		r := r
-		r.MaxDelayMS = 250
+		r.MaxDelay = 250 * time.Millisecond
 		_, err := rl.Wait(ctx, c, r)
 		require.NoError(t, err)
-		assert.Equal(t, int64(250), c.got[0].MaxDelayMS)
+		assert.Equal(t, 250*time.Millisecond, c.got[0].MaxDelay)
 	})
 	t.Run("a deadline too close counts nothing", func(t *testing.T) {
 		c := &delayer{d: rl.Decision{Allowed: true}}
@@ -67,7 +68,7 @@ func TestWait(t *testing.T) {
 		assert.Empty(t, c.got)
 	})
 	t.Run("a cancelled sleep returns the decision and the context's error", func(t *testing.T) {
-		c := &delayer{d: rl.Decision{Allowed: true, DelayMS: 60_000}}
+		c := &delayer{d: rl.Decision{Allowed: true, Delay: time.Minute}}
 		ctx, cancel := context.WithCancel(context.Background())
 		time.AfterFunc(10*time.Millisecond, cancel)
 		start := time.Now()
@@ -86,7 +87,7 @@ func TestWait(t *testing.T) {
 	})
 	t.Run("an error returns at once", func(t *testing.T) {
 		boom := errors.New("boom")
-		c := &delayer{d: rl.Decision{Allowed: true, DelayMS: 60_000}, err: boom}
+		c := &delayer{d: rl.Decision{Allowed: true, Delay: time.Minute}, err: boom}
 		_, err := rl.Wait(context.Background(), c, r)
 		require.ErrorIs(t, err, boom)
 	})

@@ -28,6 +28,7 @@ import (
 
 	rl "github.com/raterlimiter/raterlimiter"
 	"github.com/raterlimiter/raterlimiter/buckets"
+	"github.com/raterlimiter/raterlimiter/internal/ms"
 )
 
 // Config configures an Actor. The zero value is usable: every zero field
@@ -39,7 +40,7 @@ type Config struct {
 	// is soon corrected neither freezes nor rewinds decisions. Whatever the
 	// clock, the actor never lets time go backwards: a reading earlier than
 	// one it already used is taken as that one.
-	Clock rl.Clock
+	Clock func() int64
 	// Mailbox is about how many messages may wait for the actor; callers
 	// past it wait for the actor to empty the mailbox. Default
 	// DefaultMailbox (65,536): each caller has one message in the mailbox
@@ -164,9 +165,9 @@ type msg struct {
 	next     *msg
 	depth    atomic.Int32
 	deadline int64 // the caller's deadline in Unix ns, 0 if none
-	req      rl.Request
-	reqs     []rl.Request
-	out      []rl.Decision
+	req      ms.Request
+	reqs     []ms.Request
+	out      []ms.Decision
 	decided  int // a batch's first request not yet decided
 	fn       func(s *buckets.Store, now int64)
 	res      result        // the reply, written before ready is signalled
@@ -174,7 +175,7 @@ type msg struct {
 }
 
 type result struct {
-	d     rl.Decision
+	d     ms.Decision
 	sweep SweepStats
 	err   error
 }
@@ -218,7 +219,7 @@ func New(cfg Config) *Actor {
 // came to it, with raterlimiter.ErrClosed after Close, and with ErrPanicked
 // if the actor panicked on it. After any error but ErrPanicked, r was not
 // counted: the actor skips messages whose caller is gone.
-func (a *Actor) CheckRate(ctx context.Context, r rl.Request) (rl.Decision, error) {
+func (a *Actor) CheckRate(ctx context.Context, r ms.Request) (ms.Decision, error) {
 	// A check the actor would deny until its window ends is answered here,
 	// without a message (denied.go); not for a caller already gone, nor
 	// after Close.
@@ -232,9 +233,9 @@ func (a *Actor) CheckRate(ctx context.Context, r rl.Request) (rl.Decision, error
 	m.state.Store(queued)
 	res, err := a.call(ctx, m)
 	if err != nil {
-		return rl.Decision{}, err
+		return ms.Decision{}, err
 	}
-	m.req, m.res = rl.Request{}, result{}
+	m.req, m.res = ms.Request{}, result{}
 	msgPool.Put(m)
 	return res.d, res.err
 }
@@ -246,7 +247,7 @@ func (a *Actor) CheckRate(ctx context.Context, r rl.Request) (rl.Decision, error
 // The message carries a copy of rs and decisions of its own: a caller whose
 // context ends gets its error at once and may reuse both slices, while the
 // message can still wait in the mailbox and be decided later.
-func (a *Actor) CheckRates(ctx context.Context, rs []rl.Request, out []rl.Decision) error {
+func (a *Actor) CheckRates(ctx context.Context, rs []ms.Request, out []ms.Decision) error {
 	ds, err := a.Decide(ctx, slices.Clone(rs))
 	if err == nil {
 		copy(out, ds)
@@ -258,8 +259,8 @@ func (a *Actor) CheckRates(ctx context.Context, rs []rl.Request, out []rl.Decisi
 // rs until it has decided them, even after Decide returned an error, so the
 // caller must not change rs again. The decisions come in a slice of their
 // own.
-func (a *Actor) Decide(ctx context.Context, rs []rl.Request) ([]rl.Decision, error) {
-	out := make([]rl.Decision, len(rs))
+func (a *Actor) Decide(ctx context.Context, rs []ms.Request) ([]ms.Decision, error) {
+	out := make([]ms.Decision, len(rs))
 	if err := a.DecideInto(ctx, rs, out); err != nil {
 		return nil, err
 	}
@@ -270,7 +271,7 @@ func (a *Actor) Decide(ctx context.Context, rs []rl.Request) ([]rl.Decision, err
 // long as rs. Both are handed over until it returns nil: after an error the
 // actor may still read rs and write out, so the caller must not touch
 // either again.
-func (a *Actor) DecideInto(ctx context.Context, rs []rl.Request, out []rl.Decision) error {
+func (a *Actor) DecideInto(ctx context.Context, rs []ms.Request, out []ms.Decision) error {
 	if len(out) != len(rs) {
 		return fmt.Errorf("actor: %d requests but room for %d decisions", len(rs), len(out))
 	}
@@ -735,7 +736,7 @@ func closeAll(l *msg) {
 }
 
 var _ interface {
-	CheckRate(context.Context, rl.Request) (rl.Decision, error)
+	CheckRate(context.Context, ms.Request) (ms.Decision, error)
 } = (*Actor)(nil)
 
 // gaveUp is the error of a caller whose context ended before the actor

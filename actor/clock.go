@@ -1,7 +1,7 @@
 package actor
 
 import (
-	rl "github.com/raterlimiter/raterlimiter"
+	"github.com/raterlimiter/raterlimiter/internal/ms"
 	"sync"
 	"time"
 )
@@ -61,7 +61,7 @@ func NewSteadyClock(wall func() int64, mono func() time.Duration, tolerance, set
 	sys := wall == nil && mono == nil
 	start := time.Now()
 	if wall == nil {
-		wall = rl.SystemClock
+		wall = ms.Now
 	}
 	if mono == nil {
 		mono = func() time.Duration { return time.Since(start) }

@@ -6,6 +6,7 @@ import (
 
 	rl "github.com/raterlimiter/raterlimiter"
 	"github.com/raterlimiter/raterlimiter/algo"
+	"github.com/raterlimiter/raterlimiter/internal/ms"
 )
 
 // The denied fast path: a fixed-window check the actor denied because its
@@ -71,24 +72,24 @@ func (ds *denials) add(delta int) {
 
 // fastDeny answers r from a recorded denial if one covers it. It reports
 // false when the actor must decide r.
-func (a *Actor) fastDeny(r rl.Request) (rl.Decision, bool) {
+func (a *Actor) fastDeny(r ms.Request) (ms.Decision, bool) {
 	if r.Algo != rl.Fixed || r.Hits <= 0 || !a.denied.any.Load() {
-		return rl.Decision{}, false
+		return ms.Decision{}, false
 	}
 	v, ok := a.denied.m.Load(deniedKey{r.ID, r.Scale})
 	if !ok {
-		return rl.Decision{}, false
+		return ms.Decision{}, false
 	}
 	e := v.(*denial)
 	if r.Limit > e.limit.Load() {
-		return rl.Decision{}, false
+		return ms.Decision{}, false
 	}
 	now := a.cfg.Clock()
 	if p := a.nowPub.Load(); now < p {
 		now = p // the actor's time never goes back; nor does this
 	}
 	if now >= e.end {
-		return rl.Decision{}, false
+		return ms.Decision{}, false
 	}
 	count := e.total.Add(r.Hits)
 	if !e.dirty.Load() && e.dirty.CompareAndSwap(false, true) {
@@ -101,7 +102,7 @@ func (a *Actor) fastDeny(r rl.Request) (rl.Decision, bool) {
 		}
 	}
 	// What algo.Fixed decides for a count above the limit.
-	d := rl.Decision{Count: count, Limit: r.Limit, ResetMS: e.end - now, RetryAfterMS: e.end - now, Now: now}
+	d := ms.Decision{Count: count, Limit: r.Limit, ResetMS: e.end - now, RetryAfterMS: e.end - now, Now: now}
 	if count < r.Limit {
 		d.Remaining = r.Limit - count
 	}
@@ -132,7 +133,7 @@ func (a *Actor) mergeDenied() {
 }
 
 // noteDecision keeps the denials in step with a decision the actor made.
-func (a *Actor) noteDecision(r rl.Request, d rl.Decision) {
+func (a *Actor) noteDecision(r ms.Request, d ms.Decision) {
 	if r.Algo != rl.Fixed || r.Hits <= 0 {
 		return
 	}

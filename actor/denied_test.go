@@ -10,9 +10,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	rl "github.com/raterlimiter/raterlimiter"
 	"github.com/raterlimiter/raterlimiter/actor"
 	"github.com/raterlimiter/raterlimiter/buckets"
+	"github.com/raterlimiter/raterlimiter/internal/ms"
 )
 
 // TestDeniedFastPathAnswersWithoutTheActorAndCountsExactly: once the actor
@@ -24,7 +24,7 @@ func TestDeniedFastPathAnswersWithoutTheActorAndCountsExactly(t *testing.T) {
 	now.Store(t0) // t0 starts a minute
 	a := newActor(t, actor.Config{Clock: now.Load})
 	ctx := waitCtx(t)
-	r := rl.Request{ID: "u", Scale: 60_000, Limit: 2, Hits: 1}
+	r := ms.Request{ID: "u", Scale: 60_000, Limit: 2, Hits: 1}
 	for i := range 3 {
 		d, err := a.CheckRate(ctx, r)
 		require.NoError(t, err)
@@ -37,12 +37,12 @@ func TestDeniedFastPathAnswersWithoutTheActorAndCountsExactly(t *testing.T) {
 	now.Add(1000)
 	d, err := a.CheckRate(ctx, r) // the actor is blocked: only the fast path answers
 	require.NoError(t, err)
-	assert.Equal(t, rl.Decision{Count: 4, Limit: 2, ResetMS: 59_000, RetryAfterMS: 59_000, Now: t0 + 1000}, d)
+	assert.Equal(t, ms.Decision{Count: 4, Limit: 2, ResetMS: 59_000, RetryAfterMS: 59_000, Now: t0 + 1000}, d)
 	lower := r
 	lower.Limit, lower.Hits = 1, 3
 	d, err = a.CheckRate(ctx, lower)
 	require.NoError(t, err)
-	assert.Equal(t, rl.Decision{Count: 7, Limit: 1, ResetMS: 59_000, RetryAfterMS: 59_000, Now: t0 + 1000}, d, "a lower limit, more hits: denied as well")
+	assert.Equal(t, ms.Decision{Count: 7, Limit: 1, ResetMS: 59_000, RetryAfterMS: 59_000, Now: t0 + 1000}, d, "a lower limit, more hits: denied as well")
 	close(release)
 
 	peek := r
@@ -50,7 +50,7 @@ func TestDeniedFastPathAnswersWithoutTheActorAndCountsExactly(t *testing.T) {
 	d, err = a.CheckRate(ctx, peek)
 	require.NoError(t, err)
 	assert.Equal(t, int64(7), d.Count, "the actor's record holds the hits counted outside it")
-	var listed []rl.Bucket
+	var listed []ms.Bucket
 	require.NoError(t, a.Do(ctx, func(s *buckets.Store, _ int64) { listed = s.Buckets("u") }))
 	require.Len(t, listed, 1)
 	assert.Equal(t, int64(7), listed[0].Count)
@@ -74,7 +74,7 @@ func TestDeniedFastPathAnswersWithoutTheActorAndCountsExactly(t *testing.T) {
 func TestDeniedFastPathForgetsAReset(t *testing.T) {
 	a := newActor(t, actor.Config{})
 	ctx := waitCtx(t)
-	r := rl.Request{ID: "u", Scale: 60_000, Limit: 1, Hits: 1}
+	r := ms.Request{ID: "u", Scale: 60_000, Limit: 1, Hits: 1}
 	for range 3 {
 		_, err := a.CheckRate(ctx, r)
 		require.NoError(t, err)
@@ -103,7 +103,7 @@ func TestDeniedFastPathConcurrentCountsAreExact(t *testing.T) {
 		wg.Go(func() {
 			for i := range checks {
 				id := (c + i) % ids
-				d, err := a.CheckRate(context.Background(), rl.Request{ID: fmt.Sprint("id", id), Scale: 60_000, Limit: limit, Hits: 1})
+				d, err := a.CheckRate(context.Background(), ms.Request{ID: fmt.Sprint("id", id), Scale: 60_000, Limit: limit, Hits: 1})
 				if !assert.NoError(t, err) {
 					return
 				}
@@ -116,7 +116,7 @@ func TestDeniedFastPathConcurrentCountsAreExact(t *testing.T) {
 	wg.Wait()
 	for id := range ids {
 		assert.Equal(t, int64(limit), allowed[id].Load(), "id%d", id)
-		d, err := a.CheckRate(waitCtx(t), rl.Request{ID: fmt.Sprint("id", id), Scale: 60_000, Limit: limit})
+		d, err := a.CheckRate(waitCtx(t), ms.Request{ID: fmt.Sprint("id", id), Scale: 60_000, Limit: limit})
 		require.NoError(t, err)
 		assert.Equal(t, int64(callers*checks/ids), d.Count, "id%d: every hit counted", id)
 	}
@@ -128,12 +128,12 @@ func TestDeniedFastPathIsBounded(t *testing.T) {
 	a := newActor(t, actor.Config{})
 	ctx := waitCtx(t)
 	for i := range actor.MaxDenials + 100 {
-		d, err := a.CheckRate(ctx, rl.Request{ID: fmt.Sprint("fresh", i), Scale: 3_600_000, Limit: 0, Hits: 1})
+		d, err := a.CheckRate(ctx, ms.Request{ID: fmt.Sprint("fresh", i), Scale: 3_600_000, Limit: 0, Hits: 1})
 		require.NoError(t, err)
 		require.False(t, d.Allowed)
 	}
 	assert.Equal(t, actor.MaxDenials, a.Denials())
-	d, err := a.CheckRate(ctx, rl.Request{ID: "fresh0", Scale: 3_600_000, Limit: 0, Hits: 1})
+	d, err := a.CheckRate(ctx, ms.Request{ID: "fresh0", Scale: 3_600_000, Limit: 0, Hits: 1})
 	require.NoError(t, err)
 	assert.Equal(t, int64(2), d.Count, "a recorded denial still counts")
 }

@@ -1,12 +1,14 @@
 package algo
 
-import rl "github.com/raterlimiter/raterlimiter"
+import (
+	"github.com/raterlimiter/raterlimiter/internal/ms"
+)
 
 // Fixed is raterlimiter's fixed window: the hits are added to the current
 // window's counter whether or not they are allowed (as the Erlang original), and
 // allowed iff the counter stays within the limit. Hits=0 peeks and writes
 // nothing; a limit of 0 denies every hit.
-func Fixed(cur Record, ok bool, now int64, r rl.Request) (rl.Decision, Record, bool) {
+func Fixed(cur Record, ok bool, now int64, r ms.Request) (ms.Decision, Record, bool) {
 	if !ok {
 		cur = Record{Created: now}
 	}
@@ -16,7 +18,7 @@ func Fixed(cur Record, ok bool, now int64, r rl.Request) (rl.Decision, Record, b
 		cur.Count = satAdd(cur.Count, r.Hits)
 		cur.Modified = now
 	}
-	d := rl.Decision{
+	d := ms.Decision{
 		Allowed: cur.Count <= r.Limit,
 		Count:   cur.Count,
 		Limit:   r.Limit,

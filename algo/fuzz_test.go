@@ -8,6 +8,7 @@ import (
 
 	rl "github.com/raterlimiter/raterlimiter"
 	"github.com/raterlimiter/raterlimiter/algo"
+	"github.com/raterlimiter/raterlimiter/internal/ms"
 )
 
 // within maps any v into [lo, hi].
@@ -17,7 +18,7 @@ func within(v, lo, hi int64) int64 {
 
 // checkRetry checks a denied decision's RetryAfterMS against the state in s:
 // the same request passes at now+retry and fails 1 ms earlier.
-func checkRetry(t *testing.T, s *sim, now int64, r rl.Request, d rl.Decision) {
+func checkRetry(t *testing.T, s *sim, now int64, r ms.Request, d ms.Decision) {
 	t.Helper()
 	if d.Allowed {
 		if d.RetryAfterMS != 0 {
@@ -45,10 +46,10 @@ func checkRetry(t *testing.T, s *sim, now int64, r rl.Request, d rl.Decision) {
 func FuzzSliding(f *testing.F) {
 	f.Add(int64(10), int64(2), int64(250), int64(1000), int64(10), int64(1))
 	f.Add(int64(3), int64(0), int64(0), int64(1000), int64(3), int64(1))
-	f.Add(rl.MaxLimit, int64(0), int64(1), rl.MaxScale, rl.MaxLimit, rl.MaxHits)
+	f.Add(rl.MaxLimit, int64(0), int64(1), ms.MaxScale, rl.MaxLimit, rl.MaxHits)
 	f.Add(int64(0), rl.MaxLimit, int64(0), int64(1), rl.MaxLimit, int64(1))
 	f.Fuzz(func(t *testing.T, p, c, e, scale, limit, hits int64) {
-		scale = within(scale, 1, rl.MaxScale)
+		scale = within(scale, 1, ms.MaxScale)
 		limit = within(limit, 0, rl.MaxLimit)
 		hits = within(hits, 0, rl.MaxHits)
 		p, c = within(p, 0, rl.MaxLimit), within(c, 0, rl.MaxLimit)
@@ -62,7 +63,7 @@ func FuzzSliding(f *testing.F) {
 		if c > 0 {
 			s.recs[b] = rec(c, b*scale)
 		}
-		r := rl.Request{ID: "u", Scale: scale, Limit: limit, Hits: hits, Algo: rl.Sliding}
+		r := ms.Request{ID: "u", Scale: scale, Limit: limit, Hits: hits, Algo: rl.Sliding}
 		before := s.clone()
 		d := s.check(now, r)
 		allowed, count := slidingModel(p, c, e, scale, limit, hits)
@@ -80,10 +81,10 @@ func FuzzToken(f *testing.F) {
 	f.Add(int64(1000), int64(0), int64(10), int64(1000), int64(10), int64(1))
 	f.Add(int64(666), int64(2), int64(3), int64(1000), int64(3), int64(2))
 	f.Add(int64(0), int64(2), int64(3), int64(1000), int64(3), int64(3))
-	f.Add(rl.MaxScale, int64(0), rl.MaxLimit, rl.MaxScale, rl.MaxLimit, int64(1))
+	f.Add(ms.MaxScale, int64(0), rl.MaxLimit, ms.MaxScale, rl.MaxLimit, int64(1))
 	f.Add(int64(400), int64(1), int64(3), int64(1000), int64(0), int64(1))
 	f.Fuzz(func(t *testing.T, ahead, num, den, scale, limit, hits int64) {
-		scale = within(scale, 1, rl.MaxScale)
+		scale = within(scale, 1, ms.MaxScale)
 		limit = within(limit, 0, rl.MaxLimit)
 		hits = within(hits, 0, rl.MaxHits)
 		den = within(den, 1, rl.MaxLimit)
@@ -92,7 +93,7 @@ func FuzzToken(f *testing.F) {
 		now := int64(t0)
 		s := newSim(t)
 		s.recs[0] = *tat(now+ahead, num, den)
-		r := rl.Request{ID: "u", Scale: scale, Limit: limit, Hits: hits, Algo: rl.Token}
+		r := ms.Request{ID: "u", Scale: scale, Limit: limit, Hits: hits, Algo: rl.Token}
 		before := s.clone()
 		d := s.check(now, r)
 		if den == limit {
@@ -113,14 +114,14 @@ func FuzzToken(f *testing.F) {
 func FuzzSlices(f *testing.F) {
 	f.Add(int64(3_600_000), int64(10), int64(1), int64(60), int64(30_000), []byte{4, 0, 0, 3, 0, 2})
 	f.Add(int64(1000), int64(3), int64(3), int64(2), int64(0), []byte{1, 1, 1})
-	f.Add(rl.MaxScale, rl.MaxLimit, rl.MaxHits, int64(600), int64(-1), []byte{255, 255})
+	f.Add(ms.MaxScale, rl.MaxLimit, rl.MaxHits, int64(600), int64(-1), []byte{255, 255})
 	f.Add(int64(1), int64(0), int64(0), int64(600), int64(0), []byte{})
 	f.Fuzz(func(t *testing.T, scale, limit, hits, n, e int64, counts []byte) {
-		scale = within(scale, 1, rl.MaxScale)
+		scale = within(scale, 1, ms.MaxScale)
 		limit = within(limit, 0, rl.MaxLimit)
 		hits = within(hits, 0, rl.MaxHits)
 		n = within(n, rl.MinSlices, rl.MaxSlices)
-		r := rl.Request{ID: "u", Scale: scale, Limit: limit, Hits: hits, Algo: rl.Slices, Slices: n}
+		r := ms.Request{ID: "u", Scale: scale, Limit: limit, Hits: hits, Algo: rl.Slices, Slices: n}
 		w := algo.SliceWidth(scale, n)
 		k := algo.Bucket(t0, w)
 		now := k*w + within(e, 0, w-1)
@@ -154,7 +155,7 @@ func FuzzSlices(f *testing.F) {
 		if oldest >= 0 {
 			reset = (oldest+n)*w - now
 		}
-		want := rl.Decision{Allowed: allowed, Count: count, Limit: limit, Remaining: max(0, limit-count), ResetMS: reset, Now: now}
+		want := ms.Decision{Allowed: allowed, Count: count, Limit: limit, Remaining: max(0, limit-count), ResetMS: reset, Now: now}
 		if allowed {
 			require.Equal(t, want, d, "%+v %v", r, list)
 			fast, ok := algo.SlicesFast(uint64(sum), max(oldest, 0), now, r)
@@ -180,21 +181,21 @@ func FuzzLeaky(f *testing.F) {
 	f.Add(int64(0), int64(0), int64(5), int64(1000), int64(5), int64(1), int64(3), int64(0))
 	f.Add(int64(600), int64(0), int64(5), int64(1000), int64(5), int64(1), int64(3), int64(0))
 	f.Add(int64(666), int64(2), int64(3), int64(1000), int64(3), int64(1), int64(2), int64(600))
-	f.Add(rl.MaxScale, int64(0), rl.MaxLimit, rl.MaxScale, rl.MaxLimit, int64(1), rl.MaxQueue, rl.MaxDelayMS)
+	f.Add(ms.MaxScale, int64(0), rl.MaxLimit, ms.MaxScale, rl.MaxLimit, int64(1), rl.MaxQueue, ms.MaxScale)
 	f.Add(int64(400), int64(1), int64(3), int64(1000), int64(0), int64(1), int64(0), int64(0))
 	f.Fuzz(func(t *testing.T, ahead, num, den, scale, limit, hits, queue, maxDelay int64) {
-		scale = within(scale, 1, rl.MaxScale)
+		scale = within(scale, 1, ms.MaxScale)
 		limit = within(limit, 0, rl.MaxLimit)
 		hits = within(hits, 0, rl.MaxHits)
 		queue = within(queue, 0, rl.MaxQueue)
-		maxDelay = within(maxDelay, 0, rl.MaxDelayMS)
+		maxDelay = within(maxDelay, 0, ms.MaxScale)
 		den = within(den, 1, rl.MaxLimit)
 		num = within(num, 0, den-1)
 		ahead = within(ahead, -scale, min(scale*(queue+2), 1<<50))
 		now := int64(t0)
 		s := newSim(t)
 		s.recs[0] = *tat(now+ahead, num, den)
-		r := rl.Request{ID: "u", Scale: scale, Limit: limit, Hits: hits, Algo: rl.Leaky, Queue: queue, MaxDelayMS: maxDelay}
+		r := ms.Request{ID: "u", Scale: scale, Limit: limit, Hits: hits, Algo: rl.Leaky, Queue: queue, MaxDelayMS: maxDelay}
 		before := s.clone()
 		d := s.check(now, r)
 		if den == limit {

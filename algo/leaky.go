@@ -1,6 +1,8 @@
 package algo
 
-import rl "github.com/raterlimiter/raterlimiter"
+import (
+	"github.com/raterlimiter/raterlimiter/internal/ms"
+)
 
 // Leaky is the leaky bucket as a queue: GCRA whose theoretical arrival
 // time TAT is the instant the queue drains. One hit leaves every emission
@@ -33,6 +35,6 @@ import rl "github.com/raterlimiter/raterlimiter"
 // The record is Token's: a check with another limit converts the stored
 // fraction rounding the TAT up. The queue's length is not stored: it only
 // decides who is let in.
-func Leaky(st Record, ok bool, now int64, r rl.Request) (rl.Decision, Record, bool) {
+func Leaky(st Record, ok bool, now int64, r ms.Request) (ms.Decision, Record, bool) {
 	return gcra(st, ok, now, r, true)
 }

@@ -10,10 +10,11 @@ import (
 
 	rl "github.com/raterlimiter/raterlimiter"
 	"github.com/raterlimiter/raterlimiter/algo"
+	"github.com/raterlimiter/raterlimiter/internal/ms"
 )
 
-func leakyReq(scale, limit, hits, queue int64) rl.Request {
-	return rl.Request{ID: "u", Scale: scale, Limit: limit, Hits: hits, Algo: rl.Leaky, Queue: queue}
+func leakyReq(scale, limit, hits, queue int64) ms.Request {
+	return ms.Request{ID: "u", Scale: scale, Limit: limit, Hits: hits, Algo: rl.Leaky, Queue: queue}
 }
 
 // TestLeakyQueue: five a second with a queue of 3: four checks at once
@@ -22,7 +23,7 @@ func leakyReq(scale, limit, hits, queue int64) rl.Request {
 func TestLeakyQueue(t *testing.T) {
 	s := newSim(t)
 	r := leakyReq(1000, 5, 1, 3)
-	for i, want := range []rl.Decision{
+	for i, want := range []ms.Decision{
 		{Allowed: true, Count: 1, Limit: 5, Remaining: 4, ResetMS: 200},
 		{Allowed: true, Count: 2, Limit: 5, Remaining: 3, ResetMS: 400, DelayMS: 200},
 		{Allowed: true, Count: 3, Limit: 5, Remaining: 2, ResetMS: 600, DelayMS: 400},
@@ -40,7 +41,7 @@ func TestLeakyQueue(t *testing.T) {
 	s = newSim(t)
 	r.Queue = 0
 	assert.True(t, s.check(t0, r).Allowed)
-	assert.Equal(t, rl.Decision{Count: 1, Limit: 5, Remaining: 4, ResetMS: 1, RetryAfterMS: 1, Now: t0 + 199}, s.check(t0+199, r))
+	assert.Equal(t, ms.Decision{Count: 1, Limit: 5, Remaining: 4, ResetMS: 1, RetryAfterMS: 1, Now: t0 + 199}, s.check(t0+199, r))
 	assert.Equal(t, int64(0), s.check(t0+200, r).DelayMS)
 }
 
@@ -77,15 +78,15 @@ func TestLeakyFractionalInterval(t *testing.T) {
 func TestLeakyEdges(t *testing.T) {
 	tests := []struct {
 		name string
-		r    rl.Request
-		want rl.Decision
+		r    ms.Request
+		want ms.Decision
 	}{
-		{"limit 0 denies", leakyReq(1000, 0, 1, 3), rl.Decision{Limit: 0, RetryAfterMS: 1}},
-		{"a peek of limit 0", leakyReq(1000, 0, 0, 3), rl.Decision{Allowed: true}},
-		{"hits above the limit never pass", leakyReq(1000, 3, 4, 100), rl.Decision{Limit: 3, Remaining: 3, RetryAfterMS: 1}},
-		{"hits up to the limit pass at once", leakyReq(1000, 3, 3, 0), rl.Decision{Allowed: true, Count: 3, Limit: 3, ResetMS: 1000}},
-		{"the largest bounds", leakyReq(rl.MaxScale, rl.MaxLimit, rl.MaxHits, rl.MaxQueue),
-			rl.Decision{Allowed: true, Count: rl.MaxLimit, Limit: rl.MaxLimit, ResetMS: rl.MaxScale}},
+		{"limit 0 denies", leakyReq(1000, 0, 1, 3), ms.Decision{Limit: 0, RetryAfterMS: 1}},
+		{"a peek of limit 0", leakyReq(1000, 0, 0, 3), ms.Decision{Allowed: true}},
+		{"hits above the limit never pass", leakyReq(1000, 3, 4, 100), ms.Decision{Limit: 3, Remaining: 3, RetryAfterMS: 1}},
+		{"hits up to the limit pass at once", leakyReq(1000, 3, 3, 0), ms.Decision{Allowed: true, Count: 3, Limit: 3, ResetMS: 1000}},
+		{"the largest bounds", leakyReq(ms.MaxScale, rl.MaxLimit, rl.MaxHits, rl.MaxQueue),
+			ms.Decision{Allowed: true, Count: rl.MaxLimit, Limit: rl.MaxLimit, ResetMS: ms.MaxScale}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -147,11 +148,11 @@ func TestPropertyLeakyModel(t *testing.T) {
 // and 400 ms; a fourth is refused until 200 ms from now.
 func ExampleLeaky() {
 	const now = 1_700_000_040_000
-	r := rl.Request{ID: "u", Scale: 1000, Limit: 5, Hits: 1, Algo: rl.Leaky, Queue: 2}
+	r := ms.Request{ID: "u", Scale: 1000, Limit: 5, Hits: 1, Algo: rl.Leaky, Queue: 2}
 	var st algo.Record
 	ok := false
 	for range 4 {
-		var d rl.Decision
+		var d ms.Decision
 		d, st, _ = algo.Leaky(st, ok, now, r)
 		ok = true
 		fmt.Println(d.Allowed, d.DelayMS, d.Count, d.RetryAfterMS)

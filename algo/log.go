@@ -5,6 +5,7 @@ import (
 	"errors"
 
 	rl "github.com/raterlimiter/raterlimiter"
+	"github.com/raterlimiter/raterlimiter/internal/ms"
 )
 
 // MaxLogLimit is the largest limit the sliding window log accepts: the log
@@ -158,7 +159,7 @@ func (l *Log) timeToFree(need uint64, scale int64) int64 {
 // RetryAfterMS, the time until enough hits have left for r.Hits to fit
 // (waiting exactly that long passes, 1 ms less fails). Hits above the limit
 // never pass: RetryAfterMS is then max(ResetMS, 1).
-func LogCheck(l *Log, now int64, r rl.Request) rl.Decision {
+func LogCheck(l *Log, now int64, r ms.Request) ms.Decision {
 	if l.lastC > 0 && now < l.lastT {
 		now = l.lastT
 	}
@@ -170,7 +171,7 @@ func LogCheck(l *Log, now int64, r rl.Request) rl.Decision {
 		l.add(now, h)
 		total += h
 	}
-	d := rl.Decision{Allowed: allowed, Count: int64(total), Limit: r.Limit, Now: now}
+	d := ms.Decision{Allowed: allowed, Count: int64(total), Limit: r.Limit, Now: now}
 	if total < lim {
 		d.Remaining = int64(lim - total)
 	}

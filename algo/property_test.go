@@ -10,6 +10,7 @@ import (
 
 	rl "github.com/raterlimiter/raterlimiter"
 	"github.com/raterlimiter/raterlimiter/algo"
+	"github.com/raterlimiter/raterlimiter/internal/ms"
 )
 
 var seedFlag = flag.Uint64("algo.seed", 20261121, "seed of the property tests")
@@ -31,7 +32,7 @@ type shape struct {
 }
 
 func randShape(rng *rand.Rand) shape {
-	scales := []int64{1, 2, 7, 100, 1000, 60_000, 1 + rng.Int64N(5000), rl.MaxScale}
+	scales := []int64{1, 2, 7, 100, 1000, 60_000, 1 + rng.Int64N(5000), ms.MaxScale}
 	limits := []int64{0, 1, 2, 3, 7, 10, 1 + rng.Int64N(100), 1000, rl.MaxLimit}
 	slices := []int64{0, 2, 3, 10, 60, 2 + rng.Int64N(599), 600}
 	queues := []int64{0, 1, 3, rng.Int64N(100), rl.MaxQueue}
@@ -75,11 +76,11 @@ func TestPropertyRetryAfterIsExact(t *testing.T) {
 				sh := randShape(rng)
 				s := newSim(t)
 				now := t0 + rng.Int64N(sh.scale)
-				var r rl.Request
-				var d rl.Decision
+				var r ms.Request
+				var d ms.Decision
 				for range 1 + rng.IntN(30) {
 					now += randStep(rng, sh.scale)
-					r = rl.Request{ID: "u", Scale: sh.scale, Limit: sh.limit, Hits: randHits(rng, sh.limit), Algo: a}
+					r = ms.Request{ID: "u", Scale: sh.scale, Limit: sh.limit, Hits: randHits(rng, sh.limit), Algo: a}
 					r.Slices, r.Queue = sh.slices, sh.queue
 					d = s.check(now, r)
 				}
@@ -117,10 +118,10 @@ func TestPropertyRemainingIsExact(t *testing.T) {
 				now := t0 + rng.Int64N(sh.scale)
 				for range 1 + rng.IntN(30) {
 					now += randStep(rng, sh.scale)
-					r := rl.Request{ID: "u", Scale: sh.scale, Limit: sh.limit, Hits: randHits(rng, sh.limit), Algo: a, Slices: sh.slices}
+					r := ms.Request{ID: "u", Scale: sh.scale, Limit: sh.limit, Hits: randHits(rng, sh.limit), Algo: a, Slices: sh.slices}
 					s.check(now, r)
 				}
-				peek := rl.Request{ID: "u", Scale: sh.scale, Limit: sh.limit, Algo: a, Slices: sh.slices}
+				peek := ms.Request{ID: "u", Scale: sh.scale, Limit: sh.limit, Algo: a, Slices: sh.slices}
 				before := s.clone()
 				d := s.check(now, peek)
 				require.Equal(t, before.recs, s.recs, "a peek writes nothing")
@@ -149,7 +150,7 @@ func TestPropertySlidingAlignedWindow(t *testing.T) {
 		allowed := map[int64]int64{} // hits allowed per aligned window
 		for range 400 {
 			now += randStep(rng, sh.scale)
-			r := rl.Request{ID: "u", Scale: sh.scale, Limit: sh.limit, Hits: randHits(rng, sh.limit), Algo: rl.Sliding}
+			r := ms.Request{ID: "u", Scale: sh.scale, Limit: sh.limit, Hits: randHits(rng, sh.limit), Algo: rl.Sliding}
 			b := algo.Bucket(now, sh.scale)
 			var p, c int64
 			if rec, ok := s.recs[b-1]; ok {
@@ -184,7 +185,7 @@ func TestPropertyTokenBound(t *testing.T) {
 		var allowed []hit
 		for range 300 {
 			now += randStep(rng, sh.scale) / 2
-			r := rl.Request{ID: "u", Scale: sh.scale, Limit: sh.limit, Hits: randHits(rng, sh.limit), Algo: rl.Token}
+			r := ms.Request{ID: "u", Scale: sh.scale, Limit: sh.limit, Hits: randHits(rng, sh.limit), Algo: rl.Token}
 			d := s.check(now, r)
 			wantAllowed, wantCount, wantReset := g.check(now, sh.scale, sh.limit, r.Hits)
 			require.Equal(t, wantAllowed, d.Allowed, "exact model: %+v", r)

@@ -1,6 +1,8 @@
 package algo
 
-import rl "github.com/raterlimiter/raterlimiter"
+import (
+	"github.com/raterlimiter/raterlimiter/internal/ms"
+)
 
 // Slice is one slice counter of the sliding window counters: the slice's
 // number, floor(t/w) for the slice width w (SliceWidth), and the allowed
@@ -17,7 +19,7 @@ func SliceWidth(scale, slices int64) int64 { return (scale + slices - 1) / slice
 
 // SliceOf returns, for r (Algo Slices) at now, the slice count N, the width
 // w and the number of the current slice, floor(now/w).
-func SliceOf(now int64, r rl.Request) (n, w, num int64) {
+func SliceOf(now int64, r ms.Request) (n, w, num int64) {
 	n = r.SlicesOrDefault()
 	w = SliceWidth(r.Scale, n)
 	return n, w, Bucket(now, w)
@@ -66,7 +68,7 @@ func sliceCount(n int64) uint64 { return uint64(min(max(n, 0), 1<<40)) }
 //     slices have left for hits to fit: waiting exactly RetryAfterMS
 //     passes, 1 ms less fails. Hits above the limit never pass:
 //     RetryAfterMS is then max(ResetMS, 1).
-func SlicesCheck(slices []Slice, now int64, r rl.Request) rl.Decision {
+func SlicesCheck(slices []Slice, now int64, r ms.Request) ms.Decision {
 	n, w, k := SliceOf(now, r)
 	lo := k - n + 1
 	var sum uint64
@@ -113,17 +115,17 @@ func SlicesCheck(slices []Slice, now int64, r rl.Request) rl.Decision {
 // adds r.Hits to the current slice and to sum. When r would be denied it
 // returns false, since RetryAfterMS needs every slice: decide with
 // SlicesCheck then.
-func SlicesFast(sum uint64, oldest, now int64, r rl.Request) (rl.Decision, bool) {
+func SlicesFast(sum uint64, oldest, now int64, r ms.Request) (ms.Decision, bool) {
 	n, w, k := SliceOf(now, r)
 	return SlicesFastAt(sum, oldest, n, w, k, now, r)
 }
 
 // SlicesFastAt is SlicesFast for a caller that has SliceOf(now, r) at hand:
 // n, w and k.
-func SlicesFastAt(sum uint64, oldest, n, w, k, now int64, r rl.Request) (rl.Decision, bool) {
+func SlicesFastAt(sum uint64, oldest, n, w, k, now int64, r ms.Request) (ms.Decision, bool) {
 	lim, h := uint64(r.Limit), uint64(r.Hits)
 	if sum+h > lim {
-		return rl.Decision{}, false
+		return ms.Decision{}, false
 	}
 	counted := sum > 0
 	if h > 0 {
@@ -138,8 +140,8 @@ func SlicesFastAt(sum uint64, oldest, n, w, k, now int64, r rl.Request) (rl.Deci
 // slicesDecision is the decision of the sliding window counters with sum
 // hits in the window after it, the oldest counted slice being oldest (if
 // counted).
-func slicesDecision(allowed bool, sum uint64, oldest int64, counted bool, n, w, now int64, r rl.Request) rl.Decision {
-	d := rl.Decision{Allowed: allowed, Count: int64(sum), Limit: r.Limit, Now: now}
+func slicesDecision(allowed bool, sum uint64, oldest int64, counted bool, n, w, now int64, r ms.Request) ms.Decision {
+	d := ms.Decision{Allowed: allowed, Count: int64(sum), Limit: r.Limit, Now: now}
 	if lim := uint64(r.Limit); sum < lim {
 		d.Remaining = int64(lim - sum)
 	}

@@ -1,9 +1,8 @@
 package algo
 
 import (
+	"github.com/raterlimiter/raterlimiter/internal/ms"
 	"math/bits"
-
-	rl "github.com/raterlimiter/raterlimiter"
 )
 
 // Sliding is Cloudflare's two-window weighted estimate. It reads the record
@@ -41,7 +40,7 @@ import (
 //
 // Counts read from records are taken as 0 when negative and at most 2^62, so
 // no arithmetic overflows; checks never store a count above limit.
-func Sliding(cur Record, ok bool, prev Record, prevOK bool, now int64, r rl.Request) (rl.Decision, Record, bool) {
+func Sliding(cur Record, ok bool, prev Record, prevOK bool, now int64, r ms.Request) (ms.Decision, Record, bool) {
 	start := Bucket(now, r.Scale) * r.Scale
 	s := uint64(r.Scale)
 	e := uint64(now - start)
@@ -64,7 +63,7 @@ func Sliding(cur Record, ok bool, prev Record, prevOK bool, now int64, r rl.Requ
 		cur.Modified = now
 	}
 	count := c + pw.divCeil(s)
-	d := rl.Decision{
+	d := ms.Decision{
 		Allowed: allowed,
 		Count:   int64(count),
 		Limit:   r.Limit,

@@ -7,6 +7,7 @@ import (
 
 	rl "github.com/raterlimiter/raterlimiter"
 	"github.com/raterlimiter/raterlimiter/algo"
+	"github.com/raterlimiter/raterlimiter/internal/ms"
 )
 
 // t0 starts a window of 1000 ms (and of 60000 ms).
@@ -16,23 +17,23 @@ func rec(count, created int64) algo.Record {
 	return algo.Record{Count: count, Created: created, Modified: created}
 }
 
-func sreq(scale, limit, hits int64) rl.Request {
-	return rl.Request{ID: "u", Scale: scale, Limit: limit, Hits: hits, Algo: rl.Sliding}
+func sreq(scale, limit, hits int64) ms.Request {
+	return ms.Request{ID: "u", Scale: scale, Limit: limit, Hits: hits, Algo: rl.Sliding}
 }
 
-func dec(allowed bool, count, limit, reset, retry int64) rl.Decision {
-	return rl.Decision{Allowed: allowed, Count: count, Limit: limit, Remaining: max(0, limit-count), ResetMS: reset, RetryAfterMS: retry}
+func dec(allowed bool, count, limit, reset, retry int64) ms.Decision {
+	return ms.Decision{Allowed: allowed, Count: count, Limit: limit, Remaining: max(0, limit-count), ResetMS: reset, RetryAfterMS: retry}
 }
 
 func TestSliding(t *testing.T) {
-	const maxS, maxL = rl.MaxScale, rl.MaxLimit
+	const maxS, maxL = ms.MaxScale, rl.MaxLimit
 	bigStart := algo.Bucket(t0, maxS) * maxS
 	tests := []struct {
 		name      string
 		cur, prev *algo.Record // nil: absent
 		now       int64
-		req       rl.Request
-		want      rl.Decision
+		req       ms.Request
+		want      ms.Decision
 		wantCount int64 // the stored count when the check writes; 0: no write
 	}{
 		{name: "fresh id: the first hit counts", now: t0 + 250, req: sreq(1000, 10, 1),

@@ -8,10 +8,11 @@ import (
 
 	rl "github.com/raterlimiter/raterlimiter"
 	"github.com/raterlimiter/raterlimiter/algo"
+	"github.com/raterlimiter/raterlimiter/internal/ms"
 )
 
-func treq(scale, limit, hits int64) rl.Request {
-	return rl.Request{ID: "u", Scale: scale, Limit: limit, Hits: hits, Algo: rl.Token}
+func treq(scale, limit, hits int64) ms.Request {
+	return ms.Request{ID: "u", Scale: scale, Limit: limit, Hits: hits, Algo: rl.Token}
 }
 
 // tat is a token record whose theoretical arrival time is ms + num/den.
@@ -20,13 +21,13 @@ func tat(ms, num, den int64) *algo.Record {
 }
 
 func TestToken(t *testing.T) {
-	const maxS, maxL = rl.MaxScale, rl.MaxLimit
+	const maxS, maxL = ms.MaxScale, rl.MaxLimit
 	tests := []struct {
 		name    string
 		st      *algo.Record // nil: absent
 		now     int64
-		req     rl.Request
-		want    rl.Decision
+		req     ms.Request
+		want    ms.Decision
 		wantTAT *algo.Record // the stored state when the check writes
 	}{
 		{name: "fresh id: one hit costs one interval (100 ms)", now: t0, req: treq(1000, 10, 1),
@@ -141,7 +142,7 @@ func TestTokenExpired(t *testing.T) {
 
 func TestTokenView(t *testing.T) {
 	b := algo.View(rl.Token, 1000, *tat(t0+333, 1, 3))
-	assert.Equal(t, rl.Bucket{Scale: 1000, Algo: rl.Token, Count: t0 + 334, Created: t0 - 5000, Modified: t0 + 333}, b)
+	assert.Equal(t, ms.Bucket{Scale: 1000, Algo: rl.Token, Count: t0 + 334, Created: t0 - 5000, Modified: t0 + 333}, b)
 	b = algo.View(rl.Token, 1000, *tat(t0+300, 0, 10))
 	assert.Equal(t, int64(t0+300), b.Count)
 }

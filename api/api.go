@@ -25,6 +25,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	rl "github.com/raterlimiter/raterlimiter"
+	"github.com/raterlimiter/raterlimiter/internal/ms"
 	"github.com/raterlimiter/raterlimiter/policy"
 )
 
@@ -326,7 +327,7 @@ func New(cfg Config) *Server {
 	if cfg.MaxWait <= 0 {
 		cfg.MaxWait = DefaultMaxWait
 	}
-	s.maxWaitMS = min(max(cfg.MaxWait.Milliseconds(), 1), rl.MaxDelayMS)
+	s.maxWaitMS = min(max(cfg.MaxWait.Milliseconds(), 1), ms.MaxScale)
 	s.holds = holdSlots{most: cmp.Or(max(cfg.MaxHeld, 0), DefaultMaxHeld), perClient: cmp.Or(max(cfg.MaxHeldPerClient, 0), DefaultMaxHeldPerClient),
 		by: map[netip.Addr]int{}}
 	for _, conns := range []int{s.connLimits.PerIP, s.connLimits.PerProxy} {

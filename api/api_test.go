@@ -40,7 +40,7 @@ type harness struct {
 
 func newHarness(t *testing.T, cfg api.Config) *harness {
 	t.Helper()
-	h := &harness{clock: limitertest.NewClock(t0)}
+	h := &harness{clock: limitertest.NewClock(time.UnixMilli(t0))}
 	if cfg.Limiter == nil {
 		h.lim = memory.New(memory.Config{Clock: h.clock.Now, SweepInterval: -1, Shards: 2})
 		t.Cleanup(func() { h.lim.Close() })
@@ -132,7 +132,7 @@ func TestCheckRateExactBodiesAndHeaders(t *testing.T) {
 		"X-RateLimit-Reset":     "1700000100",
 	}, rateHeaders(r))
 
-	h.clock.Advance(1000)
+	h.clock.Advance(time.Second)
 	r = h.get(t, "/check_rate?id=u1&scale=60000&limit=2")
 	assert.Equal(t, 200, r.status)
 	r = h.get(t, "/check_rate?id=u1&scale=60000&limit=2")
@@ -494,8 +494,8 @@ func TestBoundsAtTheirEdges(t *testing.T) {
 		{"id max bytes, percent-encoded", q(maxID, 1000, 1, 1, ""), 200},
 		{"id max+1 bytes", q(maxID+"x", 1000, 1, 1, ""), 400},
 		{"scale 1", q("s1", 1, 1, 1, ""), 200},
-		{"scale max", q("s2", rl.MaxScale, 1, 1, ""), 200},
-		{"scale max+1", q("s3", rl.MaxScale+1, 1, 1, ""), 400},
+		{"scale max", q("s2", rl.MaxScale.Milliseconds(), 1, 1, ""), 200},
+		{"scale max+1", q("s3", rl.MaxScale.Milliseconds()+1, 1, 1, ""), 400},
 		{"limit 0 denies", q("l1", 1000, 0, 1, ""), 429},
 		{"limit max", q("l2", 1000, rl.MaxLimit, rl.MaxHits, ""), 200},
 		{"limit max+1", q("l3", 1000, rl.MaxLimit+1, 1, ""), 400},
@@ -542,13 +542,13 @@ func (e *degradedErr) Degraded() (string, []rl.Decision) { return "open", e.ds }
 type failOpen struct{ rl.Limiter }
 
 func (failOpen) CheckRate(_ context.Context, r rl.Request) (rl.Decision, error) {
-	return rl.Decision{}, &degradedErr{[]rl.Decision{{Allowed: true, Limit: r.Limit, Remaining: r.Limit, ResetMS: r.Scale, Now: t0}}}
+	return rl.Decision{}, &degradedErr{[]rl.Decision{{Allowed: true, Limit: r.Limit, Remaining: r.Limit, Reset: r.Scale, Now: time.UnixMilli(t0)}}}
 }
 
 func (failOpen) CheckRates(_ context.Context, rs []rl.Request) ([]rl.Decision, error) {
 	ds := make([]rl.Decision, len(rs))
 	for i, r := range rs {
-		ds[i] = rl.Decision{Allowed: true, Limit: r.Limit, Remaining: r.Limit, ResetMS: r.Scale, Now: t0}
+		ds[i] = rl.Decision{Allowed: true, Limit: r.Limit, Remaining: r.Limit, Reset: r.Scale, Now: time.UnixMilli(t0)}
 	}
 	return nil, &degradedErr{ds}
 }

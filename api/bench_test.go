@@ -20,7 +20,7 @@ import (
 type instant struct{ rl.Limiter }
 
 func (instant) CheckRate(_ context.Context, r rl.Request) (rl.Decision, error) {
-	return rl.Decision{Allowed: true, Count: 1, Limit: r.Limit, Remaining: r.Limit - 1, ResetMS: 1000, Now: 1_700_000_000_000}, nil
+	return rl.Decision{Allowed: true, Count: 1, Limit: r.Limit, Remaining: r.Limit - 1, Reset: time.Second, Now: time.UnixMilli(1_700_000_000_000)}, nil
 }
 
 // bareParse is the baseline: parse the query as the API does, answer a
@@ -104,7 +104,7 @@ func serveParallel(b *testing.B, h fasthttp.RequestHandler, write bool, set func
 func (instant) CheckRates(_ context.Context, rs []rl.Request) ([]rl.Decision, error) {
 	ds := make([]rl.Decision, len(rs))
 	for i, r := range rs {
-		ds[i] = rl.Decision{Allowed: true, Count: 1, Limit: r.Limit, Remaining: r.Limit - 1, ResetMS: 1000, Now: 1_700_000_000_000}
+		ds[i] = rl.Decision{Allowed: true, Count: 1, Limit: r.Limit, Remaining: r.Limit - 1, Reset: time.Second, Now: time.UnixMilli(1_700_000_000_000)}
 	}
 	return ds, nil
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	rl "github.com/raterlimiter/raterlimiter"
+	"github.com/raterlimiter/raterlimiter/internal/ms"
 )
 
 // Pages of GET /buckets.
@@ -82,7 +83,7 @@ func (s *Server) buckets(ctx *fasthttp.RequestCtx) {
 			return
 		default:
 			n, ok := parseUint(v)
-			if !ok || n < 1 || n > rl.MaxScale {
+			if !ok || n < 1 || n > ms.MaxScale {
 				s.invalid(ctx, s.rules.scale)
 				return
 			}
@@ -114,13 +115,14 @@ func (s *Server) buckets(ctx *fasthttp.RequestCtx) {
 			bs = bs[:limit]
 			ctx.Response.Header.Set(NextCursorHeader, strconv.Itoa(cursor+limit))
 		}
-		if bs == nil {
-			bs = []rl.Bucket{}
+		out := make([]ms.Bucket, len(bs))
+		for i, b := range bs {
+			out[i] = ms.OfBucket(b)
 		}
-		s.writeJSON(ctx, fasthttp.StatusOK, bs)
+		s.writeJSON(ctx, fasthttp.StatusOK, out)
 		return
 	}
-	n, err := s.lim.Reset(c, id, scale)
+	n, err := s.lim.Reset(c, id, ms.Duration(scale))
 	if err != nil {
 		s.limiterFailed(ctx, err)
 		return

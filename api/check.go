@@ -11,6 +11,7 @@ import (
 
 	rl "github.com/raterlimiter/raterlimiter"
 	"github.com/raterlimiter/raterlimiter/headers"
+	"github.com/raterlimiter/raterlimiter/internal/ms"
 	"github.com/raterlimiter/raterlimiter/policy"
 )
 
@@ -28,7 +29,7 @@ func (s *Server) checkRate(ctx *fasthttp.RequestCtx) {
 		pol, err = s.parseBody(ctx, &r, &shown, &pc, &opts)
 	}
 	if err == nil && pol == nil {
-		err = s.maxScale.check(r.Scale)
+		err = s.maxScale.check(r.Scale.Milliseconds())
 	}
 	if err != nil {
 		s.metrics.check(endpointCheck, r.Algo, resultInvalid)
@@ -36,12 +37,12 @@ func (s *Server) checkRate(ctx *fasthttp.RequestCtx) {
 		return
 	}
 	if opts.wait {
-		r.MaxDelayMS = s.boundDelay(r.MaxDelayMS)
+		r.MaxDelay = ms.Duration(s.boundDelay(r.MaxDelay.Milliseconds()))
 		if client := s.clientAddr(ctx, pc.st); s.takeHold(client) {
 			defer s.holds.give(client) // after hold
 		} else {
 			// No place to be held (wait.go): not a wait at all.
-			r.MaxDelayMS, opts.wait = noWaitMS, false
+			r.MaxDelay, opts.wait = ms.Duration(noWaitMS), false
 		}
 	}
 	d, err := s.lim.CheckRate(s.deadlines.get(start), r)
@@ -288,7 +289,7 @@ func (s *Server) parseBatch(body []byte, b *batch, pc *policyCheck) error {
 		var p *policy.Policy
 		b.ids, p, err = r.check(&b.reqs[len(b.reqs)-1], b.ids, s.maxID, s.rules, pc, nil)
 		if err == nil && p == nil {
-			err = s.maxScale.check(b.reqs[len(b.reqs)-1].Scale)
+			err = s.maxScale.check(b.reqs[len(b.reqs)-1].Scale.Milliseconds())
 		}
 		if err != nil {
 			return &rl.ItemError{Index: len(b.reqs) - 1, Err: err}

@@ -74,7 +74,7 @@ func FuzzDecodeCheck(f *testing.F) {
 		var wantID string
 		require.NoError(t, json.Unmarshal(m["id"], &wantID))
 		assert.Equal(t, wantID, string(id))
-		for name, got := range map[string]int64{"scale": r.Scale, "limit": r.Limit, "hits": r.Hits} {
+		for name, got := range map[string]int64{"scale": r.Scale.Milliseconds(), "limit": r.Limit, "hits": r.Hits} {
 			raw, ok := m[name]
 			if !ok {
 				assert.Equal(t, "hits", name, "a required field was missing")
@@ -90,7 +90,7 @@ func FuzzDecodeCheck(f *testing.F) {
 			require.NoError(t, json.Unmarshal(raw, &a))
 			assert.Equal(t, a, r.Algo)
 		}
-		for name, got := range map[string]int64{"slices": r.Slices, "queue": r.Queue, "max_delay_ms": r.MaxDelayMS} {
+		for name, got := range map[string]int64{"slices": r.Slices, "queue": r.Queue, "max_delay_ms": r.MaxDelay.Milliseconds()} {
 			if raw, ok := m[name]; ok {
 				n, err := strconv.ParseInt(string(raw), 10, 64)
 				require.NoError(t, err)

@@ -17,7 +17,7 @@ func (s *Server) healthz(ctx *fasthttp.RequestCtx) {
 		// backend's circuit, which the peek then answers by.
 		_ = p.Ping(c)
 	}
-	_, err := s.lim.CheckRate(c, rl.Request{ID: healthID, Scale: 1000, Limit: 1, Peek: true})
+	_, err := s.lim.CheckRate(c, rl.Request{ID: healthID, Scale: time.Second, Limit: 1, Peek: true})
 	if mode, ds := degradedAnswer(err); len(ds) > 0 {
 		// Checks are answered, without the shared state: healthy enough to
 		// keep serving, and saying so.

@@ -11,6 +11,7 @@ import (
 	"github.com/go-json-experiment/json/jsontext"
 
 	rl "github.com/raterlimiter/raterlimiter"
+	"github.com/raterlimiter/raterlimiter/internal/ms"
 	"github.com/raterlimiter/raterlimiter/policy"
 )
 
@@ -286,10 +287,10 @@ func appendDecision(dst []byte, id string, d rl.Decision) []byte {
 	dst = append(dst, `,"remaining":`...)
 	dst = strconv.AppendInt(dst, d.Remaining, 10)
 	dst = append(dst, `,"reset_ms":`...)
-	dst = strconv.AppendInt(dst, d.ResetMS, 10)
+	dst = strconv.AppendInt(dst, ms.Ceil(d.Reset), 10)
 	dst = append(dst, `,"retry_after_ms":`...)
-	dst = strconv.AppendInt(dst, d.RetryAfterMS, 10)
+	dst = strconv.AppendInt(dst, ms.Ceil(d.RetryAfter), 10)
 	dst = append(dst, `,"delay_ms":`...)
-	dst = strconv.AppendInt(dst, d.DelayMS, 10)
+	dst = strconv.AppendInt(dst, ms.Ceil(d.Delay), 10)
 	return append(dst, '}')
 }

@@ -4,6 +4,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	rl "github.com/raterlimiter/raterlimiter"
+	"github.com/raterlimiter/raterlimiter/internal/ms"
 	"github.com/raterlimiter/raterlimiter/policy"
 )
 
@@ -82,7 +83,7 @@ func (f fields) name() string {
 func (f fields) set(r *rl.Request, n int64) {
 	switch f {
 	case fieldScale:
-		r.Scale = n
+		r.Scale = ms.Duration(n)
 	case fieldLimit:
 		r.Limit = n
 	case fieldHits:
@@ -92,7 +93,7 @@ func (f fields) set(r *rl.Request, n int64) {
 	case fieldQueue:
 		r.Queue = n
 	case fieldMaxDelay:
-		r.MaxDelayMS = n
+		r.MaxDelay = ms.Duration(n)
 	}
 }
 

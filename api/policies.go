@@ -12,6 +12,7 @@ import (
 
 	rl "github.com/raterlimiter/raterlimiter"
 	"github.com/raterlimiter/raterlimiter/headers"
+	"github.com/raterlimiter/raterlimiter/internal/ms"
 	"github.com/raterlimiter/raterlimiter/policy"
 )
 
@@ -65,7 +66,7 @@ func (pc *policyCheck) resolve(name []byte, seen fields, id []byte) (*policy.Pol
 // apply takes r's scale, limit, algo and (unless given) hits from p. The
 // caller sets r.ID to the counter id.
 func (pc *policyCheck) apply(r *rl.Request, p *policy.Policy, seen fields) {
-	r.Scale, r.Limit, r.Algo, r.Slices, r.Queue = p.Scale, p.Limit, p.Algo, p.Slices, p.Queue
+	r.Scale, r.Limit, r.Algo, r.Slices, r.Queue = ms.Duration(p.Scale), p.Limit, p.Algo, p.Slices, p.Queue
 	if seen&fieldHits == 0 {
 		r.Hits = p.Hits
 	}
@@ -315,7 +316,7 @@ func (s *Server) auth(ctx *fasthttp.RequestCtx) {
 				continue
 			}
 			sc.results = append(sc.results, policy.Result{Rule: c.Rule, Decision: ds[j],
-				Request: rl.Request{Limit: ds[j].Limit, Scale: c.Rule.Scale}})
+				Request: rl.Request{Limit: ds[j].Limit, Scale: ms.Duration(c.Rule.Scale)}})
 			j++
 		}
 		ctx.Response.Header.Set(DegradedHeader, mode)
@@ -369,7 +370,7 @@ func (s *Server) writeAuth(ctx *fasthttp.RequestCtx, st *policyState, sc *authSc
 				denied = r
 			}
 			if !r.KeyRefused() && headers.Retryable(r.Request, r.Decision) {
-				retry = max(retry, r.Decision.RetryAfterMS)
+				retry = max(retry, ms.Ceil(r.Decision.RetryAfter))
 			} else {
 				never = true
 			}

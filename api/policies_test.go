@@ -7,12 +7,14 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	rl "github.com/raterlimiter/raterlimiter"
 	"github.com/raterlimiter/raterlimiter/api"
+	"github.com/raterlimiter/raterlimiter/internal/ms"
 	"github.com/raterlimiter/raterlimiter/limitertest"
 	"github.com/raterlimiter/raterlimiter/memory"
 	"github.com/raterlimiter/raterlimiter/policy"
@@ -46,7 +48,7 @@ func newGateway(t *testing.T, src string, cfg api.Config) (*harness, string) {
 	require.NoError(t, os.WriteFile(path, []byte(src), 0o600))
 	f, err := policy.Load(path)
 	require.NoError(t, err)
-	clock := limitertest.NewClock(t0)
+	clock := limitertest.NewClock(time.UnixMilli(t0))
 	lim := memory.New(memory.Config{Clock: clock.Now, SweepInterval: -1, Shards: 2, MaxIDBytes: rl.DefaultMaxIDBytes + policy.IDOverhead})
 	t.Cleanup(func() { lim.Close() })
 	cfg.Limiter = lim
@@ -262,7 +264,7 @@ func TestAuthPlanChangeMidWindow(t *testing.T) {
 	}
 	r := h.authAs(t, "GET", "/api/x", "1.2.3.4", "X-Api-Key", "mover")
 	require.Equal(t, 429, r.status, "the default plan: 2")
-	h.clock.Advance(10_000)
+	h.clock.Advance(10 * time.Second)
 	r = h.authAs(t, "GET", "/api/x", "1.2.3.4", "X-Api-Key", "mover", "X-Plan", "pro")
 	assert.Equal(t, 200, r.status, "upgraded in the same window: 4 of 5 (the fixed window counted the denied hit)")
 	assert.Contains(t, r.headers["RateLimit-Policy"], `"api";q=5;w=60`)
@@ -301,7 +303,7 @@ func TestBucketsArePaged(t *testing.T) {
 	}
 	r := h.get(t, "/buckets?id=p&limit=2")
 	require.Equal(t, 200, r.status, r.body)
-	var page []rl.Bucket
+	var page []ms.Bucket
 	require.NoError(t, json.Unmarshal([]byte(r.body), &page))
 	assert.Len(t, page, 2)
 	assert.Equal(t, "2", r.headers["X-Next-Cursor"])

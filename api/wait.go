@@ -138,15 +138,15 @@ func (s *Server) boundDelay(own int64) int64 {
 	return s.maxWaitMS
 }
 
-// hold waits d.DelayMS ms before the answer leaves, or less if the server
+// hold waits d.Delay before the answer leaves, or less if the server
 // shuts down (Shutdown closes stopping before it waits for the requests in
 // flight). It reports how long it held.
 func (s *Server) hold(d rl.Decision) time.Duration {
-	if !d.Allowed || d.DelayMS <= 0 {
+	if !d.Allowed || d.Delay <= 0 {
 		return 0
 	}
 	start := time.Now()
-	t := time.NewTimer(time.Duration(d.DelayMS) * time.Millisecond)
+	t := time.NewTimer(d.Delay)
 	defer t.Stop()
 	s.metrics.held.Inc()
 	defer s.metrics.held.Dec()
@@ -166,7 +166,7 @@ func (s *Server) holdAuth(rs []policy.Result) {
 		if r.Denies() {
 			return
 		}
-		if r.Rule.Wait && r.Decision.Allowed && r.Decision.DelayMS > longest.DelayMS {
+		if r.Rule.Wait && r.Decision.Allowed && r.Decision.Delay > longest.Delay {
 			longest = r.Decision
 		}
 	}

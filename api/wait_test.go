@@ -38,10 +38,10 @@ func (h *harness) timedGet(uri string) timed {
 	err := h.client.Do(req, resp)
 	out := timed{status: resp.StatusCode(), took: time.Since(start), body: string(resp.Body()), err: err}
 	var d struct {
-		DelayMS int64 `json:"delay_ms"`
+		Delay int64 `json:"delay_ms"`
 	}
 	if err == nil && json.Unmarshal(resp.Body(), &d) == nil {
-		out.delay = d.DelayMS
+		out.delay = d.Delay
 	}
 	return out
 }

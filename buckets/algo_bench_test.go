@@ -6,6 +6,7 @@ import (
 
 	rl "github.com/raterlimiter/raterlimiter"
 	"github.com/raterlimiter/raterlimiter/algo"
+	"github.com/raterlimiter/raterlimiter/internal/ms"
 )
 
 // BenchmarkAlgoCheck is the per-check cost of each algorithm through the
@@ -23,7 +24,7 @@ func BenchmarkAlgoCheck(b *testing.B) {
 		b.Run(a.String(), func(b *testing.B) {
 			s := New(Options{})
 			now := int64(1_700_000_040_000) - 30_000 // half a window before a boundary
-			req := rl.Request{Scale: 60_000, Limit: 1000, Hits: 1, Algo: a}
+			req := ms.Request{Scale: 60_000, Limit: 1000, Hits: 1, Algo: a}
 			for _, n := range names {
 				req.ID = n
 				if _, err := s.Check(now, req); err != nil {
@@ -59,10 +60,10 @@ func BenchmarkAlgoFunc(b *testing.B) {
 			continue // not decided from one record: LogCheck and SlicesCheck have benchmarks of their own
 		}
 		b.Run(a.String(), func(b *testing.B) {
-			r := rl.Request{ID: "u", Scale: 60_000, Limit: 1000, Hits: 1, Algo: a}
+			r := ms.Request{ID: "u", Scale: 60_000, Limit: 1000, Hits: 1, Algo: a}
 			st := cur
 			if a == rl.Token || a == rl.Leaky {
-				_, st, _ = algo.Token(algo.Record{}, false, start, rl.Request{ID: "u", Scale: 60_000, Limit: 1000, Hits: 700, Algo: rl.Token})
+				_, st, _ = algo.Token(algo.Record{}, false, start, ms.Request{ID: "u", Scale: 60_000, Limit: 1000, Hits: 700, Algo: rl.Token})
 			}
 			b.ReportAllocs()
 			var sink int64

@@ -11,6 +11,7 @@ import (
 
 	rl "github.com/raterlimiter/raterlimiter"
 	"github.com/raterlimiter/raterlimiter/algo"
+	"github.com/raterlimiter/raterlimiter/internal/ms"
 )
 
 // TestMaxBytesBoundsLongIDs: ids of 1,000 bytes, with every algorithm, fill
@@ -24,7 +25,7 @@ func TestMaxBytesBoundsLongIDs(t *testing.T) {
 	for i := range 5000 {
 		now++
 		a := rl.Algos[i%len(rl.Algos)]
-		r := rl.Request{ID: pad + strconv.Itoa(i), Scale: 3_600_000, Limit: 1000, Hits: 1, Algo: a}
+		r := ms.Request{ID: pad + strconv.Itoa(i), Scale: 3_600_000, Limit: 1000, Hits: 1, Algo: a}
 		if a == rl.Slices {
 			r.Slices = 600
 		}
@@ -49,7 +50,7 @@ func TestMaxBytesBoundsAGrowingLog(t *testing.T) {
 		_, err := s.Check(now, hit("idle-"+strconv.Itoa(i), 3_600_000, 5))
 		require.NoError(t, err)
 	}
-	lg := rl.Request{ID: "log", Scale: 3_600_000, Limit: 60_000, Hits: 1, Algo: rl.Log}
+	lg := ms.Request{ID: "log", Scale: 3_600_000, Limit: 60_000, Hits: 1, Algo: rl.Log}
 	for i := range 10_000 {
 		now++
 		d, err := s.Check(now, lg)
@@ -86,11 +87,11 @@ func TestBytesFollowEveryChange(t *testing.T) {
 			require.NoError(t, s.Put(id(), 60_000, rl.Fixed, algo.Record{Count: 3, Created: now, Modified: now}))
 		case 3:
 			var l algo.Log
-			algo.LogCheck(&l, now, rl.Request{ID: "x", Scale: 60_000, Limit: 100, Hits: 40, Algo: rl.Log})
+			algo.LogCheck(&l, now, ms.Request{ID: "x", Scale: 60_000, Limit: 100, Hits: 40, Algo: rl.Log})
 			data, _ := l.AppendBinary(nil)
 			require.NoError(t, s.PutLog(id(), 60_000, now, data))
 		default:
-			r := rl.Request{ID: id(), Scale: []int64{100, 60_000}[rng.IntN(2)], Limit: 50, Hits: 1 + rng.Int64N(3),
+			r := ms.Request{ID: id(), Scale: []int64{100, 60_000}[rng.IntN(2)], Limit: 50, Hits: 1 + rng.Int64N(3),
 				Algo: rl.Algos[rng.IntN(len(rl.Algos))]}
 			if r.Algo == rl.Slices {
 				r.Slices = 10

@@ -8,6 +8,7 @@ import (
 
 	rl "github.com/raterlimiter/raterlimiter"
 	"github.com/raterlimiter/raterlimiter/algo"
+	"github.com/raterlimiter/raterlimiter/internal/ms"
 )
 
 // Options configures a Store. The zero value is ready to use.
@@ -241,11 +242,11 @@ func (s *Store) Len() int { return s.tree.Len() }
 // thus costs a bounded amount of memory, and mostly its own records; a
 // throttled id cannot reset itself by minting fresh ids.
 //
-// r must be valid (raterlimiter.Request.Validate, with ids up to the
+// r must be valid (ms.Request.Validate, with ids up to the
 // store's MaxIDBytes): the store trusts its owner, and the embedded
 // limiter validates every request once, where it comes in (package memory).
 // The error is ErrTooManyScales or nil.
-func (s *Store) Check(now int64, r rl.Request) (rl.Decision, error) {
+func (s *Store) Check(now int64, r ms.Request) (ms.Decision, error) {
 	switch r.Algo {
 	case rl.Log:
 		return s.checkLog(now, r)
@@ -282,7 +283,7 @@ func (s *Store) Check(now int64, r rl.Request) (rl.Decision, error) {
 		cur.set(next)
 	case write:
 		if s.overScales(r.ID, r.Scale, 0) {
-			return rl.Decision{}, ErrTooManyScales
+			return ms.Decision{}, ErrTooManyScales
 		}
 		p := newRecIn(s.makeRoom(now, len(r.ID)), r.ID, r.Scale, r.Algo, next)
 		p.setDenying(!d.Allowed)
@@ -401,7 +402,7 @@ func (s *Store) scalesOf(id string) int {
 // does when the store is full. It is for restoring a snapshot; Check is the
 // way to count.
 func (s *Store) Put(id string, scale int64, a rl.Algo, r algo.Record) error {
-	req := rl.Request{ID: id, Scale: scale, Algo: a}
+	req := ms.Request{ID: id, Scale: scale, Algo: a}
 	if err := req.Validate(s.maxID); err != nil {
 		return err
 	}
@@ -439,8 +440,8 @@ var errPutLog = &rl.FieldError{Field: "algo", Rule: "log records cannot be resto
 
 // Buckets returns the records of id in key order (a Slices limit's in the
 // order of its slices, not of its ring).
-func (s *Store) Buckets(id string) []rl.Bucket {
-	var out []rl.Bucket
+func (s *Store) Buckets(id string) []ms.Bucket {
+	var out []ms.Bucket
 	defer func() {
 		// Each limit's slices are one run of the tree's order: sort it.
 		for i := 0; i < len(out); {
@@ -449,7 +450,7 @@ func (s *Store) Buckets(id string) []rl.Bucket {
 				out[j].Scale == out[i].Scale && out[j].Slices == out[i].Slices {
 				j++
 			}
-			slices.SortFunc(out[i:j], func(x, y rl.Bucket) int { return cmp.Compare(x.Bucket, y.Bucket) })
+			slices.SortFunc(out[i:j], func(x, y ms.Bucket) int { return cmp.Compare(x.Bucket, y.Bucket) })
 			i = j
 		}
 	}()

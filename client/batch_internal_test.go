@@ -24,7 +24,7 @@ func TestFlushLeavesOutEndedContexts(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { c.Close() })
 
-	r := rl.Request{ID: "u", Scale: 60_000, Limit: 10, Hits: 1}
+	r := rl.Request{ID: "u", Scale: time.Minute, Limit: 10, Hits: 1}
 	gone, cancel := context.WithCancel(context.Background())
 	cancel()
 	batch := []*waiting{
@@ -41,7 +41,7 @@ func TestFlushLeavesOutEndedContexts(t *testing.T) {
 	assert.Equal(t, int64(1), first.d.Count)
 	assert.Equal(t, int64(2), last.d.Count)
 	assert.ErrorIs(t, left.err, context.Canceled)
-	d, err := lim.CheckRate(context.Background(), rl.Request{ID: "u", Scale: 60_000, Limit: 10, Peek: true})
+	d, err := lim.CheckRate(context.Background(), rl.Request{ID: "u", Scale: time.Minute, Limit: 10, Peek: true})
 	require.NoError(t, err)
 	assert.Equal(t, int64(2), d.Count, "the ended caller was not counted")
 }

@@ -37,7 +37,7 @@ func TestBatchingGivesEachCallerItsOwnDecision(t *testing.T) {
 	lim := memory.New(memory.Config{Clock: clock.Now, SweepInterval: -1})
 	t.Cleanup(func() { lim.Close() })
 	c := batching(t, sidecar(t, lim, ""), client.Config{Clock: clock.Now})
-	r := rl.Request{ID: "hot", Scale: 60_000, Limit: limit, Hits: 1}
+	r := rl.Request{ID: "hot", Scale: time.Minute, Limit: limit, Hits: 1}
 
 	counts := make([][]int64, callers)
 	var wg sync.WaitGroup
@@ -88,7 +88,7 @@ func TestBatchingCancellationUnderLoad(t *testing.T) {
 	var wg sync.WaitGroup
 	for g := range steady {
 		wg.Go(func() {
-			r := rl.Request{ID: "steady-" + strconv.Itoa(g), Scale: 60_000, Limit: limit, Hits: 1}
+			r := rl.Request{ID: "steady-" + strconv.Itoa(g), Scale: time.Minute, Limit: limit, Hits: 1}
 			for i := range each {
 				d, err := c.CheckRate(context.Background(), r)
 				if !assert.NoError(t, err) {
@@ -102,7 +102,7 @@ func TestBatchingCancellationUnderLoad(t *testing.T) {
 	for g := range quitters {
 		rng := rand.New(rand.NewPCG(seed, uint64(g)))
 		wg.Go(func() {
-			r := rl.Request{ID: "shared", Scale: 60_000, Limit: 1_000_000, Hits: 1}
+			r := rl.Request{ID: "shared", Scale: time.Minute, Limit: 1_000_000, Hits: 1}
 			for range each {
 				ctx, cancel := context.WithCancel(context.Background())
 				stop := time.AfterFunc(time.Duration(rng.IntN(3000))*time.Microsecond, cancel)
@@ -122,7 +122,7 @@ func TestBatchingCancellationUnderLoad(t *testing.T) {
 	}
 	wg.Wait()
 	t.Logf("quitters: %d answered, %d cancelled", answered.Load(), cancelled.Load())
-	d, err := lim.CheckRate(context.Background(), rl.Request{ID: "shared", Scale: 60_000, Limit: 1_000_000})
+	d, err := lim.CheckRate(context.Background(), rl.Request{ID: "shared", Scale: time.Minute, Limit: 1_000_000})
 	require.NoError(t, err)
 	// A check cancelled while its batch travelled was counted; one
 	// cancelled before it left was not.
@@ -145,7 +145,7 @@ func TestBatchingErrorIsolationUnderLoad(t *testing.T) {
 	var wg sync.WaitGroup
 	for g := range good {
 		wg.Go(func() {
-			r := rl.Request{ID: "good-" + strconv.Itoa(g), Scale: 60_000, Limit: limit, Hits: 1}
+			r := rl.Request{ID: "good-" + strconv.Itoa(g), Scale: time.Minute, Limit: limit, Hits: 1}
 			for i := range each {
 				d, err := c.CheckRate(context.Background(), r)
 				if !assert.NoError(t, err) {
@@ -158,7 +158,7 @@ func TestBatchingErrorIsolationUnderLoad(t *testing.T) {
 	}
 	for g := range bad {
 		wg.Go(func() {
-			r := rl.Request{ID: strings.Repeat("x", rl.DefaultMaxIDBytes+1+g), Scale: 60_000, Limit: limit, Hits: 1}
+			r := rl.Request{ID: strings.Repeat("x", rl.DefaultMaxIDBytes+1+g), Scale: time.Minute, Limit: limit, Hits: 1}
 			for range each / 4 {
 				_, err := c.CheckRate(context.Background(), r)
 				assert.ErrorIs(t, err, rl.ErrInvalid)
@@ -171,7 +171,7 @@ func TestBatchingErrorIsolationUnderLoad(t *testing.T) {
 	}
 	wg.Wait()
 	for g := range good {
-		d, err := lim.CheckRate(context.Background(), rl.Request{ID: "good-" + strconv.Itoa(g), Scale: 60_000, Limit: limit, Peek: true})
+		d, err := lim.CheckRate(context.Background(), rl.Request{ID: "good-" + strconv.Itoa(g), Scale: time.Minute, Limit: limit, Peek: true})
 		require.NoError(t, err)
 		assert.Equal(t, int64(each), d.Count, "good caller %d counted once per check", g)
 	}

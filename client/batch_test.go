@@ -60,7 +60,7 @@ func TestBatchingAllowsExactlyTheLimit(t *testing.T) {
 			t.Cleanup(func() { lim.Close() })
 			cl := &counting{Limiter: lim}
 			c := batching(t, sidecar(t, cl, ""), client.Config{Clock: clock.Now})
-			r := rl.Request{ID: "hot", Scale: 60_000, Limit: 1000, Hits: 1, Algo: a}
+			r := rl.Request{ID: "hot", Scale: time.Minute, Limit: 1000, Hits: 1, Algo: a}
 			if a == rl.Leaky {
 				r.Queue = 999 // the limit at once, all but one waiting
 			}
@@ -81,7 +81,7 @@ func TestBatchingIsolatesCallers(t *testing.T) {
 	ctx := context.Background()
 	peek := func(t *testing.T, lim rl.Limiter, id string) int64 {
 		t.Helper()
-		d, err := lim.CheckRate(ctx, rl.Request{ID: id, Scale: 60_000, Limit: 10, Peek: true})
+		d, err := lim.CheckRate(ctx, rl.Request{ID: id, Scale: time.Minute, Limit: 10, Peek: true})
 		require.NoError(t, err)
 		return d.Count
 	}
@@ -95,7 +95,7 @@ func TestBatchingIsolatesCallers(t *testing.T) {
 	check := func(c *client.Client, ctx context.Context, id string) chan answer {
 		ch := make(chan answer, 1)
 		go func() {
-			d, err := c.CheckRate(ctx, rl.Request{ID: id, Scale: 60_000, Limit: 10, Hits: 1})
+			d, err := c.CheckRate(ctx, rl.Request{ID: id, Scale: time.Minute, Limit: 10, Hits: 1})
 			ch <- answer{d, err}
 		}()
 		return ch
@@ -169,9 +169,9 @@ func TestBatchingIsolatesCallers(t *testing.T) {
 		c := batching(t, sidecar(t, lim, ""), client.Config{})
 		require.NoError(t, c.Close())
 		require.NoError(t, c.Close(), "Close is idempotent")
-		_, err := c.CheckRate(ctx, rl.Request{ID: "u", Scale: 1, Limit: 1, Hits: 1})
+		_, err := c.CheckRate(ctx, rl.Request{ID: "u", Scale: time.Millisecond, Limit: 1, Hits: 1})
 		assert.ErrorIs(t, err, rl.ErrClosed)
-		_, err = c.CheckRates(ctx, []rl.Request{{ID: "u", Scale: 1, Limit: 1, Hits: 1}})
+		_, err = c.CheckRates(ctx, []rl.Request{{ID: "u", Scale: time.Millisecond, Limit: 1, Hits: 1}})
 		assert.ErrorIs(t, err, rl.ErrClosed)
 	})
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/go-json-experiment/json/jsontext"
 
 	rl "github.com/raterlimiter/raterlimiter"
+	"github.com/raterlimiter/raterlimiter/internal/ms"
 )
 
 // The batch path's JSON, written and read with jsontext
@@ -30,7 +31,7 @@ func appendBatchJSON(b []byte, rs []rl.Request) []byte {
 		b = append(b, `{"id":`...)
 		b, _ = jsontext.AppendQuote(b, r.ID) // valid UTF-8: no error
 		b = append(b, `,"scale":`...)
-		b = strconv.AppendInt(b, r.Scale, 10)
+		b = strconv.AppendInt(b, r.Scale.Milliseconds(), 10)
 		b = append(b, `,"limit":`...)
 		b = strconv.AppendInt(b, r.Limit, 10)
 		b = append(b, `,"hits":`...)
@@ -55,9 +56,9 @@ func appendShaping(b []byte, r *rl.Request) []byte {
 		b = append(b, `,"queue":`...)
 		b = strconv.AppendInt(b, r.Queue, 10)
 	}
-	if r.MaxDelayMS != 0 {
+	if r.MaxDelay != 0 {
 		b = append(b, `,"max_delay_ms":`...)
-		b = strconv.AppendInt(b, r.MaxDelayMS, 10)
+		b = strconv.AppendInt(b, r.MaxDelay.Milliseconds(), 10)
 	}
 	return b
 }
@@ -191,7 +192,14 @@ const (
 // "allowed" (not null). A name is first compared, quoted as it came, with
 // the one the API writes after the last: the API's answers take one
 // comparison per member.
-func (r *answerReader) decision(d *rl.Decision) (allowed bool, err error) {
+func (r *answerReader) decision(pub *rl.Decision) (allowed bool, err error) {
+	m := ms.OfDecision(*pub)
+	d := &m
+	defer func() {
+		now := pub.Now
+		*pub = m.Public()
+		pub.Now = now
+	}()
 	dec := &r.dec
 	if _, err := dec.ReadToken(); err != nil { // '{'
 		return false, err

@@ -66,7 +66,7 @@ func BenchmarkDecodeBatchAnswer(b *testing.B) {
 func BenchmarkAppendBatchJSON(b *testing.B) {
 	rs := make([]rl.Request, 500)
 	for i := range rs {
-		rs[i] = rl.Request{ID: "user-" + strconv.Itoa(i*17), Scale: 60_000, Limit: 1_000_000, Hits: 1, Algo: rl.Sliding}
+		rs[i] = rl.Request{ID: "user-" + strconv.Itoa(i*17), Scale: time.Minute, Limit: 1_000_000, Hits: 1, Algo: rl.Sliding}
 	}
 	var buf []byte
 	b.ReportAllocs()

@@ -4,11 +4,13 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	rl "github.com/raterlimiter/raterlimiter"
+	"github.com/raterlimiter/raterlimiter/internal/ms"
 )
 
 func TestDecodeBatchAnswer(t *testing.T) {
@@ -52,8 +54,7 @@ func TestDecodeBatchAnswer(t *testing.T) {
 		{"two values", `[] []`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var want []rl.Decision
-			wantErr := json.Unmarshal([]byte(tc.body), &want)
+			want, wantErr := wireDecisions([]byte(tc.body))
 			got, err := decodeBatchAnswer([]byte(tc.body), make([]rl.Decision, 3))
 			if wantErr != nil {
 				assert.Error(t, err)
@@ -70,19 +71,19 @@ func TestDecodeBatchAnswer(t *testing.T) {
 
 func TestAppendBatchJSON(t *testing.T) {
 	rs := []rl.Request{
-		{ID: "u1", Scale: 1000, Limit: 10, Hits: 1},
-		{ID: `q"uote\ <tag> & é ` + "\t", Scale: 60_000, Limit: 0, Hits: 0, Peek: true, Algo: rl.Token},
+		{ID: "u1", Scale: time.Second, Limit: 10, Hits: 1},
+		{ID: `q"uote\ <tag> & é ` + "\t", Scale: time.Minute, Limit: 0, Hits: 0, Peek: true, Algo: rl.Token},
 		{ID: strings.Repeat("x", 100), Scale: rl.MaxScale, Limit: rl.MaxLimit, Hits: rl.MaxHits, Algo: rl.Sliding},
 	}
 	b := appendBatchJSON(nil, rs)
-	var got []rl.Request
-	require.NoError(t, json.Unmarshal(b, &got), "%s", b)
+	got, err := wireRequests(b)
+	require.NoError(t, err, "%s", b)
 	// The wire has no peek field: hits 0 is a peek, and an absent or zero
 	// Hits goes out as 1.
 	rs[1].Peek = false
 	assert.Equal(t, rs, got)
-	got = nil
-	require.NoError(t, json.Unmarshal(appendBatchJSON(nil, []rl.Request{{ID: "z", Scale: 1000, Limit: 1}}), &got))
+	got, err = wireRequests(appendBatchJSON(nil, []rl.Request{{ID: "z", Scale: time.Second, Limit: 1}}))
+	require.NoError(t, err)
 	assert.Equal(t, int64(1), got[0].Hits, "the zero Hits counts one")
 	assert.Contains(t, string(b), `{"id":"q\"uote\\ <tag> & é \t","scale":`, "ids escaped where JSON requires it, and only there")
 }
@@ -99,8 +100,7 @@ func FuzzDecodeBatchAnswer(f *testing.F) {
 	f.Add([]byte(` [ ] `))
 	f.Add([]byte(`[{"id":"\ud800"}]`))
 	f.Fuzz(func(t *testing.T, body []byte) {
-		var want []rl.Decision
-		wantErr := json.Unmarshal(body, &want)
+		want, wantErr := wireDecisions(body)
 		got, err := decodeBatchAnswer(body, nil)
 		if wantErr != nil {
 			require.Error(t, err, "accepted what encoding/json refuses")
@@ -112,4 +112,50 @@ func FuzzDecodeBatchAnswer(f *testing.F) {
 			require.Equal(t, want[i], got[i], "decision %d", i)
 		}
 	})
+}
+
+// wireDecisions decodes a /check_rates answer with encoding/json, the
+// reference the decoder is held to.
+func wireDecisions(body []byte) ([]rl.Decision, error) {
+	var wire []*struct {
+		Allowed                 bool
+		Count, Limit, Remaining int64
+		ResetMS                 int64 `json:"reset_ms"`
+		RetryAfterMS            int64 `json:"retry_after_ms"`
+		DelayMS                 int64 `json:"delay_ms"`
+	}
+	if err := json.Unmarshal(body, &wire); err != nil {
+		return nil, err
+	}
+	var out []rl.Decision
+	for _, w := range wire {
+		var d rl.Decision
+		if w != nil {
+			d = ms.Decision{Allowed: w.Allowed, Count: w.Count, Limit: w.Limit, Remaining: w.Remaining,
+				ResetMS: w.ResetMS, RetryAfterMS: w.RetryAfterMS, DelayMS: w.DelayMS}.Public()
+			d.Now = time.Time{}
+		}
+		out = append(out, d)
+	}
+	return out, nil
+}
+
+// wireRequests decodes a /check_rates body with encoding/json.
+func wireRequests(body []byte) ([]rl.Request, error) {
+	var wire []struct {
+		ID                 string
+		Scale, Limit, Hits int64
+		Algo               rl.Algo
+		Slices, Queue      int64
+		MaxDelayMS         int64 `json:"max_delay_ms"`
+	}
+	if err := json.Unmarshal(body, &wire); err != nil {
+		return nil, err
+	}
+	var out []rl.Request
+	for _, w := range wire {
+		out = append(out, ms.Request{ID: w.ID, Scale: w.Scale, Limit: w.Limit, Hits: w.Hits, Algo: w.Algo,
+			Slices: w.Slices, Queue: w.Queue, MaxDelayMS: w.MaxDelayMS}.Public())
+	}
+	return out, nil
 }

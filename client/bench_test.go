@@ -60,7 +60,7 @@ func BenchmarkTransport(b *testing.B) {
 				}
 				for pb.Next() {
 					id := ids[n.Add(1)%int64(len(ids))]
-					if _, err := c.CheckRate(ctx, rl.Request{ID: id, Scale: 1000, Limit: 1_000_000, Hits: 1}); err != nil {
+					if _, err := c.CheckRate(ctx, rl.Request{ID: id, Scale: time.Second, Limit: 1_000_000, Hits: 1}); err != nil {
 						b.Error(err)
 						return
 					}
@@ -152,7 +152,7 @@ func BenchmarkBatching(b *testing.B) {
 					ctx := context.Background()
 					for pb.Next() {
 						id := ids[n.Add(1)%int64(len(ids))]
-						if _, err := c.CheckRate(ctx, rl.Request{ID: id, Scale: 1000, Limit: 1_000_000, Hits: 1}); err != nil {
+						if _, err := c.CheckRate(ctx, rl.Request{ID: id, Scale: time.Second, Limit: 1_000_000, Hits: 1}); err != nil {
 							b.Error(err)
 							return
 						}

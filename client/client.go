@@ -38,6 +38,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	rl "github.com/raterlimiter/raterlimiter"
+	"github.com/raterlimiter/raterlimiter/internal/ms"
 )
 
 // Defaults of Config's zero fields.
@@ -89,9 +90,8 @@ type Config struct {
 	// AdminToken, if set, is sent as "Authorization: Bearer TOKEN" to the
 	// admin endpoints (Buckets and Reset); checks never send it.
 	AdminToken string
-	// Clock returns the time in Unix milliseconds; it fills Decision.Now.
-	// Default: the system clock.
-	Clock rl.Clock
+	// Clock returns the time; it fills Decision.Now. Default: time.Now.
+	Clock func() time.Time
 	// MaxIDBytes is the longest id the local validation accepts; keep it equal
 	// to the sidecar's -max-id-bytes. Default raterlimiter.DefaultMaxIDBytes.
 	MaxIDBytes int
@@ -139,7 +139,7 @@ type Client struct {
 	failMode FailMode
 	onError  func(error)
 	token    string
-	clock    func() int64
+	clock    func() time.Time
 	maxID    int
 }
 
@@ -181,7 +181,7 @@ func New(cfg Config) (*Client, error) {
 		c.timeout = DefaultTimeout
 	}
 	if c.clock == nil {
-		c.clock = rl.SystemClock
+		c.clock = time.Now
 	}
 	if c.maxID <= 0 {
 		c.maxID = rl.DefaultMaxIDBytes
@@ -275,7 +275,7 @@ func (c *Client) checkRate(ctx context.Context, r rl.Request) (rl.Decision, erro
 	u = append(u, "/check_rate?id="...)
 	u = append(u, url.QueryEscape(r.ID)...)
 	u = append(u, "&scale="...)
-	u = strconv.AppendInt(u, r.Scale, 10)
+	u = strconv.AppendInt(u, r.Scale.Milliseconds(), 10)
 	u = append(u, "&limit="...)
 	u = strconv.AppendInt(u, r.Limit, 10)
 	u = append(u, "&hits="...)
@@ -292,9 +292,9 @@ func (c *Client) checkRate(ctx context.Context, r rl.Request) (rl.Decision, erro
 		u = append(u, "&queue="...)
 		u = strconv.AppendInt(u, r.Queue, 10)
 	}
-	if r.MaxDelayMS != 0 {
+	if r.MaxDelay != 0 {
 		u = append(u, "&max_delay_ms="...)
-		u = strconv.AppendInt(u, r.MaxDelayMS, 10)
+		u = strconv.AppendInt(u, r.MaxDelay.Milliseconds(), 10)
 	}
 	var d rl.Decision
 	err := c.do(ctx, fasthttp.MethodGet, string(u), nil, false, func(status int, body []byte) error {
@@ -386,7 +386,7 @@ const maxBucketsPages = 1000
 // Buckets lists the live records of id (GET /buckets), sending the admin
 // token if configured.
 func (c *Client) Buckets(ctx context.Context, id string) ([]rl.Bucket, error) {
-	if err := (rl.Request{ID: id, Scale: 1}).Validate(c.maxID); err != nil {
+	if err := (rl.Request{ID: id, Scale: time.Millisecond}).Validate(c.maxID); err != nil {
 		return nil, err
 	}
 	all := []rl.Bucket{}
@@ -396,7 +396,7 @@ func (c *Client) Buckets(ctx context.Context, id string) ([]rl.Bucket, error) {
 		if cursor != "" {
 			uri += "&cursor=" + url.QueryEscape(cursor)
 		}
-		var bs []rl.Bucket
+		var bs []ms.Bucket
 		var next string
 		err := c.doHeaders(ctx, fasthttp.MethodGet, uri, nil, true, func(status int, b []byte, h *fasthttp.ResponseHeader) error {
 			next = string(h.Peek("X-Next-Cursor"))
@@ -405,7 +405,7 @@ func (c *Client) Buckets(ctx context.Context, id string) ([]rl.Bucket, error) {
 		if err != nil {
 			return nil, err
 		}
-		all = append(all, bs...)
+		all = append(all, ms.Buckets(bs)...)
 		if next == "" {
 			break
 		}
@@ -416,14 +416,14 @@ func (c *Client) Buckets(ctx context.Context, id string) ([]rl.Bucket, error) {
 
 // decodeBuckets accepts a JSON array of records or an object holding one
 // under "buckets".
-func decodeBuckets(status int, b []byte, bs *[]rl.Bucket) error {
+func decodeBuckets(status int, b []byte, bs *[]ms.Bucket) error {
 	if status != fasthttp.StatusOK {
 		return errUnexpected
 	}
 	b = bytes.TrimSpace(b)
 	if len(b) > 0 && b[0] == '{' {
 		var w struct {
-			Buckets []rl.Bucket `json:"buckets"`
+			Buckets []ms.Bucket `json:"buckets"`
 		}
 		err := json.Unmarshal(b, &w)
 		*bs = w.Buckets
@@ -435,13 +435,13 @@ func decodeBuckets(status int, b []byte, bs *[]rl.Bucket) error {
 // Reset deletes the records of id, of every scale when scale is 0 (DELETE
 // /buckets), sending the admin token if configured, and returns how many
 // the sidecar deleted.
-func (c *Client) Reset(ctx context.Context, id string, scale int64) (int, error) {
+func (c *Client) Reset(ctx context.Context, id string, scale time.Duration) (int, error) {
 	if err := rl.ValidateReset(id, scale, c.maxID); err != nil {
 		return 0, err
 	}
 	u := c.base + "/buckets?id=" + url.QueryEscape(id)
 	if scale != 0 {
-		u += "&scale=" + strconv.FormatInt(scale, 10)
+		u += "&scale=" + strconv.FormatInt(scale.Milliseconds(), 10)
 	}
 	var n int
 	err := c.do(ctx, fasthttp.MethodDelete, u, nil, true, func(status int, b []byte) error {

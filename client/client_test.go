@@ -21,7 +21,7 @@ import (
 )
 
 // fixedClock is a client clock that never moves.
-func fixedClock() int64 { return 1_700_000_000_123 }
+func fixedClock() time.Time { return time.UnixMilli(1_700_000_000_123) }
 
 // canned starts a loopback server that answers every request with status and
 // body, and records what it was sent.
@@ -87,7 +87,7 @@ func newClient(t *testing.T, cfg client.Config) *client.Client {
 	return c
 }
 
-var okReq = rl.Request{ID: "u1", Scale: 1000, Limit: 10, Hits: 1}
+var okReq = rl.Request{ID: "u1", Scale: time.Second, Limit: 10, Hits: 1}
 
 func TestNewRefusesBadURLs(t *testing.T) {
 	for _, u := range []string{"", "127.0.0.1:8080", "ftp://h", "http://", "http://h/?q=1", "http://h/#f", ":%"} {
@@ -109,9 +109,9 @@ func TestCheckRateRequestAndDecision(t *testing.T) {
 		`{"allowed":false,"status":"fail","id":"x","count":11,"limit":10,"remaining":0,"reset_ms":412,"retry_after_ms":400,"delay_ms":0}`)
 	c := newClient(t, client.Config{URL: srv.srv.URL + "/", AdminToken: "secret"})
 	id := "a b/c?d=e&f%20#ü\x00\xff+\"'"
-	d, err := c.CheckRate(context.Background(), rl.Request{ID: id, Scale: 30000, Limit: 10, Peek: true, Algo: rl.Sliding})
+	d, err := c.CheckRate(context.Background(), rl.Request{ID: id, Scale: 30 * time.Second, Limit: 10, Peek: true, Algo: rl.Sliding})
 	require.NoError(t, err)
-	assert.Equal(t, rl.Decision{Count: 11, Limit: 10, ResetMS: 412, RetryAfterMS: 400, Now: fixedClock()}, d)
+	assert.Equal(t, rl.Decision{Count: 11, Limit: 10, Reset: 412 * time.Millisecond, RetryAfter: 400 * time.Millisecond, Now: fixedClock()}, d)
 
 	r, _ := srv.last(t)
 	assert.Equal(t, http.MethodGet, r.Method)
@@ -131,16 +131,16 @@ func TestCheckRateSendsShaping(t *testing.T) {
 	srv := newCanned(t, http.StatusOK,
 		`{"allowed":true,"status":"ok","id":"x","count":3,"limit":5,"remaining":2,"reset_ms":600,"retry_after_ms":0,"delay_ms":400}`)
 	c := newClient(t, client.Config{URL: srv.srv.URL})
-	d, err := c.CheckRate(context.Background(), rl.Request{ID: "x", Scale: 1000, Limit: 5, Hits: 1, Algo: rl.Leaky, Queue: 3, MaxDelayMS: 700})
+	d, err := c.CheckRate(context.Background(), rl.Request{ID: "x", Scale: time.Second, Limit: 5, Hits: 1, Algo: rl.Leaky, Queue: 3, MaxDelay: 700 * time.Millisecond})
 	require.NoError(t, err)
-	assert.Equal(t, int64(400), d.DelayMS)
+	assert.Equal(t, 400*time.Millisecond, d.Delay)
 	r, _ := srv.last(t)
 	q := r.URL.Query()
 	assert.Equal(t, "leaky", q.Get("algo"))
 	assert.Equal(t, "3", q.Get("queue"))
 	assert.Equal(t, "700", q.Get("max_delay_ms"))
 	assert.False(t, q.Has("slices"))
-	_, err = c.CheckRate(context.Background(), rl.Request{ID: "x", Scale: 60_000, Limit: 5, Hits: 1, Algo: rl.Slices, Slices: 12})
+	_, err = c.CheckRate(context.Background(), rl.Request{ID: "x", Scale: time.Minute, Limit: 5, Hits: 1, Algo: rl.Slices, Slices: 12})
 	require.NoError(t, err)
 	r, _ = srv.last(t)
 	q = r.URL.Query()
@@ -157,24 +157,35 @@ func TestCheckRatesRequestAndDecisions(t *testing.T) {
 		  {"allowed":true,"count":1,"limit":2,"remaining":1,"reset_ms":60000,"retry_after_ms":0,"delay_ms":0},
 		  {"allowed":true,"count":2,"limit":2,"remaining":0,"reset_ms":1000,"retry_after_ms":0,"delay_ms":500}]`)
 	c := newClient(t, client.Config{URL: srv.srv.URL})
-	rs := []rl.Request{okReq, {ID: "quote\"and\\ünï", Scale: 5, Limit: 2, Hits: 3, Algo: rl.Token},
-		{ID: "s", Scale: 60_000, Limit: 2, Hits: 1, Algo: rl.Slices, Slices: 6},
-		{ID: "q", Scale: 1000, Limit: 2, Hits: 1, Algo: rl.Leaky, Queue: 4, MaxDelayMS: 900}}
+	rs := []rl.Request{okReq, {ID: "quote\"and\\ünï", Scale: 5 * time.Millisecond, Limit: 2, Hits: 3, Algo: rl.Token},
+		{ID: "s", Scale: time.Minute, Limit: 2, Hits: 1, Algo: rl.Slices, Slices: 6},
+		{ID: "q", Scale: time.Second, Limit: 2, Hits: 1, Algo: rl.Leaky, Queue: 4, MaxDelay: 900 * time.Millisecond}}
 	ds, err := c.CheckRates(context.Background(), rs)
 	require.NoError(t, err)
 	assert.Equal(t, []rl.Decision{
-		{Allowed: true, Count: 1, Limit: 10, Remaining: 9, ResetMS: 1000, Now: fixedClock()},
-		{Count: 3, Limit: 2, ResetMS: 50, RetryAfterMS: 50, Now: fixedClock()},
-		{Allowed: true, Count: 1, Limit: 2, Remaining: 1, ResetMS: 60000, Now: fixedClock()},
-		{Allowed: true, Count: 2, Limit: 2, ResetMS: 1000, DelayMS: 500, Now: fixedClock()},
+		{Allowed: true, Count: 1, Limit: 10, Remaining: 9, Reset: time.Second, Now: fixedClock()},
+		{Count: 3, Limit: 2, Reset: 50 * time.Millisecond, RetryAfter: 50 * time.Millisecond, Now: fixedClock()},
+		{Allowed: true, Count: 1, Limit: 2, Remaining: 1, Reset: time.Minute, Now: fixedClock()},
+		{Allowed: true, Count: 2, Limit: 2, Reset: time.Second, Delay: 500 * time.Millisecond, Now: fixedClock()},
 	}, ds)
 
 	r, body := srv.last(t)
 	assert.Equal(t, http.MethodPost, r.Method)
 	assert.Equal(t, "/check_rates", r.URL.Path)
 	assert.Equal(t, "application/json", r.Header.Get("Content-Type"))
+	var wire []struct {
+		ID                 string
+		Scale, Limit, Hits int64
+		Algo               rl.Algo
+		Slices, Queue      int64
+		MaxDelayMS         int64 `json:"max_delay_ms"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(body), &wire))
 	var sent []rl.Request
-	require.NoError(t, json.Unmarshal([]byte(body), &sent))
+	for _, w := range wire {
+		sent = append(sent, rl.Request{ID: w.ID, Scale: time.Duration(w.Scale) * time.Millisecond, Limit: w.Limit, Hits: w.Hits,
+			Algo: w.Algo, Slices: w.Slices, Queue: w.Queue, MaxDelay: time.Duration(w.MaxDelayMS) * time.Millisecond})
+	}
 	assert.Equal(t, rs, sent, "the batch body decodes back to the requests")
 
 	ds, err = c.CheckRates(context.Background(), nil)
@@ -189,7 +200,7 @@ func TestAdminCalls(t *testing.T) {
 		c := newClient(t, client.Config{URL: srv.srv.URL, AdminToken: "T"})
 		bs, err := c.Buckets(context.Background(), "a&b")
 		require.NoError(t, err)
-		assert.Equal(t, []rl.Bucket{{Scale: 1000, Algo: rl.Sliding, Bucket: 5, Count: 2, Created: 10, Modified: 20}}, bs)
+		assert.Equal(t, []rl.Bucket{{Scale: time.Second, Algo: rl.Sliding, Bucket: 5, Count: 2, Created: time.UnixMilli(10), Modified: time.UnixMilli(20)}}, bs)
 		r, _ := srv.last(t)
 		assert.Equal(t, http.MethodGet, r.Method)
 		assert.Equal(t, "/buckets", r.URL.Path)
@@ -201,14 +212,14 @@ func TestAdminCalls(t *testing.T) {
 		c := newClient(t, client.Config{URL: srv.srv.URL})
 		bs, err := c.Buckets(context.Background(), "u")
 		require.NoError(t, err)
-		assert.Equal(t, []rl.Bucket{{Scale: 7, Bucket: 1, Count: 1, Created: 1, Modified: 1}}, bs)
+		assert.Equal(t, []rl.Bucket{{Scale: 7 * time.Millisecond, Bucket: 1, Count: 1, Created: time.UnixMilli(1), Modified: time.UnixMilli(1)}}, bs)
 		r, _ := srv.last(t)
 		assert.Empty(t, r.Header.Get("Authorization"), "no token configured, none sent")
 	})
 	t.Run("reset one scale", func(t *testing.T) {
 		srv := newCanned(t, http.StatusOK, `{"deleted":3}`)
 		c := newClient(t, client.Config{URL: srv.srv.URL, AdminToken: "T"})
-		n, err := c.Reset(context.Background(), "u", 60000)
+		n, err := c.Reset(context.Background(), "u", time.Minute)
 		require.NoError(t, err)
 		assert.Equal(t, 3, n)
 		r, _ := srv.last(t)
@@ -300,12 +311,12 @@ func TestInvalidRequestsAreRefusedLocally(t *testing.T) {
 		r     rl.Request
 		field string
 	}{
-		{"empty id", rl.Request{Scale: 1, Limit: 1}, "id"},
-		{"id over the configured max", rl.Request{ID: "123456789", Scale: 1, Limit: 1}, "id"},
+		{"empty id", rl.Request{Scale: time.Millisecond, Limit: 1}, "id"},
+		{"id over the configured max", rl.Request{ID: "123456789", Scale: time.Millisecond, Limit: 1}, "id"},
 		{"scale 0", rl.Request{ID: "u", Limit: 1}, "scale"},
-		{"limit past the max", rl.Request{ID: "u", Scale: 1, Limit: rl.MaxLimit + 1}, "limit"},
-		{"negative hits", rl.Request{ID: "u", Scale: 1, Hits: -1}, "hits"},
-		{"unknown algo", rl.Request{ID: "u", Scale: 1, Algo: 9}, "algo"},
+		{"limit past the max", rl.Request{ID: "u", Scale: time.Millisecond, Limit: rl.MaxLimit + 1}, "limit"},
+		{"negative hits", rl.Request{ID: "u", Scale: time.Millisecond, Hits: -1}, "hits"},
+		{"unknown algo", rl.Request{ID: "u", Scale: time.Millisecond, Algo: 9}, "algo"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -324,7 +335,7 @@ func TestInvalidRequestsAreRefusedLocally(t *testing.T) {
 		})
 	}
 	t.Run("a batch refuses ids that JSON cannot carry", func(t *testing.T) {
-		_, err := c.CheckRates(context.Background(), []rl.Request{okReq, {ID: "\xff", Scale: 1}})
+		_, err := c.CheckRates(context.Background(), []rl.Request{okReq, {ID: "\xff", Scale: time.Millisecond}})
 		var ie *rl.ItemError
 		require.ErrorAs(t, err, &ie)
 		assert.Equal(t, 1, ie.Index)

@@ -18,7 +18,7 @@ import (
 // -listen 127.0.0.1:0` would, and returns its URL and a stop function.
 func startSidecar() (string, func()) {
 	// A fixed clock keeps the example's output stable.
-	lim := memory.New(memory.Config{Clock: func() int64 { return 1_700_000_000_000 }})
+	lim := memory.New(memory.Config{Clock: func() time.Time { return time.UnixMilli(1_700_000_000_000) }})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		log.Fatal(err)
@@ -46,11 +46,11 @@ func Example() {
 	var lim rl.Limiter = c // or memory.New(memory.Config{}): same interface
 	ctx := context.Background()
 	for range 3 {
-		d, err := lim.CheckRate(ctx, rl.Request{ID: "198.51.100.7", Scale: 30000, Limit: 2, Hits: 1})
+		d, err := lim.CheckRate(ctx, rl.Request{ID: "198.51.100.7", Scale: 30 * time.Second, Limit: 2, Hits: 1})
 		if err != nil {
 			log.Fatal(err)
 		}
-		fmt.Printf("allowed=%v count=%d remaining=%d retry-later=%v\n", d.Allowed, d.Count, d.Remaining, d.RetryAfterMS > 0)
+		fmt.Printf("allowed=%v count=%d remaining=%d retry-later=%v\n", d.Allowed, d.Count, d.Remaining, d.RetryAfter > 0)
 	}
 
 	// Invalid input is refused before it is sent, with the field named.
@@ -75,7 +75,7 @@ func ExampleConfig_failOpen() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	d, err := c.CheckRate(context.Background(), rl.Request{ID: "u1", Scale: 1000, Limit: 10, Hits: 1})
+	d, err := c.CheckRate(context.Background(), rl.Request{ID: "u1", Scale: time.Second, Limit: 10, Hits: 1})
 	fmt.Println(d.Allowed, d.Remaining, err)
 	// Output:
 	// unavailable: true

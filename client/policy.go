@@ -9,6 +9,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	rl "github.com/raterlimiter/raterlimiter"
+	"github.com/raterlimiter/raterlimiter/internal/ms"
 )
 
 // CheckPolicy asks the sidecar whether id may make hits more requests under
@@ -57,7 +58,7 @@ func (c *Client) CheckPolicy(ctx context.Context, policy, id string, hits int64)
 		if err := json.Unmarshal(body, &p); err != nil {
 			return err
 		}
-		r.Scale, r.Algo, r.Slices, r.Queue = p.Scale, p.Algo, p.Slices, p.Queue
+		r.Scale, r.Algo, r.Slices, r.Queue = ms.Duration(p.Scale), p.Algo, p.Slices, p.Queue
 		return nil
 	})
 	d.Now = c.clock()

@@ -64,13 +64,13 @@ func TestSidecarErrors(t *testing.T) {
 	ctx := context.Background()
 
 	lax := clientOf(t, url, client.Config{MaxIDBytes: 4 * rl.DefaultMaxIDBytes})
-	_, err := lax.CheckRate(ctx, rl.Request{ID: long, Scale: 1000, Limit: 1, Hits: 1})
+	_, err := lax.CheckRate(ctx, rl.Request{ID: long, Scale: time.Second, Limit: 1, Hits: 1})
 	var fe *rl.FieldError
 	require.ErrorAs(t, err, &fe, "the sidecar's 400 comes back as a FieldError: %v", err)
 	assert.Equal(t, "id", fe.Field)
 	assert.ErrorIs(t, err, rl.ErrInvalid)
 
-	_, err = lax.CheckRates(ctx, []rl.Request{{ID: "a", Scale: 1, Hits: 1}, {ID: long, Scale: 1, Hits: 1}})
+	_, err = lax.CheckRates(ctx, []rl.Request{{ID: "a", Scale: time.Millisecond, Hits: 1}, {ID: long, Scale: time.Millisecond, Hits: 1}})
 	var ie *rl.ItemError
 	require.ErrorAs(t, err, &ie, "the sidecar's batch 400 comes back as an ItemError: %v", err)
 	assert.Equal(t, 1, ie.Index)
@@ -79,7 +79,7 @@ func TestSidecarErrors(t *testing.T) {
 
 	tooMany := make([]rl.Request, api.DefaultMaxBatch+1)
 	for i := range tooMany {
-		tooMany[i] = rl.Request{ID: "a", Scale: 1000, Limit: 1}
+		tooMany[i] = rl.Request{ID: "a", Scale: time.Second, Limit: 1}
 	}
 	_, err = lax.CheckRates(ctx, tooMany)
 	var ce *client.Error
@@ -108,7 +108,7 @@ func TestIDsOfAnyBytes(t *testing.T) {
 	for _, id := range ids {
 		t.Run(strconv.Quote(id), func(t *testing.T) {
 			for want := int64(1); want <= 2; want++ {
-				d, err := c.CheckRate(ctx, rl.Request{ID: id, Scale: 60_000, Limit: 5, Hits: 1})
+				d, err := c.CheckRate(ctx, rl.Request{ID: id, Scale: time.Minute, Limit: 5, Hits: 1})
 				require.NoError(t, err)
 				assert.Equal(t, want, d.Count)
 			}
@@ -124,7 +124,7 @@ func TestIDsOfAnyBytes(t *testing.T) {
 		})
 	}
 	t.Run("batch of UTF-8 ids", func(t *testing.T) {
-		rs := []rl.Request{{ID: "é\"\\\u2028", Scale: 1000, Limit: 5, Hits: 1}, {ID: "\x01\x1f", Scale: 1000, Limit: 5, Hits: 2}}
+		rs := []rl.Request{{ID: "é\"\\\u2028", Scale: time.Second, Limit: 5, Hits: 1}, {ID: "\x01\x1f", Scale: time.Second, Limit: 5, Hits: 2}}
 		ds, err := c.CheckRates(ctx, rs)
 		require.NoError(t, err)
 		assert.Equal(t, []int64{1, 2}, []int64{ds[0].Count, ds[1].Count})
@@ -143,7 +143,7 @@ func TestBucketsFollowsPages(t *testing.T) {
 	t.Cleanup(func() { lim.Close() })
 	c := clientOf(t, sidecartest.Serve(t, api.Config{Limiter: lim, BucketsPage: 2}), client.Config{})
 	ctx := context.Background()
-	for scale := int64(1000); scale <= 5000; scale += 1000 {
+	for scale := time.Second; scale <= 5*time.Second; scale += time.Second {
 		_, err := c.CheckRate(ctx, rl.Request{ID: "p", Scale: scale, Limit: 5, Hits: 1})
 		require.NoError(t, err)
 	}
@@ -151,7 +151,7 @@ func TestBucketsFollowsPages(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, bs, 5)
 	for i, b := range bs {
-		assert.Equal(t, int64(1000*(i+1)), b.Scale, strconv.Itoa(i))
+		assert.Equal(t, time.Duration(i+1)*time.Second, b.Scale, strconv.Itoa(i))
 	}
 }
 
@@ -164,11 +164,11 @@ func TestIDsThatAreNotUTF8RoundTrip(t *testing.T) {
 	c := clientOf(t, sidecar(t, lim, ""), client.Config{})
 	ctx := context.Background()
 	for _, id := range []string{"\xff", "\xfe"} {
-		d, err := c.CheckRate(ctx, rl.Request{ID: id, Scale: 60_000, Limit: 1, Hits: 1})
+		d, err := c.CheckRate(ctx, rl.Request{ID: id, Scale: time.Minute, Limit: 1, Hits: 1})
 		require.NoError(t, err)
 		assert.True(t, d.Allowed, "%q: its own counter", id)
 	}
-	d, err := c.CheckRate(ctx, rl.Request{ID: "\xff", Scale: 60_000, Limit: 1, Hits: 1})
+	d, err := c.CheckRate(ctx, rl.Request{ID: "\xff", Scale: time.Minute, Limit: 1, Hits: 1})
 	require.NoError(t, err)
 	assert.False(t, d.Allowed)
 	bs, err := c.Buckets(ctx, "\xfe")

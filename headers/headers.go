@@ -12,6 +12,7 @@ import (
 	"strconv"
 
 	rl "github.com/raterlimiter/raterlimiter"
+	"github.com/raterlimiter/raterlimiter/internal/ms"
 )
 
 // The header names, spelled as the contract spells them.
@@ -62,7 +63,7 @@ func SetBytes(set func(key string, value []byte), buf []byte, r rl.Request, d rl
 // SetBytesNamed is SetBytes with the RateLimit-Policy and RateLimit items
 // named name (a server-side policy's name) instead of "default".
 func SetBytesNamed(set func(key string, value []byte), buf []byte, name string, r rl.Request, d rl.Decision) []byte {
-	buf = AppendPolicyItem(buf[:0], name, r.Limit, r.Scale)
+	buf = AppendPolicyItem(buf[:0], name, r.Limit, r.Scale.Milliseconds())
 	set(Policy, buf)
 	buf = AppendRateLimitItem(buf[:0], name, d)
 	set(RateLimit, buf)
@@ -99,7 +100,7 @@ func SetOnNamed(h Setter, buf []byte, name string, r rl.Request, d rl.Decision) 
 // AppendPolicy appends the value of RateLimit-Policy for r:
 // "default";q=LIMIT;w=WINDOW, the window in seconds rounded up, at least 1.
 func AppendPolicy(dst []byte, r rl.Request) []byte {
-	return AppendPolicyItem(dst, PolicyName, r.Limit, r.Scale)
+	return AppendPolicyItem(dst, PolicyName, r.Limit, r.Scale.Milliseconds())
 }
 
 // AppendPolicyItem appends one item of RateLimit-Policy:
@@ -146,13 +147,13 @@ func AppendRateLimitItem(dst []byte, name string, d rl.Decision) []byte {
 }
 
 // ResetSeconds returns the t= of RateLimit for d: the seconds, rounded up,
-// until d's window ends (ResetMS); on a denial, never fewer than
+// until d's window ends (Reset); on a denial, never fewer than
 // Retry-After's. A window can end before a denied request may pass (the
 // sliding window still weighs the window before; a log's oldest hit may
 // leave before enough have), and a client that waits t= seconds must not
 // be denied again for it.
 func ResetSeconds(d rl.Decision) int64 {
-	t := ceilSeconds(d.ResetMS)
+	t := ceilSeconds(ms.Ceil(d.Reset))
 	if !d.Allowed {
 		t = max(t, RetryAfterSeconds(d))
 	}
@@ -161,11 +162,12 @@ func ResetSeconds(d rl.Decision) int64 {
 
 // ResetUnix returns the value of X-RateLimit-Reset: the Unix time in seconds,
 // rounded up, at which d's window ends (d.ResetAt); on a denial never
-// earlier than the time Retry-After names (d.Now + RetryAfterMS).
+// earlier than the time Retry-After names (d.Now + RetryAfter).
 func ResetUnix(d rl.Decision) int64 {
-	at := d.ResetAt()
+	m := ms.OfDecision(d)
+	at := m.ResetAt()
 	if !d.Allowed {
-		at = max(at, d.Now+max(d.RetryAfterMS, 1))
+		at = max(at, m.Now+max(m.RetryAfterMS, 1))
 	}
 	return ceilSeconds(at)
 }
@@ -177,8 +179,8 @@ func ResetUnix(d rl.Decision) int64 {
 func Retryable(r rl.Request, d rl.Decision) bool { return !d.Allowed && r.Hits <= r.Limit }
 
 // RetryAfterSeconds returns the value of Retry-After for a denial: d's
-// RetryAfterMS in seconds, rounded up, at least 1.
-func RetryAfterSeconds(d rl.Decision) int64 { return max(1, ceilSeconds(d.RetryAfterMS)) }
+// RetryAfter in seconds, rounded up, at least 1.
+func RetryAfterSeconds(d rl.Decision) int64 { return max(1, ceilSeconds(ms.Ceil(d.RetryAfter))) }
 
 // ceilSeconds converts milliseconds to seconds, rounding up; negative
 // durations count as 0.

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -34,8 +35,8 @@ func TestSet(t *testing.T) {
 	}{
 		{
 			name: "allowed, whole seconds",
-			r:    rl.Request{ID: "u1", Scale: 60000, Limit: 10, Hits: 1},
-			d:    rl.Decision{Allowed: true, Count: 3, Limit: 10, Remaining: 7, ResetMS: 42000, Now: 1_700_000_000_000},
+			r:    rl.Request{ID: "u1", Scale: time.Minute, Limit: 10, Hits: 1},
+			d:    rl.Decision{Allowed: true, Count: 3, Limit: 10, Remaining: 7, Reset: 42 * time.Second, Now: time.UnixMilli(1_700_000_000_000)},
 			want: map[string]string{
 				"RateLimit-Policy":      `"default";q=10;w=60`,
 				"RateLimit":             `"default";r=7;t=42`,
@@ -46,8 +47,8 @@ func TestSet(t *testing.T) {
 		},
 		{
 			name: "allowed, fractions round up",
-			r:    rl.Request{ID: "u1", Scale: 1500, Limit: 3, Hits: 1},
-			d:    rl.Decision{Allowed: true, Count: 1, Limit: 3, Remaining: 2, ResetMS: 1, Now: 1_700_000_000_999},
+			r:    rl.Request{ID: "u1", Scale: 1500 * time.Millisecond, Limit: 3, Hits: 1},
+			d:    rl.Decision{Allowed: true, Count: 1, Limit: 3, Remaining: 2, Reset: time.Millisecond, Now: time.UnixMilli(1_700_000_000_999)},
 			want: map[string]string{
 				"RateLimit-Policy":      `"default";q=3;w=2`,
 				"RateLimit":             `"default";r=2;t=1`,
@@ -58,8 +59,8 @@ func TestSet(t *testing.T) {
 		},
 		{
 			name: "window shorter than a second is at least 1",
-			r:    rl.Request{ID: "u1", Scale: 1, Limit: 1, Hits: 1},
-			d:    rl.Decision{Allowed: false, Count: 2, Limit: 1, Remaining: 0, ResetMS: 1, RetryAfterMS: 1, Now: 5},
+			r:    rl.Request{ID: "u1", Scale: time.Millisecond, Limit: 1, Hits: 1},
+			d:    rl.Decision{Allowed: false, Count: 2, Limit: 1, Remaining: 0, Reset: time.Millisecond, RetryAfter: time.Millisecond, Now: time.UnixMilli(5)},
 			want: map[string]string{
 				"RateLimit-Policy":      `"default";q=1;w=1`,
 				"RateLimit":             `"default";r=0;t=1`,
@@ -71,8 +72,8 @@ func TestSet(t *testing.T) {
 		},
 		{
 			name: "denied: Retry-After rounds up",
-			r:    rl.Request{ID: "u1", Scale: 30000, Limit: 500, Hits: 1},
-			d:    rl.Decision{Allowed: false, Count: 501, Limit: 500, Remaining: 0, ResetMS: 12001, RetryAfterMS: 12001, Now: 1_700_000_018_000},
+			r:    rl.Request{ID: "u1", Scale: 30 * time.Second, Limit: 500, Hits: 1},
+			d:    rl.Decision{Allowed: false, Count: 501, Limit: 500, Remaining: 0, Reset: 12001 * time.Millisecond, RetryAfter: 12001 * time.Millisecond, Now: time.UnixMilli(1_700_000_018_000)},
 			want: map[string]string{
 				"RateLimit-Policy":      `"default";q=500;w=30`,
 				"RateLimit":             `"default";r=0;t=13`,
@@ -84,8 +85,8 @@ func TestSet(t *testing.T) {
 		},
 		{
 			name: "denied with zero retry still says at least 1",
-			r:    rl.Request{ID: "u1", Scale: 1000, Limit: 1, Hits: 1},
-			d:    rl.Decision{Allowed: false, Count: 2, Limit: 1, ResetMS: 0, RetryAfterMS: 0, Now: 1000},
+			r:    rl.Request{ID: "u1", Scale: time.Second, Limit: 1, Hits: 1},
+			d:    rl.Decision{Allowed: false, Count: 2, Limit: 1, Reset: 0, RetryAfter: 0, Now: time.UnixMilli(1000)},
 			want: map[string]string{
 				"RateLimit-Policy":      `"default";q=1;w=1`,
 				"RateLimit":             `"default";r=0;t=1`,
@@ -100,8 +101,8 @@ func TestSet(t *testing.T) {
 			// before still weighs: the request may pass in 29 s. A client
 			// that waited t= seconds must not be denied for it.
 			name: "denied: t and X-RateLimit-Reset never before Retry-After",
-			r:    rl.Request{ID: "u1", Scale: 60000, Limit: 3, Hits: 1, Algo: rl.Sliding},
-			d:    rl.Decision{Allowed: false, Count: 3, Limit: 3, ResetMS: 8200, RetryAfterMS: 28500, Now: 1_700_000_051_800},
+			r:    rl.Request{ID: "u1", Scale: time.Minute, Limit: 3, Hits: 1, Algo: rl.Sliding},
+			d:    rl.Decision{Allowed: false, Count: 3, Limit: 3, Reset: 8200 * time.Millisecond, RetryAfter: 28500 * time.Millisecond, Now: time.UnixMilli(1_700_000_051_800)},
 			want: map[string]string{
 				"RateLimit-Policy":      `"default";q=3;w=60`,
 				"RateLimit":             `"default";r=0;t=29`,
@@ -113,8 +114,8 @@ func TestSet(t *testing.T) {
 		},
 		{
 			name: "allowed: t is the window's end",
-			r:    rl.Request{ID: "u1", Scale: 60000, Limit: 3, Hits: 1, Algo: rl.Sliding},
-			d:    rl.Decision{Allowed: true, Count: 2, Limit: 3, Remaining: 1, ResetMS: 8200, Now: 1_700_000_051_800},
+			r:    rl.Request{ID: "u1", Scale: time.Minute, Limit: 3, Hits: 1, Algo: rl.Sliding},
+			d:    rl.Decision{Allowed: true, Count: 2, Limit: 3, Remaining: 1, Reset: 8200 * time.Millisecond, Now: time.UnixMilli(1_700_000_051_800)},
 			want: map[string]string{
 				"RateLimit-Policy":      `"default";q=3;w=60`,
 				"RateLimit":             `"default";r=1;t=9`,
@@ -126,7 +127,7 @@ func TestSet(t *testing.T) {
 		{
 			name: "largest bounds",
 			r:    rl.Request{ID: "u1", Scale: rl.MaxScale, Limit: rl.MaxLimit, Hits: 1},
-			d:    rl.Decision{Allowed: true, Count: 1, Limit: rl.MaxLimit, Remaining: rl.MaxLimit - 1, ResetMS: rl.MaxScale, Now: 1_700_000_000_000},
+			d:    rl.Decision{Allowed: true, Count: 1, Limit: rl.MaxLimit, Remaining: rl.MaxLimit - 1, Reset: rl.MaxScale, Now: time.UnixMilli(1_700_000_000_000)},
 			want: map[string]string{
 				"RateLimit-Policy":      `"default";q=4294967295;w=315360000`,
 				"RateLimit":             `"default";r=4294967294;t=315360000`,
@@ -144,8 +145,8 @@ func TestSet(t *testing.T) {
 }
 
 func TestSetBytesMatchesSet(t *testing.T) {
-	r := rl.Request{ID: "x", Scale: 2500, Limit: 7, Hits: 2}
-	d := rl.Decision{Allowed: false, Count: 8, Limit: 7, ResetMS: 1200, RetryAfterMS: 2400, Now: 1_700_000_000_100}
+	r := rl.Request{ID: "x", Scale: 2500 * time.Millisecond, Limit: 7, Hits: 2}
+	d := rl.Decision{Allowed: false, Count: 8, Limit: 7, Reset: 1200 * time.Millisecond, RetryAfter: 2400 * time.Millisecond, Now: time.UnixMilli(1_700_000_000_100)}
 	viaBytes := map[string]string{}
 	buf := headers.SetBytes(func(k string, v []byte) { viaBytes[k] = string(v) }, nil, r, d)
 	assert.Equal(t, collect(r, d), viaBytes)
@@ -153,8 +154,8 @@ func TestSetBytesMatchesSet(t *testing.T) {
 }
 
 func TestSetBytesDoesNotAllocate(t *testing.T) {
-	r := rl.Request{ID: "x", Scale: 60000, Limit: 100, Hits: 1}
-	d := rl.Decision{Allowed: false, Count: 101, Limit: 100, ResetMS: 1200, RetryAfterMS: 1200, Now: 1_700_000_000_100}
+	r := rl.Request{ID: "x", Scale: time.Minute, Limit: 100, Hits: 1}
+	d := rl.Decision{Allowed: false, Count: 101, Limit: 100, Reset: 1200 * time.Millisecond, RetryAfter: 1200 * time.Millisecond, Now: time.UnixMilli(1_700_000_000_100)}
 	buf := make([]byte, 0, 64)
 	n := 0
 	set := func(string, []byte) { n++ }
@@ -165,7 +166,7 @@ func TestSetBytesDoesNotAllocate(t *testing.T) {
 
 func TestSetOnNetHTTPKeepsNames(t *testing.T) {
 	h := http.Header{}
-	headers.Set(h.Set, rl.Request{Scale: 1000, Limit: 1}, rl.Decision{Limit: 1, ResetMS: 500, RetryAfterMS: 500, Now: 1000})
+	headers.Set(h.Set, rl.Request{Scale: time.Second, Limit: 1}, rl.Decision{Limit: 1, Reset: 500 * time.Millisecond, RetryAfter: 500 * time.Millisecond, Now: time.UnixMilli(1000)})
 	// net/http canonicalises names; lookups are case-insensitive either way.
 	assert.Equal(t, `"default";q=1;w=1`, h.Get("RateLimit-Policy"))
 	assert.Equal(t, "1", h.Get("Retry-After"))
@@ -173,8 +174,8 @@ func TestSetOnNetHTTPKeepsNames(t *testing.T) {
 }
 
 func ExampleSet() {
-	r := rl.Request{ID: "u1", Scale: 60000, Limit: 10, Hits: 1}
-	d := rl.Decision{Allowed: false, Count: 11, Limit: 10, Remaining: 0, ResetMS: 41500, RetryAfterMS: 41500, Now: 1_700_000_000_000}
+	r := rl.Request{ID: "u1", Scale: time.Minute, Limit: 10, Hits: 1}
+	d := rl.Decision{Allowed: false, Count: 11, Limit: 10, Remaining: 0, Reset: 41500 * time.Millisecond, RetryAfter: 41500 * time.Millisecond, Now: time.UnixMilli(1_700_000_000_000)}
 	headers.Set(func(k, v string) { fmt.Printf("%s: %s\n", k, v) }, r, d)
 	// Output:
 	// RateLimit-Policy: "default";q=10;w=60
@@ -190,8 +191,8 @@ type recorder map[string]string
 func (r recorder) SetBytesV(k string, v []byte) { r[k] = string(v) }
 
 func TestSetOnMatchesSet(t *testing.T) {
-	r := rl.Request{ID: "x", Scale: 1000, Limit: 3, Hits: 1}
-	d := rl.Decision{Allowed: true, Count: 1, Limit: 3, Remaining: 2, ResetMS: 999, Now: 1_700_000_000_001}
+	r := rl.Request{ID: "x", Scale: time.Second, Limit: 3, Hits: 1}
+	d := rl.Decision{Allowed: true, Count: 1, Limit: 3, Remaining: 2, Reset: 999 * time.Millisecond, Now: time.UnixMilli(1_700_000_000_001)}
 	got := recorder{}
 	headers.SetOn(got, nil, r, d)
 	assert.Equal(t, collect(r, d), map[string]string(got))
@@ -213,9 +214,9 @@ func TestResetNeverBeforeRetryAfter(t *testing.T) {
 	for _, a := range rl.Algos {
 		for round := range 20 {
 			scale := []int64{1000, 1500, 60_000, 3_600_000}[rng.IntN(4)]
-			r := rl.Request{ID: fmt.Sprintf("%v-%d", a, round), Scale: scale, Limit: 1 + rng.Int64N(5), Algo: a}
+			r := rl.Request{ID: fmt.Sprintf("%v-%d", a, round), Scale: time.Duration(scale) * time.Millisecond, Limit: 1 + rng.Int64N(5), Algo: a}
 			for range 40 {
-				clock.Advance(rng.Int64N(scale / 4))
+				clock.Advance(time.Duration(rng.Int64N(scale/4)) * time.Millisecond)
 				r.Hits = 1 + rng.Int64N(2)
 				d, err := lim.CheckRate(context.Background(), r)
 				if errors.Is(err, rl.ErrInvalid) {
@@ -236,7 +237,7 @@ func TestResetNeverBeforeRetryAfter(t *testing.T) {
 				assert.GreaterOrEqual(t, tsec, ra, "%v: %+v: RateLimit %s, Retry-After %s", a, d, h["RateLimit"], retry)
 				reset, err := strconv.ParseInt(h["X-RateLimit-Reset"], 10, 64)
 				require.NoError(t, err)
-				assert.GreaterOrEqual(t, reset*1000, d.Now+d.RetryAfterMS, "%v: %+v: X-RateLimit-Reset %d", a, d, reset)
+				assert.GreaterOrEqual(t, reset*1000, d.Now.Add(d.RetryAfter).UnixMilli(), "%v: %+v: X-RateLimit-Reset %d", a, d, reset)
 			}
 		}
 	}

@@ -2,8 +2,10 @@ package limitertest
 
 import (
 	"context"
+	"github.com/raterlimiter/raterlimiter/internal/ms"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -11,18 +13,18 @@ import (
 	rl "github.com/raterlimiter/raterlimiter"
 )
 
-// Case is one scenario: steps run in order against a fresh limiter whose
+// tcase is one scenario: steps run in order against a fresh limiter whose
 // clock starts at Start.
-type Case struct {
+type tcase struct {
 	Name  string
 	Start int64
-	Steps []Step
+	Steps []step
 }
 
-// Step moves the clock by Advance milliseconds, then either runs Do or checks
+// step moves the clock by Advance milliseconds, then either runs Do or checks
 // Req and compares the decision with Want (every field but Now), or the error
 // with WantErr (errors.Is).
-type Step struct {
+type step struct {
 	Advance int64
 	Req     rl.Request
 	Want    rl.Decision
@@ -30,10 +32,10 @@ type Step struct {
 	Do      func(t *testing.T, l rl.Limiter)
 }
 
-func (c Case) run(t *testing.T, l rl.Limiter, clock *Clock) {
+func (c tcase) run(t *testing.T, l rl.Limiter, clock *Clock) {
 	ctx := context.Background()
 	for i, s := range c.Steps {
-		clock.Advance(s.Advance)
+		clock.Advance(ms.Duration(s.Advance))
 		if s.Do != nil {
 			s.Do(t, l)
 			continue
@@ -44,101 +46,101 @@ func (c Case) run(t *testing.T, l rl.Limiter, clock *Clock) {
 			continue
 		}
 		require.NoErrorf(t, err, "step %d: %+v", i, s.Req)
-		d.Now = 0
+		d.Now = time.Time{}
 		assert.Equalf(t, s.Want, d, "step %d at %d ms: %+v", i, clock.Now(), s.Req)
 	}
 }
 
-// T0 is the start of most cases: a whole number of seconds and minutes, so
+// t0 is the start of most cases, in Unix milliseconds: a whole number of seconds and minutes, so
 // windows of 1000 and 60000 ms begin there.
-const T0 = 1_700_000_040_000
+const t0 = 1_700_000_040_000
 
 func req(id string, scale, limit, hits int64) rl.Request {
-	return rl.Request{ID: id, Scale: scale, Limit: limit, Hits: hits, Peek: hits == 0}
+	return rl.Request{ID: id, Scale: ms.Duration(scale), Limit: limit, Hits: hits, Peek: hits == 0}
 }
 
 // allow and deny build expected fixed-window decisions.
 func allow(count, limit, reset int64) rl.Decision {
-	return rl.Decision{Allowed: true, Count: count, Limit: limit, Remaining: max(0, limit-count), ResetMS: reset}
+	return rl.Decision{Allowed: true, Count: count, Limit: limit, Remaining: max(0, limit-count), Reset: ms.Duration(reset)}
 }
 
 func deny(count, limit, reset, retry int64) rl.Decision {
-	return rl.Decision{Count: count, Limit: limit, Remaining: max(0, limit-count), ResetMS: reset, RetryAfterMS: retry}
+	return rl.Decision{Count: count, Limit: limit, Remaining: max(0, limit-count), Reset: ms.Duration(reset), RetryAfter: ms.Duration(retry)}
 }
 
-func fixedCases() []Case {
-	return []Case{
-		{Name: "fixed/limit is reached then denied", Start: T0, Steps: []Step{
+func fixedCases() []tcase {
+	return []tcase{
+		{Name: "fixed/limit is reached then denied", Start: t0, Steps: []step{
 			{Req: req("u", 1000, 3, 1), Want: allow(1, 3, 1000)},
 			{Advance: 100, Req: req("u", 1000, 3, 1), Want: allow(2, 3, 900)},
 			{Advance: 100, Req: req("u", 1000, 3, 1), Want: allow(3, 3, 800)},
 			{Advance: 100, Req: req("u", 1000, 3, 1), Want: deny(4, 3, 700, 700)},
 		}},
-		{Name: "fixed/limit 0 denies every hit", Start: T0, Steps: []Step{
+		{Name: "fixed/limit 0 denies every hit", Start: t0, Steps: []step{
 			{Req: req("u", 1000, 0, 1), Want: deny(1, 0, 1000, 1000)},
 			{Advance: 1000, Req: req("u", 1000, 0, 1), Want: deny(1, 0, 1000, 1000)},
-			{Req: req("u", 1000, 0, 0), Want: rl.Decision{Allowed: false, Count: 1, ResetMS: 1000, RetryAfterMS: 1000}},
+			{Req: req("u", 1000, 0, 0), Want: rl.Decision{Allowed: false, Count: 1, Reset: time.Second, RetryAfter: time.Second}},
 		}},
-		{Name: "fixed/peek on a fresh id", Start: T0, Steps: []Step{
+		{Name: "fixed/peek on a fresh id", Start: t0, Steps: []step{
 			{Req: req("u", 1000, 0, 0), Want: allow(0, 0, 1000)},
 			{Req: req("u", 1000, 5, 0), Want: allow(0, 5, 1000)},
 			{Req: req("u", 1000, 5, 1), Want: allow(1, 5, 1000)},
 		}},
-		{Name: "fixed/window changes exactly at a multiple of scale", Start: T0 + 998, Steps: []Step{
+		{Name: "fixed/window changes exactly at a multiple of scale", Start: t0 + 998, Steps: []step{
 			{Req: req("u", 1000, 1, 1), Want: allow(1, 1, 2)},
 			{Advance: 1, Req: req("u", 1000, 1, 1), Want: deny(2, 1, 1, 1)},
 			{Advance: 1, Req: req("u", 1000, 1, 1), Want: allow(1, 1, 1000)},
 			{Advance: 999, Req: req("u", 1000, 1, 1), Want: deny(2, 1, 1, 1)},
 			{Advance: 1, Req: req("u", 1000, 1, 1), Want: allow(1, 1, 1000)},
 		}},
-		{Name: "fixed/windows align to the epoch", Start: T0 + 59_999, Steps: []Step{
+		{Name: "fixed/windows align to the epoch", Start: t0 + 59_999, Steps: []step{
 			{Req: req("u", 60_000, 1, 1), Want: allow(1, 1, 1)},
 			{Advance: 1, Req: req("u", 60_000, 1, 1), Want: allow(1, 1, 60_000)},
-			{Req: req("v", 7, 1, 1), Want: allow(1, 1, 7-(T0+60_000)%7)},
+			{Req: req("v", 7, 1, 1), Want: allow(1, 1, 7-(t0+60_000)%7)},
 		}},
-		{Name: "fixed/denied hits count too", Start: T0, Steps: []Step{
+		{Name: "fixed/denied hits count too", Start: t0, Steps: []step{
 			{Req: req("u", 1000, 1, 1), Want: allow(1, 1, 1000)},
 			{Req: req("u", 1000, 1, 1), Want: deny(2, 1, 1000, 1000)},
 			{Req: req("u", 1000, 1, 1), Want: deny(3, 1, 1000, 1000)},
 			{Req: req("u", 1000, 1, 0), Want: deny(3, 1, 1000, 1000)},
 		}},
-		{Name: "fixed/hits=N counts N", Start: T0, Steps: []Step{
+		{Name: "fixed/hits=N counts N", Start: t0, Steps: []step{
 			{Req: req("u", 1000, 10, 4), Want: allow(4, 10, 1000)},
 			{Req: req("u", 1000, 10, 6), Want: allow(10, 10, 1000)},
 			{Req: req("u", 1000, 10, 1), Want: deny(11, 10, 1000, 1000)},
 		}},
-		{Name: "fixed/hits above the limit never pass", Start: T0, Steps: []Step{
+		{Name: "fixed/hits above the limit never pass", Start: t0, Steps: []step{
 			{Req: req("u", 1000, 3, 4), Want: deny(4, 3, 1000, 1000)},
 			{Advance: 1000, Req: req("u", 1000, 3, 4), Want: deny(4, 3, 1000, 1000)},
 			{Req: req("u", 1000, 3, 0), Want: deny(4, 3, 1000, 1000)},
 		}},
-		{Name: "fixed/peek changes nothing", Start: T0, Steps: []Step{
+		{Name: "fixed/peek changes nothing", Start: t0, Steps: []step{
 			{Req: req("u", 1000, 3, 1), Want: allow(1, 3, 1000)},
 			{Req: req("u", 1000, 3, 0), Want: allow(1, 3, 1000)},
 			{Req: req("u", 1000, 3, 0), Want: allow(1, 3, 1000)},
 			{Req: req("u", 1000, 3, 1), Want: allow(2, 3, 1000)},
 		}},
-		{Name: "fixed/scales never collide", Start: T0, Steps: []Step{
+		{Name: "fixed/scales never collide", Start: t0, Steps: []step{
 			{Req: req("u", 1000, 1, 1), Want: allow(1, 1, 1000)},
 			{Req: req("u", 60_000, 2, 1), Want: allow(1, 2, 60_000)},
 			{Req: req("u", 1000, 1, 1), Want: deny(2, 1, 1000, 1000)},
 			{Req: req("u", 60_000, 2, 1), Want: allow(2, 2, 60_000)},
-			{Req: req("u", 1001, 1, 1), Want: allow(1, 1, 1001-T0%1001)},
+			{Req: req("u", 1001, 1, 1), Want: allow(1, 1, 1001-t0%1001)},
 		}},
-		{Name: "fixed/ids never collide", Start: T0, Steps: []Step{
+		{Name: "fixed/ids never collide", Start: t0, Steps: []step{
 			{Req: req("a", 1000, 1, 1), Want: allow(1, 1, 1000)},
 			{Req: req("ab", 1000, 1, 1), Want: allow(1, 1, 1000)},
 			{Req: req("a\x00", 1000, 1, 1), Want: allow(1, 1, 1000)},
 			{Req: req("A", 1000, 1, 1), Want: allow(1, 1, 1000)},
 			{Req: req("a", 1000, 1, 1), Want: deny(2, 1, 1000, 1000)},
 		}},
-		{Name: "fixed/ids of any bytes", Start: T0, Steps: []Step{
+		{Name: "fixed/ids of any bytes", Start: t0, Steps: []step{
 			{Req: req("a b/c?d=e&f%20#ü\x00\xff\"'{}[]", 1000, 1, 1), Want: allow(1, 1, 1000)},
 			{Req: req("a b/c?d=e&f%20#ü\x00\xff\"'{}[]", 1000, 1, 1), Want: deny(2, 1, 1000, 1000)},
 			{Req: req(strings.Repeat("x", rl.DefaultMaxIDBytes), 1000, 1, 1), Want: allow(1, 1, 1000)},
 		}},
-		{Name: "fixed/bounds at their edges", Start: T0, Steps: []Step{
-			{Req: req("u", rl.MaxScale, 1, 1), Want: allow(1, 1, rl.MaxScale-T0%rl.MaxScale)},
+		{Name: "fixed/bounds at their edges", Start: t0, Steps: []step{
+			{Req: req("u", ms.MaxScale, 1, 1), Want: allow(1, 1, ms.MaxScale-t0%ms.MaxScale)},
 			{Req: req("u", 1, rl.MaxLimit, rl.MaxHits), Want: allow(rl.MaxHits, rl.MaxLimit, 1)},
 			{Req: req("u", 1, rl.MaxLimit, 1), Want: deny(rl.MaxHits+1, rl.MaxLimit, 1, 1)},
 			{Req: req("v", 1, 0, rl.MaxHits), Want: deny(rl.MaxHits, 0, 1, 1)},
@@ -160,8 +162,9 @@ func invalid() []struct {
 		{"id", with(func(r *rl.Request) { r.ID = "" })},
 		{"id", with(func(r *rl.Request) { r.ID = strings.Repeat("x", rl.DefaultMaxIDBytes+1) })},
 		{"scale", with(func(r *rl.Request) { r.Scale = 0 })},
-		{"scale", with(func(r *rl.Request) { r.Scale = -1 })},
-		{"scale", with(func(r *rl.Request) { r.Scale = rl.MaxScale + 1 })},
+		{"scale", with(func(r *rl.Request) { r.Scale = -time.Millisecond })},
+		{"scale", with(func(r *rl.Request) { r.Scale = time.Second + time.Nanosecond })},
+		{"scale", with(func(r *rl.Request) { r.Scale = rl.MaxScale + time.Millisecond })},
 		{"limit", with(func(r *rl.Request) { r.Limit = -1 })},
 		{"limit", with(func(r *rl.Request) { r.Limit = rl.MaxLimit + 1 })},
 		{"hits", with(func(r *rl.Request) { r.Hits = -1 })},
@@ -169,12 +172,12 @@ func invalid() []struct {
 		{"algo", with(func(r *rl.Request) { r.Algo = rl.Algo(7) })},
 		{"slices", with(func(r *rl.Request) { r.Slices = rl.MaxSlices + 1 })},
 		{"queue", with(func(r *rl.Request) { r.Queue = rl.MaxQueue + 1 })},
-		{"max_delay_ms", with(func(r *rl.Request) { r.MaxDelayMS = -1 })},
+		{"max_delay_ms", with(func(r *rl.Request) { r.MaxDelay = -time.Millisecond })},
 	}
 }
 
-func commonCases() []Case {
-	var cs []Case
+func commonCases() []tcase {
+	var cs []tcase
 	for _, a := range rl.Algos {
 		r := req("u", 1000, 5, 1)
 		r.Algo = a
@@ -183,7 +186,7 @@ func commonCases() []Case {
 		}
 		peek := r
 		peek.Hits, peek.Peek = 0, true
-		cs = append(cs, Case{Name: a.String() + "/invalid input is refused and counts nothing", Start: T0, Steps: []Step{
+		cs = append(cs, tcase{Name: a.String() + "/invalid input is refused and counts nothing", Start: t0, Steps: []step{
 			{Req: r, Want: allowAny(a, r)},
 			{Do: func(t *testing.T, l rl.Limiter) {
 				for _, bad := range invalid() {
@@ -201,7 +204,7 @@ func commonCases() []Case {
 				assert.Equal(t, int64(1), d.Count, "counts survive bad input")
 			}},
 		}})
-		cs = append(cs, Case{Name: a.String() + "/the zero Hits counts one; a peek is said", Start: T0, Steps: []Step{
+		cs = append(cs, tcase{Name: a.String() + "/the zero Hits counts one; a peek is said", Start: t0, Steps: []step{
 			{Do: func(t *testing.T, l rl.Limiter) {
 				ctx := context.Background()
 				zero := r
@@ -225,10 +228,10 @@ func commonCases() []Case {
 				assert.Equal(t, int64(3), d.Count)
 			}},
 		}})
-		cs = append(cs, Case{Name: a.String() + "/batch decides in order, refuses a bad item whole", Start: T0, Steps: []Step{
+		cs = append(cs, tcase{Name: a.String() + "/batch decides in order, refuses a bad item whole", Start: t0, Steps: []step{
 			{Do: func(t *testing.T, l rl.Limiter) {
 				ctx := context.Background()
-				rs := []rl.Request{r, r, peek, {ID: "other", Scale: 1000, Limit: 5, Hits: 1, Algo: a, Queue: r.Queue}, r}
+				rs := []rl.Request{r, r, peek, {ID: "other", Scale: time.Second, Limit: 5, Hits: 1, Algo: a, Queue: r.Queue}, r}
 				ds, err := l.CheckRates(ctx, rs)
 				require.NoError(t, err)
 				require.Len(t, ds, len(rs))
@@ -252,11 +255,11 @@ func commonCases() []Case {
 				assert.Empty(t, ds)
 			}},
 		}})
-		cs = append(cs, Case{Name: a.String() + "/inspect and reset", Start: T0, Steps: []Step{
+		cs = append(cs, tcase{Name: a.String() + "/inspect and reset", Start: t0, Steps: []step{
 			{Do: func(t *testing.T, l rl.Limiter) {
 				ctx := context.Background()
 				other := r
-				other.Scale = 60_000
+				other.Scale = time.Minute
 				for _, x := range []rl.Request{r, r, other} {
 					_, err := l.CheckRate(ctx, x)
 					require.NoError(t, err)
@@ -264,8 +267,8 @@ func commonCases() []Case {
 				bs, err := l.Buckets(ctx, "u")
 				require.NoError(t, err)
 				require.Len(t, bs, 2)
-				assert.Equal(t, int64(1000), bs[0].Scale)
-				assert.Equal(t, int64(60_000), bs[1].Scale)
+				assert.Equal(t, time.Second, bs[0].Scale)
+				assert.Equal(t, time.Minute, bs[1].Scale)
 				assert.Equal(t, a, bs[0].Algo)
 				if a != rl.Token && a != rl.Leaky {
 					assert.Equal(t, int64(2), bs[0].Count)
@@ -274,27 +277,27 @@ func commonCases() []Case {
 				case rl.Token, rl.Leaky:
 				case rl.Slices:
 					// in its slice (on Redis a slice keeps its start only)
-					assert.Equal(t, int64(T0/17), bs[0].Created/17)
+					assert.Equal(t, int64(t0/17), bs[0].Created.UnixMilli()/17)
 				default:
-					assert.Equal(t, int64(T0), bs[0].Created)
+					assert.Equal(t, time.UnixMilli(t0), bs[0].Created)
 				}
 				switch a {
 				case rl.Fixed, rl.Sliding:
-					assert.Equal(t, int64(T0/1000), bs[0].Bucket)
+					assert.Equal(t, int64(t0/1000), bs[0].Bucket)
 				case rl.Slices:
-					assert.Equal(t, int64(T0/17), bs[0].Bucket, "1000 ms in 60 slices of 17 ms")
+					assert.Equal(t, int64(t0/17), bs[0].Bucket, "1000 ms in 60 slices of 17 ms")
 					assert.Equal(t, int64(60), bs[0].Slices)
 				}
 				none, err := l.Buckets(ctx, "nobody")
 				require.NoError(t, err)
 				assert.Empty(t, none)
-				n, err := l.Reset(ctx, "u", 1000)
+				n, err := l.Reset(ctx, "u", time.Second)
 				require.NoError(t, err)
 				assert.Equal(t, 1, n)
 				d, err := l.CheckRate(ctx, peek)
 				require.NoError(t, err)
 				assert.Equal(t, int64(0), d.Count, "reset of one scale")
-				d, err = l.CheckRate(ctx, rl.Request{ID: "u", Scale: 60_000, Limit: 5, Algo: a, Queue: r.Queue, Peek: true})
+				d, err = l.CheckRate(ctx, rl.Request{ID: "u", Scale: time.Minute, Limit: 5, Algo: a, Queue: r.Queue, Peek: true})
 				require.NoError(t, err)
 				assert.Equal(t, int64(1), d.Count, "other scales untouched")
 				n, err = l.Reset(ctx, "u", 0)
@@ -312,10 +315,10 @@ func commonCases() []Case {
 			}},
 		}})
 	}
-	cs = append(cs, Case{Name: "algorithms never share counters", Start: T0, Steps: []Step{
+	cs = append(cs, tcase{Name: "algorithms never share counters", Start: t0, Steps: []step{
 		{Do: func(t *testing.T, l rl.Limiter) {
 			for _, a := range rl.Algos {
-				d, err := l.CheckRate(context.Background(), rl.Request{ID: "u", Scale: 1000, Limit: 5, Hits: 2, Algo: a})
+				d, err := l.CheckRate(context.Background(), rl.Request{ID: "u", Scale: time.Second, Limit: 5, Hits: 2, Algo: a})
 				require.NoError(t, err)
 				assert.Equal(t, int64(2), d.Count, "%v", a)
 			}
@@ -326,14 +329,15 @@ func commonCases() []Case {
 
 // allowAny is the decision of a first hit on a fresh id, any algorithm.
 func allowAny(a rl.Algo, r rl.Request) rl.Decision {
-	d := rl.Decision{Allowed: true, Count: r.Hits, Limit: r.Limit, Remaining: r.Limit - r.Hits, ResetMS: r.Scale - T0%r.Scale}
+	scale := r.Scale.Milliseconds()
+	d := rl.Decision{Allowed: true, Count: r.Hits, Limit: r.Limit, Remaining: r.Limit - r.Hits, Reset: ms.Duration(scale - t0%scale)}
 	switch a {
 	case rl.Token, rl.Leaky:
 		// The bucket refills (the queue drains) r.Hits, each scale/limit ms.
-		d.ResetMS = (r.Hits*r.Scale + r.Limit - 1) / r.Limit
+		d.Reset = ms.Duration((r.Hits*scale + r.Limit - 1) / r.Limit)
 	case rl.Slices:
-		// The slice of 17 ms holding T0 leaves 60 slices after its start.
-		d.ResetMS = 60*17 - T0%17
+		// The slice of 17 ms holding t0 leaves 60 slices after its start.
+		d.Reset = ms.Duration(60*17 - t0%17)
 	}
 	return d
 }
@@ -341,7 +345,7 @@ func allowAny(a rl.Algo, r rl.Request) rl.Decision {
 func delays(ds []rl.Decision) []int64 {
 	out := make([]int64, len(ds))
 	for i, d := range ds {
-		out[i] = d.DelayMS
+		out[i] = d.Delay.Milliseconds()
 	}
 	return out
 }

@@ -8,30 +8,36 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 
 	rl "github.com/raterlimiter/raterlimiter"
 )
 
-// Clock is a settable clock in Unix milliseconds, safe for concurrent use.
+// Clock is a settable clock, safe for concurrent use. Its Now is what a
+// backend's Config.Clock takes.
 type Clock struct{ ms atomic.Int64 }
 
-// NewClock returns a clock that reads ms.
-func NewClock(ms int64) *Clock {
+// NewClock returns a clock that reads t, to the millisecond.
+func NewClock(t time.Time) *Clock {
 	c := &Clock{}
-	c.ms.Store(ms)
+	c.ms.Store(t.UnixMilli())
 	return c
 }
 
 // Now returns the clock's time.
-func (c *Clock) Now() int64 { return c.ms.Load() }
+func (c *Clock) Now() time.Time { return time.UnixMilli(c.ms.Load()) }
 
-// Set sets the clock's time.
-func (c *Clock) Set(ms int64) { c.ms.Store(ms) }
+// Set sets the clock's time, to the millisecond.
+func (c *Clock) Set(t time.Time) { c.ms.Store(t.UnixMilli()) }
 
-// Advance moves the clock by d milliseconds.
-func (c *Clock) Advance(d int64) { c.ms.Add(d) }
+// Advance moves the clock by d, to the millisecond.
+func (c *Clock) Advance(d time.Duration) { c.ms.Add(d.Milliseconds()) }
+
+// T0 is the time most cases start at: a whole number of seconds and
+// minutes, so windows of a second and of a minute begin there.
+var T0 = time.UnixMilli(t0)
 
 // Factory returns a fresh, empty limiter that reads its time from clock.Now
 // and registers its own cleanup with t.Cleanup.
@@ -41,7 +47,7 @@ type Factory func(t *testing.T, clock *Clock) rl.Limiter
 // per case.
 func Run(t *testing.T, f Factory) {
 	t.Helper()
-	var all []Case
+	var all []tcase
 	all = append(all, fixedCases()...)
 	all = append(all, slidingCases()...)
 	all = append(all, tokenCases()...)
@@ -51,7 +57,7 @@ func Run(t *testing.T, f Factory) {
 	all = append(all, commonCases()...)
 	for _, c := range all {
 		t.Run(c.Name, func(t *testing.T) {
-			clock := NewClock(c.Start)
+			clock := NewClock(time.UnixMilli(c.Start))
 			l := f(t, clock)
 			c.run(t, l, clock)
 		})

@@ -2,6 +2,7 @@ package limitertest
 
 import (
 	"context"
+	"github.com/raterlimiter/raterlimiter/internal/ms"
 	"testing"
 	"time"
 
@@ -12,84 +13,84 @@ import (
 )
 
 func wreq(scale, limit, hits, slices int64) rl.Request {
-	return rl.Request{ID: "u", Scale: scale, Limit: limit, Hits: hits, Peek: hits == 0, Algo: rl.Slices, Slices: slices}
+	return rl.Request{ID: "u", Scale: ms.Duration(scale), Limit: limit, Hits: hits, Peek: hits == 0, Algo: rl.Slices, Slices: slices}
 }
 
 func qreq(scale, limit, hits, queue int64) rl.Request {
-	return rl.Request{ID: "u", Scale: scale, Limit: limit, Hits: hits, Peek: hits == 0, Algo: rl.Leaky, Queue: queue}
+	return rl.Request{ID: "u", Scale: ms.Duration(scale), Limit: limit, Hits: hits, Peek: hits == 0, Algo: rl.Leaky, Queue: queue}
 }
 
 // slicesCases are the sliding window counters' cases: the window is cut
 // into slices of ceil(scale/slices) ms aligned to the epoch, and a check is
 // allowed iff the allowed hits of the current slice and the slices-1
-// before it, plus its own, stay within the limit. ResetMS is the time
-// until the oldest counted slice leaves, RetryAfterMS the time until
+// before it, plus its own, stay within the limit. Reset is the time
+// until the oldest counted slice leaves, RetryAfter the time until
 // enough slices have left for the hits to fit.
-func slicesCases() []Case {
+func slicesCases() []tcase {
 	const minute = 60_000
-	// A minute in six slices of 10 s: T0 starts one.
+	// A minute in six slices of 10 s: t0 starts one.
 	ten := func(hits int64) rl.Request { return wreq(minute, 4, hits, 6) }
-	bigW := rl.MaxScale / 600
-	bigReset := bigW*600 - T0%bigW
-	return []Case{
-		{Name: "slices/the window is the last slices", Start: T0, Steps: []Step{
+	bigW := ms.MaxScale / 600
+	bigReset := bigW*600 - t0%bigW
+	return []tcase{
+		{Name: "slices/the window is the last slices", Start: t0, Steps: []step{
 			{Req: ten(1), Want: allow(1, 4, minute)},
 			{Advance: 1, Req: ten(1), Want: allow(2, 4, minute-1)},
 			{Advance: 9_999, Req: ten(1), Want: allow(3, 4, minute-10_000)},
 			{Advance: 15_000, Req: ten(1), Want: allow(4, 4, minute-25_000)},
-			// full until the first slice, holding 2, leaves at T0+60 s
+			// full until the first slice, holding 2, leaves at t0+60 s
 			{Req: ten(1), Want: deny(4, 4, minute-25_000, minute-25_000)},
 			{Advance: 34_999, Req: ten(1), Want: deny(4, 4, 1, 1)},
 			{Advance: 1, Req: ten(1), Want: allow(3, 4, 10_000)},
 		}},
-		{Name: "slices/retry when enough slices have left", Start: T0, Steps: []Step{
+		{Name: "slices/retry when enough slices have left", Start: t0, Steps: []step{
 			{Req: ten(2), Want: allow(2, 4, minute)},
 			{Advance: 10_000, Req: ten(1), Want: allow(3, 4, minute-10_000)},
 			{Advance: 10_000, Req: ten(1), Want: allow(4, 4, minute-20_000)},
-			// three more need the first two slices gone: at T0+70 s
+			// three more need the first two slices gone: at t0+70 s
 			{Req: ten(3), Want: deny(4, 4, minute-20_000, 70_000-20_000)},
 			{Advance: 50_000, Req: ten(3), Want: allow(4, 4, 10_000)},
 		}},
-		{Name: "slices/denied hits are not counted", Start: T0, Steps: []Step{
+		{Name: "slices/denied hits are not counted", Start: t0, Steps: []step{
 			{Req: ten(4), Want: allow(4, 4, minute)},
 			{Advance: 30_000, Req: ten(1), Want: deny(4, 4, 30_000, 30_000)},
 			{Req: ten(1), Want: deny(4, 4, 30_000, 30_000)},
 			{Advance: 30_000, Req: ten(4), Want: allow(4, 4, minute)},
 		}},
-		{Name: "slices/peek changes nothing", Start: T0, Steps: []Step{
+		{Name: "slices/peek changes nothing", Start: t0, Steps: []step{
 			{Req: ten(0), Want: allow(0, 4, 0)},
 			{Advance: 5_000, Req: ten(1), Want: allow(1, 4, minute-5_000)},
 			{Req: ten(0), Want: allow(1, 4, minute-5_000)},
 			{Advance: 20_000, Req: ten(0), Want: allow(1, 4, minute-25_000)},
 			{Req: ten(1), Want: allow(2, 4, minute-25_000)},
 		}},
-		{Name: "slices/limit 0 and hits above the limit", Start: T0, Steps: []Step{
+		{Name: "slices/limit 0 and hits above the limit", Start: t0, Steps: []step{
 			{Req: wreq(minute, 0, 1, 6), Want: deny(0, 0, 0, 1)},
 			{Req: ten(5), Want: deny(0, 4, 0, 1)},
 			{Req: ten(1), Want: allow(1, 4, minute)},
 			{Req: ten(5), Want: deny(1, 4, minute, minute)},
 		}},
-		{Name: "slices/slice counts never share counters", Start: T0, Steps: []Step{
+		{Name: "slices/slice counts never share counters", Start: t0, Steps: []step{
 			{Req: wreq(minute, 2, 2, 6), Want: allow(2, 2, minute)},
 			{Req: wreq(minute, 2, 1, 6), Want: deny(2, 2, minute, minute)},
 			{Req: wreq(minute, 2, 1, 60), Want: allow(1, 2, minute)},
 			{Req: wreq(minute, 2, 1, 0), Want: allow(2, 2, minute)}, // 0 is 60
 			{Req: wreq(minute, 2, 1, 2), Want: allow(1, 2, minute)},
 		}},
-		{Name: "slices/60 by default, a slice a second for a minute", Start: T0 + 500, Steps: []Step{
+		{Name: "slices/60 by default, a slice a second for a minute", Start: t0 + 500, Steps: []step{
 			{Req: wreq(minute, 2, 2, 0), Want: allow(2, 2, minute-500)},
 			{Advance: 59_499, Req: wreq(minute, 2, 1, 0), Want: deny(2, 2, 1, 1)},
 			{Advance: 1, Req: wreq(minute, 2, 2, 0), Want: allow(2, 2, minute)},
 		}},
-		{Name: "slices/slices wider than the scale's share cover a longer window", Start: T0, Steps: []Step{
+		{Name: "slices/slices wider than the scale's share cover a longer window", Start: t0, Steps: []step{
 			// 1000 ms in 60 slices: 17 ms each, a window of 1020 ms
-			{Req: wreq(1000, 1, 1, 0), Want: allow(1, 1, 1020-T0%17)},
-			{Advance: 1019 - T0%17, Req: wreq(1000, 1, 1, 0), Want: deny(1, 1, 1, 1)},
+			{Req: wreq(1000, 1, 1, 0), Want: allow(1, 1, 1020-t0%17)},
+			{Advance: 1019 - t0%17, Req: wreq(1000, 1, 1, 0), Want: deny(1, 1, 1, 1)},
 			{Advance: 1, Req: wreq(1000, 1, 1, 0), Want: allow(1, 1, 1020)},
 		}},
-		{Name: "slices/bounds at their edges", Start: T0, Steps: []Step{
-			{Req: wreq(rl.MaxScale, rl.MaxLimit, rl.MaxHits, 600), Want: allow(rl.MaxLimit, rl.MaxLimit, bigReset)},
-			{Req: wreq(rl.MaxScale, rl.MaxLimit, 1, 600), Want: deny(rl.MaxLimit, rl.MaxLimit, bigReset, bigReset)},
+		{Name: "slices/bounds at their edges", Start: t0, Steps: []step{
+			{Req: wreq(ms.MaxScale, rl.MaxLimit, rl.MaxHits, 600), Want: allow(rl.MaxLimit, rl.MaxLimit, bigReset)},
+			{Req: wreq(ms.MaxScale, rl.MaxLimit, 1, 600), Want: deny(rl.MaxLimit, rl.MaxLimit, bigReset, bigReset)},
 			{Req: wreq(1, rl.MaxLimit, rl.MaxHits, 2), Want: allow(rl.MaxLimit, rl.MaxLimit, 2)},
 			{Req: wreq(1, 5, 1, 1), WantErr: rl.ErrInvalid},
 			{Req: wreq(1, 5, 1, 601), WantErr: rl.ErrInvalid},
@@ -100,7 +101,7 @@ func slicesCases() []Case {
 // lallow and ldeny build expected leaky decisions.
 func lallow(count, limit, reset, delay int64) rl.Decision {
 	d := allow(count, limit, reset)
-	d.DelayMS = delay
+	d.Delay = ms.Duration(delay)
 	return d
 }
 
@@ -109,13 +110,13 @@ func ldeny(count, limit, reset, retry int64) rl.Decision {
 }
 
 // leakyCases are the leaky bucket's cases: one hit leaves every
-// scale/limit ms; a check waits DelayMS, the time until its turn, and is
+// scale/limit ms; a check waits Delay, the time until its turn, and is
 // refused when more than queue hits' worth of time is ahead of it.
-func leakyCases() []Case {
+func leakyCases() []tcase {
 	five := func(hits, queue int64) rl.Request { return qreq(1000, 5, hits, queue) }
-	bounded := func(maxDelay int64) rl.Request { r := five(1, 10); r.MaxDelayMS = maxDelay; return r }
-	return []Case{
-		{Name: "leaky/a queue of three at five a second", Start: T0, Steps: []Step{
+	bounded := func(maxDelay int64) rl.Request { r := five(1, 10); r.MaxDelay = ms.Duration(maxDelay); return r }
+	return []tcase{
+		{Name: "leaky/a queue of three at five a second", Start: t0, Steps: []step{
 			{Req: five(1, 3), Want: lallow(1, 5, 200, 0)},
 			{Req: five(1, 3), Want: lallow(2, 5, 400, 200)},
 			{Req: five(1, 3), Want: lallow(3, 5, 600, 400)},
@@ -125,12 +126,12 @@ func leakyCases() []Case {
 			{Advance: 1, Req: five(1, 3), Want: lallow(4, 5, 800, 600)},
 			{Advance: 800, Req: five(1, 3), Want: lallow(1, 5, 200, 0)},
 		}},
-		{Name: "leaky/no queue: one check per interval", Start: T0, Steps: []Step{
+		{Name: "leaky/no queue: one check per interval", Start: t0, Steps: []step{
 			{Req: five(1, 0), Want: lallow(1, 5, 200, 0)},
 			{Advance: 100, Req: five(1, 0), Want: ldeny(1, 5, 100, 100)},
 			{Advance: 100, Req: five(1, 0), Want: lallow(1, 5, 200, 0)},
 		}},
-		{Name: "leaky/a fractional interval is exact", Start: T0, Steps: []Step{
+		{Name: "leaky/a fractional interval is exact", Start: t0, Steps: []step{
 			{Req: qreq(1000, 3, 1, 2), Want: lallow(1, 3, 334, 0)},
 			{Req: qreq(1000, 3, 1, 2), Want: lallow(2, 3, 667, 334)},
 			{Req: qreq(1000, 3, 1, 2), Want: lallow(3, 3, 1000, 667)},
@@ -138,46 +139,46 @@ func leakyCases() []Case {
 			{Advance: 999, Req: qreq(1000, 3, 3, 0), Want: ldeny(1, 3, 1, 1)},
 			{Advance: 1, Req: qreq(1000, 3, 3, 0), Want: lallow(3, 3, 1000, 0)},
 		}},
-		{Name: "leaky/hits leave one interval each", Start: T0, Steps: []Step{
+		{Name: "leaky/hits leave one interval each", Start: t0, Steps: []step{
 			{Req: five(3, 2), Want: lallow(3, 5, 600, 0)},
 			// three intervals ahead: more than a queue of two
 			{Req: five(1, 2), Want: ldeny(3, 5, 600, 200)},
 			{Advance: 200, Req: five(2, 2), Want: lallow(4, 5, 800, 400)},
 		}},
-		{Name: "leaky/a bound on the delay refuses without a place", Start: T0, Steps: []Step{
+		{Name: "leaky/a bound on the delay refuses without a place", Start: t0, Steps: []step{
 			{Req: five(3, 10), Want: lallow(3, 5, 600, 0)},
 			{Req: bounded(599), Want: ldeny(3, 5, 600, 1)},
 			{Req: bounded(600), Want: lallow(4, 5, 800, 600)},
 			{Req: five(1, 10), Want: lallow(5, 5, 1000, 800)},
 		}},
-		{Name: "leaky/denied hits are not counted", Start: T0, Steps: []Step{
+		{Name: "leaky/denied hits are not counted", Start: t0, Steps: []step{
 			{Req: five(1, 0), Want: lallow(1, 5, 200, 0)},
 			{Req: five(1, 0), Want: ldeny(1, 5, 200, 200)},
 			{Req: five(1, 0), Want: ldeny(1, 5, 200, 200)},
 			{Advance: 200, Req: five(1, 0), Want: lallow(1, 5, 200, 0)},
 		}},
-		{Name: "leaky/peek changes nothing", Start: T0, Steps: []Step{
+		{Name: "leaky/peek changes nothing", Start: t0, Steps: []step{
 			{Req: five(0, 1), Want: lallow(0, 5, 0, 0)},
 			{Req: five(1, 1), Want: lallow(1, 5, 200, 0)},
 			{Req: five(0, 1), Want: lallow(1, 5, 200, 0)},
 			{Req: five(1, 1), Want: lallow(2, 5, 400, 200)},
 			{Req: five(0, 1), Want: ldeny(2, 5, 400, 200)},
 		}},
-		{Name: "leaky/limit 0 and hits above the limit", Start: T0, Steps: []Step{
+		{Name: "leaky/limit 0 and hits above the limit", Start: t0, Steps: []step{
 			{Req: qreq(1000, 0, 1, 5), Want: ldeny(0, 0, 0, 1)},
 			{Req: five(6, 100), Want: ldeny(0, 5, 0, 1)},
 			{Req: five(1, 100), Want: lallow(1, 5, 200, 0)},
 			{Req: five(6, 100), Want: ldeny(1, 5, 200, 200)},
 		}},
-		{Name: "leaky/bounds at their edges", Start: T0, Steps: []Step{
-			{Req: qreq(rl.MaxScale, rl.MaxLimit, rl.MaxHits, rl.MaxQueue), Want: lallow(rl.MaxLimit, rl.MaxLimit, rl.MaxScale, 0)},
+		{Name: "leaky/bounds at their edges", Start: t0, Steps: []step{
+			{Req: qreq(ms.MaxScale, rl.MaxLimit, rl.MaxHits, rl.MaxQueue), Want: lallow(rl.MaxLimit, rl.MaxLimit, ms.MaxScale, 0)},
 			// a scale's worth queued, far more than 65536 intervals of 73.4 ms
-			{Req: qreq(rl.MaxScale, rl.MaxLimit, 1, rl.MaxQueue), Want: ldeny(rl.MaxLimit, rl.MaxLimit, rl.MaxScale, rl.MaxScale-rl.MaxQueue*rl.MaxScale/rl.MaxLimit)},
+			{Req: qreq(ms.MaxScale, rl.MaxLimit, 1, rl.MaxQueue), Want: ldeny(rl.MaxLimit, rl.MaxLimit, ms.MaxScale, ms.MaxScale-rl.MaxQueue*ms.MaxScale/rl.MaxLimit)},
 			{Req: qreq(1, rl.MaxLimit, 1, rl.MaxQueue), Want: lallow(1, rl.MaxLimit, 1, 0)},
 			{Req: qreq(1000, 5, 1, rl.MaxQueue+1), WantErr: rl.ErrInvalid},
-			{Req: rl.Request{ID: "u", Scale: 1000, Limit: 5, Hits: 1, Queue: 1}, WantErr: rl.ErrInvalid},
+			{Req: rl.Request{ID: "u", Scale: time.Second, Limit: 5, Hits: 1, Queue: 1}, WantErr: rl.ErrInvalid},
 		}},
-		{Name: "leaky/Wait refuses a delay past its deadline before taking a place", Start: T0, Steps: []Step{
+		{Name: "leaky/Wait refuses a delay past its deadline before taking a place", Start: t0, Steps: []step{
 			{Req: qreq(60_000, 1, 1, 5), Want: lallow(1, 1, 60_000, 0)},
 			{Do: func(t *testing.T, l rl.Limiter) {
 				w, ok := l.(rl.Waiter)
@@ -199,7 +200,7 @@ func leakyCases() []Case {
 				d, err = w.Wait(ctx, qreq(1, 1000, 1, 0))
 				require.NoError(t, err)
 				assert.True(t, d.Allowed, "an empty queue passes at once")
-				assert.Zero(t, d.DelayMS)
+				assert.Zero(t, d.Delay)
 			}},
 		}},
 	}

@@ -2,10 +2,12 @@ package memory_test
 
 import (
 	"context"
+	"github.com/raterlimiter/raterlimiter/internal/ms"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	rl "github.com/raterlimiter/raterlimiter"
 	"github.com/raterlimiter/raterlimiter/algo"
@@ -17,7 +19,7 @@ const benchIDs = 10_000
 func benchRequests() []rl.Request {
 	rs := make([]rl.Request, benchIDs)
 	for i := range rs {
-		rs[i] = rl.Request{ID: "user-" + strconv.Itoa(i), Scale: 60_000, Limit: 1 << 30, Hits: 1}
+		rs[i] = rl.Request{ID: "user-" + strconv.Itoa(i), Scale: time.Minute, Limit: 1 << 30, Hits: 1}
 	}
 	return rs
 }
@@ -38,14 +40,15 @@ func (m *mutexMap) CheckRate(_ context.Context, r rl.Request, now int64) rl.Deci
 	if err := r.Validate(0); err != nil {
 		return rl.Decision{}
 	}
-	k := mapKey{r.ID, r.Scale, algo.Bucket(now, r.Scale)}
+	m0 := ms.Of(r)
+	k := mapKey{r.ID, m0.Scale, algo.Bucket(now, m0.Scale)}
 	m.mu.Lock()
 	rec, ok := m.m[k]
 	var cur algo.Record
 	if ok {
 		cur = *rec
 	}
-	d, next, write := algo.Fixed(cur, ok, now, r)
+	d, next, write := algo.Fixed(cur, ok, now, m0)
 	if write {
 		if ok {
 			*rec = next
@@ -54,14 +57,14 @@ func (m *mutexMap) CheckRate(_ context.Context, r rl.Request, now int64) rl.Deci
 		}
 	}
 	m.mu.Unlock()
-	return d
+	return d.Public()
 }
 
 func BenchmarkCheckRate(b *testing.B) {
 	rs := benchRequests()
 	now := int64(1_700_000_000_000)
 	b.Run("embedded/serial", func(b *testing.B) {
-		l := memory.New(memory.Config{Clock: func() int64 { return now }})
+		l := memory.New(memory.Config{Clock: func() time.Time { return time.UnixMilli(now) }})
 		defer l.Close()
 		ctx := context.Background()
 		b.ReportAllocs()
@@ -102,7 +105,7 @@ func BenchmarkCheckRateParallel(b *testing.B) {
 	}
 	for _, shards := range []int{1, 2, 4} {
 		b.Run("embedded/shards="+strconv.Itoa(shards), func(b *testing.B) {
-			l := memory.New(memory.Config{Shards: shards, Clock: func() int64 { return now }})
+			l := memory.New(memory.Config{Shards: shards, Clock: func() time.Time { return time.UnixMilli(now) }})
 			defer l.Close()
 			ctx := context.Background()
 			par(b, func(r rl.Request) {
@@ -135,7 +138,7 @@ func BenchmarkSlicesCheckRate(b *testing.B) {
 			b.Run("perSlice="+strconv.Itoa(perSlice)+"/"+a.String(), func(b *testing.B) {
 				var now atomic.Int64
 				now.Store(1_700_000_000_000 - 1_700_000_000_000%w)
-				l := memory.New(memory.Config{Shards: 1, Clock: now.Load, SweepInterval: -1})
+				l := memory.New(memory.Config{Shards: 1, Clock: func() time.Time { return time.UnixMilli(now.Load()) }, SweepInterval: -1})
 				defer l.Close()
 				ctx := context.Background()
 				rs := make([]rl.Request, ids)

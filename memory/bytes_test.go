@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -23,7 +24,7 @@ func TestMaxBucketBytesBindsLongIDs(t *testing.T) {
 	pad := strings.Repeat("k", 996)
 	ctx := context.Background()
 	for i := range 3000 {
-		_, err := l.CheckRate(ctx, rl.Request{ID: pad + strconv.Itoa(i), Scale: 3_600_000, Limit: 10, Hits: 1, Algo: rl.Slices, Slices: 600})
+		_, err := l.CheckRate(ctx, rl.Request{ID: pad + strconv.Itoa(i), Scale: time.Hour, Limit: 10, Hits: 1, Algo: rl.Slices, Slices: 600})
 		require.NoError(t, err)
 	}
 	_, err := l.Sweep(ctx) // the shards publish their gauges before they answer it

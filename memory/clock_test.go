@@ -44,11 +44,11 @@ func TestCorrectedClockJumpsNeitherFreezeNorRewind(t *testing.T) {
 	for _, dir := range []int64{+1, -1} {
 		for _, a := range rl.Algos {
 			t.Run(a.String(), func(t *testing.T) {
-				c := &jumpyClocks{wall: limitertest.T0}
+				c := &jumpyClocks{wall: limitertest.T0.UnixMilli()}
 				steady := actor.NewSteadyClock(c.Wall, c.Mono, 0, 0)
-				l := memory.New(memory.Config{Shards: 1, Clock: steady.Now, SweepInterval: -1})
+				l := memory.New(memory.Config{Shards: 1, Clock: func() time.Time { return time.UnixMilli(steady.Now()) }, SweepInterval: -1})
 				defer l.Close()
-				r := rl.Request{ID: "u", Scale: 1000, Limit: 2, Hits: 1, Algo: a}
+				r := rl.Request{ID: "u", Scale: time.Second, Limit: 2, Hits: 1, Algo: a}
 				if a == rl.Leaky {
 					r.Queue = 1
 				}

@@ -2,6 +2,7 @@ package memory
 
 import (
 	"fmt"
+	"github.com/raterlimiter/raterlimiter/internal/ms"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -33,7 +34,7 @@ func TestCursorUnderDeletesAndInserts(t *testing.T) {
 			s := buckets.New(buckets.Options{})
 			id := func(i int) string { return fmt.Sprintf("id%06d", i) }
 			hit := func(i int) {
-				_, err := s.Check(now, rl.Request{ID: id(i), Scale: 60_000, Limit: 10, Hits: 1, Algo: rl.Algo(i % 3)})
+				_, err := s.Check(now, ms.Request{ID: id(i), Scale: 60_000, Limit: 10, Hits: 1, Algo: rl.Algo(i % 3)})
 				require.NoError(t, err)
 			}
 			for i := range n {
@@ -93,7 +94,7 @@ func TestCursorResumesWithinSlices(t *testing.T) {
 	for i, n := range []int64{2, 6, 60} {
 		for k := range int64(5) {
 			for _, id := range []string{"a", "b"} {
-				r := rl.Request{ID: id, Scale: 60_000, Limit: 100, Hits: 1 + int64(i), Algo: rl.Slices, Slices: n}
+				r := ms.Request{ID: id, Scale: 60_000, Limit: 100, Hits: 1 + int64(i), Algo: rl.Slices, Slices: n}
 				_, err := s.Check(now+k*1000, r)
 				require.NoError(t, err)
 			}

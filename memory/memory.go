@@ -31,6 +31,7 @@ package memory
 import (
 	"context"
 	"fmt"
+	"github.com/raterlimiter/raterlimiter/internal/ms"
 	"hash/maphash"
 	"log/slog"
 	"math"
@@ -62,7 +63,7 @@ type Config struct {
 	// to its wall clock: a wall-clock jump corrected within a minute never
 	// rewinds or freezes windows, a lasting one is adopted (see
 	// docs/reliability.md).
-	Clock rl.Clock
+	Clock func() time.Time
 	// SweepInterval is the time between sweeps of stale buckets. Default
 	// DefaultSweepInterval; negative disables the sweeper.
 	SweepInterval time.Duration
@@ -174,10 +175,14 @@ func New(cfg Config) *Limiter {
 	if cfg.MaxBucketBytes > 0 {
 		perShardBytes = int(min((cfg.MaxBucketBytes+int64(cfg.Shards)-1)/int64(cfg.Shards), math.MaxInt))
 	}
+	var clock func() int64
+	if cfg.Clock != nil {
+		clock = ms.Clock(cfg.Clock)
+	}
 	l := &Limiter{seed: maphash.MakeSeed(), maxID: cfg.MaxIDBytes}
 	for i := range cfg.Shards {
 		l.actors = append(l.actors, actor.New(actor.Config{
-			Clock:       cfg.Clock,
+			Clock:       clock,
 			Mailbox:     cfg.Mailbox,
 			SweepBudget: cfg.SweepBudget,
 			Store: buckets.Options{MaxIDBytes: cfg.MaxIDBytes, MaxRecords: perShard, Seed: uint64(i) + 1,
@@ -215,7 +220,8 @@ func (l *Limiter) CheckRate(ctx context.Context, r rl.Request) (rl.Decision, err
 	if err := r.Validate(l.maxID); err != nil {
 		return rl.Decision{}, err
 	}
-	return l.shard(r.ID).CheckRate(ctx, r.Counted())
+	d, err := l.shard(r.ID).CheckRate(ctx, ms.Of(r.Counted()))
+	return d.Public(), err
 }
 
 // Wait decides r and, when it is allowed with a delay (algo Leaky), sleeps
@@ -240,9 +246,11 @@ func (l *Limiter) CheckRates(ctx context.Context, rs []rl.Request) ([]rl.Decisio
 	if len(l.actors) == 1 {
 		// The actor gets a copy: the caller may reuse rs once we return,
 		// even if the message is still waiting in the mailbox.
-		return l.actors[0].Decide(ctx, counted(rs))
+		ds, err := l.actors[0].Decide(ctx, counted(rs))
+		return public(ds), err
 	}
-	return l.checkShards(ctx, rs)
+	ds, err := l.checkShards(ctx, rs)
+	return public(ds), err
 }
 
 // CheckRatesInto is CheckRates writing the decisions into out, which must be
@@ -263,27 +271,44 @@ func (l *Limiter) CheckRatesInto(ctx context.Context, rs []rl.Request, out []rl.
 	for i := range rs {
 		rs[i] = rs[i].Counted()
 	}
+	var ds []ms.Decision
+	var err error
 	if len(l.actors) == 1 {
-		return l.actors[0].DecideInto(ctx, rs, out)
+		ds, err = l.actors[0].Decide(ctx, counted(rs))
+	} else {
+		ds, err = l.checkShards(ctx, rs)
 	}
-	ds, err := l.checkShards(ctx, rs)
 	if err == nil {
-		copy(out, ds)
+		for i, d := range ds {
+			out[i] = d.Public()
+		}
 	}
 	return err
 }
 
 // counted is a copy of rs as the limiter decides it (Request.Counted).
-func counted(rs []rl.Request) []rl.Request {
-	out := make([]rl.Request, len(rs))
+func counted(rs []rl.Request) []ms.Request {
+	out := make([]ms.Request, len(rs))
 	for i, r := range rs {
-		out[i] = r.Counted()
+		out[i] = ms.Of(r.Counted())
+	}
+	return out
+}
+
+// public returns ds as a Go caller holds them.
+func public(ds []ms.Decision) []rl.Decision {
+	if ds == nil {
+		return nil
+	}
+	out := make([]rl.Decision, len(ds))
+	for i, d := range ds {
+		out[i] = d.Public()
 	}
 	return out
 }
 
 // checkShards decides a valid batch over several shards.
-func (l *Limiter) checkShards(ctx context.Context, rs []rl.Request) ([]rl.Decision, error) {
+func (l *Limiter) checkShards(ctx context.Context, rs []rl.Request) ([]ms.Decision, error) {
 	// Group the requests by shard, keeping their order within a shard; each
 	// shard's group is a slice of its own, handed over to its actor.
 	n := len(l.actors)
@@ -292,7 +317,7 @@ func (l *Limiter) checkShards(ctx context.Context, rs []rl.Request) ([]rl.Decisi
 		s := int(maphash.String(l.seed, rs[i].ID) % uint64(n))
 		idx[s] = append(idx[s], i)
 	}
-	out := make([]rl.Decision, len(rs))
+	out := make([]ms.Decision, len(rs))
 	var wg sync.WaitGroup
 	errs := make([]error, n)
 	for s := range n {
@@ -300,11 +325,11 @@ func (l *Limiter) checkShards(ctx context.Context, rs []rl.Request) ([]rl.Decisi
 			continue
 		}
 		wg.Go(func() {
-			sub := make([]rl.Request, len(idx[s]))
+			sub := make([]ms.Request, len(idx[s]))
 			for j, i := range idx[s] {
-				sub[j] = rs[i].Counted()
+				sub[j] = ms.Of(rs[i].Counted())
 			}
-			var dec []rl.Decision
+			var dec []ms.Decision
 			if dec, errs[s] = l.actors[s].Decide(ctx, sub); errs[s] == nil {
 				for j, i := range idx[s] {
 					out[i] = dec[j]
@@ -323,22 +348,22 @@ func (l *Limiter) checkShards(ctx context.Context, rs []rl.Request) ([]rl.Decisi
 
 // Buckets lists the live records of id.
 func (l *Limiter) Buckets(ctx context.Context, id string) ([]rl.Bucket, error) {
-	if err := (rl.Request{ID: id, Scale: 1}).Validate(l.maxID); err != nil {
+	if err := (rl.Request{ID: id, Scale: time.Millisecond}).Validate(l.maxID); err != nil {
 		return nil, err
 	}
-	var out []rl.Bucket
+	var out []ms.Bucket
 	err := l.shard(id).Do(ctx, func(s *buckets.Store, _ int64) { out = s.Buckets(id) })
-	return out, err
+	return ms.Buckets(out), err
 }
 
 // Reset deletes the records of id (of every scale when scale is 0) and
 // returns how many it deleted.
-func (l *Limiter) Reset(ctx context.Context, id string, scale int64) (int, error) {
+func (l *Limiter) Reset(ctx context.Context, id string, scale time.Duration) (int, error) {
 	if err := rl.ValidateReset(id, scale, l.maxID); err != nil {
 		return 0, err
 	}
 	var n int
-	err := l.shard(id).Do(ctx, func(s *buckets.Store, _ int64) { n = s.Delete(id, scale) })
+	err := l.shard(id).Do(ctx, func(s *buckets.Store, _ int64) { n = s.Delete(id, scale.Milliseconds()) })
 	return n, err
 }
 

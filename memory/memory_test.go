@@ -33,7 +33,7 @@ func TestConcurrentHitsAllowExactlyTheLimit(t *testing.T) {
 			clock := limitertest.NewClock(limitertest.T0)
 			l := memory.New(memory.Config{Clock: clock.Now, SweepInterval: -1})
 			defer l.Close()
-			r := rl.Request{ID: "hot", Scale: 60_000, Limit: 1000, Hits: 1, Algo: a}
+			r := rl.Request{ID: "hot", Scale: time.Minute, Limit: 1000, Hits: 1, Algo: a}
 			if a == rl.Leaky {
 				r.Queue = 999 // all of the limit may wait at once
 			}
@@ -49,7 +49,7 @@ func TestBatchAcrossShardsKeepsOrder(t *testing.T) {
 	defer l.Close()
 	var rs []rl.Request
 	for i := range 200 {
-		rs = append(rs, rl.Request{ID: "id" + strconv.Itoa(i%13), Scale: 1000, Limit: 100, Hits: 1})
+		rs = append(rs, rl.Request{ID: "id" + strconv.Itoa(i%13), Scale: time.Second, Limit: 100, Hits: 1})
 	}
 	ds, err := l.CheckRates(context.Background(), rs)
 	require.NoError(t, err)
@@ -77,14 +77,14 @@ func TestCheckRatesIntoDecidesAsCheckRates(t *testing.T) {
 			for round := range 5 {
 				var rs []rl.Request
 				for i := range 150 { // more than the actor decides at once
-					rs = append(rs, rl.Request{ID: "id" + strconv.Itoa(i%17), Scale: 1000, Limit: 20, Hits: 1, Algo: rl.Algos[i%len(rl.Algos)]})
+					rs = append(rs, rl.Request{ID: "id" + strconv.Itoa(i%17), Scale: time.Second, Limit: 20, Hits: 1, Algo: rl.Algos[i%len(rl.Algos)]})
 				}
 				want, err := a.CheckRates(context.Background(), rs)
 				require.NoError(t, err)
 				got := make([]rl.Decision, len(rs))
 				require.NoError(t, b.CheckRatesInto(context.Background(), rs, got))
 				require.Equal(t, want, got, "round %d", round)
-				clock.Advance(300)
+				clock.Advance(300 * time.Millisecond)
 			}
 		})
 	}
@@ -94,13 +94,13 @@ func TestCheckRatesIntoRefusesWithoutCounting(t *testing.T) {
 	clock := limitertest.NewClock(limitertest.T0)
 	l := memory.New(memory.Config{Clock: clock.Now, SweepInterval: -1})
 	defer l.Close()
-	ok := rl.Request{ID: "a", Scale: 1000, Limit: 5, Hits: 1}
+	ok := rl.Request{ID: "a", Scale: time.Second, Limit: 5, Hits: 1}
 	err := l.CheckRatesInto(context.Background(), []rl.Request{ok, ok}, make([]rl.Decision, 1))
 	require.ErrorContains(t, err, "2 requests but room for 1 decisions")
 	err = l.CheckRatesInto(context.Background(), []rl.Request{ok, {ID: "a", Scale: 0, Limit: 5, Hits: 1}}, make([]rl.Decision, 2))
 	require.ErrorIs(t, err, rl.ErrInvalid)
 	require.NoError(t, l.CheckRatesInto(context.Background(), nil, nil))
-	d, err := l.CheckRate(context.Background(), rl.Request{ID: "a", Scale: 1000, Limit: 5, Peek: true})
+	d, err := l.CheckRate(context.Background(), rl.Request{ID: "a", Scale: time.Second, Limit: 5, Peek: true})
 	require.NoError(t, err)
 	assert.Zero(t, d.Count, "refused batches counted nothing")
 }
@@ -116,10 +116,10 @@ func TestPeriodicSweep(t *testing.T) {
 		}})
 	defer l.Close()
 	for i := range 10 {
-		_, err := l.CheckRate(context.Background(), rl.Request{ID: strconv.Itoa(i), Scale: 1000, Limit: 1, Hits: 1})
+		_, err := l.CheckRate(context.Background(), rl.Request{ID: strconv.Itoa(i), Scale: time.Second, Limit: 1, Hits: 1})
 		require.NoError(t, err)
 	}
-	clock.Advance(1000)
+	clock.Advance(time.Second)
 	deleted := 0
 	for deleted < 10 {
 		select {
@@ -136,9 +136,9 @@ func TestClosedLimiterRefuses(t *testing.T) {
 	l := memory.New(memory.Config{})
 	require.NoError(t, l.Close())
 	require.NoError(t, l.Close())
-	_, err := l.CheckRate(context.Background(), rl.Request{ID: "u", Scale: 1, Limit: 1, Hits: 1})
+	_, err := l.CheckRate(context.Background(), rl.Request{ID: "u", Scale: time.Millisecond, Limit: 1, Hits: 1})
 	assert.ErrorIs(t, err, rl.ErrClosed)
-	_, err = l.CheckRate(context.Background(), rl.Request{ID: "", Scale: 1, Limit: 1, Hits: 1})
+	_, err = l.CheckRate(context.Background(), rl.Request{ID: "", Scale: time.Millisecond, Limit: 1, Hits: 1})
 	assert.ErrorIs(t, err, rl.ErrInvalid, "validation comes first")
 }
 

@@ -3,6 +3,7 @@ package memory
 import (
 	"context"
 	"fmt"
+	"github.com/raterlimiter/raterlimiter/internal/ms"
 
 	rl "github.com/raterlimiter/raterlimiter"
 	"github.com/raterlimiter/raterlimiter/algo"
@@ -48,7 +49,8 @@ func (s *Store) Check(now int64, r rl.Request) (rl.Decision, error) {
 	if err := r.Validate(s.maxID); err != nil {
 		return rl.Decision{}, err
 	}
-	return s.s.Check(now, r.Counted())
+	d, err := s.s.Check(now, ms.Of(r.Counted()))
+	return d.Public(), err
 }
 
 // Sweep deletes the records no decision at now or later can read, looking

@@ -17,15 +17,15 @@ import (
 // validates at its edge, as the Limiter does, and counts nothing refused.
 func TestStoreRefusesInvalidInput(t *testing.T) {
 	s := memory.NewStore(memory.StoreConfig{MaxIDBytes: 4})
-	now := int64(limitertest.T0)
+	now := limitertest.T0.UnixMilli()
 	for _, r := range []rl.Request{
-		{ID: "", Scale: 1, Limit: 1, Hits: 1},
-		{ID: "abcde", Scale: 1, Limit: 1, Hits: 1},
+		{ID: "", Scale: time.Millisecond, Limit: 1, Hits: 1},
+		{ID: "abcde", Scale: time.Millisecond, Limit: 1, Hits: 1},
 		{ID: "a", Scale: 0, Limit: 1, Hits: 1},
-		{ID: "a", Scale: 1, Limit: -1, Hits: 1},
-		{ID: "a", Scale: 1, Limit: 1, Hits: -1},
-		{ID: "a", Scale: 1, Limit: 1, Hits: 1, Algo: 9},
-		{ID: "a", Scale: 1, Limit: rl.MaxLogLimit + 1, Hits: 1, Algo: rl.Log},
+		{ID: "a", Scale: time.Millisecond, Limit: -1, Hits: 1},
+		{ID: "a", Scale: time.Millisecond, Limit: 1, Hits: -1},
+		{ID: "a", Scale: time.Millisecond, Limit: 1, Hits: 1, Algo: 9},
+		{ID: "a", Scale: time.Millisecond, Limit: rl.MaxLogLimit + 1, Hits: 1, Algo: rl.Log},
 	} {
 		_, err := s.Check(now, r)
 		assert.ErrorIs(t, err, rl.ErrInvalid, "%+v", r)
@@ -33,10 +33,10 @@ func TestStoreRefusesInvalidInput(t *testing.T) {
 	n := 0
 	s.Scan(func(memory.Record) bool { n++; return true })
 	assert.Zero(t, n, "a refused check leaves no record")
-	d, err := s.Check(now, rl.Request{ID: "abcd", Scale: 1000, Limit: 1, Hits: 1})
+	d, err := s.Check(now, rl.Request{ID: "abcd", Scale: time.Second, Limit: 1, Hits: 1})
 	require.NoError(t, err)
 	assert.True(t, d.Allowed)
-	d, err = s.Check(now, rl.Request{ID: "abcd", Scale: 1000, Limit: 1, Hits: 1})
+	d, err = s.Check(now, rl.Request{ID: "abcd", Scale: time.Second, Limit: 1, Hits: 1})
 	require.NoError(t, err)
 	assert.False(t, d.Allowed, "the second hit in the window passes the limit of 1")
 }
@@ -45,9 +45,9 @@ func TestStoreRefusesInvalidInput(t *testing.T) {
 // and a sweep deletes it.
 func TestStoreSweepsAndScans(t *testing.T) {
 	s := memory.NewStore(memory.StoreConfig{NoCache: true})
-	now := int64(limitertest.T0)
+	now := limitertest.T0.UnixMilli()
 	for _, id := range []string{"b", "a"} {
-		_, err := s.Check(now, rl.Request{ID: id, Scale: 1000, Limit: 5, Hits: 1})
+		_, err := s.Check(now, rl.Request{ID: id, Scale: time.Second, Limit: 5, Hits: 1})
 		require.NoError(t, err)
 	}
 	var ids []string
@@ -72,7 +72,7 @@ func TestPauseHoldsTheShard(t *testing.T) {
 	require.Error(t, err, "there is no shard 1")
 	release, err := l.Pause(t.Context(), 0)
 	require.NoError(t, err)
-	r := rl.Request{ID: "u", Scale: 60_000, Limit: 5, Hits: 1}
+	r := rl.Request{ID: "u", Scale: time.Minute, Limit: 5, Hits: 1}
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Millisecond)
 	defer cancel()
 	_, err = l.CheckRate(ctx, r)

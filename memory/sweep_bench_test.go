@@ -21,11 +21,11 @@ import (
 func BenchmarkSweepPause(b *testing.B) {
 	const n = 1_000_000
 	ctx := context.Background()
-	probe := rl.Request{ID: "probe", Scale: 60_000, Limit: 1 << 30, Hits: 1}
+	probe := rl.Request{ID: "probe", Scale: time.Minute, Limit: 1 << 30, Hits: 1}
 	fill := func(b *testing.B, l *memory.Limiter) {
 		batch := make([]rl.Request, 0, 1000)
 		for i := range n {
-			batch = append(batch, rl.Request{ID: fmt.Sprintf("id-%013d", i), Scale: 1000, Limit: 10, Hits: 1})
+			batch = append(batch, rl.Request{ID: fmt.Sprintf("id-%013d", i), Scale: time.Second, Limit: 10, Hits: 1})
 			if len(batch) == cap(batch) {
 				if _, err := l.CheckRates(ctx, batch); err != nil {
 					b.Fatal(err)
@@ -64,7 +64,7 @@ func BenchmarkSweepPause(b *testing.B) {
 				idle = measure(b, l, nil, 20_000)
 			}
 			if expire {
-				clock.Advance(1000)
+				clock.Advance(time.Second)
 			}
 			stop := make(chan struct{})
 			go func() {

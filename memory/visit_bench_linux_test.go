@@ -33,12 +33,12 @@ func threadCPU() time.Duration {
 // shard copied at once).
 func BenchmarkVisitCPU(b *testing.B) {
 	now := int64(1_700_000_000_000)
-	l := New(Config{Shards: 1, Clock: func() int64 { return now }, SweepInterval: -1})
+	l := New(Config{Shards: 1, Clock: func() time.Time { return time.UnixMilli(now) }, SweepInterval: -1})
 	defer l.Close()
 	ctx := context.Background()
 	batch := make([]rl.Request, 0, 1000)
 	for i := range 1_000_000 {
-		batch = append(batch, rl.Request{ID: "user:" + strconv.Itoa(i), Scale: 3_600_000, Limit: 100, Hits: 1, Algo: rl.Algo(i % 3)})
+		batch = append(batch, rl.Request{ID: "user:" + strconv.Itoa(i), Scale: time.Hour, Limit: 100, Hits: 1, Algo: rl.Algo(i % 3)})
 		if len(batch) == cap(batch) {
 			if _, err := l.CheckRates(ctx, batch); err != nil {
 				b.Fatal(err)

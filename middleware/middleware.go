@@ -36,10 +36,11 @@ import (
 )
 
 // Policy is the limit every request is checked against: Limit requests per
-// Scale milliseconds per key.
+// Scale per key.
 type Policy struct {
-	// Scale is the window in milliseconds (1 to raterlimiter.MaxScale).
-	Scale int64
+	// Scale is the window: a whole number of milliseconds, from one to
+	// raterlimiter.MaxScale.
+	Scale time.Duration
 	// Limit is the most requests allowed per window and key.
 	Limit int64
 	// Hits is how much one request counts. Default 1.
@@ -125,7 +126,7 @@ type Core struct {
 	failClosed bool
 	onError    func(error)
 	message    string
-	maxWaitMS  int64 // with policy: the bound on a check's delay
+	maxWait    time.Duration // with policy: the bound on a check's delay
 }
 
 // New validates cfg and returns its Core. It fails on a missing limiter, a
@@ -140,7 +141,7 @@ func New(cfg Config) (*Core, error) {
 	if cfg.MaxWait <= 0 {
 		cfg.MaxWait = DefaultMaxWait
 	}
-	c.maxWaitMS = min(max(cfg.MaxWait.Milliseconds(), 1), rl.MaxDelayMS)
+	c.maxWait = min(max(cfg.MaxWait.Truncate(time.Millisecond), time.Millisecond), rl.MaxScale)
 	if cfg.PolicyName != "" {
 		pc, ok := cfg.Limiter.(rl.PolicyChecker)
 		if !ok {
@@ -183,7 +184,7 @@ func (c *Core) Check(ctx context.Context, key string) (rl.Request, rl.Decision, 
 		d, r, err = c.byName.CheckPolicy(ctx, c.name, key, 0)
 	} else {
 		r = c.policy.Request(key)
-		r.MaxDelayMS = c.maxWaitMS
+		r.MaxDelay = c.maxWait
 		d, err = c.limiter.CheckRate(ctx, r)
 	}
 	switch {
@@ -210,10 +211,10 @@ func (c *Core) Check(ctx context.Context, key string) (rl.Request, rl.Decision, 
 // requester is gone. With PolicyName it returns at once (the sidecar
 // holds the answers of a policy that waits).
 func (c *Core) Hold(ctx context.Context, d rl.Decision) error {
-	if c.byName != nil || !d.Allowed || d.DelayMS <= 0 {
+	if c.byName != nil || !d.Allowed || d.Delay <= 0 {
 		return nil
 	}
-	t := time.NewTimer(time.Duration(d.DelayMS) * time.Millisecond)
+	t := time.NewTimer(d.Delay)
 	defer t.Stop()
 	select {
 	case <-t.C:
@@ -228,7 +229,7 @@ func (c *Core) DenyBody(d rl.Decision) string {
 	if c.message != "" {
 		return c.message
 	}
-	return "Too many requests, retry in " + strconv.FormatInt(max(1, (d.RetryAfterMS+999)/1000), 10) + " s\n"
+	return "Too many requests, retry in " + strconv.FormatInt(max(1, int64((d.RetryAfter+time.Second-1)/time.Second)), 10) + " s\n"
 }
 
 // Bodies of the other refusals.

@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -102,11 +103,11 @@ func TestNewRefusesBadConfig(t *testing.T) {
 		cfg  middleware.Config
 		want string
 	}{
-		{"no limiter", middleware.Config{Policy: middleware.Policy{Scale: 1000, Limit: 1}}, "Config.Limiter is nil"},
+		{"no limiter", middleware.Config{Policy: middleware.Policy{Scale: time.Second, Limit: 1}}, "Config.Limiter is nil"},
 		{"zero scale", middleware.Config{Limiter: lim, Policy: middleware.Policy{Limit: 1}}, "invalid scale"},
-		{"negative limit", middleware.Config{Limiter: lim, Policy: middleware.Policy{Scale: 1, Limit: -1}}, "invalid limit"},
-		{"bad algo", middleware.Config{Limiter: lim, Policy: middleware.Policy{Scale: 1, Algo: 9}}, "invalid algo"},
-		{"bad proxy", middleware.Config{Limiter: lim, Policy: middleware.Policy{Scale: 1}, TrustedProxies: []string{"x"}}, "trusted proxy"},
+		{"negative limit", middleware.Config{Limiter: lim, Policy: middleware.Policy{Scale: time.Millisecond, Limit: -1}}, "invalid limit"},
+		{"bad algo", middleware.Config{Limiter: lim, Policy: middleware.Policy{Scale: time.Millisecond, Algo: 9}}, "invalid algo"},
+		{"bad proxy", middleware.Config{Limiter: lim, Policy: middleware.Policy{Scale: time.Millisecond}, TrustedProxies: []string{"x"}}, "trusted proxy"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -125,7 +126,7 @@ func (f failing) CheckRate(context.Context, rl.Request) (rl.Decision, error) {
 }
 
 func TestCheckOutcomes(t *testing.T) {
-	clock := func() int64 { return 1_700_000_000_000 }
+	clock := func() time.Time { return time.UnixMilli(1_700_000_000_000) }
 	lim := memory.New(memory.Config{Clock: clock, SweepInterval: -1, MaxIDBytes: 8})
 	t.Cleanup(func() { lim.Close() })
 	down := fmt.Errorf("sidecar down: %w", rl.ErrUnavailable)
@@ -151,7 +152,7 @@ func TestCheckOutcomes(t *testing.T) {
 			var errs []error
 			c, err := middleware.New(middleware.Config{
 				Limiter:    tt.limiter,
-				Policy:     middleware.Policy{Scale: 1000, Limit: 2},
+				Policy:     middleware.Policy{Scale: time.Second, Limit: 2},
 				FailClosed: tt.failClosed,
 				OnError:    func(err error) { errs = append(errs, err) },
 			})
@@ -173,13 +174,13 @@ func TestCheckOutcomes(t *testing.T) {
 func TestDenyBody(t *testing.T) {
 	lim := memory.New(memory.Config{SweepInterval: -1})
 	t.Cleanup(func() { lim.Close() })
-	c, err := middleware.New(middleware.Config{Limiter: lim, Policy: middleware.Policy{Scale: 1000, Limit: 1}})
+	c, err := middleware.New(middleware.Config{Limiter: lim, Policy: middleware.Policy{Scale: time.Second, Limit: 1}})
 	require.NoError(t, err)
-	assert.Equal(t, "Too many requests, retry in 3 s\n", c.DenyBody(rl.Decision{RetryAfterMS: 2001}))
-	assert.Equal(t, "Too many requests, retry in 1 s\n", c.DenyBody(rl.Decision{RetryAfterMS: 0}))
-	c, err = middleware.New(middleware.Config{Limiter: lim, Policy: middleware.Policy{Scale: 1000, Limit: 1}, Message: "slow down\n"})
+	assert.Equal(t, "Too many requests, retry in 3 s\n", c.DenyBody(rl.Decision{RetryAfter: 2001 * time.Millisecond}))
+	assert.Equal(t, "Too many requests, retry in 1 s\n", c.DenyBody(rl.Decision{RetryAfter: 0}))
+	c, err = middleware.New(middleware.Config{Limiter: lim, Policy: middleware.Policy{Scale: time.Second, Limit: 1}, Message: "slow down\n"})
 	require.NoError(t, err)
-	assert.Equal(t, "slow down\n", c.DenyBody(rl.Decision{RetryAfterMS: 2001}))
+	assert.Equal(t, "slow down\n", c.DenyBody(rl.Decision{RetryAfter: 2001 * time.Millisecond}))
 }
 
 // FuzzClientIP feeds arbitrary header values to ClientIP: it never panics,

@@ -15,6 +15,7 @@ import (
 	"strconv"
 
 	rl "github.com/raterlimiter/raterlimiter"
+	"github.com/raterlimiter/raterlimiter/internal/ms"
 )
 
 // MaxRuleNameBytes is the longest rule name CounterID accepts.
@@ -211,10 +212,10 @@ func (e *Engine) Decide(ctx context.Context, checks []Check, out []Result) ([]Re
 		} else {
 			buf = CounterID(buf[:0], c.Rule.Name, c.Key)
 		}
-		res.Request = rl.Request{ID: string(buf), Scale: c.Rule.Scale, Limit: c.Rule.LimitFor(c.Plan),
+		res.Request = rl.Request{ID: string(buf), Scale: ms.Duration(c.Rule.Scale), Limit: c.Rule.LimitFor(c.Plan),
 			Hits: hits, Peek: hits == 0, Algo: c.Rule.Algo, Slices: c.Rule.Slices, Queue: c.Rule.Queue}
 		if c.Rule.Wait {
-			res.Request.MaxDelayMS = e.MaxWaitMS
+			res.Request.MaxDelay = ms.Duration(e.MaxWaitMS)
 		}
 		at = append(at, len(out))
 		reqs = append(reqs, res.Request)

@@ -3,6 +3,7 @@ package policy_test
 import (
 	"net/netip"
 	"testing"
+	"time"
 
 	rl "github.com/raterlimiter/raterlimiter"
 	"github.com/raterlimiter/raterlimiter/policy"
@@ -27,7 +28,7 @@ func FuzzParse(f *testing.F) {
 			t.Fatalf("%d policies loaded", len(file.Policies))
 		}
 		for _, p := range file.Policies {
-			r := rl.Request{ID: "x", Scale: p.Scale, Limit: p.Limit, Hits: p.Hits, Algo: p.Algo}
+			r := rl.Request{ID: "x", Scale: time.Duration(p.Scale) * time.Millisecond, Limit: p.Limit, Hits: p.Hits, Algo: p.Algo}
 			if err := r.Validate(0); err != nil || p.Hits < 1 || len(p.Key) == 0 || file.Lookup(p.Name) == nil {
 				t.Fatalf("policy %+v loaded out of bounds: %v", p, err)
 			}

@@ -13,6 +13,7 @@ import (
 	"github.com/raterlimiter/raterlimiter/internal/yamlmap"
 
 	rl "github.com/raterlimiter/raterlimiter"
+	"github.com/raterlimiter/raterlimiter/internal/ms"
 )
 
 // MaxPolicies bounds a policies file: metrics carry a label per policy, so
@@ -402,20 +403,20 @@ func (p *parser) integer(n *yaml.Node, what string, lo, hi int64) (int64, error)
 // scale reads a Go duration ("1m", "500ms") or an integer of milliseconds.
 func (p *parser) scale(n *yaml.Node, in string) (int64, error) {
 	bad := func() error {
-		return p.errf(n, "%s: scale %q must be a duration of whole milliseconds (such as 1s, 1m, 1h) or an integer of milliseconds, from 1 ms to %d ms", in, n.Value, rl.MaxScale)
+		return p.errf(n, "%s: scale %q must be a duration of whole milliseconds (such as 1s, 1m, 1h) or an integer of milliseconds, from 1 ms to %d ms", in, n.Value, ms.MaxScale)
 	}
 	if n.Kind != yaml.ScalarNode {
 		return 0, bad()
 	}
 	if n.Tag == "!!int" {
 		v, err := strconv.ParseInt(n.Value, 10, 64)
-		if err != nil || v < 1 || v > rl.MaxScale {
+		if err != nil || v < 1 || v > ms.MaxScale {
 			return 0, bad()
 		}
 		return v, nil
 	}
 	d, err := time.ParseDuration(n.Value)
-	if err != nil || d <= 0 || d%time.Millisecond != 0 || d.Milliseconds() > rl.MaxScale {
+	if err != nil || d <= 0 || d%time.Millisecond != 0 || d.Milliseconds() > ms.MaxScale {
 		return 0, bad()
 	}
 	return d.Milliseconds(), nil

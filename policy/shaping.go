@@ -7,6 +7,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	rl "github.com/raterlimiter/raterlimiter"
+	"github.com/raterlimiter/raterlimiter/internal/ms"
 )
 
 // algoNames lists the algorithms as a policies file spells them.
@@ -49,7 +50,7 @@ func (p *parser) shaping(fs map[string]*yaml.Node, in string, pol *Policy) error
 			}
 		}
 		for _, l := range limits {
-			r := rl.Request{ID: "x", Scale: pol.Scale, Limit: l, Algo: rl.Leaky, Queue: pol.Queue}
+			r := rl.Request{ID: "x", Scale: ms.Duration(pol.Scale), Limit: l, Algo: rl.Leaky, Queue: pol.Queue}
 			if err := r.Validate(0); err != nil {
 				var fe *rl.FieldError
 				if errors.As(err, &fe) && fe.Field == "queue" {

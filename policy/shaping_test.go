@@ -3,6 +3,7 @@ package policy_test
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -55,10 +56,10 @@ func TestEngineShapes(t *testing.T) {
 	var delays []int64
 	for range 4 {
 		r := decide(in)
-		assert.Equal(t, int64(500), r.Request.MaxDelayMS, "a waiting rule bounds its delay")
+		assert.Equal(t, 500*time.Millisecond, r.Request.MaxDelay, "a waiting rule bounds its delay")
 		assert.Equal(t, int64(3), r.Request.Queue)
 		if r.Decision.Allowed {
-			delays = append(delays, r.Decision.DelayMS)
+			delays = append(delays, r.Decision.Delay.Milliseconds())
 		}
 	}
 	assert.Equal(t, []int64{0, 200, 400}, delays, "the fourth would wait 600 ms, past the bound: refused")
@@ -66,7 +67,7 @@ func TestEngineShapes(t *testing.T) {
 	hin := input("GET", "h", "/h", "1.2.3.4")
 	r := decide(hin)
 	assert.Equal(t, int64(60), r.Request.Slices)
-	assert.Zero(t, r.Request.MaxDelayMS, "only a waiting rule is bounded")
+	assert.Zero(t, r.Request.MaxDelay, "only a waiting rule is bounded")
 	assert.True(t, decide(hin).Decision.Allowed)
 	assert.False(t, decide(hin).Decision.Allowed)
 }

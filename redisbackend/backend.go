@@ -17,6 +17,7 @@ import (
 
 	rl "github.com/raterlimiter/raterlimiter"
 	"github.com/raterlimiter/raterlimiter/algo"
+	"github.com/raterlimiter/raterlimiter/internal/ms"
 )
 
 // clockSlack is added to every TTL when Config.Clock is set: the client's
@@ -268,11 +269,12 @@ func (b *Backend) CheckRate(ctx context.Context, r rl.Request) (rl.Decision, err
 	if err := r.Validate(b.cfg.MaxIDBytes); err != nil {
 		return rl.Decision{}, err
 	}
-	ds, err := b.decide(ctx, "check", []rl.Request{r.Counted()})
+	ds, err := b.decide(ctx, "check", []ms.Request{ms.Of(r.Counted())})
 	if ds == nil {
 		return rl.Decision{}, err
 	}
-	return ds[0], err
+	pub := ds[0].Public()
+	return pub, withDecisions(err, []rl.Decision{pub})
 }
 
 // CheckRates decides a batch, pipelined: each request's commands sent
@@ -285,17 +287,25 @@ func (b *Backend) CheckRates(ctx context.Context, rs []rl.Request) ([]rl.Decisio
 	if len(rs) == 0 {
 		return []rl.Decision{}, nil
 	}
-	counted := make([]rl.Request, len(rs))
+	counted := make([]ms.Request, len(rs))
 	for i, r := range rs {
-		counted[i] = r.Counted()
+		counted[i] = ms.Of(r.Counted())
 	}
-	return b.decide(ctx, "check_batch", counted)
+	ds, err := b.decide(ctx, "check_batch", counted)
+	if ds == nil {
+		return nil, err
+	}
+	pub := make([]rl.Decision, len(ds))
+	for i, d := range ds {
+		pub[i] = d.Public()
+	}
+	return pub, withDecisions(err, pub)
 }
 
 // clock is the client's time in Unix ms: Config.Clock, or the wall clock.
 func (b *Backend) clock() int64 {
 	if b.cfg.Clock != nil {
-		return b.cfg.Clock()
+		return b.cfg.Clock().UnixMilli()
 	}
 	return time.Now().UnixMilli()
 }
@@ -312,12 +322,12 @@ func (b *Backend) scriptNow(now int64) int64 {
 
 // decide decides rs (valid, non-empty): the denials the local cache knows
 // here, the rest on Redis, and by the fail mode those Redis did not answer.
-func (b *Backend) decide(ctx context.Context, op string, rs []rl.Request) ([]rl.Decision, error) {
+func (b *Backend) decide(ctx context.Context, op string, rs []ms.Request) ([]ms.Decision, error) {
 	if b.closed.Load() {
 		return nil, errClosed
 	}
 	now := b.clock()
-	ds := make([]rl.Decision, len(rs))
+	ds := make([]ms.Decision, len(rs))
 	todo, pending := b.denials.answer(rs, now, ds)
 	if b.cfg.OnLocalDenials != nil && len(todo) < len(rs) {
 		b.cfg.OnLocalDenials(len(rs) - len(todo))
@@ -410,7 +420,7 @@ func at0(xs []int64, i int) int64 {
 // for Redis's TIME and for none), and for each the index of the call whose
 // answer decides it. pending (nil: none) holds the hits a fixed window's
 // check adds besides its own (denyCache.answer).
-func (b *Backend) checkCalls(rs []rl.Request, todo []int, pending []int64, now, nowArg, deadline int64) ([]call, []int) {
+func (b *Backend) checkCalls(rs []ms.Request, todo []int, pending []int64, now, nowArg, deadline int64) ([]call, []int) {
 	calls := make([]call, 0, 2*len(todo))
 	at := make([]int, len(todo))
 	for j, i := range todo {
@@ -439,7 +449,7 @@ func (b *Backend) checkCalls(rs []rl.Request, todo []int, pending []int64, now, 
 // the state it was decided from (for the cache of denials), with the calls
 // the check leaves to make: the id's index to refresh, a counter to
 // saturate.
-func (b *Backend) decision(r rl.Request, pending, now int64, res rueidis.RedisResult) (rl.Decision, state, []call, error) {
+func (b *Backend) decision(r ms.Request, pending, now int64, res rueidis.RedisResult) (ms.Decision, state, []call, error) {
 	e := engines[r.Algo]
 	if e == nil {
 		d, st, created, saturate, err := fixedDecision(r, pending, now, res)
@@ -461,7 +471,7 @@ func (b *Backend) decision(r rl.Request, pending, now int64, res rueidis.RedisRe
 		return d, st, more, nil
 	}
 	if err := res.Error(); err != nil && !rueidis.IsRedisNil(err) {
-		return rl.Decision{}, state{}, nil, err
+		return ms.Decision{}, state{}, nil, err
 	}
 	m, _ := res.ToMessage()
 	d, st, index, err := e.decide(r, answer{msg: m, now: now, timed: b.scriptNow(now) < 0, slack: b.scriptSlack})
@@ -478,7 +488,7 @@ func (b *Backend) decision(r rl.Request, pending, now int64, res rueidis.RedisRe
 // an error matching errParse: Redis held a record that no check writes (a
 // counter below zero, planted or damaged), and answering from it would
 // give a count below zero or a remaining outside 0 .. limit.
-func sane(d rl.Decision, r rl.Request) error {
+func sane(d ms.Decision, r ms.Request) error {
 	if d.Count < 0 || d.Remaining < 0 || d.Remaining > r.Limit {
 		return fmt.Errorf("%w: a record no check writes (count %d, remaining %d, limit %d)", errParse, d.Count, d.Remaining, r.Limit)
 	}

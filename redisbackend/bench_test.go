@@ -66,7 +66,7 @@ func BenchmarkBackend(b *testing.B) {
 	require.NoError(b, err)
 	defer be.Close()
 	req := func(i int64) rl.Request {
-		return rl.Request{ID: "id" + strconv.FormatInt(i%benchIDs, 10), Scale: 60_000, Limit: 1_000_000, Hits: 1}
+		return rl.Request{ID: "id" + strconv.FormatInt(i%benchIDs, 10), Scale: time.Minute, Limit: 1_000_000, Hits: 1}
 	}
 	b.Run("CheckRate", func(b *testing.B) {
 		runChecks(b, 16, 1, func() func(context.Context, int64) error {
@@ -98,7 +98,7 @@ func BenchmarkSidecarBatch(b *testing.B) {
 	require.NoError(b, err)
 	defer c.Close()
 	req := func(i int64) rl.Request {
-		return rl.Request{ID: "sc" + strconv.FormatInt(i%benchIDs, 10), Scale: 60_000, Limit: 1_000_000_000, Hits: 1}
+		return rl.Request{ID: "sc" + strconv.FormatInt(i%benchIDs, 10), Scale: time.Minute, Limit: 1_000_000_000, Hits: 1}
 	}
 	runChecks(b, 4, 100, batchStep(100, req, c.CheckRates))
 }
@@ -170,7 +170,7 @@ func BenchmarkAdmission(b *testing.B) {
 					i := n.Add(1)
 					ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 					t := time.Now()
-					_, err := be.CheckRate(ctx, rl.Request{ID: "id" + strconv.FormatInt(i%benchIDs, 10), Scale: 60_000, Limit: 1_000_000, Hits: 1})
+					_, err := be.CheckRate(ctx, rl.Request{ID: "id" + strconv.FormatInt(i%benchIDs, 10), Scale: time.Minute, Limit: 1_000_000, Hits: 1})
 					mine = append(mine, time.Since(t))
 					cancel()
 					if err != nil {

@@ -30,7 +30,7 @@ func TestCombinedChecksReachTheirCallers(t *testing.T) {
 		wg.Go(func() {
 			// Ten years: no window ends while the test runs (an hour's
 			// ends at every full hour, a reset mid-sequence).
-			r := rl.Request{ID: "caller-" + strconv.Itoa(g), Scale: 315_360_000_000, Limit: 1000, Hits: int64(1 + g%3)}
+			r := rl.Request{ID: "caller-" + strconv.Itoa(g), Scale: 87600 * time.Hour, Limit: 1000, Hits: int64(1 + g%3)}
 			for i := range each {
 				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 				d, err := b.CheckRate(ctx, r)

@@ -95,11 +95,11 @@ type Config struct {
 	// ProbeInterval is how often an open circuit lets one call try Redis.
 	// Default DefaultProbeInterval.
 	ProbeInterval time.Duration
-	// Clock, if set, gives the time in Unix milliseconds instead of the
+	// Clock, if set, gives the time (read to the millisecond) instead of the
 	// wall clock (and of Redis's TIME with Deadlines). For tests. Keys then
 	// live an hour longer than their last window, since Redis still expires
 	// them by its own clock.
-	Clock rl.Clock
+	Clock func() time.Time
 	// Deadlines makes every check refuse to count when Redis runs it after
 	// its caller's deadline, so a 503 never counts (docs/redis-counting.md):
 	// the scripts read Redis's clock (TIME) instead of the client's, and

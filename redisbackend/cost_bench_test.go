@@ -69,7 +69,7 @@ func BenchmarkRedisCost(b *testing.B) {
 			return spread(n, 100, func(first int) error {
 				rs := make([]rl.Request, 100)
 				for i := range rs {
-					rs[i] = rl.Request{ID: "id" + strconv.Itoa((first+i)%benchIDs), Scale: 60_000, Limit: limit, Hits: 1, Algo: a}
+					rs[i] = rl.Request{ID: "id" + strconv.Itoa((first+i)%benchIDs), Scale: time.Minute, Limit: limit, Hits: 1, Algo: a}
 					switch a {
 					case rl.Slices:
 						rs[i].Slices = 60 // a slice a second

@@ -25,7 +25,7 @@ func (b *Backend) deadlineArg(ctx context.Context) int64 {
 		return -1
 	}
 	if b.cfg.Clock != nil {
-		return b.cfg.Clock() + time.Until(d).Milliseconds()
+		return b.cfg.Clock().UnixMilli() + time.Until(d).Milliseconds()
 	}
 	return d.UnixMilli()
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	rl "github.com/raterlimiter/raterlimiter"
+	"github.com/raterlimiter/raterlimiter/internal/ms"
 	"github.com/raterlimiter/raterlimiter/internal/redistest"
 	"github.com/raterlimiter/raterlimiter/limitertest"
 )
@@ -37,13 +38,13 @@ func get(t *testing.T, b *Backend, key string, n int) []int64 {
 // checkCall returns the call that decides r at now on the client's clock,
 // with the scripts' now argument nowArg and deadline argument deadline (-1:
 // Redis's TIME, none), as the backend sends it.
-func checkCall(b *Backend, r rl.Request, now, nowArg, deadline int64) call {
-	calls, at := b.checkCalls([]rl.Request{r}, []int{0}, nil, now, nowArg, deadline)
+func checkCall(b *Backend, r ms.Request, now, nowArg, deadline int64) call {
+	calls, at := b.checkCalls([]ms.Request{r}, []int{0}, nil, now, nowArg, deadline)
 	return calls[at[0]]
 }
 
 // evalCheck runs the check script of r with the given arguments (EVAL).
-func evalCheck(b *Backend, r rl.Request, now, nowArg, deadline int64) error {
+func evalCheck(b *Backend, r ms.Request, now, nowArg, deadline int64) error {
 	c := checkCall(b, r, now, nowArg, deadline)
 	err := b.conn().Do(context.Background(), c.build(b.conn(), true)).Error()
 	if rueidis.IsRedisNil(err) {
@@ -62,9 +63,9 @@ func TestScriptRefusesPastDeadline(t *testing.T) {
 	b, err := New(Config{URL: srv.URL(), Prefix: "dl", Timeout: 5 * time.Second, Deadlines: true})
 	require.NoError(t, err)
 	defer b.Close()
-	const t0 = limitertest.T0
+	t0 := limitertest.T0.UnixMilli()
 	for _, a := range rl.Algos {
-		r := rl.Request{ID: "u-" + a.String(), Scale: 60_000, Limit: 10, Hits: 1, Algo: a}
+		r := ms.Request{ID: "u-" + a.String(), Scale: 60_000, Limit: 10, Hits: 1, Algo: a}
 		key := checkCall(b, r, t0, -1, -1).key
 
 		err := evalCheck(b, r, t0, t0, t0-1)
@@ -96,7 +97,7 @@ func TestDeadlineArg(t *testing.T) {
 	b.cfg.Deadlines = true
 	assert.Equal(t, int64(-1), b.deadlineArg(context.Background()), "no deadline")
 	assert.Equal(t, d.UnixMilli(), b.deadlineArg(ctx))
-	b.cfg.Clock = func() int64 { return 1000 }
+	b.cfg.Clock = func() time.Time { return time.UnixMilli(1000) }
 	assert.InDelta(t, 1000+time.Hour.Milliseconds(), b.deadlineArg(ctx), 1000)
 }
 
@@ -107,14 +108,14 @@ func TestDeadlineArg(t *testing.T) {
 func TestNeverRewinds(t *testing.T) {
 	srv := redistest.Start(t)
 	const scale = 60_000
-	t0 := int64(limitertest.T0 - limitertest.T0%scale + 1000) // 1 s into a window
+	t0 := limitertest.T0.UnixMilli() - limitertest.T0.UnixMilli()%scale + 1000 // 1 s into a window
 	var clock int64
 	b, err := New(Config{URL: srv.URL(), Prefix: "rw", Timeout: 5 * time.Second,
-		Clock: func() int64 { return clock }})
+		Clock: func() time.Time { return time.UnixMilli(clock) }})
 	require.NoError(t, err)
 	defer b.Close()
 	ctx := context.Background()
-	r := rl.Request{ID: "rewind", Scale: scale, Limit: 10, Hits: 1, Algo: rl.Sliding}
+	r := ms.Request{ID: "rewind", Scale: scale, Limit: 10, Hits: 1, Algo: rl.Sliding}
 	key := checkCall(b, r, t0, t0, -1).key
 	// 7 hits, last changed at t0+5000, created at t0.
 	c := b.conn()
@@ -122,7 +123,7 @@ func TestNeverRewinds(t *testing.T) {
 	// The caller's clock two windows earlier: without the guard this would
 	// drop the record and count 1 in an old window.
 	clock = t0 - 2*scale
-	d, err := b.CheckRate(ctx, r)
+	d, err := b.checkMS(ctx, r)
 	require.NoError(t, err)
 	assert.Equal(t, int64(8), d.Count, "the count goes on from the record's")
 	assert.True(t, d.Allowed)
@@ -131,7 +132,7 @@ func TestNeverRewinds(t *testing.T) {
 
 	// A clock a little behind, in the same window, also never rewinds m.
 	clock = t0 + 4000
-	d, err = b.CheckRate(ctx, r)
+	d, err = b.checkMS(ctx, r)
 	require.NoError(t, err)
 	assert.Equal(t, int64(9), d.Count)
 	assert.Equal(t, []int64{9, t0 + 5000, t0, 0, 0, 0}, get(t, b, key, 6))

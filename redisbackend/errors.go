@@ -54,3 +54,13 @@ func (e *DegradedError) Unwrap() []error { return []error{rl.ErrUnavailable, e.E
 func (e *DegradedError) Degraded() (string, []rl.Decision) { return e.Mode.String(), e.Decisions }
 
 var _ rl.Degraded = (*DegradedError)(nil)
+
+// withDecisions sets the public decisions of err, if it is a
+// *DegradedError.
+func withDecisions(err error, ds []rl.Decision) error {
+	var dg *DegradedError
+	if errors.As(err, &dg) {
+		dg.Decisions = ds
+	}
+	return err
+}

@@ -23,7 +23,7 @@ func ExampleNew() {
 		log.Fatal(err)
 	}
 	defer b.Close()
-	d, err := b.CheckRate(context.Background(), rl.Request{ID: "user-42", Scale: 60_000, Limit: 100, Hits: 1})
+	d, err := b.CheckRate(context.Background(), rl.Request{ID: "user-42", Scale: time.Minute, Limit: 100, Hits: 1})
 	var dg *redisbackend.DegradedError
 	switch {
 	case errors.As(err, &dg):

@@ -16,6 +16,7 @@ import (
 
 	rl "github.com/raterlimiter/raterlimiter"
 	"github.com/raterlimiter/raterlimiter/algo"
+	"github.com/raterlimiter/raterlimiter/internal/ms"
 	"github.com/raterlimiter/raterlimiter/internal/redistest"
 	"github.com/raterlimiter/raterlimiter/redisbackend"
 )
@@ -47,13 +48,13 @@ func (l *local) CheckRates(_ context.Context, rs []rl.Request) ([]rl.Decision, e
 	now := time.Now().UnixMilli()
 	out := make([]rl.Decision, len(rs))
 	for i, r := range rs {
-		out[i] = l.m.check(now, r)
+		out[i] = l.m.check(now, ms.Of(r)).Public()
 	}
 	return out, nil
 }
 
-func (l *local) Buckets(context.Context, string) ([]rl.Bucket, error) { return nil, nil }
-func (l *local) Reset(context.Context, string, int64) (int, error)    { return 0, nil }
+func (l *local) Buckets(context.Context, string) ([]rl.Bucket, error)      { return nil, nil }
+func (l *local) Reset(context.Context, string, time.Duration) (int, error) { return 0, nil }
 
 // outcome is what one call saw.
 type outcome struct {
@@ -185,7 +186,7 @@ func outageTry(t *testing.T, rec *recorder, how string, mode redisbackend.FailMo
 	})
 	for w := range workers {
 		wg.Go(func() {
-			r := rl.Request{ID: "load", Scale: 1000, Limit: 1 << 30, Hits: 1, Algo: rl.Algos[w%3]}
+			r := rl.Request{ID: "load", Scale: time.Second, Limit: 1 << 30, Hits: 1, Algo: rl.Algos[w%3]}
 			for {
 				select {
 				case <-stop:
@@ -303,7 +304,7 @@ func TestIgnoreDegraded(t *testing.T) {
 	require.NoError(t, err)
 	defer b.Close()
 	l := redisbackend.IgnoreDegraded(b)
-	r := rl.Request{ID: "u", Scale: 1000, Limit: 0, Hits: 1}
+	r := rl.Request{ID: "u", Scale: time.Second, Limit: 0, Hits: 1}
 	d, err := l.CheckRate(context.Background(), r)
 	require.NoError(t, err)
 	assert.False(t, d.Allowed, "Redis answers: limit 0 denies")
@@ -377,7 +378,7 @@ func TestStartDown(t *testing.T) {
 	defer b.Close()
 	assert.False(t, b.Up())
 	ctx := context.Background()
-	r := rl.Request{ID: "u", Scale: 60_000, Limit: 5, Hits: 1}
+	r := rl.Request{ID: "u", Scale: time.Minute, Limit: 5, Hits: 1}
 	d, err := b.CheckRate(ctx, r)
 	var dg *redisbackend.DegradedError
 	require.ErrorAs(t, err, &dg)

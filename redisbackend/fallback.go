@@ -4,9 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	rl "github.com/raterlimiter/raterlimiter"
+	"github.com/raterlimiter/raterlimiter/internal/ms"
 )
 
 func allIndexes(n int) []int {
@@ -19,33 +19,30 @@ func allIndexes(n int) []int {
 
 // degrade answers rs[failed] by the fail mode; ds holds Redis's answers to the
 // others.
-func (b *Backend) degrade(ctx context.Context, rs []rl.Request, ds []rl.Decision, failed []int, cause error) ([]rl.Decision, error) {
+func (b *Backend) degrade(ctx context.Context, rs []ms.Request, ds []ms.Decision, failed []int, cause error) ([]ms.Decision, error) {
 	if b.cfg.OnDegraded != nil {
 		b.cfg.OnDegraded(b.cfg.Fail, len(failed))
 	}
 	switch b.cfg.Fail {
 	case FailOpen:
-		now := time.Now().UnixMilli()
-		if b.cfg.Clock != nil {
-			now = b.cfg.Clock()
-		}
+		now := b.clock()
 		for _, i := range failed {
-			ds[i] = rl.Decision{Allowed: true, Limit: rs[i].Limit, Remaining: rs[i].Limit, Now: now}
+			ds[i] = ms.Decision{Allowed: true, Limit: rs[i].Limit, Remaining: rs[i].Limit, Now: now}
 		}
 	case FailLocal:
 		sub := make([]rl.Request, len(failed))
 		for j, i := range failed {
-			sub[j] = rs[i]
+			sub[j] = rs[i].Public()
 		}
 		local, err := b.cfg.Fallback.CheckRates(ctx, sub)
 		if err != nil {
 			return nil, &unavailableError{cause: errors.Join(cause, fmt.Errorf("fallback: %w", err))}
 		}
 		for j, i := range failed {
-			ds[i] = local[j]
+			ds[i] = ms.OfDecision(local[j])
 		}
 	default:
 		return nil, &unavailableError{cause: cause}
 	}
-	return ds, &DegradedError{Mode: b.cfg.Fail, Decisions: ds, Err: cause}
+	return ds, &DegradedError{Mode: b.cfg.Fail, Err: cause}
 }

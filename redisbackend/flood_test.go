@@ -41,7 +41,7 @@ func TestDeniedFloodStaysLocal(t *testing.T) {
 			// A minute's window: a token refills one hit every 6 s (a
 			// leaky bucket's queue lets one leave), which the flood does
 			// not last.
-			r := rl.Request{ID: "hot-" + a.String(), Scale: 60_000, Limit: limit, Hits: 1, Algo: a}
+			r := rl.Request{ID: "hot-" + a.String(), Scale: time.Minute, Limit: limit, Hits: 1, Algo: a}
 			if a == rl.Leaky {
 				r.Queue = limit - 1 // the limit at once, all but one waiting
 			}

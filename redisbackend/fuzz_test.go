@@ -1,8 +1,10 @@
 package redisbackend
 
 import (
+	"context"
 	"encoding/base64"
 	"errors"
+	"github.com/raterlimiter/raterlimiter/internal/ms"
 	"strings"
 	"testing"
 
@@ -90,4 +92,25 @@ func FuzzParseField(f *testing.F) {
 		}
 		assert.Equal(t, s, field(codeOf(a), scale, sub), "the field written again")
 	})
+}
+
+// checkMS is CheckRate in milliseconds, for the tests that compare it with
+// package algo.
+func (b *Backend) checkMS(ctx context.Context, r ms.Request) (ms.Decision, error) {
+	d, err := b.CheckRate(ctx, r.Public())
+	return ms.OfDecision(d), err
+}
+
+// checkRatesMS is CheckRates in milliseconds.
+func (b *Backend) checkRatesMS(ctx context.Context, rs []ms.Request) ([]ms.Decision, error) {
+	pub := make([]rl.Request, len(rs))
+	for i, r := range rs {
+		pub[i] = r.Public()
+	}
+	ds, err := b.CheckRates(ctx, pub)
+	out := make([]ms.Decision, len(ds))
+	for i, d := range ds {
+		out[i] = ms.OfDecision(d)
+	}
+	return out, err
 }

@@ -12,6 +12,7 @@ import (
 
 	rl "github.com/raterlimiter/raterlimiter"
 	"github.com/raterlimiter/raterlimiter/algo"
+	"github.com/raterlimiter/raterlimiter/internal/ms"
 	"github.com/raterlimiter/raterlimiter/internal/redistest"
 	"github.com/raterlimiter/raterlimiter/limitertest"
 )
@@ -37,13 +38,13 @@ func TestGCRAScriptWritesWhatAlgoWrites(t *testing.T) {
 	pick := func(xs ...int64) int64 { return xs[rnd.IntN(len(xs))] }
 	for _, a := range []rl.Algo{rl.Token, rl.Leaky} {
 		prefix := a.String()
-		f := map[rl.Algo]func(algo.Record, bool, int64, rl.Request) (rl.Decision, algo.Record, bool){
+		f := map[rl.Algo]func(algo.Record, bool, int64, ms.Request) (ms.Decision, algo.Record, bool){
 			rl.Token: algo.Token, rl.Leaky: algo.Leaky}[a]
 		edges, slow := 0, 0
 		for round := range 40 {
 			// S/L = 100 for the first limit: a denial's retry lands on
 			// whole milliseconds of exact products.
-			scale := pick(rl.MaxScale, rl.MaxScale-1, 1<<30+rnd.Int64N(rl.MaxScale-1<<30))
+			scale := pick(ms.MaxScale, ms.MaxScale-1, 1<<30+rnd.Int64N(ms.MaxScale-1<<30))
 			limits := []int64{pick(3_153_600_000, rl.MaxLimit, rl.MaxLimit-1, 1<<20+rnd.Int64N(rl.MaxLimit-1<<20)),
 				pick(rl.MaxLimit, 7, 1+rnd.Int64N(rl.MaxLimit))}
 			if round%4 == 3 {
@@ -51,7 +52,7 @@ func TestGCRAScriptWritesWhatAlgoWrites(t *testing.T) {
 				// the check 1 ms before a retry one past the edge.
 				scale, limits = pick(1, 7, 1000, 60_000), []int64{pick(1, 2, 10), pick(1, 3)}
 			}
-			r := rl.Request{ID: prefix + strconv.Itoa(round), Scale: scale, Algo: a}
+			r := ms.Request{ID: prefix + strconv.Itoa(round), Scale: scale, Algo: a}
 			key := checkCall(b, r, 0, 0, -1).key
 			var ref algo.Record
 			var ok bool
@@ -65,7 +66,7 @@ func TestGCRAScriptWritesWhatAlgoWrites(t *testing.T) {
 				r.Peek = r.Hits == 0
 				if a == rl.Leaky {
 					r.Queue = pick(0, 1, rl.MaxQueue, rnd.Int64N(rl.MaxQueue+1))
-					r.Queue = min(r.Queue, int64(float64(rl.MaxScale)/float64(r.Scale)*float64(r.Limit)))
+					r.Queue = min(r.Queue, int64(float64(ms.MaxScale)/float64(r.Scale)*float64(r.Limit)))
 					for r.Validate(0) != nil {
 						r.Queue /= 2
 					}
@@ -79,19 +80,19 @@ func TestGCRAScriptWritesWhatAlgoWrites(t *testing.T) {
 						// their low limb only.
 						hi, lo := bits.Mul64(uint64(r.Queue), uint64(r.Scale))
 						q, _ := bits.Div64(hi, lo, uint64(r.Limit))
-						r.MaxDelayMS = max(1, min(int64(q)-int64(rnd.IntN(2)), rl.MaxDelayMS))
+						r.MaxDelayMS = max(1, min(int64(q)-int64(rnd.IntN(2)), ms.MaxScale))
 					}
 				}
 				switch {
 				case retry > 0 && rnd.IntN(2) == 0:
-					clock.Advance(retry - int64(rnd.IntN(2))) // at the edge, or 1 ms before
+					clock.Advance(ms.Duration(retry - int64(rnd.IntN(2)))) // at the edge, or 1 ms before
 					edges++
 				case rnd.IntN(3) == 0:
-					clock.Advance(rnd.Int64N(scale/4 + 1))
+					clock.Advance(ms.Duration(rnd.Int64N(scale/4 + 1)))
 				}
-				now := clock.Now()
+				now := clock.Now().UnixMilli()
 				want, next, write := f(ref, ok, now, r)
-				got, err := b.CheckRate(ctx, r)
+				got, err := b.checkMS(ctx, r)
 				require.NoError(t, err)
 				require.Equal(t, want.Allowed, got.Allowed, "%v round %d check %d: %+v", a, round, i, r)
 				require.Equal(t, want, got, "%v round %d check %d: %+v", a, round, i, r)

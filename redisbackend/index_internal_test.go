@@ -12,6 +12,7 @@ import (
 
 	rl "github.com/raterlimiter/raterlimiter"
 	"github.com/raterlimiter/raterlimiter/algo"
+	"github.com/raterlimiter/raterlimiter/internal/ms"
 	"github.com/raterlimiter/raterlimiter/internal/redistest"
 	"github.com/raterlimiter/raterlimiter/limitertest"
 )
@@ -26,12 +27,12 @@ func TestScriptsKeepTheIndexAhead(t *testing.T) {
 	for _, a := range []rl.Algo{rl.Sliding, rl.Token, rl.Log, rl.Slices, rl.Leaky} {
 		for _, scale := range []int64{1000, 10_000, 3_600_000} {
 			t.Run(a.String()+"/"+strconv.FormatInt(scale, 10), func(t *testing.T) {
-				b, err := New(Config{URL: srv.URL(), Prefix: "ia", Timeout: 5 * time.Second, Clock: func() int64 { return 0 }})
+				b, err := New(Config{URL: srv.URL(), Prefix: "ia", Timeout: 5 * time.Second, Clock: func() time.Time { return time.UnixMilli(0) }})
 				require.NoError(t, err)
 				defer b.Close()
 				slack := clockSlack.Milliseconds()
-				r := rl.Request{ID: "ahead-" + a.String() + strconv.FormatInt(scale, 10), Scale: scale, Limit: 1 << 20, Hits: 1, Algo: a}
-				now := int64(limitertest.T0) + 7
+				r := ms.Request{ID: "ahead-" + a.String() + strconv.FormatInt(scale, 10), Scale: scale, Limit: 1 << 20, Hits: 1, Algo: a}
+				now := limitertest.T0.UnixMilli() + 7
 				var indexExpires, writes int64
 				step := scale / 3
 				for i := range 200 {

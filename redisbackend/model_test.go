@@ -17,6 +17,7 @@ import (
 
 	rl "github.com/raterlimiter/raterlimiter"
 	"github.com/raterlimiter/raterlimiter/algo"
+	"github.com/raterlimiter/raterlimiter/internal/ms"
 	"github.com/raterlimiter/raterlimiter/internal/redistest"
 	"github.com/raterlimiter/raterlimiter/limitertest"
 	"github.com/raterlimiter/raterlimiter/redisbackend"
@@ -37,7 +38,7 @@ type mkey struct {
 	slices        int64
 }
 
-func (m *model) check(now int64, r rl.Request) rl.Decision {
+func (m *model) check(now int64, r ms.Request) ms.Decision {
 	if r.Algo == rl.Slices {
 		n, _, k := algo.SliceOf(now, r)
 		var list []algo.Slice
@@ -92,7 +93,7 @@ func randomProfile(rnd *rand.Rand) profile {
 	pick := func(xs ...int64) int64 { return xs[rnd.IntN(len(xs))] }
 	var p profile
 	for range 2 {
-		p.scales = append(p.scales, pick(1, 7, 1000, 60_000, rl.MaxScale, rl.MaxScale-1, 1+rnd.Int64N(rl.MaxScale)))
+		p.scales = append(p.scales, pick(1, 7, 1000, 60_000, ms.MaxScale, ms.MaxScale-1, 1+rnd.Int64N(ms.MaxScale)))
 		p.limits = append(p.limits, pick(0, 1, 3, 10, 1000, rl.MaxLimit, rl.MaxLimit-1, 1+rnd.Int64N(rl.MaxLimit)))
 	}
 	return p
@@ -100,8 +101,8 @@ func randomProfile(rnd *rand.Rand) profile {
 
 // randomRequest draws a request of the profile, with hits near the limit's
 // fractions so that both allowing and denying happen.
-func (p profile) randomRequest(rnd *rand.Rand) rl.Request {
-	r := rl.Request{
+func (p profile) randomRequest(rnd *rand.Rand) ms.Request {
+	r := ms.Request{
 		ID:    idOf(int64(rnd.IntN(2))),
 		Algo:  rl.Algos[rnd.IntN(len(rl.Algos))],
 		Scale: p.scales[rnd.IntN(len(p.scales))],
@@ -116,7 +117,7 @@ func (p profile) randomRequest(rnd *rand.Rand) rl.Request {
 		// A queue that drains within ten years (the bound Validate keeps).
 		q := []int64{0, 1, 3, rl.MaxQueue, rnd.Int64N(rl.MaxQueue + 1)}[rnd.IntN(5)]
 		if r.Limit > 0 {
-			q = min(q, int64(float64(rl.MaxScale)/float64(r.Scale)*float64(r.Limit)))
+			q = min(q, int64(float64(ms.MaxScale)/float64(r.Scale)*float64(r.Limit)))
 		}
 		r.Queue = q
 		for r.Validate(0) != nil {
@@ -186,37 +187,37 @@ func TestMatchesAlgo(t *testing.T) {
 				}
 				switch rnd.IntN(10) {
 				case 0:
-					clock.Advance(rnd.Int64N(prof.scales[0] + 1))
+					clock.Advance(time.Duration(rnd.Int64N(prof.scales[0]+1)) * time.Millisecond)
 				case 1:
-					clock.Advance(rnd.Int64N(prof.scales[1]/4 + 1))
+					clock.Advance(time.Duration(rnd.Int64N(prof.scales[1]/4+1)) * time.Millisecond)
 				case 2:
-					clock.Advance(rnd.Int64N(2000))
+					clock.Advance(time.Duration(rnd.Int64N(2000)) * time.Millisecond)
 				case 3:
-					clock.Advance(1)
+					clock.Advance(time.Duration(1) * time.Millisecond)
 				}
 				n := 1
 				if strings.HasPrefix(mode, "batch") {
 					n = 1 + rnd.IntN(8)
 				}
-				rs := make([]rl.Request, n)
+				rs := make([]ms.Request, n)
 				for j := range rs {
 					rs[j] = prof.randomRequest(rnd)
 				}
-				var got []rl.Decision
+				var got []ms.Decision
 				if n > 1 || strings.HasPrefix(mode, "batch") {
-					got, err = b.CheckRates(ctx, rs)
+					got, err = checkRatesMS(ctx, b, rs)
 				} else {
-					var d rl.Decision
-					d, err = b.CheckRate(ctx, rs[0])
-					got = []rl.Decision{d}
+					var d ms.Decision
+					d, err = checkMS(ctx, b, rs[0])
+					got = []ms.Decision{d}
 				}
 				require.NoError(t, err, "step %d", i)
 				for j, r := range rs {
-					want := ref.check(clock.Now(), r)
+					want := ref.check(clock.Now().UnixMilli(), r)
 					x := seen[r.Algo]
 					x[b2i(want.Allowed)]++
 					seen[r.Algo] = x
-					if !assert.Equal(t, want, got[j], "step %d item %d at %d: %+v", i, j, clock.Now(), r) {
+					if !assert.Equal(t, want, got[j], "step %d item %d at %d: %+v", i, j, clock.Now().UnixMilli(), r) {
 						t.FailNow()
 					}
 				}
@@ -263,18 +264,18 @@ func TestFixedCounterSaturates(t *testing.T) {
 			defer b.Close()
 			tag := prefix + ":{" + base64.RawURLEncoding.EncodeToString([]byte("big")) + "}:"
 			start := int64(9223372036854775807 - rl.MaxHits - 1) // one MaxHits fits, the next overflows
-			now := strconv.FormatInt(limitertest.T0, 10)
+			now := strconv.FormatInt(limitertest.T0.UnixMilli(), 10)
 			// The window's counter, and its index entry.
-			_, err = srv.Do("SET", tag+"f:1000:"+strconv.FormatInt(limitertest.T0/1000, 10), strconv.FormatInt(start, 10))
+			_, err = srv.Do("SET", tag+"f:1000:"+strconv.FormatInt(limitertest.T0.UnixMilli()/1000, 10), strconv.FormatInt(start, 10))
 			require.NoError(t, err)
 			_, err = srv.Do("HSET", tag+"i", "f:1000", now)
 			require.NoError(t, err)
-			rec := algo.Record{Count: start, Created: limitertest.T0, Modified: limitertest.T0}
-			r := rl.Request{ID: "big", Scale: 1000, Limit: rl.MaxLimit, Hits: rl.MaxHits}
+			rec := algo.Record{Count: start, Created: limitertest.T0.UnixMilli(), Modified: limitertest.T0.UnixMilli()}
+			r := ms.Request{ID: "big", Scale: 1000, Limit: rl.MaxLimit, Hits: rl.MaxHits}
 			for i := range 3 {
-				want, next, _ := algo.Fixed(rec, true, clock.Now(), r)
+				want, next, _ := algo.Fixed(rec, true, clock.Now().UnixMilli(), r)
 				rec = next
-				got, err := b.CheckRate(context.Background(), r)
+				got, err := checkMS(context.Background(), b, r)
 				require.NoError(t, err)
 				assert.Equal(t, want, got, "check %d", i)
 			}
@@ -285,4 +286,24 @@ func TestFixedCounterSaturates(t *testing.T) {
 			assert.Equal(t, rec.Count, bs[0].Count, "the stored counter")
 		})
 	}
+}
+
+// checkMS is l.CheckRate in milliseconds, to compare with package algo.
+func checkMS(ctx context.Context, l rl.Checker, r ms.Request) (ms.Decision, error) {
+	d, err := l.CheckRate(ctx, r.Public())
+	return ms.OfDecision(d), err
+}
+
+// checkRatesMS is l.CheckRates in milliseconds.
+func checkRatesMS(ctx context.Context, l rl.Limiter, rs []ms.Request) ([]ms.Decision, error) {
+	pub := make([]rl.Request, len(rs))
+	for i, r := range rs {
+		pub[i] = r.Public()
+	}
+	ds, err := l.CheckRates(ctx, pub)
+	out := make([]ms.Decision, len(ds))
+	for i, d := range ds {
+		out[i] = ms.OfDecision(d)
+	}
+	return out, err
 }

@@ -41,7 +41,7 @@ func TestUnansweredChecksAreNotCounted(t *testing.T) {
 			require.NoError(t, err)
 			defer b.Close()
 			// Load the script and make the connections before the stall.
-			_, err = b.CheckRate(context.Background(), rl.Request{ID: "warm", Scale: 1000, Limit: 1, Hits: 1, Algo: tc.algo})
+			_, err = b.CheckRate(context.Background(), rl.Request{ID: "warm", Scale: time.Second, Limit: 1, Hits: 1, Algo: tc.algo})
 			require.NoError(t, err)
 			unanswered(t, srv, b, tc.algo)
 		})
@@ -51,7 +51,7 @@ func TestUnansweredChecksAreNotCounted(t *testing.T) {
 func unanswered(t *testing.T, srv *redistest.Server, b *redisbackend.Backend, a rl.Algo) {
 	const callers, attempts = 32, 5
 	for attempt := 1; attempt <= attempts; attempt++ {
-		r := rl.Request{ID: "late" + strconv.Itoa(attempt), Scale: 3_600_000, Limit: 1000, Hits: 1, Algo: a}
+		r := rl.Request{ID: "late" + strconv.Itoa(attempt), Scale: time.Hour, Limit: 1000, Hits: 1, Algo: a}
 		stall(t, srv, b, r, callers)
 
 		// A stall shorter than DownAfter costs the callers' answers, never

@@ -13,6 +13,7 @@ import (
 
 	rl "github.com/raterlimiter/raterlimiter"
 	"github.com/raterlimiter/raterlimiter/algo"
+	"github.com/raterlimiter/raterlimiter/internal/ms"
 )
 
 // The admin API reads an id's records through its index, PREFIX:{ID}:i, a
@@ -179,8 +180,8 @@ func parseField(f string) (a rl.Algo, scale, sub int64, ok bool) {
 
 // live returns the records of ls that a decision at now can still read, as
 // the admin API shows them, ordered by scale, algo, slice count and bucket.
-func live(now int64, ls []listed) []rl.Bucket {
-	var out []rl.Bucket
+func live(now int64, ls []listed) []ms.Bucket {
+	var out []ms.Bucket
 	for _, l := range ls {
 		for _, rec := range l.recs {
 			if !algo.Expired(l.algo, l.scale, rec, now) {
@@ -188,7 +189,7 @@ func live(now int64, ls []listed) []rl.Bucket {
 			}
 		}
 	}
-	slices.SortFunc(out, func(x, y rl.Bucket) int {
+	slices.SortFunc(out, func(x, y ms.Bucket) int {
 		return cmp.Or(cmp.Compare(x.Scale, y.Scale), cmp.Compare(x.Algo, y.Algo),
 			cmp.Compare(x.Slices, y.Slices), cmp.Compare(x.Bucket, y.Bucket))
 	})
@@ -199,26 +200,26 @@ func live(now int64, ls []listed) []rl.Bucket {
 // open it fails with an error matching raterlimiter.ErrUnavailable whatever
 // the fail mode.
 func (b *Backend) Buckets(ctx context.Context, id string) ([]rl.Bucket, error) {
-	if err := (rl.Request{ID: id, Scale: 1}).Validate(b.cfg.MaxIDBytes); err != nil {
+	if err := (ms.Request{ID: id, Scale: 1}).Validate(b.cfg.MaxIDBytes); err != nil {
 		return nil, err
 	}
 	now, ls, err := b.records(ctx, "buckets", id, 0, false)
 	if err != nil {
 		return nil, err
 	}
-	return live(now, ls), nil
+	return ms.Buckets(live(now, ls)), nil
 }
 
 // Reset deletes the records of id, of every scale when scale is 0, and
 // returns how many live ones it deleted. It needs Redis, like Buckets. This
 // backend's cache of denials forgets the id; other sidecars' keep their
 // denials of it until each ends (docs/redis.md).
-func (b *Backend) Reset(ctx context.Context, id string, scale int64) (int, error) {
+func (b *Backend) Reset(ctx context.Context, id string, scale time.Duration) (int, error) {
 	if err := rl.ValidateReset(id, scale, b.cfg.MaxIDBytes); err != nil {
 		return 0, err
 	}
 	b.denials.forget(id)
-	now, ls, err := b.records(ctx, "reset", id, scale, true)
+	now, ls, err := b.records(ctx, "reset", id, scale.Milliseconds(), true)
 	if err != nil {
 		return 0, err
 	}

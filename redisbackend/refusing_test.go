@@ -27,7 +27,7 @@ func TestRefusingWrites(t *testing.T) {
 	require.NoError(t, err)
 	defer b.Close()
 	ctx := context.Background()
-	r := rl.Request{ID: "u", Scale: 60_000, Limit: 5, Hits: 1, Algo: rl.Sliding}
+	r := rl.Request{ID: "u", Scale: time.Minute, Limit: 5, Hits: 1, Algo: rl.Sliding}
 	_, err = b.CheckRate(ctx, r)
 	require.NoError(t, err)
 
@@ -41,7 +41,7 @@ func TestRefusingWrites(t *testing.T) {
 	assert.Equal(t, "oom", redisbackend.Reason(err))
 	assert.False(t, b.Up())
 	for _, algo := range []rl.Algo{rl.Fixed, rl.Sliding, rl.Token, rl.Log, rl.Slices, rl.Leaky} {
-		d, err := b.CheckRate(ctx, rl.Request{ID: "v", Scale: 60_000, Limit: 5, Hits: 1, Algo: algo})
+		d, err := b.CheckRate(ctx, rl.Request{ID: "v", Scale: time.Minute, Limit: 5, Hits: 1, Algo: algo})
 		var dg *redisbackend.DegradedError
 		require.ErrorAs(t, err, &dg, "%v", algo)
 		assert.True(t, d.Allowed, "%v: fail open", algo)

@@ -9,6 +9,7 @@ import (
 
 	rl "github.com/raterlimiter/raterlimiter"
 	"github.com/raterlimiter/raterlimiter/algo"
+	"github.com/raterlimiter/raterlimiter/internal/ms"
 )
 
 // The sliding window counters and the leaky bucket, as engines:
@@ -28,11 +29,11 @@ import (
 const slicesHeader = 24
 
 // slicesExtra is slices.lua's own argument: the slice count.
-func slicesExtra(r rl.Request) ([2]int64, int) { return [2]int64{r.SlicesOrDefault()}, 1 }
+func slicesExtra(r ms.Request) ([2]int64, int) { return [2]int64{r.SlicesOrDefault()}, 1 }
 
 // leakyExtra is gcra.lua's own arguments for a queue: its length and the
 // bound on the delay.
-func leakyExtra(r rl.Request) ([2]int64, int) { return [2]int64{r.Queue, r.MaxDelayMS}, 2 }
+func leakyExtra(r ms.Request) ([2]int64, int) { return [2]int64{r.Queue, r.MaxDelayMS}, 2 }
 
 // slicesRecord reads a slices record s of n slices: the time of its last
 // change and the window's slices as of then, oldest first, those holding
@@ -59,17 +60,17 @@ func slicesRecord(s string, n, w int64) (m int64, list []algo.Slice, err error) 
 
 // slicesDecide reads the record slices.lua answered and decides as the
 // script did, with algo.SlicesCheck.
-func slicesDecide(r rl.Request, a answer) (rl.Decision, state, int64, error) {
+func slicesDecide(r ms.Request, a answer) (ms.Decision, state, int64, error) {
 	now, s, ok, err := a.raw()
 	if err != nil {
-		return rl.Decision{}, state{}, 0, err
+		return ms.Decision{}, state{}, 0, err
 	}
 	n, w, _ := algo.SliceOf(now, r)
 	var list []algo.Slice
 	var m int64
 	if ok {
 		if m, list, err = slicesRecord(s, n, w); err != nil {
-			return rl.Decision{}, state{}, 0, err
+			return ms.Decision{}, state{}, 0, err
 		}
 		now = max(now, m) // never rewind
 	}
@@ -116,7 +117,7 @@ func slicesView(msg rueidis.RedisMessage, scale, n int64) ([]algo.Record, error)
 
 // leakyDecide reads the record gcra.lua answered (a token bucket's) and decides
 // as the script did, with algo.Leaky.
-func leakyDecide(r rl.Request, a answer) (rl.Decision, state, int64, error) {
+func leakyDecide(r ms.Request, a answer) (ms.Decision, state, int64, error) {
 	return gcraDecide(r, a, algo.Leaky)
 }
 

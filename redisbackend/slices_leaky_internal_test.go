@@ -14,6 +14,7 @@ import (
 
 	rl "github.com/raterlimiter/raterlimiter"
 	"github.com/raterlimiter/raterlimiter/algo"
+	"github.com/raterlimiter/raterlimiter/internal/ms"
 	"github.com/raterlimiter/raterlimiter/internal/redistest"
 	"github.com/raterlimiter/raterlimiter/limitertest"
 )
@@ -51,28 +52,28 @@ func TestSlicesRecord(t *testing.T) {
 	defer b.Close()
 	ctx := context.Background()
 	const n, scale = 10, 10_000 // slices of 1 s
-	r := rl.Request{ID: "u{1}", Scale: scale, Limit: 50, Algo: rl.Slices, Slices: n}
+	r := ms.Request{ID: "u{1}", Scale: scale, Limit: 50, Algo: rl.Slices, Slices: n}
 	key := checkCall(b, r, 0, 0, -1).key
 	assert.Equal(t, "sr:{dXsxfQ}:n:10000:10", key)
 	var list []algo.Slice // the reference: the allowed hits per slice
 	for i := range 400 {
 		switch rnd.IntN(6) {
 		case 0:
-			clock.Advance(rnd.Int64N(1000))
+			clock.Advance(ms.Duration(rnd.Int64N(1000)))
 		case 1:
-			clock.Advance(1000 * (1 + rnd.Int64N(3)))
+			clock.Advance(ms.Duration(1000 * (1 + rnd.Int64N(3))))
 		case 2:
 			if rnd.IntN(10) == 0 {
-				clock.Advance(scale + rnd.Int64N(3*scale))
+				clock.Advance(ms.Duration(scale + rnd.Int64N(3*scale)))
 			}
 		}
 		r.Hits = rnd.Int64N(8)
 		r.Peek = r.Hits == 0
-		d, err := b.CheckRate(ctx, r)
+		d, err := b.checkMS(ctx, r)
 		require.NoError(t, err)
-		want := algo.SlicesCheck(list, clock.Now(), r)
+		want := algo.SlicesCheck(list, clock.Now().UnixMilli(), r)
 		require.Equal(t, want, d, "check %d", i)
-		_, w, k := algo.SliceOf(clock.Now(), r)
+		_, w, k := algo.SliceOf(clock.Now().UnixMilli(), r)
 		if d.Allowed && r.Hits > 0 {
 			if len(list) > 0 && list[len(list)-1].Num == k {
 				list[len(list)-1].Hits += r.Hits
@@ -121,23 +122,23 @@ func TestSlicesNeverRewind(t *testing.T) {
 	require.NoError(t, err)
 	defer b.Close()
 	ctx := context.Background()
-	r := rl.Request{ID: "u{1}", Scale: 10_000, Limit: 1000, Hits: 1, Algo: rl.Slices, Slices: 10} // 1 s slices
+	r := ms.Request{ID: "u{1}", Scale: 10_000, Limit: 1000, Hits: 1, Algo: rl.Slices, Slices: 10} // 1 s slices
 	var last int64
 	for i := range 25 {
-		_, err := b.CheckRate(ctx, r)
+		_, err := b.checkMS(ctx, r)
 		require.NoError(t, err)
-		last = clock.Now()
-		clock.Advance(500 + int64(i%2)*500)
+		last = clock.Now().UnixMilli()
+		clock.Advance(ms.Duration(500 + int64(i%2)*500))
 	}
 	peek := r
 	peek.Hits, peek.Peek = 0, true
-	want, err := b.CheckRate(ctx, peek)
+	want, err := b.checkMS(ctx, peek)
 	require.NoError(t, err)
-	behind := limitertest.NewClock(clock.Now() - 60_000)
+	behind := limitertest.NewClock(clock.Now().Add(-time.Minute))
 	b2, err := New(Config{URL: srv.URL(), Prefix: "sl", Clock: behind.Now, Timeout: 5 * time.Second})
 	require.NoError(t, err)
 	defer b2.Close()
-	got, err := b2.CheckRate(ctx, r)
+	got, err := b2.checkMS(ctx, r)
 	require.NoError(t, err)
 	assert.Equal(t, want.Count+1, got.Count, "counted on the window of the last change")
 	assert.Equal(t, last, got.Now, "decided at the last change, not a minute back")
@@ -152,7 +153,7 @@ func TestSlicesNeverRewind(t *testing.T) {
 		sum += x.Count
 	}
 	assert.Equal(t, got.Count, sum, "the listing's slices are the window's")
-	n, err := b.Reset(ctx, r.ID, 10_000)
+	n, err := b.Reset(ctx, r.ID, 10*time.Second)
 	require.NoError(t, err)
 	assert.Equal(t, len(bs), n)
 	assert.False(t, exists(t, b, checkCall(b, r, 0, 0, -1).key))
@@ -172,7 +173,7 @@ func TestCheapScripts(t *testing.T) {
 	require.NoError(t, err)
 	defer b.Close()
 	ctx := context.Background()
-	for _, r := range []rl.Request{
+	for _, r := range []ms.Request{
 		{ID: "s", Scale: 60_000, Limit: 1 << 30, Hits: 1, Algo: rl.Sliding},
 		{ID: "t", Scale: 60_000, Limit: 1 << 30, Hits: 1, Algo: rl.Token},
 		{ID: "n", Scale: 60_000, Limit: 1 << 30, Hits: 1, Algo: rl.Slices},
@@ -180,14 +181,14 @@ func TestCheapScripts(t *testing.T) {
 		{ID: "k", Scale: 60_000, Limit: 1 << 30, Hits: 1, Algo: rl.Leaky, Queue: 1000},
 	} {
 		t.Run(r.Algo.String()+"/"+r.ID, func(t *testing.T) {
-			_, err := b.CheckRate(ctx, r) // the record exists
+			_, err := b.checkMS(ctx, r) // the record exists
 			require.NoError(t, err)
 			_, err = srv.Do("CONFIG", "RESETSTAT")
 			require.NoError(t, err)
 			const checks = 200
 			for range checks {
-				clock.Advance(150) // slices of 1 s and 100 ms: new ones often
-				d, err := b.CheckRate(ctx, r)
+				clock.Advance(ms.Duration(150)) // slices of 1 s and 100 ms: new ones often
+				d, err := b.checkMS(ctx, r)
 				require.NoError(t, err)
 				require.True(t, d.Allowed)
 			}

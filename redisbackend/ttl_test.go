@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	rl "github.com/raterlimiter/raterlimiter"
+	"github.com/raterlimiter/raterlimiter/internal/ms"
 	"github.com/raterlimiter/raterlimiter/internal/redistest"
 	"github.com/raterlimiter/raterlimiter/limitertest"
 	"github.com/raterlimiter/raterlimiter/redisbackend"
@@ -39,24 +40,24 @@ func TestTTL(t *testing.T) {
 	tests := []struct {
 		name string
 		algo rl.Algo
-		key  func(d rl.Decision) string // after the id's tag
+		key  func(d ms.Decision) string // after the id's tag
 		hits int64
 		// the TTL must lie in [lo, hi] ms, before the slack, given d (the
 		// decision)
-		bounds func(d rl.Decision) (lo, hi int64)
+		bounds func(d ms.Decision) (lo, hi int64)
 	}{
-		{"fixed: the window's end", rl.Fixed, func(d rl.Decision) string { return "f:60000:" + strconv.FormatInt(d.Now/scale, 10) }, 1,
-			func(d rl.Decision) (int64, int64) { return d.ResetMS - slackMS, d.ResetMS }},
-		{"sliding: one window later", rl.Sliding, func(rl.Decision) string { return "w:60000" }, 1,
-			func(d rl.Decision) (int64, int64) { return d.ResetMS + scale - slackMS, d.ResetMS + scale }},
-		{"token: when full again, rounded up to scale/8", rl.Token, func(rl.Decision) string { return "g:60000" }, 3,
-			func(d rl.Decision) (int64, int64) { return d.ResetMS - slackMS, d.ResetMS + scale/8 }},
-		{"log: when its newest hit leaves", rl.Log, func(rl.Decision) string { return "l:60000" }, 1,
-			func(d rl.Decision) (int64, int64) { return scale - slackMS, scale }},
-		{"slices: when its newest slice leaves", rl.Slices, func(rl.Decision) string { return "n:60000:60" }, 1,
-			func(d rl.Decision) (int64, int64) { return d.ResetMS - slackMS, d.ResetMS }},
-		{"leaky: when the queue has drained, rounded up to scale/8", rl.Leaky, func(rl.Decision) string { return "k:60000" }, 3,
-			func(d rl.Decision) (int64, int64) { return d.ResetMS - slackMS, d.ResetMS + scale/8 }},
+		{"fixed: the window's end", rl.Fixed, func(d ms.Decision) string { return "f:60000:" + strconv.FormatInt(d.Now/scale, 10) }, 1,
+			func(d ms.Decision) (int64, int64) { return d.ResetMS - slackMS, d.ResetMS }},
+		{"sliding: one window later", rl.Sliding, func(ms.Decision) string { return "w:60000" }, 1,
+			func(d ms.Decision) (int64, int64) { return d.ResetMS + scale - slackMS, d.ResetMS + scale }},
+		{"token: when full again, rounded up to scale/8", rl.Token, func(ms.Decision) string { return "g:60000" }, 3,
+			func(d ms.Decision) (int64, int64) { return d.ResetMS - slackMS, d.ResetMS + scale/8 }},
+		{"log: when its newest hit leaves", rl.Log, func(ms.Decision) string { return "l:60000" }, 1,
+			func(d ms.Decision) (int64, int64) { return scale - slackMS, scale }},
+		{"slices: when its newest slice leaves", rl.Slices, func(ms.Decision) string { return "n:60000:60" }, 1,
+			func(d ms.Decision) (int64, int64) { return d.ResetMS - slackMS, d.ResetMS }},
+		{"leaky: when the queue has drained, rounded up to scale/8", rl.Leaky, func(ms.Decision) string { return "k:60000" }, 3,
+			func(d ms.Decision) (int64, int64) { return d.ResetMS - slackMS, d.ResetMS + scale/8 }},
 	}
 	for _, deadlines := range []bool{false, true} {
 		prefix := "ttl" + strconv.FormatBool(deadlines)
@@ -66,7 +67,7 @@ func TestTTL(t *testing.T) {
 		for _, tt := range tests {
 			t.Run(prefix+"/"+tt.name, func(t *testing.T) {
 				id := "ttl-" + tt.algo.String()
-				d, err := b.CheckRate(context.Background(), rl.Request{ID: id, Scale: scale, Limit: 10, Hits: tt.hits, Algo: tt.algo})
+				d, err := checkMS(context.Background(), b, ms.Request{ID: id, Scale: scale, Limit: 10, Hits: tt.hits, Algo: tt.algo})
 				require.NoError(t, err)
 				tag := prefix + ":{" + base64.RawURLEncoding.EncodeToString([]byte(id)) + "}:"
 				lo, hi := tt.bounds(d)
@@ -97,7 +98,7 @@ func TestIndexOutlivesRecords(t *testing.T) {
 	const scale = 10_000
 	for _, a := range []rl.Algo{rl.Fixed, rl.Sliding, rl.Token, rl.Slices, rl.Leaky} {
 		t.Run(a.String(), func(t *testing.T) {
-			clock := limitertest.NewClock(limitertest.T0 + 1)
+			clock := limitertest.NewClock(limitertest.T0.Add(time.Millisecond))
 			prefix := "ix" + a.String()
 			b, err := redisbackend.New(redisbackend.Config{URL: srv.URL(), Prefix: prefix, Clock: clock.Now, Timeout: 2 * time.Second})
 			require.NoError(t, err)
@@ -120,16 +121,16 @@ func TestIndexOutlivesRecords(t *testing.T) {
 				return n
 			}
 			tag := prefix + ":{" + base64.RawURLEncoding.EncodeToString([]byte("u")) + "}:"
-			r := rl.Request{ID: "u", Scale: scale, Limit: 1_000_000, Hits: 1, Algo: a}
+			r := ms.Request{ID: "u", Scale: scale, Limit: 1_000_000, Hits: 1, Algo: a}
 			ctx := context.Background()
 			// Ten minutes of checks, one every 5 s: many epochs.
 			for i := range 120 {
-				d, err := b.CheckRate(ctx, r)
+				d, err := checkMS(ctx, b, r)
 				require.NoError(t, err)
 				require.True(t, d.Allowed)
 				key := tag + map[rl.Algo]string{rl.Sliding: "w:10000", rl.Token: "g:10000", rl.Slices: "n:10000:60", rl.Leaky: "k:10000"}[a]
 				if a == rl.Fixed {
-					key = tag + "f:10000:" + strconv.FormatInt(clock.Now()/scale, 10)
+					key = tag + "f:10000:" + strconv.FormatInt(clock.Now().UnixMilli()/scale, 10)
 				}
 				// The index is read first: the record's TTL, read later, can
 				// only have shrunk since.
@@ -142,7 +143,7 @@ func TestIndexOutlivesRecords(t *testing.T) {
 					require.NoError(t, err)
 					require.NotEmpty(t, bs, "check %d: listed", i)
 				}
-				clock.Advance(5000)
+				clock.Advance(time.Duration(5000) * time.Millisecond)
 			}
 			if a == rl.Fixed {
 				return // a fixed window's counter is a new record every window
@@ -151,9 +152,9 @@ func TestIndexOutlivesRecords(t *testing.T) {
 			// (the epoch may turn once among them).
 			before := hsets()
 			for range 100 {
-				_, err := b.CheckRate(ctx, r)
+				_, err := checkMS(ctx, b, r)
 				require.NoError(t, err)
-				clock.Advance(100)
+				clock.Advance(time.Duration(100) * time.Millisecond)
 			}
 			assert.LessOrEqual(t, hsets()-before, int64(2), "index writes")
 		})

@@ -27,7 +27,7 @@ func TestURL(t *testing.T) {
 	const password = "s3cr:t@/pw"
 	plain := redistest.Start(t, "--requirepass", password)
 	secure := redistest.StartTLS(t, "--requirepass", password)
-	r := rl.Request{ID: "u", Scale: 60_000, Limit: 2, Hits: 1}
+	r := rl.Request{ID: "u", Scale: time.Minute, Limit: 2, Hits: 1}
 	tests := []struct {
 		name    string
 		cfg     redisbackend.Config
@@ -72,9 +72,9 @@ func TestClose(t *testing.T) {
 	require.NoError(t, b.Close())
 	require.NoError(t, b.Close(), "idempotent")
 	ctx := context.Background()
-	_, err = b.CheckRate(ctx, rl.Request{ID: "u", Scale: 1000, Limit: 1, Hits: 1})
+	_, err = b.CheckRate(ctx, rl.Request{ID: "u", Scale: time.Second, Limit: 1, Hits: 1})
 	assert.ErrorIs(t, err, rl.ErrClosed, "not a fail-open answer")
-	_, err = b.CheckRates(ctx, []rl.Request{{ID: "u", Scale: 1000, Limit: 1, Hits: 1}})
+	_, err = b.CheckRates(ctx, []rl.Request{{ID: "u", Scale: time.Second, Limit: 1, Hits: 1}})
 	assert.ErrorIs(t, err, rl.ErrClosed)
 	_, err = b.Buckets(ctx, "u")
 	assert.ErrorIs(t, err, rl.ErrClosed)

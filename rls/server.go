@@ -278,7 +278,7 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitReques
 			Code:               rlspb.RateLimitResponse_OK,
 			CurrentLimit:       r.Limit,
 			LimitRemaining:     uint32(min(max(res.Decision.Remaining, 0), math.MaxUint32)),
-			DurationUntilReset: &durationpb.Duration{Seconds: (max(res.Decision.ResetMS, 0) + 999) / 1000},
+			DurationUntilReset: &durationpb.Duration{Seconds: int64((max(res.Decision.Reset, 0) + time.Second - 1) / time.Second)},
 		}
 		result := "allowed"
 		if !res.Decision.Allowed {

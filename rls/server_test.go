@@ -3,6 +3,7 @@ package rls
 import (
 	"context"
 	"testing"
+	"time"
 
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
@@ -41,7 +42,7 @@ func entries(kv ...string) *ratelimitv3.RateLimitDescriptor {
 // whole second of the limiter's clock, and duration_until_reset says when.
 func TestWindowsAreAlignedToTheEpoch(t *testing.T) {
 	s, clock := newServer(t)
-	clock.Advance(700) // 700 ms into a second
+	clock.Advance(700 * time.Millisecond) // 700 ms into a second
 	req := &rlspb.RateLimitRequest{Domain: "edge_proxy_per_ip", Descriptors: []*ratelimitv3.RateLimitDescriptor{entries("remote_address", "1.2.3.4")}, HitsAddend: 10}
 	resp, err := s.ShouldRateLimit(context.Background(), req)
 	require.NoError(t, err)
@@ -51,7 +52,7 @@ func TestWindowsAreAlignedToTheEpoch(t *testing.T) {
 	resp, err = s.ShouldRateLimit(context.Background(), req)
 	require.NoError(t, err)
 	assert.Equal(t, rlspb.RateLimitResponse_OVER_LIMIT, resp.OverallCode)
-	clock.Advance(300)
+	clock.Advance(300 * time.Millisecond)
 	resp, err = s.ShouldRateLimit(context.Background(), req)
 	require.NoError(t, err)
 	assert.Equal(t, rlspb.RateLimitResponse_OK, resp.OverallCode, "a new second, a new window")

@@ -21,7 +21,7 @@ func fill(b *testing.B, l *memory.Limiter, n int) {
 	b.Helper()
 	batch := make([]rl.Request, 0, 1000)
 	for i := range n {
-		batch = append(batch, rl.Request{ID: "user:" + strconv.Itoa(i), Scale: 3_600_000, Limit: 100, Hits: 1, Algo: rl.Algo(i % 3)})
+		batch = append(batch, rl.Request{ID: "user:" + strconv.Itoa(i), Scale: time.Hour, Limit: 100, Hits: 1, Algo: rl.Algo(i % 3)})
 		if len(batch) == cap(batch) || i == n-1 {
 			if _, err := l.CheckRates(context.Background(), batch); err != nil {
 				b.Fatal(err)
@@ -45,7 +45,7 @@ func checker(l *memory.Limiter, stop <-chan struct{}) <-chan []time.Duration {
 			default:
 			}
 			t0 := time.Now()
-			_, _ = l.CheckRate(ctx, rl.Request{ID: "hot" + strconv.Itoa(i%64), Scale: 60_000, Limit: 1 << 30, Hits: 1})
+			_, _ = l.CheckRate(ctx, rl.Request{ID: "hot" + strconv.Itoa(i%64), Scale: time.Minute, Limit: 1 << 30, Hits: 1})
 			lat = append(lat, time.Since(t0))
 		}
 	}()

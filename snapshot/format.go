@@ -10,6 +10,7 @@ import (
 
 	rl "github.com/raterlimiter/raterlimiter"
 	"github.com/raterlimiter/raterlimiter/algo"
+	"github.com/raterlimiter/raterlimiter/internal/ms"
 	"github.com/raterlimiter/raterlimiter/memory"
 )
 
@@ -212,7 +213,7 @@ func decode(sr io.Reader, fn func(Record) error) (Info, error) {
 			bits = 2
 		}
 		rec := Record{Scale: int64(sa >> bits), Algo: rl.Algo(sa & (1<<bits - 1))}
-		if rec.Scale < 1 || rec.Scale > rl.MaxScale || !rec.Algo.Valid() {
+		if rec.Scale < 1 || rec.Scale > ms.MaxScale || !rec.Algo.Valid() {
 			return info, corrupt("record %d: scale %d or algorithm %d out of range", info.Records, sa>>bits, sa&(1<<bits-1))
 		}
 		var c, dc, dm int64

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"sync"
+	"time"
 
 	rl "github.com/raterlimiter/raterlimiter"
 	"github.com/raterlimiter/raterlimiter/algo"
@@ -23,9 +24,9 @@ type Target interface {
 
 // LoadOptions configures Load. The zero value is ready to use.
 type LoadOptions struct {
-	// Clock returns the time in Unix milliseconds: records expired at that
-	// time are not loaded. Default: the system clock.
-	Clock rl.Clock
+	// Clock returns the time: records expired at that time are not
+	// loaded. Default: time.Now.
+	Clock func() time.Time
 	// IgnoreCorrupt makes a file that matches ErrCorrupt a warning in the log
 	// and an empty start instead of an error. The file is renamed to
 	// path+".corrupt" (replacing an older one), so the next write does not
@@ -66,7 +67,7 @@ const restoreBatch = 256
 // in LoadStats.Err).
 func Load(ctx context.Context, path string, dst Target, opts LoadOptions) (LoadStats, error) {
 	if opts.Clock == nil {
-		opts.Clock = rl.SystemClock
+		opts.Clock = time.Now
 	}
 	if opts.Workers <= 0 {
 		opts.Workers = 4
@@ -119,7 +120,7 @@ func Load(ctx context.Context, path string, dst Target, opts LoadOptions) (LoadS
 	}
 	st.Written = info.Written
 
-	now := opts.Clock()
+	now := opts.Clock().UnixMilli()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	work := make(chan []Record, opts.Workers)

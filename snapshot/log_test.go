@@ -22,17 +22,17 @@ import (
 )
 
 func logCheck(id string, limit, hits int64) rl.Request {
-	return rl.Request{ID: id, Scale: 10_000, Limit: limit, Hits: hits, Algo: rl.Log}
+	return rl.Request{ID: id, Scale: 10 * time.Second, Limit: limit, Hits: hits, Algo: rl.Log}
 }
 
 // TestLogRecordsRoundTrip saves logs with many entries and wants the loaded
 // limiter to decide every later check exactly as the one that saved them.
 func TestLogRecordsRoundTrip(t *testing.T) {
 	ctx := context.Background()
-	clock := limitertest.NewClock(t0)
+	clock := limitertest.NewClock(time.UnixMilli(t0))
 	src := newLimiter(t, clock, 2)
 	for i := range 40 {
-		clock.Advance(int64(37 * (i % 5)))
+		clock.Advance(time.Duration(37*(i%5)) * time.Millisecond)
 		for _, id := range []string{"a", "b", "c\xff"} {
 			_, err := src.CheckRate(ctx, logCheck(id, 25, int64(1+i%3)))
 			require.NoError(t, err)
@@ -48,7 +48,7 @@ func TestLogRecordsRoundTrip(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, 3, st.Loaded)
 	for i := range 200 {
-		clock.Advance(int64(13 + i%50))
+		clock.Advance(time.Duration(13+i%50) * time.Millisecond)
 		for _, id := range []string{"a", "b", "c\xff"} {
 			r := logCheck(id, 25, int64(1+i%4))
 			want, err := src.CheckRate(ctx, r)
@@ -89,13 +89,13 @@ func encodeOld(version uint16, base int64, recs []snapshot.Record) []byte {
 // algorithm took three bits, load into the records they held.
 func TestOlderVersionsStillLoad(t *testing.T) {
 	ctx := context.Background()
-	clock := limitertest.NewClock(t0)
+	clock := limitertest.NewClock(time.UnixMilli(t0))
 	src := newLimiter(t, clock, 1)
 	for i, a := range []rl.Algo{rl.Fixed, rl.Sliding, rl.Token, rl.Log} {
-		_, err := src.CheckRate(ctx, rl.Request{ID: "id" + strconv.Itoa(i), Scale: 60_000, Limit: 10, Hits: 3, Algo: a})
+		_, err := src.CheckRate(ctx, rl.Request{ID: "id" + strconv.Itoa(i), Scale: time.Minute, Limit: 10, Hits: 3, Algo: a})
 		require.NoError(t, err)
 	}
-	clock.Advance(7)
+	clock.Advance(7 * time.Millisecond)
 	want := dump(t, src)
 	for i := range want {
 		if want[i].Algo == rl.Log {
@@ -144,11 +144,11 @@ func logOf(l *memory.Limiter, r snapshot.Record) ([]byte, error) {
 
 func TestLogRecordsRefusedWhereTheyCannotBe(t *testing.T) {
 	ctx := context.Background()
-	clock := limitertest.NewClock(t0)
+	clock := limitertest.NewClock(time.UnixMilli(t0))
 	src := newLimiter(t, clock, 1)
 	_, err := src.CheckRate(ctx, logCheck("a", 5, 2))
 	require.NoError(t, err)
-	clock.Advance(10)
+	clock.Advance(10 * time.Millisecond)
 	_, err = src.CheckRate(ctx, logCheck("a", 5, 1))
 	require.NoError(t, err)
 	path := filepath.Join(t.TempDir(), "snap")
@@ -185,19 +185,19 @@ func clone(b []byte) []byte { return append([]byte(nil), b...) }
 // shards.
 func TestSlicesAndLeakyRoundTrip(t *testing.T) {
 	ctx := context.Background()
-	clock := limitertest.NewClock(t0)
+	clock := limitertest.NewClock(time.UnixMilli(t0))
 	src := newLimiter(t, clock, 1)
 	checks := func(id string, i int) []rl.Request {
 		return []rl.Request{
-			{ID: id, Scale: 60_000, Limit: 40, Hits: int64(1 + i%3), Algo: rl.Slices, Slices: 6},
-			{ID: id, Scale: 60_000, Limit: 40, Hits: 1, Algo: rl.Slices},
-			{ID: id, Scale: 3_600_000, Limit: 25, Hits: 1, Algo: rl.Slices, Slices: 600},
-			{ID: id, Scale: 1000, Limit: 3, Hits: 1, Algo: rl.Leaky, Queue: 4},
+			{ID: id, Scale: time.Minute, Limit: 40, Hits: int64(1 + i%3), Algo: rl.Slices, Slices: 6},
+			{ID: id, Scale: time.Minute, Limit: 40, Hits: 1, Algo: rl.Slices},
+			{ID: id, Scale: time.Hour, Limit: 25, Hits: 1, Algo: rl.Slices, Slices: 600},
+			{ID: id, Scale: time.Second, Limit: 3, Hits: 1, Algo: rl.Leaky, Queue: 4},
 		}
 	}
 	ids := []string{"a", "b\x00", "c\xff"}
 	for i := range 120 {
-		clock.Advance(int64(500 + 37*(i%5)))
+		clock.Advance(time.Duration(500+37*(i%5)) * time.Millisecond)
 		for _, id := range ids {
 			for _, r := range checks(id, i) {
 				_, err := src.CheckRate(ctx, r)
@@ -214,7 +214,7 @@ func TestSlicesAndLeakyRoundTrip(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, dump(t, src), dump(t, dst))
 	for i := range 200 {
-		clock.Advance(int64(300 + 11*(i%7)))
+		clock.Advance(time.Duration(300+11*(i%7)) * time.Millisecond)
 		for _, id := range ids {
 			for _, r := range checks(id, i) {
 				want, err := src.CheckRate(ctx, r)

@@ -11,6 +11,7 @@ import (
 
 	rl "github.com/raterlimiter/raterlimiter"
 	"github.com/raterlimiter/raterlimiter/algo"
+	"github.com/raterlimiter/raterlimiter/internal/ms"
 )
 
 const written = int64(1_700_000_040_000)
@@ -48,7 +49,7 @@ func TestRecordsValidatedByMeaning(t *testing.T) {
 		{"a token TAT ten years ahead", []Record{with(func(r *Record) {
 			r.Algo = rl.Token
 			r.State.Count = 0
-			r.State.Modified = written + rl.MaxScale
+			r.State.Modified = written + ms.MaxScale
 		})}, "theoretical arrival time"},
 		{"a plausible token bucket", []Record{with(func(r *Record) {
 			r.Algo = rl.Token

@@ -40,13 +40,13 @@ func countIn(t *testing.T, path, id string) int64 {
 }
 
 func TestSaverWritesPeriodicallyAndOnClose(t *testing.T) {
-	clock := limitertest.NewClock(t0)
+	clock := limitertest.NewClock(time.UnixMilli(t0))
 	l := newLimiter(t, clock, 2)
 	path := filepath.Join(t.TempDir(), "snap")
 	ctx := context.Background()
 	hit := func() {
 		t.Helper()
-		_, err := l.CheckRate(ctx, rl.Request{ID: "u", Scale: 60_000, Limit: 100, Hits: 1})
+		_, err := l.CheckRate(ctx, rl.Request{ID: "u", Scale: time.Minute, Limit: 100, Hits: 1})
 		require.NoError(t, err)
 	}
 	writes := make(chan written, 16)
@@ -90,10 +90,10 @@ func TestSaverWithoutIntervalWritesOnlyOnClose(t *testing.T) {
 		{name: "no final", final: false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			clock := limitertest.NewClock(t0)
+			clock := limitertest.NewClock(time.UnixMilli(t0))
 			l := newLimiter(t, clock, 1)
 			path := filepath.Join(t.TempDir(), "snap")
-			_, err := l.CheckRate(context.Background(), rl.Request{ID: "u", Scale: 60_000, Limit: 100, Hits: 2})
+			_, err := l.CheckRate(context.Background(), rl.Request{ID: "u", Scale: time.Minute, Limit: 100, Hits: 2})
 			require.NoError(t, err)
 			s := snapshot.StartSaver(l, snapshot.SaverConfig{Path: path, Final: tc.final, Write: snapshot.WriteOptions{Clock: clock.Now}})
 			require.NoError(t, s.Close(context.Background()))
@@ -109,7 +109,7 @@ func TestSaverWithoutIntervalWritesOnlyOnClose(t *testing.T) {
 }
 
 func TestSaverFinalWriteErrorIsReturned(t *testing.T) {
-	clock := limitertest.NewClock(t0)
+	clock := limitertest.NewClock(time.UnixMilli(t0))
 	l := newLimiter(t, clock, 1)
 	s := snapshot.StartSaver(l, snapshot.SaverConfig{
 		Path: filepath.Join(t.TempDir(), "no", "such", "dir", "snap"), Final: true,

@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -27,7 +28,7 @@ import (
 	"github.com/raterlimiter/raterlimiter/snapshot"
 )
 
-const t0 = limitertest.T0
+const t0 = 1_700_000_040_000 // limitertest.T0 in Unix ms
 
 func newLimiter(t *testing.T, clock *limitertest.Clock, shards int) *memory.Limiter {
 	t.Helper()
@@ -79,18 +80,18 @@ func populate(t *testing.T, l rl.Limiter, clock *limitertest.Clock, ids []string
 	t.Helper()
 	ctx := context.Background()
 	check := func(id string, scale, limit, hits int64, a rl.Algo) {
-		_, err := l.CheckRate(ctx, rl.Request{ID: id, Scale: scale, Limit: limit, Hits: hits, Algo: a})
+		_, err := l.CheckRate(ctx, rl.Request{ID: id, Scale: time.Duration(scale) * time.Millisecond, Limit: limit, Hits: hits, Algo: a})
 		require.NoError(t, err)
 	}
 	for i, id := range ids {
-		clock.Set(t0 + int64(i))
+		clock.Set(time.UnixMilli(t0 + int64(i)))
 		check(id, 60_000, 100, 3, rl.Sliding) // the previous window of the one below
 		check(id, 1000, 5, 7, rl.Fixed)       // expired by the end
 		check(id, 60_000, 10, 2, rl.Fixed)    // expired by the end
 		check(id, 1000, 3, 1, rl.Token)
 		check(id, 86_400_000, 7, 2, rl.Token)
 	}
-	clock.Set(t0 + 60_000)
+	clock.Set(time.UnixMilli(t0 + 60_000))
 	for _, id := range ids {
 		check(id, 60_000, 100, 4, rl.Sliding)
 		check(id, 60_000, 10, 1, rl.Fixed)
@@ -119,12 +120,12 @@ func TestRoundTripKeepsEveryAlgorithmsState(t *testing.T) {
 		{name: "two shards to five, chunks of seven", shardsFrom: 2, shardsTo: 5, chunk: 7, workers: 3},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			clock := limitertest.NewClock(t0)
+			clock := limitertest.NewClock(time.UnixMilli(t0))
 			src := newLimiter(t, clock, tc.shardsFrom)
 			populate(t, src, clock, oddIDs)
 			all := dump(t, src)
 			require.Len(t, all, 9*len(oddIDs))
-			want := live(all, clock.Now())
+			want := live(all, clock.Now().UnixMilli())
 			require.Len(t, want, 7*len(oddIDs))
 
 			path := filepath.Join(t.TempDir(), "snap")
@@ -144,14 +145,14 @@ func TestRoundTripKeepsEveryAlgorithmsState(t *testing.T) {
 			assert.Equal(t, want, dump(t, dst))
 
 			// The same checks now get the same answers from both.
-			clock.Advance(123)
+			clock.Advance(123 * time.Millisecond)
 			for _, id := range oddIDs {
 				for _, r := range []rl.Request{
-					{ID: id, Scale: 60_000, Limit: 100, Hits: 1, Algo: rl.Sliding},
-					{ID: id, Scale: 60_000, Limit: 10, Hits: 1, Algo: rl.Fixed},
-					{ID: id, Scale: 1000, Limit: 3, Hits: 1, Algo: rl.Token},
-					{ID: id, Scale: 86_400_000, Limit: 7, Hits: 3, Algo: rl.Token},
-					{ID: id, Scale: 7, Limit: 3, Peek: true, Algo: rl.Token},
+					{ID: id, Scale: time.Minute, Limit: 100, Hits: 1, Algo: rl.Sliding},
+					{ID: id, Scale: time.Minute, Limit: 10, Hits: 1, Algo: rl.Fixed},
+					{ID: id, Scale: time.Second, Limit: 3, Hits: 1, Algo: rl.Token},
+					{ID: id, Scale: 24 * time.Hour, Limit: 7, Hits: 3, Algo: rl.Token},
+					{ID: id, Scale: 7 * time.Millisecond, Limit: 3, Peek: true, Algo: rl.Token},
 				} {
 					a, err := src.CheckRate(ctx, r)
 					require.NoError(t, err)
@@ -186,18 +187,18 @@ func TestLoadDropsWhatExpiredMeanwhile(t *testing.T) {
 		{name: "a year later", at: base + 365*86_400_000, want: nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			clock := limitertest.NewClock(base + 500)
+			clock := limitertest.NewClock(time.UnixMilli(base + 500))
 			src := newLimiter(t, clock, 2)
 			ctx := context.Background()
 			for _, a := range rl.Algos {
-				_, err := src.CheckRate(ctx, rl.Request{ID: "u", Scale: 1000, Limit: 10, Hits: 1, Algo: a})
+				_, err := src.CheckRate(ctx, rl.Request{ID: "u", Scale: time.Second, Limit: 10, Hits: 1, Algo: a})
 				require.NoError(t, err)
 			}
 			path := filepath.Join(t.TempDir(), "snap")
 			_, err := snapshot.Write(ctx, path, src, snapshot.WriteOptions{Clock: clock.Now})
 			require.NoError(t, err)
 
-			clock.Set(tc.at)
+			clock.Set(time.UnixMilli(tc.at))
 			dst := newLimiter(t, clock, 2)
 			st, err := snapshot.Load(ctx, path, dst, snapshot.LoadOptions{Clock: clock.Now})
 			require.NoError(t, err)
@@ -225,13 +226,13 @@ func TestLoadDropsWhatExpiredMeanwhile(t *testing.T) {
 }
 
 func TestWriteLeavesOutExpiredRecords(t *testing.T) {
-	clock := limitertest.NewClock(t0)
+	clock := limitertest.NewClock(time.UnixMilli(t0))
 	l := newLimiter(t, clock, 1)
 	ctx := context.Background()
-	_, err := l.CheckRate(ctx, rl.Request{ID: "old", Scale: 1000, Limit: 1, Hits: 1})
+	_, err := l.CheckRate(ctx, rl.Request{ID: "old", Scale: time.Second, Limit: 1, Hits: 1})
 	require.NoError(t, err)
-	clock.Advance(1000)
-	_, err = l.CheckRate(ctx, rl.Request{ID: "new", Scale: 1000, Limit: 1, Hits: 1})
+	clock.Advance(time.Second)
+	_, err = l.CheckRate(ctx, rl.Request{ID: "new", Scale: time.Second, Limit: 1, Hits: 1})
 	require.NoError(t, err)
 	require.Equal(t, 2, l.Stats().Live, "the sweeper is off: both records are in the store")
 	ws, err := snapshot.Write(ctx, filepath.Join(t.TempDir(), "snap"), l, snapshot.WriteOptions{Clock: clock.Now})
@@ -242,12 +243,12 @@ func TestWriteLeavesOutExpiredRecords(t *testing.T) {
 // goodSnapshot returns the bytes of a valid snapshot of a few records.
 func goodSnapshot(t testing.TB) []byte {
 	t.Helper()
-	clock := limitertest.NewClock(t0)
+	clock := limitertest.NewClock(time.UnixMilli(t0))
 	l := memory.New(memory.Config{Shards: 2, Clock: clock.Now, SweepInterval: -1})
 	defer l.Close()
 	ctx := context.Background()
 	for i, id := range []string{"a", "ab", "b\x00", "user:1"} {
-		_, err := l.CheckRate(ctx, rl.Request{ID: id, Scale: 60_000, Limit: 10, Hits: int64(i + 1), Algo: rl.Algos[i%3]})
+		_, err := l.CheckRate(ctx, rl.Request{ID: id, Scale: time.Minute, Limit: 10, Hits: int64(i + 1), Algo: rl.Algos[i%3]})
 		require.NoError(t, err)
 	}
 	path := filepath.Join(t.TempDir(), "snap")
@@ -292,7 +293,7 @@ func TestCorruptFilesAreRefusedNamingTheFile(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "limits.snap")
 			require.NoError(t, os.WriteFile(path, tc.data, 0o600))
-			clock := limitertest.NewClock(t0)
+			clock := limitertest.NewClock(time.UnixMilli(t0))
 			l := newLimiter(t, clock, 2)
 			_, err := snapshot.Load(context.Background(), path, l, snapshot.LoadOptions{Clock: clock.Now})
 			require.Error(t, err)
@@ -323,7 +324,7 @@ func TestCorruptFilesAreRefusedNamingTheFile(t *testing.T) {
 }
 
 func TestMissingFileIsAFreshStart(t *testing.T) {
-	clock := limitertest.NewClock(t0)
+	clock := limitertest.NewClock(time.UnixMilli(t0))
 	l := newLimiter(t, clock, 1)
 	st, err := snapshot.Load(context.Background(), filepath.Join(t.TempDir(), "none"), l, snapshot.LoadOptions{})
 	require.NoError(t, err)
@@ -332,7 +333,7 @@ func TestMissingFileIsAFreshStart(t *testing.T) {
 }
 
 func TestUnreadableFileIsAnErrorEvenWhenIgnoringCorruption(t *testing.T) {
-	clock := limitertest.NewClock(t0)
+	clock := limitertest.NewClock(time.UnixMilli(t0))
 	l := newLimiter(t, clock, 1)
 	dir := t.TempDir() // a directory is not a snapshot, and reading it fails
 	_, err := snapshot.Load(context.Background(), dir, l, snapshot.LoadOptions{IgnoreCorrupt: true})
@@ -342,7 +343,7 @@ func TestUnreadableFileIsAnErrorEvenWhenIgnoringCorruption(t *testing.T) {
 }
 
 func TestFailedWriteKeepsThePreviousSnapshot(t *testing.T) {
-	clock := limitertest.NewClock(t0)
+	clock := limitertest.NewClock(time.UnixMilli(t0))
 	dir := t.TempDir()
 	path := filepath.Join(dir, "snap")
 	ctx := context.Background()
@@ -405,7 +406,7 @@ func TestFailedWriteKeepsThePreviousSnapshot(t *testing.T) {
 }
 
 func TestLoadCountsIDsTheLimiterRefuses(t *testing.T) {
-	clock := limitertest.NewClock(t0)
+	clock := limitertest.NewClock(time.UnixMilli(t0))
 	src := newLimiter(t, clock, 1)
 	populate(t, src, clock, []string{"short", strings.Repeat("l", 2000)})
 	path := filepath.Join(t.TempDir(), "snap")
@@ -422,7 +423,7 @@ func TestLoadCountsIDsTheLimiterRefuses(t *testing.T) {
 }
 
 func TestLoadStopsWhenTheTargetFails(t *testing.T) {
-	clock := limitertest.NewClock(t0)
+	clock := limitertest.NewClock(time.UnixMilli(t0))
 	src := newLimiter(t, clock, 1)
 	populate(t, src, clock, []string{"a", "b"})
 	path := filepath.Join(t.TempDir(), "snap")
@@ -459,13 +460,13 @@ func TestChunkedWriteUnderConcurrentChecks(t *testing.T) {
 	seed := rand.Uint64()
 	t.Logf("seed %d", seed)
 	rnd := rand.New(rand.NewPCG(seed, 1))
-	clock := limitertest.NewClock(t0)
+	clock := limitertest.NewClock(time.UnixMilli(t0))
 	l := newLimiter(t, clock, 2)
 	ctx := context.Background()
 	ids := make([]string, 500)
 	for i := range ids {
 		ids[i] = "id" + strconv.Itoa(rnd.IntN(100_000))
-		_, err := l.CheckRate(ctx, rl.Request{ID: ids[i], Scale: 60_000, Limit: 1000, Hits: 1})
+		_, err := l.CheckRate(ctx, rl.Request{ID: ids[i], Scale: time.Minute, Limit: 1000, Hits: 1})
 		require.NoError(t, err)
 	}
 	stop := make(chan struct{})
@@ -483,7 +484,7 @@ func TestChunkedWriteUnderConcurrentChecks(t *testing.T) {
 			if r.IntN(4) == 0 {
 				id = "new" + strconv.Itoa(r.IntN(1_000_000)) // inserts between the visits
 			}
-			_, err := l.CheckRate(ctx, rl.Request{ID: id, Scale: 60_000, Limit: 1000, Hits: 1})
+			_, err := l.CheckRate(ctx, rl.Request{ID: id, Scale: time.Minute, Limit: 1000, Hits: 1})
 			if !assert.NoError(t, err) {
 				return
 			}

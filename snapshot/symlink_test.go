@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -46,12 +47,12 @@ func TestWriteThroughASymlink(t *testing.T) {
 			require.NoError(t, os.Mkdir(vol, 0o700))
 			path, target := tc.link(t, dir, vol)
 
-			clock := limitertest.NewClock(t0)
+			clock := limitertest.NewClock(time.UnixMilli(t0))
 			l := newLimiter(t, clock, 1)
 			ctx := context.Background()
 			require.NoError(t, snapshot.Probe(path))
 			for round := range 3 {
-				_, err := l.CheckRate(ctx, rl.Request{ID: "u", Scale: 3_600_000, Limit: 100, Hits: 1})
+				_, err := l.CheckRate(ctx, rl.Request{ID: "u", Scale: time.Hour, Limit: 100, Hits: 1})
 				require.NoError(t, err)
 				_, err = snapshot.Write(ctx, path, l, snapshot.WriteOptions{Clock: clock.Now})
 				require.NoError(t, err, "round %d", round)
@@ -62,7 +63,7 @@ func TestWriteThroughASymlink(t *testing.T) {
 				r := newLimiter(t, clock, 1)
 				_, err = snapshot.Load(ctx, target, r, snapshot.LoadOptions{Clock: clock.Now})
 				require.NoError(t, err)
-				d, err := r.CheckRate(ctx, rl.Request{ID: "u", Scale: 3_600_000, Limit: 100, Peek: true})
+				d, err := r.CheckRate(ctx, rl.Request{ID: "u", Scale: time.Hour, Limit: 100, Peek: true})
 				require.NoError(t, err)
 				assert.Equal(t, int64(round+1), d.Count, "round %d: the target holds the latest counts", round)
 			}
@@ -83,7 +84,7 @@ func TestWriteFollowsARepointedLink(t *testing.T) {
 	path := filepath.Join(root, "limits.snap")
 	a, b := filepath.Join(root, "a.snap"), filepath.Join(root, "b.snap")
 	require.NoError(t, os.Symlink(a, path))
-	clock := limitertest.NewClock(t0)
+	clock := limitertest.NewClock(time.UnixMilli(t0))
 	l := newLimiter(t, clock, 1)
 	ctx := context.Background()
 	_, err := snapshot.Write(ctx, path, l, snapshot.WriteOptions{Clock: clock.Now})
@@ -121,7 +122,7 @@ func TestIgnoredCorruptSnapshotThroughALink(t *testing.T) {
 	path, target := filepath.Join(root, "limits.snap"), filepath.Join(root, "vol.snap")
 	require.NoError(t, os.WriteFile(target, []byte("not a snapshot"), 0o600))
 	require.NoError(t, os.Symlink(target, path))
-	clock := limitertest.NewClock(t0)
+	clock := limitertest.NewClock(time.UnixMilli(t0))
 	l := newLimiter(t, clock, 1)
 	st, err := snapshot.Load(context.Background(), path, l, snapshot.LoadOptions{Clock: clock.Now, IgnoreCorrupt: true})
 	require.NoError(t, err)

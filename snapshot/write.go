@@ -13,7 +13,6 @@ import (
 	"path/filepath"
 	"time"
 
-	rl "github.com/raterlimiter/raterlimiter"
 	"github.com/raterlimiter/raterlimiter/memory"
 )
 
@@ -34,9 +33,8 @@ type WriteOptions struct {
 	// to its goroutine; checks wait only for one visit. Default
 	// DefaultChunkRecords.
 	ChunkRecords int
-	// Clock returns the time in Unix milliseconds; the header records it.
-	// Default: the system clock.
-	Clock rl.Clock
+	// Clock returns the time; the header records it. Default: time.Now.
+	Clock func() time.Time
 }
 
 // WriteStats reports a finished Write.
@@ -73,7 +71,7 @@ func Write(ctx context.Context, path string, src Source, opts WriteOptions) (Wri
 		opts.ChunkRecords = DefaultChunkRecords
 	}
 	if opts.Clock == nil {
-		opts.Clock = rl.SystemClock
+		opts.Clock = time.Now
 	}
 	dest, err := Resolve(path)
 	if err != nil {
@@ -169,7 +167,7 @@ func writeTo(ctx context.Context, w io.Writer, src Source, opts WriteOptions) (W
 	bw := bufio.NewWriterSize(cw, 256<<10)
 	crc := crc32.New(castagnoli)
 	out := io.MultiWriter(bw, crc)
-	e := &encoder{base: opts.Clock()}
+	e := &encoder{base: opts.Clock().UnixMilli()}
 	if _, err := out.Write(appendHeader(nil, e.base)); err != nil {
 		return st, err
 	}

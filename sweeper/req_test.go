@@ -1,5 +1,7 @@
 package sweeper_test
 
-import rl "github.com/raterlimiter/raterlimiter"
+import (
+	"github.com/raterlimiter/raterlimiter/internal/ms"
+)
 
-func req(scale int64) rl.Request { return rl.Request{ID: "u", Scale: scale, Limit: 5, Hits: 1} }
+func req(scale int64) ms.Request { return ms.Request{ID: "u", Scale: scale, Limit: 5, Hits: 1} }

@@ -206,7 +206,7 @@ func (cfg *config) check() error {
 		return bad("-redis-timeout must not be negative")
 	case cfg.redisDenyCache < 0:
 		return bad("-redis-deny-cache must not be negative")
-	case cfg.redisMaxScale < time.Millisecond || cfg.redisMaxScale.Milliseconds() > rl.MaxScale:
+	case cfg.redisMaxScale < time.Millisecond || cfg.redisMaxScale > rl.MaxScale:
 		return bad("-redis-max-scale must be from 1ms to 87600h (10 years), not %v", cfg.redisMaxScale)
 	case cfg.timeout <= 0:
 		return bad("-timeout must be positive")

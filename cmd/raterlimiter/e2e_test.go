@@ -141,16 +141,16 @@ func (s *sidecar) get(t *testing.T, path string) reply {
 
 // body is the JSON of a 200/429 answer.
 type body struct {
-	Allowed      bool   `json:"allowed"`
-	Status       string `json:"status"`
-	ID           string `json:"id"`
-	IDB64        []byte `json:"id_b64"` // an id that is not UTF-8
-	Count        int64  `json:"count"`
-	Limit        int64  `json:"limit"`
-	Remaining    int64  `json:"remaining"`
-	ResetMS      int64  `json:"reset_ms"`
-	RetryAfterMS int64  `json:"retry_after_ms"`
-	DelayMS      int64  `json:"delay_ms"`
+	Allowed    bool   `json:"allowed"`
+	Status     string `json:"status"`
+	ID         string `json:"id"`
+	IDB64      []byte `json:"id_b64"` // an id that is not UTF-8
+	Count      int64  `json:"count"`
+	Limit      int64  `json:"limit"`
+	Remaining  int64  `json:"remaining"`
+	Reset      int64  `json:"reset_ms"`
+	RetryAfter int64  `json:"retry_after_ms"`
+	Delay      int64  `json:"delay_ms"`
 }
 
 type errBody struct {
@@ -230,8 +230,8 @@ func TestE2EInputBounds(t *testing.T) {
 		{"id one byte past", check{id: pastMax, scale: "1000", limit: "1"}, 400, "id"},
 		{"scale 1", check{id: "s", scale: "1", limit: "1"}, 200, ""},
 		{"scale 0", check{id: "s", scale: "0", limit: "1"}, 400, "scale"},
-		{"scale max", check{id: "s", scale: i64(rl.MaxScale), limit: "1"}, 200, ""},
-		{"scale max+1", check{id: "s", scale: i64(rl.MaxScale + 1), limit: "1"}, 400, "scale"},
+		{"scale max", check{id: "s", scale: i64(rl.MaxScale.Milliseconds()), limit: "1"}, 200, ""},
+		{"scale max+1", check{id: "s", scale: i64(rl.MaxScale.Milliseconds() + 1), limit: "1"}, 400, "scale"},
 		{"limit 0 denies", check{id: "l", scale: "1000", limit: "0"}, 429, ""},
 		{"limit -1", check{id: "l", scale: "1000", limit: "-1"}, 400, "limit"},
 		{"limit max", check{id: "lm", scale: "1000", limit: i64(rl.MaxLimit)}, 200, ""},
@@ -319,12 +319,12 @@ func TestE2EHeaders(t *testing.T) {
 				if b.Allowed {
 					require.Equal(t, 200, r.status)
 					assert.Equal(t, "ok", b.Status)
-					assert.Zero(t, b.RetryAfterMS)
+					assert.Zero(t, b.RetryAfter)
 					assert.Empty(t, r.header.Values("Retry-After"), "Retry-After on 429 only")
 				} else {
 					require.Equal(t, 429, r.status)
 					assert.Equal(t, "fail", b.Status)
-					assert.Equal(t, []string{i64(max(1, ceilDiv(b.RetryAfterMS)))}, r.header.Values("Retry-After"))
+					assert.Equal(t, []string{i64(max(1, ceilDiv(b.RetryAfter)))}, r.header.Values("Retry-After"))
 				}
 				assert.Equal(t, "application/json", r.header.Get("Content-Type"))
 				assert.Equal(t, max(0, b.Limit-b.Count), b.Remaining)
@@ -336,16 +336,16 @@ func TestE2EHeaders(t *testing.T) {
 
 				// On a 429, t= and X-RateLimit-Reset never come before the
 				// moment Retry-After names (a sliding window can end first).
-				until := b.ResetMS
+				until := b.Reset
 				if !b.Allowed {
-					until = max(until, b.RetryAfterMS, 1)
+					until = max(until, b.RetryAfter, 1)
 				}
 				m = rateLimitRE.FindStringSubmatch(r.header.Get("RateLimit"))
 				require.NotNil(t, m, r.header.Get("RateLimit"))
 				assert.Equal(t, i64(b.Remaining), m[1])
-				wantT := ceilDiv(b.ResetMS)
+				wantT := ceilDiv(b.Reset)
 				if !b.Allowed {
-					wantT = max(wantT, max(1, ceilDiv(b.RetryAfterMS)))
+					wantT = max(wantT, max(1, ceilDiv(b.RetryAfter)))
 				}
 				assert.Equal(t, i64(wantT), m[2])
 

@@ -90,7 +90,7 @@ func checkThrough(t *testing.T, cfg rlclient.Config, id string) rl.Decision {
 	defer c.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	d, err := c.CheckRate(ctx, rl.Request{ID: id, Scale: 60000, Limit: 5, Hits: 1})
+	d, err := c.CheckRate(ctx, rl.Request{ID: id, Scale: time.Minute, Limit: 5, Hits: 1})
 	require.NoError(t, err)
 	return d
 }

@@ -24,7 +24,7 @@ func (w *waitFlags) register(fs *flag.FlagSet) {
 }
 
 func (w *waitFlags) validate() error {
-	if w.maxWait < time.Millisecond || w.maxWait > time.Duration(rl.MaxDelayMS)*time.Millisecond {
+	if w.maxWait < time.Millisecond || w.maxWait > rl.MaxScale {
 		return cli.Usagef("-max-wait must be from 1ms to ten years, not %v", w.maxWait)
 	}
 	if w.maxHeld < 1 || w.maxHeldPerClient < 1 {

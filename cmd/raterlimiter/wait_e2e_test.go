@@ -20,7 +20,7 @@ func TestE2EWaitAndMaxWait(t *testing.T) {
 	const q = "/check_rate?id=w&scale=10000&limit=5&algo=leaky&queue=3"
 	first := decode[body](t, s.get(t, q).body)
 	require.True(t, first.Allowed)
-	require.Zero(t, first.DelayMS)
+	require.Zero(t, first.Delay)
 	start := time.Now()
 	r := s.get(t, q+"&wait=1")
 	assert.Equal(t, 429, r.status, "a wait of about 2 s is past -max-wait: %s", r.body)
@@ -34,7 +34,7 @@ func TestE2EWaitAndMaxWait(t *testing.T) {
 	r = s.get(t, fast)
 	took := time.Since(start)
 	require.Equal(t, 200, r.status, r.body)
-	held := decode[body](t, r.body).DelayMS
+	held := decode[body](t, r.body).Delay
 	assert.Positive(t, held)
 	assert.GreaterOrEqual(t, took, time.Duration(held)*time.Millisecond, "held for delay_ms")
 

@@ -8,6 +8,7 @@ import (
 
 	rl "github.com/raterlimiter/raterlimiter"
 	"github.com/raterlimiter/raterlimiter/algo"
+	"github.com/raterlimiter/raterlimiter/internal/ms"
 	"github.com/raterlimiter/raterlimiter/memory"
 )
 
@@ -38,7 +39,7 @@ var variants = []variant{
 
 // request is v's check of one hit for tr.
 func (v variant) request(tr *trace) rl.Request {
-	return rl.Request{Scale: tr.scale, Limit: tr.limit, Hits: 1, Algo: v.algo, Slices: v.slices}
+	return rl.Request{Scale: ms.Duration(tr.scale), Limit: tr.limit, Hits: 1, Algo: v.algo, Slices: v.slices}
 }
 
 // result is what one algorithm did on one trace.
@@ -357,7 +358,7 @@ func estimate(tr *trace, tick func()) result {
 	per := make([]windows, tr.ids)
 	logs := make([]idLog, tr.ids)
 	res := result{name: estimateName, mismatches: -1}
-	req := rl.Request{ID: "x", Scale: tr.scale, Limit: tr.limit, Hits: 1, Algo: rl.Sliding}
+	req := ms.Request{ID: "x", Scale: tr.scale, Limit: tr.limit, Hits: 1, Algo: rl.Sliding}
 	for _, ev := range tr.events {
 		c := &per[ev.id]
 		b := algo.Bucket(ev.at, tr.scale)

@@ -68,7 +68,7 @@ func counted(t *testing.T, lim rl.Limiter, n int, scale int64) int64 {
 	t.Helper()
 	var sum int64
 	for i := range n {
-		d, err := lim.CheckRate(context.Background(), rl.Request{ID: "user-" + strconv.Itoa(i), Scale: scale, Limit: 1_000_000_000, Peek: true})
+		d, err := lim.CheckRate(context.Background(), rl.Request{ID: "user-" + strconv.Itoa(i), Scale: time.Duration(scale) * time.Millisecond, Limit: 1_000_000_000, Peek: true})
 		require.NoError(t, err)
 		sum += d.Count
 	}

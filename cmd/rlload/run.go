@@ -21,6 +21,7 @@ import (
 	"github.com/raterlimiter/raterlimiter/api"
 	"github.com/raterlimiter/raterlimiter/client"
 	"github.com/raterlimiter/raterlimiter/internal/cli"
+	msform "github.com/raterlimiter/raterlimiter/internal/ms"
 	"github.com/raterlimiter/raterlimiter/internal/term"
 	"github.com/raterlimiter/raterlimiter/memory"
 )
@@ -119,7 +120,7 @@ func (cfg *config) parse(args []string, stderr io.Writer) error {
 }
 
 func (cfg *config) request(id string, a rl.Algo) rl.Request {
-	return rl.Request{ID: id, Scale: cfg.scale, Limit: cfg.limit, Hits: cfg.hits, Algo: a}
+	return rl.Request{ID: id, Scale: msform.Duration(cfg.scale), Limit: cfg.limit, Hits: cfg.hits, Algo: a}
 }
 
 // result is what a run measured.

@@ -65,7 +65,7 @@ type config struct {
 	limit   int64
 	proxies string
 	timeout time.Duration
-	clock   func() int64 // tests inject one; nil is the system clock
+	clock   func() time.Time // tests inject one; nil is the system clock
 }
 
 func parseFlags(args []string, out io.Writer) (config, error) {
@@ -115,7 +115,7 @@ func newApp(c config, log *slog.Logger) (http.Handler, func(), error) {
 	}
 	mw, err := nethttp.New(nethttp.Config{Config: middleware.Config{
 		Limiter:        lim,
-		Policy:         middleware.Policy{Scale: c.scale.Milliseconds(), Limit: c.limit},
+		Policy:         middleware.Policy{Scale: c.scale, Limit: c.limit},
 		TrustedProxies: proxies,
 		OnError:        func(err error) { log.Warn("rate limiter failed; request let through", "err", err) },
 	}})

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -20,7 +21,7 @@ import (
 // now is 10 s into a 30 s window, so the window cannot roll over mid-test.
 const now = 1_700_000_040_000 + 10_000
 
-func clock() int64 { return now }
+func clock() time.Time { return time.UnixMilli(now) }
 
 func startSidecar(t *testing.T) string {
 	t.Helper()

@@ -4,6 +4,7 @@ import (
 	"net"
 	"net/http"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -79,7 +80,7 @@ func TestAdapter(t *testing.T) {
 func TestOverAServer(t *testing.T) {
 	lim := memory.New(memory.Config{Clock: clock, SweepInterval: -1})
 	t.Cleanup(func() { lim.Close() })
-	h := newMW(t, fasthttpmw.Config{Config: middleware.Config{Limiter: lim, Policy: middleware.Policy{Scale: 30_000, Limit: 1}}})
+	h := newMW(t, fasthttpmw.Config{Config: middleware.Config{Limiter: lim, Policy: middleware.Policy{Scale: 30 * time.Second, Limit: 1}}})
 	ln := fasthttputil.NewInmemoryListener()
 	srv := &fasthttp.Server{Handler: h(func(ctx *fasthttp.RequestCtx) { ctx.SetBodyString("page") })}
 	done := make(chan error, 1)

@@ -17,7 +17,7 @@ func TestMiddlewareWaitsItsTurn(t *testing.T) {
 	for name, lim := range limiters(t) {
 		t.Run(name, func(t *testing.T) {
 			h := newMW(t, fasthttpmw.Config{Config: middleware.Config{Limiter: lim,
-				Policy:  middleware.Policy{Scale: 1000, Limit: 5, Algo: rl.Leaky, Queue: 3},
+				Policy:  middleware.Policy{Scale: time.Second, Limit: 5, Algo: rl.Leaky, Queue: 3},
 				MaxWait: 300 * time.Millisecond}})
 			for i, want := range []time.Duration{0, 200 * time.Millisecond} {
 				start := time.Now()

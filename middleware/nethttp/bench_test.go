@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/raterlimiter/raterlimiter/memory"
 	"github.com/raterlimiter/raterlimiter/middleware"
@@ -19,7 +20,7 @@ func BenchmarkMiddleware(b *testing.B) {
 	lim := memory.New(memory.Config{SweepInterval: -1})
 	b.Cleanup(func() { lim.Close() })
 	mw, err := nethttp.New(nethttp.Config{Config: middleware.Config{Limiter: lim,
-		Policy: middleware.Policy{Scale: 1000, Limit: 1 << 30}}})
+		Policy: middleware.Policy{Scale: time.Second, Limit: 1 << 30}}})
 	if err != nil {
 		b.Fatal(err)
 	}

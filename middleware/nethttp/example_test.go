@@ -5,6 +5,7 @@ import (
 	"log"
 	"net/http"
 	"net/http/httptest"
+	"time"
 
 	"github.com/raterlimiter/raterlimiter/memory"
 	"github.com/raterlimiter/raterlimiter/middleware"
@@ -16,11 +17,11 @@ import (
 // X-Forwarded-For.
 func Example() {
 	// A fixed clock keeps the output stable; leave Clock out in real use.
-	lim := memory.New(memory.Config{Clock: func() int64 { return 1_700_000_000_000 }})
+	lim := memory.New(memory.Config{Clock: func() time.Time { return time.UnixMilli(1_700_000_000_000) }})
 	defer lim.Close()
 	mw, err := nethttp.New(nethttp.Config{Config: middleware.Config{
 		Limiter:        lim, // or a *client.Client of a sidecar
-		Policy:         middleware.Policy{Scale: 60_000, Limit: 2},
+		Policy:         middleware.Policy{Scale: time.Minute, Limit: 2},
 		TrustedProxies: []string{"10.0.0.0/8"},
 	}})
 	if err != nil {

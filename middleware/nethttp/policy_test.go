@@ -40,7 +40,7 @@ func TestByPolicyName(t *testing.T) {
 	d, r, err := c.CheckPolicy(t.Context(), "pages", "someone", 0)
 	require.NoError(t, err)
 	assert.True(t, d.Allowed)
-	assert.Equal(t, rl.Request{ID: "someone", Scale: 30_000, Limit: 2, Algo: rl.Fixed}, r)
+	assert.Equal(t, rl.Request{ID: "someone", Scale: 30 * time.Second, Limit: 2, Algo: rl.Fixed}, r)
 	_, _, err = c.CheckPolicy(t.Context(), "nope", "someone", 0)
 	assert.ErrorIs(t, err, rl.ErrInvalid, "an unknown policy")
 

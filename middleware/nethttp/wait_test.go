@@ -25,7 +25,7 @@ func TestMiddlewareWaitsItsTurn(t *testing.T) {
 	for name, lim := range limiters(t) {
 		t.Run(name, func(t *testing.T) {
 			m, err := nethttp.New(nethttp.Config{Config: middleware.Config{Limiter: lim,
-				Policy:  middleware.Policy{Scale: 1000, Limit: 5, Algo: rl.Leaky, Queue: 3},
+				Policy:  middleware.Policy{Scale: time.Second, Limit: 5, Algo: rl.Leaky, Queue: 3},
 				MaxWait: 500 * time.Millisecond}})
 			require.NoError(t, err)
 			var mu sync.Mutex

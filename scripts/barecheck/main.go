@@ -20,6 +20,7 @@ import (
 	"net"
 	"os"
 	"strconv"
+	"time"
 
 	"github.com/valyala/fasthttp"
 
@@ -31,7 +32,7 @@ import (
 type instant struct{ rl.Limiter }
 
 func (instant) CheckRate(_ context.Context, r rl.Request) (rl.Decision, error) {
-	return rl.Decision{Allowed: true, Count: 1, Limit: r.Limit, Remaining: max(0, r.Limit-1), ResetMS: 1000, Now: 1_700_000_000_000}, nil
+	return rl.Decision{Allowed: true, Count: 1, Limit: r.Limit, Remaining: max(0, r.Limit-1), Reset: time.Second, Now: time.UnixMilli(1_700_000_000_000)}, nil
 }
 
 func main() {

@@ -27,7 +27,7 @@ import (
 const Now = 1_700_000_040_000 + 10_000
 
 // Clock is the tests' clock, stopped at Now.
-func Clock() int64 { return Now }
+func Clock() time.Time { return time.UnixMilli(Now) }
 
 // Limiters returns an embedded limiter and a client of a sidecar over an
 // embedded limiter, both on Clock, by name.
@@ -63,7 +63,7 @@ type KeyFunc func(header func(name string) string) string
 // "page".
 type Adapter func(t *testing.T, cfg middleware.Config, key KeyFunc) func(peer string, hdr map[string]string) Answer
 
-var policy = middleware.Policy{Scale: 30_000, Limit: 2}
+var policy = middleware.Policy{Scale: 30 * time.Second, Limit: 2}
 
 // Run runs, on a, the behaviour every adapter shows.
 func Run(t *testing.T, a Adapter) {
@@ -141,7 +141,7 @@ func keys(t *testing.T, a Adapter) {
 				})
 			}
 			t.Run("empty key is not limited", func(t *testing.T) {
-				serve := a(t, middleware.Config{Limiter: lim, Policy: middleware.Policy{Scale: 1000, Limit: 0}},
+				serve := a(t, middleware.Config{Limiter: lim, Policy: middleware.Policy{Scale: time.Second, Limit: 0}},
 					func(func(string) string) string { return "" })
 				ans := serve("203.0.113.4:5", nil)
 				assert.Equal(t, 200, ans.Status)
