@@ -26,6 +26,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	rl "github.com/raterlimiter/raterlimiter"
+	"github.com/raterlimiter/raterlimiter/internal/ms"
 	"github.com/raterlimiter/raterlimiter/internal/tooltest"
 )
 
@@ -478,7 +479,7 @@ func TestE2EBatchAdminMetrics(t *testing.T) {
 	assert.Equal(t, 401, s.do(t, "GET", "/buckets?id=b1", "", "", "Authorization", "Bearer fromenv").status)
 	r = s.do(t, "GET", "/buckets?id=b1", "", "", "Authorization", "Bearer t0k")
 	require.Equal(t, 200, r.status)
-	var recs []rl.Bucket
+	var recs []ms.Bucket // the wire's form, in milliseconds
 	require.NoError(t, json.Unmarshal([]byte(r.body), &recs))
 	require.Len(t, recs, 1)
 	assert.Equal(t, int64(60000), recs[0].Scale)
