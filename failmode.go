@@ -1,9 +1,6 @@
 package raterlimiter
 
-import (
-	"errors"
-	"strconv"
-)
+import "strconv"
 
 // FailMode is what a limiter that relies on another process (the Redis
 // backend on Redis, the client on its sidecar) answers when that process
@@ -13,10 +10,12 @@ type FailMode uint8
 const (
 	// FailClosed fails the check with an error matching ErrUnavailable.
 	FailClosed FailMode = iota
-	// FailOpen allows the check: Allowed, Count 0, Remaining = Limit.
+	// FailOpen allows the check: Allowed, Count 0, Remaining = Limit, with
+	// a nil error; the backend's OnDegraded callback reports it.
 	FailOpen
 	// FailLocal decides with a limiter of this process alone (the Redis
-	// backend's fallback): a limit per process rather than a shared one.
+	// backend's fallback): a limit per process rather than a shared one,
+	// with a nil error; OnDegraded reports it as FailOpen.
 	FailLocal
 )
 
@@ -47,25 +46,18 @@ func ParseFailMode(field, s string) (FailMode, error) {
 	return 0, &FieldError{Field: field, Rule: "must be one of closed, open, local"}
 }
 
-// Degraded is an error that comes with decisions a limiter made without its
-// shared state (the Redis backend under FailOpen or FailLocal): usable
-// answers, in order, and the name of the fail mode that made them. Such an
-// error also matches ErrUnavailable, so a caller that does not look for it
-// fails closed.
-type Degraded interface {
-	error
-	// Degraded returns the fail mode's name ("open" or "local") and the
-	// decisions, one per request, in order.
-	Degraded() (mode string, ds []Decision)
-}
-
-// DegradedDecisions returns the decisions err carries, if it is (or wraps)
-// a Degraded error.
-func DegradedDecisions(err error) (mode string, ds []Decision, ok bool) {
-	var dg Degraded
-	if errors.As(err, &dg) {
-		mode, ds = dg.Degraded()
-		return mode, ds, true
-	}
-	return "", nil, false
+// DegradedEvent reports checks a limiter answered by its fail mode,
+// without the process or store it relies on (the sidecar for the client,
+// Redis for the Redis backend). Those checks return their decisions with a
+// nil error, as if decided as usual; a Config's OnDegraded callback, the
+// same on every such backend, is how a caller learns of them.
+type DegradedEvent struct {
+	// Mode is the fail mode that answered: FailOpen or FailLocal (the
+	// Redis backend also reports FailClosed, whose checks fail with an
+	// error as well).
+	Mode FailMode
+	// Checks is how many checks it answered.
+	Checks int
+	// Err is why the backend did not answer (it matches ErrUnavailable).
+	Err error
 }

@@ -1,8 +1,6 @@
 package raterlimiter_test
 
 import (
-	"errors"
-	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -26,20 +24,4 @@ func TestParseFailMode(t *testing.T) {
 	assert.Equal(t, "redis-fail", fe.Field)
 	assert.ErrorIs(t, err, rl.ErrInvalid)
 	assert.Equal(t, "failmode(7)", rl.FailMode(7).String())
-}
-
-type degradedErr struct{ ds []rl.Decision }
-
-func (e *degradedErr) Error() string                     { return "degraded" }
-func (e *degradedErr) Degraded() (string, []rl.Decision) { return "open", e.ds }
-
-func TestDegradedDecisions(t *testing.T) {
-	ds := []rl.Decision{{Allowed: true, Limit: 5, Remaining: 5}}
-	mode, got, ok := rl.DegradedDecisions(fmt.Errorf("wrapped: %w", &degradedErr{ds}))
-	assert.True(t, ok)
-	assert.Equal(t, "open", mode)
-	assert.Equal(t, ds, got)
-	_, got, ok = rl.DegradedDecisions(errors.New("plain"))
-	assert.False(t, ok)
-	assert.Nil(t, got)
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/raterlimiter/raterlimiter/policy"
 
 	rl "github.com/raterlimiter/raterlimiter"
+	"github.com/raterlimiter/raterlimiter/internal/degrade"
 )
 
 // DegradedHeader is set, to the backend's fail mode ("open" or "local"), on
@@ -21,9 +22,9 @@ import (
 // under -redis-fail open or local, while Redis does not answer.
 const DegradedHeader = "X-RateLimit-Degraded"
 
-// degradedAnswer returns the decisions err carries (rl.Degraded), if any.
+// degradedAnswer returns the decisions err carries (internal/degrade), if any.
 func degradedAnswer(err error) (string, []rl.Decision) {
-	mode, ds, _ := rl.DegradedDecisions(err)
+	mode, ds, _ := degrade.Decisions(err)
 	return mode, ds
 }
 

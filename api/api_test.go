@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -23,6 +24,7 @@ import (
 
 	rl "github.com/raterlimiter/raterlimiter"
 	"github.com/raterlimiter/raterlimiter/api"
+	"github.com/raterlimiter/raterlimiter/internal/degrade"
 	"github.com/raterlimiter/raterlimiter/limitertest"
 	"github.com/raterlimiter/raterlimiter/memory"
 )
@@ -530,19 +532,17 @@ func TestHostileRequestsGetJSONErrors(t *testing.T) {
 	assert.Equal(t, 200, r.status, r.body)
 }
 
-// degradedErr is what a backend returns with decisions made without its
-// shared state (as redisbackend.DegradedError).
-type degradedErr struct{ ds []rl.Decision }
-
-func (e *degradedErr) Error() string                     { return "answered fail-open" }
-func (e *degradedErr) Unwrap() error                     { return rl.ErrUnavailable }
-func (e *degradedErr) Degraded() (string, []rl.Decision) { return "open", e.ds }
+// degradedErr is what a backend's strict view (internal/degrade) returns
+// with decisions made without its shared state.
+func degradedErr(ds []rl.Decision) error {
+	return &degrade.Error{Mode: "open", Decisions: ds, Err: errors.New("answered fail-open")}
+}
 
 // failOpen answers every check allowed, with a degradedErr.
 type failOpen struct{ rl.Limiter }
 
 func (failOpen) CheckRate(_ context.Context, r rl.Request) (rl.Decision, error) {
-	return rl.Decision{}, &degradedErr{[]rl.Decision{{Allowed: true, Limit: r.Limit, Remaining: r.Limit, Reset: r.Scale, Now: time.UnixMilli(t0)}}}
+	return rl.Decision{}, degradedErr([]rl.Decision{{Allowed: true, Limit: r.Limit, Remaining: r.Limit, Reset: r.Scale, Now: time.UnixMilli(t0)}})
 }
 
 func (failOpen) CheckRates(_ context.Context, rs []rl.Request) ([]rl.Decision, error) {
@@ -550,7 +550,7 @@ func (failOpen) CheckRates(_ context.Context, rs []rl.Request) ([]rl.Decision, e
 	for i, r := range rs {
 		ds[i] = rl.Decision{Allowed: true, Limit: r.Limit, Remaining: r.Limit, Reset: r.Scale, Now: time.UnixMilli(t0)}
 	}
-	return nil, &degradedErr{ds}
+	return nil, degradedErr(ds)
 }
 
 func TestDegradedAnswersAreServedAndSaySo(t *testing.T) {

@@ -63,8 +63,9 @@ const (
 	FailClosed = rl.FailClosed
 	// FailOpen answers as if the id had no recorded hits and allows the
 	// request: Decision{Allowed: true, Limit: r.Limit, Remaining: r.Limit,
-	// Now: the client's clock}, Count, ResetMS and RetryAfterMS 0, and a nil
-	// error. Config.OnError still sees the error. It applies to the
+	// Now: the client's clock}, Count, Reset and RetryAfter 0, and a nil
+	// error, as the Redis backend's FailOpen; Config.OnDegraded reports it.
+	// It applies to the
 	// sidecar's failures only (transport errors, 5xx answers and deadlines),
 	// never to an invalid request, a 4xx answer or a cancelled context.
 	FailOpen = rl.FailOpen
@@ -83,10 +84,11 @@ type Config struct {
 	// FailMode says what checks answer when the sidecar cannot. Default
 	// FailClosed.
 	FailMode FailMode
-	// OnError, if set, is called with every error a check swallowed under
-	// FailOpen, so it can be logged or counted. It must be safe for concurrent
-	// use.
-	OnError func(error)
+	// OnDegraded, if set, is called for every call answered by FailOpen
+	// because the sidecar did not, with the mode, the number of checks so
+	// answered and the error; the same callback as
+	// redisbackend.Config.OnDegraded. It must be safe for concurrent use.
+	OnDegraded func(rl.DegradedEvent)
 	// AdminToken, if set, is sent as "Authorization: Bearer TOKEN" to the
 	// admin endpoints (Buckets and Reset); checks never send it.
 	AdminToken string
@@ -130,17 +132,17 @@ type Config struct {
 // Client calls a raterlimiter sidecar. It is safe for concurrent use. Close
 // stops it.
 type Client struct {
-	hc       *fasthttp.HostClient
-	batch    *batcher // nil unless Config.Batching
-	closed   atomic.Bool
-	once     sync.Once
-	base     string // URL without a trailing slash
-	timeout  time.Duration
-	failMode FailMode
-	onError  func(error)
-	token    string
-	clock    func() time.Time
-	maxID    int
+	hc         *fasthttp.HostClient
+	batch      *batcher // nil unless Config.Batching
+	closed     atomic.Bool
+	once       sync.Once
+	base       string // URL without a trailing slash
+	timeout    time.Duration
+	failMode   FailMode
+	onDegraded func(rl.DegradedEvent)
+	token      string
+	clock      func() time.Time
+	maxID      int
 }
 
 var (
@@ -169,13 +171,13 @@ func New(cfg Config) (*Client, error) {
 		return nil, fmt.Errorf("client: bad URL %q: want http(s)://host[:port][/path]", cfg.URL)
 	}
 	c := &Client{
-		base:     strings.TrimRight(u.String(), "/"),
-		timeout:  cfg.Timeout,
-		failMode: cfg.FailMode,
-		onError:  cfg.OnError,
-		token:    cfg.AdminToken,
-		clock:    cfg.Clock,
-		maxID:    cfg.MaxIDBytes,
+		base:       strings.TrimRight(u.String(), "/"),
+		timeout:    cfg.Timeout,
+		failMode:   cfg.FailMode,
+		onDegraded: cfg.OnDegraded,
+		token:      cfg.AdminToken,
+		clock:      cfg.Clock,
+		maxID:      cfg.MaxIDBytes,
 	}
 	if c.timeout == 0 {
 		c.timeout = DefaultTimeout
@@ -252,7 +254,7 @@ func (c *Client) CheckRate(ctx context.Context, r rl.Request) (rl.Decision, erro
 		d, err = c.checkRate(ctx, r)
 	}
 	if err != nil {
-		if c.failOpen(ctx, err) {
+		if c.failOpen(ctx, err, 1) {
 			return c.openDecision(r), nil
 		}
 		return rl.Decision{}, err
@@ -331,7 +333,7 @@ func (c *Client) CheckRates(ctx context.Context, rs []rl.Request) ([]rl.Decision
 	}
 	ds, err := c.checkRates(ctx, rs)
 	if err != nil {
-		if c.failOpen(ctx, err) {
+		if c.failOpen(ctx, err, len(rs)) {
 			ds = make([]rl.Decision, len(rs))
 			for i := range rs {
 				ds[i] = c.openDecision(rs[i])
@@ -605,13 +607,13 @@ func errorMessage(b []byte) string {
 }
 
 // failOpen reports whether err should be answered with an open decision,
-// telling OnError about it if so.
-func (c *Client) failOpen(ctx context.Context, err error) bool {
+// telling OnDegraded about the n checks so answered.
+func (c *Client) failOpen(ctx context.Context, err error, n int) bool {
 	if c.failMode != FailOpen || !errors.Is(err, rl.ErrUnavailable) || errors.Is(ctx.Err(), context.Canceled) {
 		return false
 	}
-	if c.onError != nil {
-		c.onError(err)
+	if c.onDegraded != nil {
+		c.onDegraded(rl.DegradedEvent{Mode: FailOpen, Checks: n, Err: err})
 	}
 	return true
 }

@@ -437,9 +437,15 @@ func TestFailModes(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var swallowed []error
+			var checks int
 			var mu sync.Mutex
 			c := newClient(t, client.Config{URL: tt.url, FailMode: tt.mode, Timeout: 50 * time.Millisecond,
-				OnError: func(err error) { mu.Lock(); swallowed = append(swallowed, err); mu.Unlock() }})
+				OnDegraded: func(e rl.DegradedEvent) {
+					mu.Lock()
+					swallowed, checks = append(swallowed, e.Err), checks+e.Checks
+					mu.Unlock()
+					assert.Equal(t, client.FailOpen, e.Mode)
+				}})
 			d, err := c.CheckRate(context.Background(), okReq)
 			ds, berr := c.CheckRates(context.Background(), []rl.Request{okReq, okReq})
 			mu.Lock()
@@ -449,7 +455,8 @@ func TestFailModes(t *testing.T) {
 				require.NoError(t, berr)
 				assert.Equal(t, open, d)
 				assert.Equal(t, []rl.Decision{open, open}, ds)
-				require.Len(t, swallowed, 2, "OnError sees each swallowed error")
+				require.Len(t, swallowed, 2, "OnDegraded sees each call answered open")
+				assert.Equal(t, 3, checks, "and the checks it answered")
 				assert.ErrorIs(t, swallowed[0], rl.ErrUnavailable)
 				return
 			}

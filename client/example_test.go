@@ -65,12 +65,14 @@ func Example() {
 }
 
 // With FailOpen, a sidecar that cannot be reached allows every request; the
-// error goes to OnError.
+// call goes to OnDegraded.
 func ExampleConfig_failOpen() {
 	c, err := client.New(client.Config{
 		URL:      "http://127.0.0.1:1", // nothing listens there
 		FailMode: client.FailOpen,
-		OnError:  func(err error) { fmt.Println("unavailable:", errors.Is(err, rl.ErrUnavailable)) },
+		OnDegraded: func(e rl.DegradedEvent) {
+			fmt.Println("unavailable:", errors.Is(e.Err, rl.ErrUnavailable), "answered", e.Mode, e.Checks)
+		},
 	})
 	if err != nil {
 		log.Fatal(err)
@@ -78,6 +80,6 @@ func ExampleConfig_failOpen() {
 	d, err := c.CheckRate(context.Background(), rl.Request{ID: "u1", Scale: time.Second, Limit: 10, Hits: 1})
 	fmt.Println(d.Allowed, d.Remaining, err)
 	// Output:
-	// unavailable: true
+	// unavailable: true answered open 1
 	// true 10 <nil>
 }

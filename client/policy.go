@@ -64,7 +64,7 @@ func (c *Client) CheckPolicy(ctx context.Context, policy, id string, hits int64)
 	d.Now = c.clock()
 	r.Limit = d.Limit
 	if err != nil {
-		if c.failOpen(ctx, err) {
+		if c.failOpen(ctx, err, 1) {
 			return rl.Decision{Allowed: true, Now: c.clock()}, r, nil
 		}
 		return rl.Decision{}, r, err

@@ -265,7 +265,15 @@ func (b *Backend) writable(ctx context.Context) error {
 // CheckRate decides r on Redis: a fixed window with a counter, the other
 // algorithms with an atomic script each. An invalid r fails with an error
 // matching raterlimiter.ErrInvalid and reaches no Redis.
+//
+// Under FailOpen and FailLocal, a check Redis does not answer returns the
+// fail mode's decision and a nil error; Config.OnDegraded reports it.
 func (b *Backend) CheckRate(ctx context.Context, r rl.Request) (rl.Decision, error) {
+	d, err := b.checkRate(ctx, r)
+	return d, lenient(err)
+}
+
+func (b *Backend) checkRate(ctx context.Context, r rl.Request) (rl.Decision, error) {
 	if err := r.Validate(b.cfg.MaxIDBytes); err != nil {
 		return rl.Decision{}, err
 	}
@@ -280,7 +288,14 @@ func (b *Backend) CheckRate(ctx context.Context, r rl.Request) (rl.Decision, err
 // CheckRates decides a batch, pipelined: each request's commands sent
 // together (to each Cluster node its own). Requests of one id are decided in
 // their order. If any request is invalid nothing is counted.
+// Under FailOpen and FailLocal, as CheckRate, the fail mode's decisions come
+// with a nil error.
 func (b *Backend) CheckRates(ctx context.Context, rs []rl.Request) ([]rl.Decision, error) {
+	ds, err := b.checkRates(ctx, rs)
+	return ds, lenient(err)
+}
+
+func (b *Backend) checkRates(ctx context.Context, rs []rl.Request) ([]rl.Decision, error) {
 	if err := rl.ValidateBatch(rs, b.cfg.MaxIDBytes); err != nil {
 		return nil, err
 	}

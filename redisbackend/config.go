@@ -50,10 +50,11 @@ const (
 	// raterlimiter.ErrUnavailable (the sidecar answers 503).
 	FailClosed = rl.FailClosed
 	// FailOpen allows every request: the decision has Allowed, Count 0 and
-	// Remaining = Limit, and comes with a *DegradedError.
+	// Remaining = Limit, with a nil error; Config.OnDegraded reports it.
 	FailOpen = rl.FailOpen
 	// FailLocal decides with Config.Fallback, a limiter of this process
-	// alone, and returns its decision with a *DegradedError.
+	// alone, and returns its decision with a nil error; Config.OnDegraded
+	// reports it.
 	FailLocal = rl.FailLocal
 )
 
@@ -122,10 +123,13 @@ type Config struct {
 	// and its error (nil on success): the hook for latency and error
 	// metrics.
 	OnCall func(op string, d time.Duration, err error)
-	// OnDegraded, if set, is called for every call answered without Redis
-	// (the circuit open, or Redis failing), with the fail mode used and the
-	// number of requests so answered.
-	OnDegraded func(mode FailMode, n int)
+	// OnDegraded, if set, is called for every call Redis did not answer
+	// (the circuit open, or Redis failing), with the fail mode that
+	// answered it, the number of checks and why; the same callback as
+	// client.Config.OnDegraded. Under FailClosed the checks also fail with
+	// an error (the event then only counts them); under FailOpen and
+	// FailLocal it is the only sign. It must be safe for concurrent use.
+	OnDegraded func(rl.DegradedEvent)
 	// OnState, if set, is called when the circuit changes: up is false when
 	// it opens (Redis failing), true when Redis answers again.
 	OnState func(up bool, err error)

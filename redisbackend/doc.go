@@ -35,8 +35,8 @@
 // the circuit too, which then closes only once a write succeeds. Meanwhile
 // Config.Fail decides: FailClosed returns errors matching
 // raterlimiter.ErrUnavailable, FailOpen allows, FailLocal asks
-// Config.Fallback. The last two say so with a *DegradedError next to the
-// decision.
+// Config.Fallback. The last two return their decision with a nil error, as
+// the client's FailOpen does, and report it through Config.OnDegraded.
 //
 // Stability: the exported API is not provisional; it changes only as
 // CHANGELOG.md lists. Two things are not part of it and may change in any

@@ -2,7 +2,6 @@ package redisbackend_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"runtime"
 	"strconv"
@@ -61,12 +60,6 @@ type outcome struct {
 	start, end time.Time
 	d          rl.Decision
 	err        error
-}
-
-// degraded is how a caller that may not import this package finds a
-// *DegradedError.
-type degraded interface {
-	Degraded() (string, []rl.Decision)
 }
 
 // TestOutage kills Redis (and, separately, hangs it with SIGSTOP) under load
@@ -146,9 +139,10 @@ func outageTry(t *testing.T, rec *recorder, how string, mode redisbackend.FailMo
 	b, err := redisbackend.New(redisbackend.Config{
 		URL: srv.URL(), Timeout: timeout, ProbeInterval: probe, Fail: mode, Fallback: fb,
 		OnCall: func(string, time.Duration, error) { redisCalls.Add(1) },
-		OnDegraded: func(m redisbackend.FailMode, n int) {
-			assert.Equal(rec, mode, m)
-			degraded.Add(int64(n))
+		OnDegraded: func(e rl.DegradedEvent) {
+			assert.Equal(rec, mode, e.Mode)
+			assert.ErrorIs(rec, e.Err, rl.ErrUnavailable)
+			degraded.Add(int64(e.Checks))
 		},
 		OnState: func(up bool, _ error) {
 			if up {
@@ -275,35 +269,32 @@ func outageTry(t *testing.T, rec *recorder, how string, mode redisbackend.FailMo
 }
 
 func checkDown(t require.TestingT, mode redisbackend.FailMode, o outcome) {
-	require.Error(t, o.err)
-	assert.ErrorIs(t, o.err, rl.ErrUnavailable)
-	var dg degraded
-	isDegraded := errors.As(o.err, &dg)
 	switch mode {
 	case redisbackend.FailClosed:
-		assert.False(t, isDegraded, "closed: a plain error, %v", o.err)
+		require.Error(t, o.err)
+		assert.ErrorIs(t, o.err, rl.ErrUnavailable)
 		assert.False(t, o.d.Allowed)
 	case redisbackend.FailOpen:
-		require.True(t, isDegraded, "open: %v", o.err)
-		name, ds := dg.Degraded()
-		assert.Equal(t, "open", name)
+		require.NoError(t, o.err, "open: the decision, with a nil error")
 		assert.True(t, o.d.Allowed)
-		assert.Equal(t, o.d, ds[0])
+		assert.Zero(t, o.d.Count)
 	case redisbackend.FailLocal:
-		require.True(t, isDegraded, "local: %v", o.err)
-		name, ds := dg.Degraded()
-		assert.Equal(t, "local", name)
-		assert.Equal(t, o.d, ds[0])
+		require.NoError(t, o.err, "local: the fallback's decision, with a nil error")
 		assert.Positive(t, o.d.Count, "the fallback counted")
 	}
 }
 
-func TestIgnoreDegraded(t *testing.T) {
+// TestFailOpenIsANilError: FailOpen answers as the client's does, the
+// decision with a nil error, and reports it through OnDegraded.
+func TestFailOpenIsANilError(t *testing.T) {
 	srv := redistest.Start(t)
-	b, err := redisbackend.New(redisbackend.Config{URL: srv.URL(), Timeout: 2 * time.Second, Fail: redisbackend.FailOpen})
+	var events []rl.DegradedEvent
+	var mu sync.Mutex
+	b, err := redisbackend.New(redisbackend.Config{URL: srv.URL(), Timeout: 2 * time.Second, Fail: redisbackend.FailOpen,
+		OnDegraded: func(e rl.DegradedEvent) { mu.Lock(); events = append(events, e); mu.Unlock() }})
 	require.NoError(t, err)
 	defer b.Close()
-	l := redisbackend.IgnoreDegraded(b)
+	l := b
 	r := rl.Request{ID: "u", Scale: time.Second, Limit: 0, Hits: 1}
 	d, err := l.CheckRate(context.Background(), r)
 	require.NoError(t, err)
@@ -319,6 +310,11 @@ func TestIgnoreDegraded(t *testing.T) {
 	assert.True(t, ds[1].Allowed)
 	_, err = l.CheckRate(context.Background(), rl.Request{})
 	assert.ErrorIs(t, err, rl.ErrInvalid, "other errors pass through")
+	mu.Lock()
+	defer mu.Unlock()
+	require.Len(t, events, 2, "one event per call answered open")
+	assert.Equal(t, rl.DegradedEvent{Mode: redisbackend.FailOpen, Checks: 2, Err: events[1].Err}, events[1])
+	assert.ErrorIs(t, events[0].Err, rl.ErrUnavailable)
 }
 
 // TestClusterMasterDown kills one master of three (no replicas; the others go
@@ -342,9 +338,7 @@ func TestClusterMasterDown(t *testing.T) {
 	}
 	c.Nodes[2].Kill()
 	ds, err = b.CheckRates(ctx, rs)
-	var dg *redisbackend.DegradedError
-	require.ErrorAs(t, err, &dg)
-	require.Equal(t, ds, dg.Decisions)
+	require.NoError(t, err, "the fail mode's decisions come with a nil error")
 	var fromRedis, failedOpen int
 	for _, d := range ds {
 		switch {
@@ -373,6 +367,8 @@ func TestStartDown(t *testing.T) {
 	require.Error(t, err, "Redis is down")
 
 	cfg.StartDown = true
+	var degraded atomic.Bool
+	cfg.OnDegraded = func(rl.DegradedEvent) { degraded.Store(true) }
 	b, err := redisbackend.New(cfg)
 	require.NoError(t, err)
 	defer b.Close()
@@ -380,18 +376,20 @@ func TestStartDown(t *testing.T) {
 	ctx := context.Background()
 	r := rl.Request{ID: "u", Scale: time.Minute, Limit: 5, Hits: 1}
 	d, err := b.CheckRate(ctx, r)
-	var dg *redisbackend.DegradedError
-	require.ErrorAs(t, err, &dg)
+	require.NoError(t, err)
 	assert.True(t, d.Allowed)
+	assert.True(t, degraded.Load(), "answered open, and said so")
 	assert.ErrorIs(t, b.Ping(ctx), rl.ErrUnavailable)
 
 	srv.Restart(t)
 	deadline := time.Now().Add(5 * time.Second)
-	for err != nil && time.Now().Before(deadline) {
+	for degraded.Load() && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
+		degraded.Store(false)
 		d, err = b.CheckRate(ctx, r)
+		require.NoError(t, err)
 	}
-	require.NoError(t, err, "connected by itself")
+	require.False(t, degraded.Load(), "connected by itself")
 	assert.Equal(t, int64(1), d.Count, "decided by Redis")
 	assert.True(t, b.Up())
 

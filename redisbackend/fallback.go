@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	rl "github.com/raterlimiter/raterlimiter"
+	"github.com/raterlimiter/raterlimiter/internal/degrade"
 	"github.com/raterlimiter/raterlimiter/internal/ms"
 )
 
@@ -21,7 +22,7 @@ func allIndexes(n int) []int {
 // others.
 func (b *Backend) degrade(ctx context.Context, rs []ms.Request, ds []ms.Decision, failed []int, cause error) ([]ms.Decision, error) {
 	if b.cfg.OnDegraded != nil {
-		b.cfg.OnDegraded(b.cfg.Fail, len(failed))
+		b.cfg.OnDegraded(rl.DegradedEvent{Mode: b.cfg.Fail, Checks: len(failed), Err: &unavailableError{cause: cause}})
 	}
 	switch b.cfg.Fail {
 	case FailOpen:
@@ -44,5 +45,5 @@ func (b *Backend) degrade(ctx context.Context, rs []ms.Request, ds []ms.Decision
 	default:
 		return nil, &unavailableError{cause: cause}
 	}
-	return ds, &DegradedError{Mode: b.cfg.Fail, Err: cause}
+	return ds, &degrade.Error{Mode: b.cfg.Fail.String(), Err: &unavailableError{cause: cause}}
 }

@@ -5,31 +5,50 @@ import (
 	"errors"
 
 	rl "github.com/raterlimiter/raterlimiter"
+	"github.com/raterlimiter/raterlimiter/internal/degrade"
 )
 
-// IgnoreDegraded wraps l so that checks answered without Redis (FailOpen,
-// FailLocal) return their decisions with a nil error instead of a
-// *DegradedError: for callers that cannot tell the caller so (an HTTP API
-// without a header for it), which would otherwise fail closed on the error.
-// Config.OnDegraded still counts them.
-func IgnoreDegraded(l rl.Limiter) rl.Limiter { return lenient{l} }
-
-type lenient struct{ rl.Limiter }
-
-func (l lenient) CheckRate(ctx context.Context, r rl.Request) (rl.Decision, error) {
-	d, err := l.Limiter.CheckRate(ctx, r)
-	var dg *DegradedError
-	if errors.As(err, &dg) {
-		return d, nil
+// withDecisions sets the decisions of a *degrade.Error.
+func withDecisions(err error, ds []rl.Decision) error {
+	var e *degrade.Error
+	if errors.As(err, &e) {
+		e.Decisions = ds
 	}
-	return d, err
+	return err
 }
 
-func (l lenient) CheckRates(ctx context.Context, rs []rl.Request) ([]rl.Decision, error) {
-	ds, err := l.Limiter.CheckRates(ctx, rs)
-	var dg *DegradedError
-	if errors.As(err, &dg) {
-		return dg.Decisions, nil
+// lenient drops the error of decisions made by the fail mode: a caller of
+// CheckRate gets them as any other (Config.OnDegraded has reported them).
+func lenient(err error) error {
+	var e *degrade.Error
+	if errors.As(err, &e) {
+		return nil
 	}
-	return ds, err
+	return err
+}
+
+// strict is the sidecar's view of a Backend (degrade.Strict): its checks
+// return the fail mode's decisions inside a *degrade.Error, which the
+// sidecar answers with X-RateLimit-Degraded.
+type strict struct{ *Backend }
+
+func (s strict) CheckRate(ctx context.Context, r rl.Request) (rl.Decision, error) {
+	return s.checkRate(ctx, r)
+}
+
+func (s strict) CheckRates(ctx context.Context, rs []rl.Request) ([]rl.Decision, error) {
+	return s.checkRates(ctx, rs)
+}
+
+func (s strict) Wait(ctx context.Context, r rl.Request) (rl.Decision, error) {
+	return rl.Wait(ctx, s, r)
+}
+
+func init() {
+	degrade.Register(func(l rl.Limiter) (rl.Limiter, bool) {
+		if b, ok := l.(*Backend); ok {
+			return strict{b}, true
+		}
+		return nil, false
+	})
 }

@@ -42,8 +42,7 @@ func TestRefusingWrites(t *testing.T) {
 	assert.False(t, b.Up())
 	for _, algo := range []rl.Algo{rl.Fixed, rl.Sliding, rl.Token, rl.Log, rl.Slices, rl.Leaky} {
 		d, err := b.CheckRate(ctx, rl.Request{ID: "v", Scale: time.Minute, Limit: 5, Hits: 1, Algo: algo})
-		var dg *redisbackend.DegradedError
-		require.ErrorAs(t, err, &dg, "%v", algo)
+		require.NoError(t, err, "%v", algo)
 		assert.True(t, d.Allowed, "%v: fail open", algo)
 	}
 	// Peeks read only; those that probe the circuit are answered by Redis

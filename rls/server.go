@@ -20,6 +20,7 @@ import (
 
 	rl "github.com/raterlimiter/raterlimiter"
 	"github.com/raterlimiter/raterlimiter/internal/checkmetric"
+	"github.com/raterlimiter/raterlimiter/internal/degrade"
 	"github.com/raterlimiter/raterlimiter/policy"
 )
 
@@ -382,7 +383,7 @@ func overrideRule(domain string, d *ratelimitv3.RateLimitDescriptor) *Rule {
 // degraded returns the decisions a backend made without its shared state
 // (Redis's fail modes), if err carries them.
 func degraded(err error) []rl.Decision {
-	_, ds, _ := rl.DegradedDecisions(err)
+	_, ds, _ := degrade.Decisions(err)
 	return ds
 }
 

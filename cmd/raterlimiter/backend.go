@@ -12,6 +12,7 @@ import (
 	rl "github.com/raterlimiter/raterlimiter"
 	"github.com/raterlimiter/raterlimiter/api"
 	"github.com/raterlimiter/raterlimiter/internal/cli"
+	"github.com/raterlimiter/raterlimiter/internal/degrade"
 	"github.com/raterlimiter/raterlimiter/memory"
 	"github.com/raterlimiter/raterlimiter/policy"
 	"github.com/raterlimiter/raterlimiter/redisbackend"
@@ -94,10 +95,11 @@ func openBackend(cfg config, logger *slog.Logger, onSwept func(n int, took time.
 			return backend{}, err
 		}
 		return backend{
-			// Decisions made without Redis (-redis-fail open or local)
-			// come with a *redisbackend.DegradedError: the API serves
-			// them with an X-RateLimit-Degraded header.
-			Limiter:    rb,
+			// The sidecar's view of the backend: decisions made without
+			// Redis (-redis-fail open or local) come inside a
+			// *degrade.Error, which the API serves with an
+			// X-RateLimit-Degraded header.
+			Limiter:    degrade.Strict(rb),
 			Collectors: metrics.collectors(),
 			State: func() api.BackendState {
 				var m dto.Metric

@@ -5,6 +5,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	rl "github.com/raterlimiter/raterlimiter"
 	"github.com/raterlimiter/raterlimiter/redisbackend"
 )
 
@@ -60,8 +61,8 @@ func (m *redisMetrics) hook(rc *redisbackend.Config) {
 		m.calls.WithLabelValues(op, result).Inc()
 		m.latency.WithLabelValues(op).Observe(d.Seconds())
 	}
-	rc.OnDegraded = func(mode redisbackend.FailMode, n int) {
-		m.degraded.WithLabelValues(mode.String()).Add(float64(n))
+	rc.OnDegraded = func(e rl.DegradedEvent) {
+		m.degraded.WithLabelValues(e.Mode.String()).Add(float64(e.Checks))
 	}
 	rc.OnLocalDenials = func(n int) { m.local.Add(float64(n)) }
 	rc.OnState = func(up bool, err error) {
