@@ -14,6 +14,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -60,7 +61,26 @@ type pod struct {
 	env    []string
 	args   []string
 	proc   *exec.Cmd
-	out    *bytes.Buffer
+	out    *syncBuffer
+	done   chan struct{} // closed when proc has ended
+}
+
+// syncBuffer is what the sidecar writes, read while it writes.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
 }
 
 // freePort is a loopback port nothing listens on.
@@ -231,20 +251,20 @@ func (p *pod) checkFlags(t *testing.T) {
 // start runs the sidecar as the pod's container.
 func (p *pod) start(t *testing.T) {
 	t.Helper()
-	p.out = &bytes.Buffer{}
+	p.out = &syncBuffer{}
 	p.proc = exec.Command(sidecarBin, p.args...)
 	p.proc.Env = p.env
 	p.proc.Stdout, p.proc.Stderr = p.out, p.out
 	require.NoError(t, p.proc.Start())
-	done := make(chan struct{})
-	go func() { p.proc.Wait(); close(done) }()
+	p.done = make(chan struct{})
+	go func() { p.proc.Wait(); close(p.done) }()
 	t.Cleanup(func() {
 		p.proc.Process.Signal(syscall.SIGTERM)
 		select {
-		case <-done:
+		case <-p.done:
 		case <-time.After(15 * time.Second):
 			p.proc.Process.Kill()
-			<-done
+			<-p.done
 		}
 	})
 }
@@ -301,6 +321,11 @@ func (p *pod) waitStarted(t *testing.T) {
 	for time.Now().Before(deadline) {
 		if err = p.probe(t, sp); err == nil {
 			break
+		}
+		select {
+		case <-p.done:
+			t.Fatalf("the sidecar ended before its startup probe passed (%v):\n%s", p.proc.ProcessState, p.out)
+		default:
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
