@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -50,6 +49,8 @@ type Backend struct {
 	lastAnswer atomic.Int64
 	// queue holds single checks waiting for a sender (combine.go).
 	queue chan *combined
+	// kinds is what this backend has listed in the registry of kinds.
+	kinds kinds
 }
 
 var _ rl.Limiter = (*Backend)(nil)
@@ -334,7 +335,7 @@ func (b *Backend) decide(ctx context.Context, op string, rs []rl.Request) ([]rl.
 		// API's index and a saturated counter right, so their failure
 		// changes no answer (a record missing from the index is listed
 		// again from its next refresh).
-		b.run(cctx, after, false)
+		b.listed(cctx, after, b.run(cctx, after, false))
 	}
 	b.observe(op, start, firstErr)
 	if failed == nil {
@@ -398,7 +399,7 @@ func (b *Backend) decision(r rl.Request, pending, now int64, res rueidis.RedisRe
 		w := algo.Bucket(now, r.Scale)
 		ttl := (w+1)*r.Scale - now + b.windowSlack
 		if created {
-			more = append(more, b.indexCall(r.ID, field(fixedCode, r.Scale, 0), now, ttl))
+			more = b.appendIndex(more, r.ID, field(fixedCode, r.Scale, 0), now, ttl)
 		}
 		if saturate {
 			more = append(more, call{op: opSaturate, key: b.fixedKey(r.ID, r.Scale, w), ttl: ttl})
@@ -413,12 +414,5 @@ func (b *Backend) decision(r rl.Request, pending, now int64, res rueidis.RedisRe
 	if err != nil || index <= 0 {
 		return d, st, nil, err
 	}
-	return d, st, []call{b.indexCall(r.ID, field(e.code, r.Scale, e.subOf(r)), d.Now, index)}, nil
-}
-
-// indexCall lists the record of id that field names in the id's index,
-// which must then live at least ttl ms more.
-func (b *Backend) indexCall(id, field string, now, ttl int64) call {
-	return call{op: opScript, s: indexScript, key: b.tag(id) + "i",
-		args: []string{field, strconv.FormatInt(now, 10), strconv.FormatInt(ttl, 10)}}
+	return d, st, b.appendIndex(nil, r.ID, field(e.code, r.Scale, e.subOf(r)), d.Now, index), nil
 }

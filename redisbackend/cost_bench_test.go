@@ -2,6 +2,8 @@ package redisbackend_test
 
 import (
 	"context"
+	"crypto/sha1"
+	"encoding/hex"
 	"fmt"
 	"os"
 	"regexp"
@@ -64,12 +66,22 @@ func BenchmarkRedisCost(b *testing.B) {
 		b.Cleanup(func() { be.Close() })
 		return be
 	}
-	checks := func(be *redisbackend.Backend, a rl.Algo, limit int64) func(context.Context, int) error {
+	var coldRuns int // cold subjects' runs so far: each run's ids are new
+	checksOf := func(be *redisbackend.Backend, a rl.Algo, limit int64, cold bool) func(context.Context, int) error {
 		return func(ctx context.Context, n int) error {
+			prefix := "id"
+			if cold {
+				coldRuns++
+				prefix = "c" + strconv.Itoa(coldRuns) + "-"
+			}
 			return spread(n, 100, func(first int) error {
 				rs := make([]rl.Request, 100)
 				for i := range rs {
-					rs[i] = rl.Request{ID: "id" + strconv.Itoa((first+i)%benchIDs), Scale: 60_000, Limit: limit, Hits: 1, Algo: a}
+					id := prefix + strconv.Itoa((first+i)%benchIDs)
+					if cold {
+						id = prefix + strconv.Itoa(first+i)
+					}
+					rs[i] = rl.Request{ID: id, Scale: 60_000, Limit: limit, Hits: 1, Algo: a}
 					switch a {
 					case rl.Slices:
 						rs[i].Slices = 60 // a slice a second
@@ -82,6 +94,18 @@ func BenchmarkRedisCost(b *testing.B) {
 			})
 		}
 	}
+	checks := func(be *redisbackend.Backend, a rl.Algo, limit int64) func(context.Context, int) error {
+		return checksOf(be, a, limit, false)
+	}
+	cold := func(be *redisbackend.Backend, a rl.Algo, limit int64) func(context.Context, int) error {
+		return checksOf(be, a, limit, true)
+	}
+	// empty is a script that only returns, called as a check script is
+	// (one key, the six packed arguments): what EVALSHA costs before a
+	// script's body.
+	sum := sha1.Sum([]byte("return 0"))
+	emptySHA := hex.EncodeToString(sum[:])
+	packed := strings.Repeat("\x00", 48)
 	plain := func(build func(key string) rueidis.Commands) func(context.Context, int) error {
 		return func(ctx context.Context, n int) error {
 			return spread(n, 100, func(first int) error {
@@ -105,7 +129,16 @@ func BenchmarkRedisCost(b *testing.B) {
 		{"INCRBY+PEXPIRE", []string{"incrby", "pexpire"}, plain(func(k string) rueidis.Commands {
 			return rueidis.Commands{c.B().Incrby().Key(k).Increment(1).Build(), c.B().Pexpire().Key(k).Milliseconds(60_000).Build()}
 		})},
+		{"evalsha-empty", []string{"evalsha"}, plain(func(k string) rueidis.Commands {
+			return rueidis.Commands{c.B().Evalsha().Sha1(emptySHA).Numkeys(1).Key(k).Arg(packed).Build()}
+		})},
 		{"fixed", []string{"set", "incrby", "evalsha"}, checks(backend("f", redisbackend.Config{}), rl.Fixed, 1e9)},
+		{"fixed-cold", []string{"set", "incrby", "evalsha"}, cold(backend("fc", redisbackend.Config{}), rl.Fixed, 1e9)},
+		{"sliding-cold", []string{"evalsha"}, cold(backend("sc", redisbackend.Config{}), rl.Sliding, 1e9)},
+		{"token-cold", []string{"evalsha"}, cold(backend("tc", redisbackend.Config{}), rl.Token, 1e9)},
+		{"log-cold", []string{"evalsha"}, cold(backend("lc", redisbackend.Config{}), rl.Log, rl.MaxLogLimit)},
+		{"slices-cold", []string{"evalsha"}, cold(backend("nc", redisbackend.Config{}), rl.Slices, 1e9)},
+		{"leaky-cold", []string{"evalsha"}, cold(backend("kc", redisbackend.Config{}), rl.Leaky, 1e9)},
 		{"sliding", []string{"evalsha"}, checks(backend("s", redisbackend.Config{}), rl.Sliding, 1e9)},
 		{"token", []string{"evalsha"}, checks(backend("t", redisbackend.Config{}), rl.Token, 1e9)},
 		{"log", []string{"evalsha"}, checks(backend("l", redisbackend.Config{}), rl.Log, rl.MaxLogLimit)},
@@ -123,8 +156,10 @@ func BenchmarkRedisCost(b *testing.B) {
 			return s.name != "INCRBY" && !slices.Contains(strings.Split(only, ","), s.name)
 		})
 	}
+	require.NoError(b, c.Do(ctx, c.B().ScriptLoad().Script("return 0").Build()).Error())
 	// Every record exists before the rounds: they measure the steady state,
-	// not the first check of a window.
+	// not the first check of a window (but for the cold subjects, whose
+	// every check is an id's first).
 	for _, s := range subjects {
 		require.NoError(b, s.run(ctx, benchIDs), s.name)
 	}
