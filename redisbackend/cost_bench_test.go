@@ -43,11 +43,16 @@ const costChecks = 100_000
 // each round (b.N rounds) and subject in turn, CONFIG RESETSTAT, the subject's
 // checks (batches of 100 from 4 goroutines over 10,000 ids, every record
 // created beforehand so that the steady state is measured), then INFO
-// commandstats. It reports, per subject, the medians over the rounds of:
+// commandstats. The cold subjects send each check for a new id, so that
+// every check is an id's first (its record created, its kind perhaps
+// listed: kinds.go); evalsha-empty is a script that only returns, called
+// as a check script is, what EVALSHA costs before a script's body. It
+// reports, per subject, the medians over the rounds of:
 // Redis µs per check (the usec of the commands the subject sends, over its
 // checks), that divided by INCRBY's usec_per_call in the same round, and the
 // CPU Redis's main thread used per check (INFO cpu: parsing, replies and the
-// event loop besides the commands) divided by INCRBY's.
+// event loop besides the commands) divided by INCRBY's; and for a cold
+// subject, its CPU per check over its warm one's in the same round.
 // scripts/redis-bench.sh runs it on a Redis pinned to its own core.
 func BenchmarkRedisCost(b *testing.B) {
 	url := benchURL(b)
@@ -134,16 +139,16 @@ func BenchmarkRedisCost(b *testing.B) {
 		})},
 		{"fixed", []string{"set", "incrby", "evalsha"}, checks(backend("f", redisbackend.Config{}), rl.Fixed, 1e9)},
 		{"fixed-cold", []string{"set", "incrby", "evalsha"}, cold(backend("fc", redisbackend.Config{}), rl.Fixed, 1e9)},
-		{"sliding-cold", []string{"evalsha"}, cold(backend("sc", redisbackend.Config{}), rl.Sliding, 1e9)},
-		{"token-cold", []string{"evalsha"}, cold(backend("tc", redisbackend.Config{}), rl.Token, 1e9)},
-		{"log-cold", []string{"evalsha"}, cold(backend("lc", redisbackend.Config{}), rl.Log, rl.MaxLogLimit)},
-		{"slices-cold", []string{"evalsha"}, cold(backend("nc", redisbackend.Config{}), rl.Slices, 1e9)},
-		{"leaky-cold", []string{"evalsha"}, cold(backend("kc", redisbackend.Config{}), rl.Leaky, 1e9)},
 		{"sliding", []string{"evalsha"}, checks(backend("s", redisbackend.Config{}), rl.Sliding, 1e9)},
+		{"sliding-cold", []string{"evalsha"}, cold(backend("sc", redisbackend.Config{}), rl.Sliding, 1e9)},
 		{"token", []string{"evalsha"}, checks(backend("t", redisbackend.Config{}), rl.Token, 1e9)},
+		{"token-cold", []string{"evalsha"}, cold(backend("tc", redisbackend.Config{}), rl.Token, 1e9)},
 		{"log", []string{"evalsha"}, checks(backend("l", redisbackend.Config{}), rl.Log, rl.MaxLogLimit)},
+		{"log-cold", []string{"evalsha"}, cold(backend("lc", redisbackend.Config{}), rl.Log, rl.MaxLogLimit)},
 		{"slices", []string{"evalsha"}, checks(backend("n", redisbackend.Config{}), rl.Slices, 1e9)},
+		{"slices-cold", []string{"evalsha"}, cold(backend("nc", redisbackend.Config{}), rl.Slices, 1e9)},
 		{"leaky", []string{"evalsha"}, checks(backend("k", redisbackend.Config{}), rl.Leaky, 1e9)},
+		{"leaky-cold", []string{"evalsha"}, cold(backend("kc", redisbackend.Config{}), rl.Leaky, 1e9)},
 		{"fixed-deadlines", []string{"evalsha"}, checks(backend("fd", redisbackend.Config{Deadlines: true}), rl.Fixed, 1e9)},
 		{"sliding-deadlines", []string{"evalsha"}, checks(backend("sd", redisbackend.Config{Deadlines: true}), rl.Sliding, 1e9)},
 		{"token-deadlines", []string{"evalsha"}, checks(backend("td", redisbackend.Config{Deadlines: true}), rl.Token, 1e9)},
@@ -192,6 +197,19 @@ func BenchmarkRedisCost(b *testing.B) {
 		}
 	}
 	b.StopTimer()
+	// A cold subject's CPU over its warm one's, round by round.
+	for _, s := range subjects {
+		warm, ok := strings.CutSuffix(s.name, "-cold")
+		if !ok || len(cpu[warm]) != len(cpu[s.name]) {
+			continue
+		}
+		var xs []float64
+		for i := range cpu[s.name] {
+			xs = append(xs, cpu[s.name][i]/cpu[warm][i])
+		}
+		b.ReportMetric(median(xs), s.name+"-cpu-x-warm")
+		b.Logf("%-22s cpu %5.2f × warm (ratios %v)", s.name, median(xs), fmtRatios(xs))
+	}
 	for _, s := range subjects {
 		name := strings.ToLower(s.name)
 		b.ReportMetric(median(us[s.name]), name+"-µs/check")
