@@ -42,11 +42,15 @@ var kindsLua string
 var kindsScript = newScript(kindsLua)
 
 // kinds is what a backend knows it has listed in the registry: field →
-// until when (client's clock), or, negated, until when the registry
-// refused it (full).
+// until when (client's clock); and until when it takes the registry for
+// full (a minute after it last refused a kind), sending a record of a kind
+// it has not listed to its id's index without asking: a full registry
+// costs a look at every kind (kinds.lua), which a client choosing a new
+// scale for every check must not make Redis pay each time.
 type kinds struct {
-	mu    sync.RWMutex
-	until map[string]int64
+	mu       sync.RWMutex
+	until    map[string]int64
+	fullTill int64
 }
 
 // kindsKey is the registry's key.
@@ -62,12 +66,13 @@ func (b *Backend) appendIndex(calls []call, id, field string, now, ttl int64) []
 	need := now + ttl
 	b.kinds.mu.RLock()
 	u, ok := b.kinds.until[field]
+	full := now < b.kinds.fullTill
 	b.kinds.mu.RUnlock()
 	if ok && u >= need {
 		return calls // listed
 	}
 	idx := b.indexCall(id, field, now, ttl)
-	if ok && u < 0 && -u >= now {
+	if full {
 		return append(calls, idx) // the registry was full not long ago
 	}
 	until := need + kindsEpoch
@@ -76,8 +81,8 @@ func (b *Backend) appendIndex(calls []call, id, field string, now, ttl int64) []
 }
 
 // listed reads the answers to calls (appendIndex's, among others): a kind
-// listed is remembered; one the registry refused, for a minute, and its
-// record is listed in its id's index instead.
+// listed is remembered; one the registry refused has its record listed in
+// its id's index instead, and the registry is taken for full for a minute.
 func (b *Backend) listed(ctx context.Context, calls []call, res []rueidis.RedisResult) {
 	var more []call
 	for i := range calls {
@@ -93,17 +98,16 @@ func (b *Backend) listed(ctx context.Context, calls []call, res []rueidis.RedisR
 		f := c.args[0]
 		until, _ := strconv.ParseInt(c.args[1], 10, 64)
 		b.kinds.mu.Lock()
-		if b.kinds.until == nil {
-			b.kinds.until = map[string]int64{}
-		}
-		if n != 1 {
-			until = -(b.clock() + 60_000)
+		switch u, ok := b.kinds.until[f]; {
+		case n != 1:
+			b.kinds.fullTill = b.clock() + 60_000
 			more = append(more, *c.fallback)
-		}
-		if len(b.kinds.until) >= 4*maxKinds {
-			clear(b.kinds.until) // a client's many scales: start again
-		}
-		if u, ok := b.kinds.until[f]; n != 1 || !ok || u < until {
+		case !ok || u < until:
+			if b.kinds.until == nil || len(b.kinds.until) >= maxKinds {
+				// New, or as many kinds as the registry holds: start
+				// again, bounded as the registry is.
+				b.kinds.until = map[string]int64{}
+			}
 			b.kinds.until[f] = until
 		}
 		b.kinds.mu.Unlock()

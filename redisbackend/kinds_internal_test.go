@@ -37,6 +37,11 @@ func TestKindsRegistryFull(t *testing.T) {
 		require.NoError(t, err)
 		return strings.TrimSpace(out)
 	}
+	hgetalls := func() int64 {
+		info, err := srv.CLI("INFO", "commandstats")
+		require.NoError(t, err)
+		return commandCalls(info)["hgetall"]
+	}
 	for _, a := range rl.Algos {
 		t.Run(a.String(), func(t *testing.T) {
 			r := rl.Request{ID: "u", Scale: 7_777, Limit: 10, Hits: 1, Algo: a}
@@ -53,12 +58,21 @@ func TestKindsRegistryFull(t *testing.T) {
 			}
 			assert.Empty(t, hget(prefix+":kinds", f), "the registry is full")
 			assert.NotEmpty(t, hget(b.tag("u")+"i", f), "listed in the id's index")
+			// Another new kind within the minute goes to its id's index
+			// without asking the full registry again.
+			before := hgetalls()
+			r2 := r
+			r2.Scale = 8_888
+			_, err = b.CheckRate(ctx, r2)
+			require.NoError(t, err)
+			assert.Equal(t, before, hgetalls(), "kinds.lua not sent")
+			assert.NotEmpty(t, hget(b.tag("u")+"i", field(codeOf(a), r2.Scale, engineSub(r2))), "listed in the id's index")
 			bs, err := b.Buckets(ctx, "u")
 			require.NoError(t, err)
-			require.Len(t, bs, 1)
+			require.Len(t, bs, 2)
 			n, err := b.Reset(ctx, "u", 0)
 			require.NoError(t, err)
-			assert.Equal(t, 1, n)
+			assert.Equal(t, 2, n)
 
 			prefix = "ke" + a.String()
 			fill(prefix, limitertest.T0-3*time.Hour.Milliseconds()) // expired kinds (past the test clock's slack)
