@@ -15,12 +15,14 @@ import (
 	"github.com/raterlimiter/raterlimiter/algo"
 )
 
-// The admin API reads an id's records through its index, PREFIX:{ID}:i, a
-// hash with one field "A:SCALE" per record (a slices record's is
-// "A:SCALE:N"), so it needs no SCAN; the checks
-// keep it off their hot path (docs/redis.md). Every command here names one
-// key, so on a Cluster each goes to its slot's node, and a slot migrating
-// meanwhile only redirects them.
+// The admin API reads an id's records through the registry of kinds,
+// PREFIX:kinds (kinds.go), and the id's own index, PREFIX:{ID}:i, a hash
+// with one field "A:SCALE" per record (a slices record's is "A:SCALE:N"),
+// which holds the kinds a full registry refused and what older versions
+// listed; so it needs no SCAN, and the checks keep both off their hot path
+// (docs/redis.md). Every command here names one key, so on a Cluster each
+// goes to its slot's node, and a slot migrating meanwhile only redirects
+// them.
 
 // listed is one record of an id (an algorithm, a scale, and a slice count
 // for the sliding window counters), as read for the admin API.
