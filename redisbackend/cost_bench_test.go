@@ -40,7 +40,8 @@ const costChecks = 100_000
 // sliding window counters at 60 slices, the leaky bucket with a queue), with
 // and without Config.Deadlines, beside one INCRBY and a pipelined
 // INCRBY+PEXPIRE, in the same run: for
-// each round (b.N rounds) and subject in turn, CONFIG RESETSTAT, the subject's
+// each round (b.N rounds) and subject in turn, INCRBY's run and then the
+// subject's, each after CONFIG RESETSTAT: the subject's
 // checks (batches of 100 from 4 goroutines over 10,000 ids, every record
 // created beforehand so that the steady state is measured), then INFO
 // commandstats. The cold subjects send each check for a new id, so that
@@ -49,10 +50,11 @@ const costChecks = 100_000
 // as a check script is, what EVALSHA costs before a script's body. It
 // reports, per subject, the medians over the rounds of:
 // Redis µs per check (the usec of the commands the subject sends, over its
-// checks), that divided by INCRBY's usec_per_call in the same round, and the
-// CPU Redis's main thread used per check (INFO cpu: parsing, replies and the
-// event loop besides the commands) divided by INCRBY's; and for a cold
-// subject, its CPU per check over its warm one's in the same round.
+// checks), that divided by INCRBY's usec_per_call in the run just before, and
+// the CPU Redis's main thread used per check (INFO cpu: parsing, replies and
+// the event loop besides the commands) divided by INCRBY's; and for a cold
+// subject, its CPU per check over its warm one's (run before it, with an
+// INCRBY between) in the same round.
 // scripts/redis-bench.sh runs it on a Redis pinned to its own core.
 func BenchmarkRedisCost(b *testing.B) {
 	url := benchURL(b)
@@ -172,40 +174,47 @@ func BenchmarkRedisCost(b *testing.B) {
 	ratio := map[string][]float64{} // over INCRBY's usec_per_call
 	cpu := map[string][]float64{}   // Redis CPU per check over INCRBY's
 	b.ResetTimer()
+	// measure runs s once: Redis µs and main-thread CPU µs per check.
+	measure := func(s costSubject) (perCheck, perCPU float64) {
+		require.NoError(b, c.Do(ctx, c.B().ConfigResetstat().Build()).Error())
+		t0 := redisCPU(b, c)
+		require.NoError(b, s.run(ctx, costChecks), s.name)
+		t1 := redisCPU(b, c)
+		info, err := c.Do(ctx, c.B().Info().Section("commandstats").Build()).ToString()
+		require.NoError(b, err)
+		stats := commandStats(info)
+		var usec float64
+		for _, cmd := range s.top {
+			usec += stats[cmd]
+		}
+		return usec / costChecks, (t1 - t0) / costChecks
+	}
+	raw := map[string][]float64{} // Redis CPU per check
 	for range b.N {
-		var incr, incrCPU float64
 		for _, s := range subjects {
-			require.NoError(b, c.Do(ctx, c.B().ConfigResetstat().Build()).Error())
-			t0 := redisCPU(b, c)
-			require.NoError(b, s.run(ctx, costChecks), s.name)
-			t1 := redisCPU(b, c)
-			info, err := c.Do(ctx, c.B().Info().Section("commandstats").Build()).ToString()
-			require.NoError(b, err)
-			stats := commandStats(info)
-			var usec float64
-			for _, cmd := range s.top {
-				usec += stats[cmd]
-			}
-			perCheck := usec / costChecks
-			perCPU := (t1 - t0) / costChecks
-			if s.name == "INCRBY" {
-				incr, incrCPU = perCheck, perCPU
+			// Each subject beside an INCRBY run just before it: the
+			// machine's load drifts less between the two.
+			incr, incrCPU := measure(subjects[0])
+			perCheck, perCPU := incr, incrCPU
+			if s.name != "INCRBY" {
+				perCheck, perCPU = measure(s)
 			}
 			us[s.name] = append(us[s.name], perCheck)
 			ratio[s.name] = append(ratio[s.name], perCheck/incr)
 			cpu[s.name] = append(cpu[s.name], perCPU/incrCPU)
+			raw[s.name] = append(raw[s.name], perCPU)
 		}
 	}
 	b.StopTimer()
 	// A cold subject's CPU over its warm one's, round by round.
 	for _, s := range subjects {
 		warm, ok := strings.CutSuffix(s.name, "-cold")
-		if !ok || len(cpu[warm]) != len(cpu[s.name]) {
+		if !ok || len(raw[warm]) != len(raw[s.name]) {
 			continue
 		}
 		var xs []float64
-		for i := range cpu[s.name] {
-			xs = append(xs, cpu[s.name][i]/cpu[warm][i])
+		for i := range raw[s.name] {
+			xs = append(xs, raw[s.name][i]/raw[warm][i])
 		}
 		b.ReportMetric(median(xs), s.name+"-cpu-x-warm")
 		b.Logf("%-22s cpu %5.2f × warm (ratios %v)", s.name, median(xs), fmtRatios(xs))
