@@ -335,7 +335,7 @@ func (b *Backend) decide(ctx context.Context, op string, rs []rl.Request) ([]rl.
 		// API's index and a saturated counter right, so their failure
 		// changes no answer (a record missing from the index is listed
 		// again from its next refresh).
-		b.listed(cctx, after, b.run(cctx, after, false))
+		b.sendAfter(cctx, after)
 	}
 	b.observe(op, start, firstErr)
 	if failed == nil {

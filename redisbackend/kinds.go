@@ -5,8 +5,6 @@ import (
 	_ "embed"
 	"strconv"
 	"sync"
-
-	"github.com/redis/rueidis"
 )
 
 // The admin API (Buckets, Reset) finds an id's records by their kinds: an
@@ -60,7 +58,7 @@ func (b *Backend) kindsKey() string { return b.cfg.Prefix + ":kinds" }
 // for the admin API, when a check at now has written it to live ttl ms more
 // (engine.decide's index TTL): nothing when the registry already lists its
 // kind for that long; else the call that lists the kind in the registry
-// (which, if the registry is full, listed sends the id's index instead), or
+// (if the registry is full, sendAfter sends the id's index instead), or
 // while the registry is full, the id's index directly.
 func (b *Backend) appendIndex(calls []call, id, field string, now, ttl int64) []call {
 	need := now + ttl
@@ -76,14 +74,35 @@ func (b *Backend) appendIndex(calls []call, id, field string, now, ttl int64) []
 		return append(calls, idx) // the registry was full not long ago
 	}
 	until := need + kindsEpoch
-	return append(calls, call{op: opScript, s: kindsScript, key: b.kindsKey(), fallback: &idx,
+	return append(calls, call{op: opScript, s: kindsScript, key: b.kindsKey(), fallback: []call{idx},
 		args: []string{field, strconv.FormatInt(until, 10), strconv.FormatInt(now-b.windowSlack, 10), strconv.Itoa(maxKinds)}})
 }
 
-// listed reads the answers to calls (appendIndex's, among others): a kind
-// listed is remembered; one the registry refused has its record listed in
-// its id's index instead, and the registry is taken for full for a minute.
-func (b *Backend) listed(ctx context.Context, calls []call, res []rueidis.RedisResult) {
+// sendAfter sends the calls a batch's checks leave (appendIndex's, a
+// saturated counter), one listing per kind (until the latest any check
+// needs), and reads the listings' answers: a kind listed is remembered;
+// one the registry refused has its records listed in their ids' indexes
+// instead, and the registry is taken for full for a minute.
+func (b *Backend) sendAfter(ctx context.Context, calls []call) {
+	kept := calls[:0]
+	at := map[string]int{} // a kind's listing in kept
+	for _, c := range calls {
+		if c.s == kindsScript {
+			if i, ok := at[c.args[0]]; ok {
+				k := &kept[i]
+				u, _ := strconv.ParseInt(k.args[1], 10, 64)
+				if v, _ := strconv.ParseInt(c.args[1], 10, 64); v > u {
+					k.args[1] = c.args[1]
+				}
+				k.fallback = append(k.fallback, c.fallback...)
+				continue
+			}
+			at[c.args[0]] = len(kept)
+		}
+		kept = append(kept, c)
+	}
+	calls = kept
+	res := b.run(ctx, calls, false)
 	var more []call
 	for i := range calls {
 		c := &calls[i]
@@ -92,7 +111,7 @@ func (b *Backend) listed(ctx context.Context, calls []call, res []rueidis.RedisR
 		}
 		n, err := res[i].AsInt64()
 		if err != nil {
-			more = append(more, *c.fallback) // to be safe
+			more = append(more, c.fallback...) // to be safe
 			continue
 		}
 		f := c.args[0]
@@ -101,7 +120,7 @@ func (b *Backend) listed(ctx context.Context, calls []call, res []rueidis.RedisR
 		switch u, ok := b.kinds.until[f]; {
 		case n != 1:
 			b.kinds.fullTill = b.clock() + 60_000
-			more = append(more, *c.fallback)
+			more = append(more, c.fallback...)
 		case !ok || u < until:
 			if b.kinds.until == nil || len(b.kinds.until) >= maxKinds {
 				// New, or as many kinds as the registry holds: start

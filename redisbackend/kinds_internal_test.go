@@ -74,6 +74,28 @@ func TestKindsRegistryFull(t *testing.T) {
 			require.NoError(t, err)
 			assert.Equal(t, 2, n)
 
+			// A batch's checks of a new kind: the registry asked once, every
+			// id's record listed in its index.
+			prefix = "kb" + a.String()
+			fill(prefix, limitertest.T0+time.Hour.Milliseconds())
+			b3, err := New(Config{URL: srv.URL(), Prefix: prefix, Clock: clock.Now, Timeout: 5 * time.Second})
+			require.NoError(t, err)
+			defer b3.Close()
+			ids := []string{"x", "y", "z"}
+			var rs []rl.Request
+			for _, id := range ids {
+				x := r
+				x.ID = id
+				rs = append(rs, x)
+			}
+			before = hgetalls()
+			_, err = b3.CheckRates(ctx, rs)
+			require.NoError(t, err)
+			assert.Equal(t, before+1, hgetalls(), "kinds.lua sent once")
+			for _, id := range ids {
+				assert.NotEmpty(t, hget(b3.tag(id)+"i", f), "%s listed in its index", id)
+			}
+
 			prefix = "ke" + a.String()
 			fill(prefix, limitertest.T0-3*time.Hour.Milliseconds()) // expired kinds (past the test clock's slack)
 			b2, err := New(Config{URL: srv.URL(), Prefix: prefix, Clock: clock.Now, Timeout: 5 * time.Second})
