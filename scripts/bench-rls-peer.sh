@@ -120,8 +120,8 @@ target() {
   esac
 }
 
-# rstat: Redis's command time (usec, every command but INFO and CONFIG) and
-# main-thread CPU (µs) since the last CONFIG RESETSTAT / so far.
+# rcmd: Redis's command time (usec, every command but INFO and CONFIG)
+# since the last CONFIG RESETSTAT; rcpu: its main-thread CPU so far (µs).
 rcmd() {
   redis-cli -p "$rport" info commandstats | tr -d '\r' |
     awk -F'[:=,]' '/^cmdstat_/ && $1 !~ /^cmdstat_(info|config)/ { s += $5 } END { printf "%.0f", s }'
@@ -156,7 +156,7 @@ measure() {
     'BEGIN { printf "%s %.2f %.2f %.2f\n", r, c / hz * 1e6 / t, u ? cmd / t : 0, u ? rc / t : 0 }'
 }
 
-for s in "${subjects[@]}"; do measure "$s" 2 >/dev/null; done # warm-up: connections, records, the JIT of nothing
+for s in "${subjects[@]}"; do measure "$s" 2 >/dev/null; done # warm-up: connections, records
 : >"$tmp/commands"
 
 echo
