@@ -97,7 +97,8 @@ type Limits struct {
 	MaxRequestBytes int
 	// ReceiveTimeout bounds the time a request takes to arrive; a call
 	// past it ends with DeadlineExceeded and its bytes are dropped. Default
-	// DefaultReceiveTimeout.
+	// DefaultReceiveTimeout. A call whose own deadline comes first is left
+	// to it.
 	ReceiveTimeout time.Duration
 	// HandshakeTimeout, IdleTimeout and Keepalive: see their defaults.
 	HandshakeTimeout, IdleTimeout, Keepalive time.Duration
