@@ -16,7 +16,6 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/raterlimiter/raterlimiter/internal/tooltest"
-	"github.com/raterlimiter/raterlimiter/policy"
 )
 
 func read(t *testing.T, path string) string {
@@ -210,55 +209,6 @@ func TestDockerfile(t *testing.T) {
 	ver, err := exec.Command(bin, "-version").CombinedOutput()
 	require.NoError(t, err, "%s", ver)
 	assert.True(t, bytes.HasPrefix(ver, []byte("raterlimiter ")), "%s", ver)
-}
-
-func TestKubernetesPod(t *testing.T) {
-	dec := yaml.NewDecoder(strings.NewReader(read(t, "kubernetes/pod.yaml")))
-	docs := map[string]map[string]any{}
-	for {
-		var d map[string]any
-		if err := dec.Decode(&d); err != nil {
-			break
-		}
-		docs[d["kind"].(string)] = d
-	}
-	require.Contains(t, docs, "ConfigMap")
-	require.Contains(t, docs, "Pod")
-	// The ConfigMap's policies load as the sidecar loads them.
-	data := docs["ConfigMap"]["data"].(map[string]any)["policies.yaml"].(string)
-	path := filepath.Join(t.TempDir(), "policies.yaml")
-	require.NoError(t, os.WriteFile(path, []byte(data), 0o600))
-	f, err := policy.Load(path)
-	require.NoError(t, err)
-	assert.Len(t, f.Policies, 2)
-
-	// Both containers mount the socket's emptyDir at the path the sidecar
-	// listens on and the app is told.
-	spec := docs["Pod"]["spec"].(map[string]any)
-	var sidecarArgs []any
-	mounts := map[string]string{}
-	for _, c := range spec["containers"].([]any) {
-		c := c.(map[string]any)
-		for _, m := range c["volumeMounts"].([]any) {
-			m := m.(map[string]any)
-			if m["name"] == "raterlimiter-socket" {
-				mounts[c["name"].(string)] = m["mountPath"].(string)
-			}
-		}
-		if c["name"] == "raterlimiter" {
-			sidecarArgs = c["args"].([]any)
-		}
-	}
-	assert.Equal(t, map[string]string{"app": "/run/raterlimiter", "raterlimiter": "/run/raterlimiter"}, mounts)
-	assert.Contains(t, sidecarArgs, "-listen=unix:/run/raterlimiter/raterlimiter.sock")
-	assert.Contains(t, sidecarArgs, "-policies=/etc/raterlimiter/policies.yaml")
-	var emptyDir bool
-	for _, v := range spec["volumes"].([]any) {
-		if v.(map[string]any)["name"] == "raterlimiter-socket" {
-			_, emptyDir = v.(map[string]any)["emptyDir"]
-		}
-	}
-	assert.True(t, emptyDir, "the socket lives in an emptyDir")
 }
 
 // shellWords splits s as a shell would, for words and double quotes only.

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -54,6 +53,8 @@ type Backend struct {
 	refusing atomic.Bool
 	// queue holds single checks waiting for a sender (combine.go).
 	queue chan *combined
+	// kinds is what this backend has listed in the registry of kinds.
+	kinds kinds
 }
 
 var _ rl.Limiter = (*Backend)(nil)
@@ -411,7 +412,7 @@ func (b *Backend) decide(ctx context.Context, op string, rs []ms.Request) ([]ms.
 		// API's index and a saturated counter right, so their failure
 		// changes no answer (a record missing from the index is listed
 		// again from its next refresh).
-		b.run(cctx, after, false)
+		b.sendAfter(cctx, after)
 	}
 	b.observe(op, start, firstErr)
 	if failed == nil {
@@ -478,7 +479,7 @@ func (b *Backend) decision(r ms.Request, pending, now int64, res rueidis.RedisRe
 		w := algo.Bucket(now, r.Scale)
 		ttl := (w+1)*r.Scale - now + b.windowSlack
 		if created {
-			more = append(more, b.indexCall(r.ID, field(fixedCode, r.Scale, 0), now, ttl))
+			more = b.appendIndex(more, r.ID, field(fixedCode, r.Scale, 0), now, ttl)
 		}
 		if saturate {
 			more = append(more, call{op: opSaturate, key: b.fixedKey(r.ID, r.Scale, w), ttl: ttl})
@@ -496,7 +497,7 @@ func (b *Backend) decision(r ms.Request, pending, now int64, res rueidis.RedisRe
 	if err != nil || index <= 0 {
 		return d, st, nil, err
 	}
-	return d, st, []call{b.indexCall(r.ID, field(e.code, r.Scale, e.subOf(r)), d.Now, index)}, nil
+	return d, st, b.appendIndex(nil, r.ID, field(e.code, r.Scale, e.subOf(r)), d.Now, index), nil
 }
 
 // sane returns nil when d is a decision a check could make, and otherwise
@@ -508,11 +509,4 @@ func sane(d ms.Decision, r ms.Request) error {
 		return fmt.Errorf("%w: a record no check writes (count %d, remaining %d, limit %d)", errParse, d.Count, d.Remaining, r.Limit)
 	}
 	return nil
-}
-
-// indexCall lists the record of id that field names in the id's index,
-// which must then live at least ttl ms more.
-func (b *Backend) indexCall(id, field string, now, ttl int64) call {
-	return call{op: opScript, s: indexScript, key: b.tag(id) + "i",
-		args: []string{field, strconv.FormatInt(now, 10), strconv.FormatInt(ttl, 10)}}
 }

@@ -2,6 +2,8 @@ package redisbackend_test
 
 import (
 	"context"
+	"crypto/sha1"
+	"encoding/hex"
 	"fmt"
 	"os"
 	"regexp"
@@ -38,14 +40,21 @@ const costChecks = 100_000
 // sliding window counters at 60 slices, the leaky bucket with a queue), with
 // and without Config.Deadlines, beside one INCRBY and a pipelined
 // INCRBY+PEXPIRE, in the same run: for
-// each round (b.N rounds) and subject in turn, CONFIG RESETSTAT, the subject's
+// each round (b.N rounds) and subject in turn, INCRBY's run and then the
+// subject's, each after CONFIG RESETSTAT: the subject's
 // checks (batches of 100 from 4 goroutines over 10,000 ids, every record
 // created beforehand so that the steady state is measured), then INFO
-// commandstats. It reports, per subject, the medians over the rounds of:
+// commandstats. The cold subjects send each check for a new id, so that
+// every check is an id's first (its record created, its kind perhaps
+// listed: kinds.go); evalsha-empty is a script that only returns, called
+// as a check script is, what EVALSHA costs before a script's body. It
+// reports, per subject, the medians over the rounds of:
 // Redis µs per check (the usec of the commands the subject sends, over its
-// checks), that divided by INCRBY's usec_per_call in the same round, and the
-// CPU Redis's main thread used per check (INFO cpu: parsing, replies and the
-// event loop besides the commands) divided by INCRBY's.
+// checks), that divided by INCRBY's usec_per_call in the run just before, and
+// the CPU Redis's main thread used per check (INFO cpu: parsing, replies and
+// the event loop besides the commands) divided by INCRBY's; and for a cold
+// subject, its CPU per check over its warm one's (run before it, with an
+// INCRBY between) in the same round.
 // scripts/redis-bench.sh runs it on a Redis pinned to its own core.
 func BenchmarkRedisCost(b *testing.B) {
 	url := benchURL(b)
@@ -64,12 +73,22 @@ func BenchmarkRedisCost(b *testing.B) {
 		b.Cleanup(func() { be.Close() })
 		return be
 	}
-	checks := func(be *redisbackend.Backend, a rl.Algo, limit int64) func(context.Context, int) error {
+	var coldRuns int // cold subjects' runs so far: each run's ids are new
+	checksOf := func(be *redisbackend.Backend, a rl.Algo, limit int64, cold bool) func(context.Context, int) error {
 		return func(ctx context.Context, n int) error {
+			prefix := "id"
+			if cold {
+				coldRuns++
+				prefix = "c" + strconv.Itoa(coldRuns) + "-"
+			}
 			return spread(n, 100, func(first int) error {
 				rs := make([]rl.Request, 100)
 				for i := range rs {
-					rs[i] = rl.Request{ID: "id" + strconv.Itoa((first+i)%benchIDs), Scale: time.Minute, Limit: limit, Hits: 1, Algo: a}
+					id := prefix + strconv.Itoa((first+i)%benchIDs)
+					if cold {
+						id = prefix + strconv.Itoa(first+i)
+					}
+					rs[i] = rl.Request{ID: id, Scale: time.Minute, Limit: limit, Hits: 1, Algo: a}
 					switch a {
 					case rl.Slices:
 						rs[i].Slices = 60 // a slice a second
@@ -82,6 +101,18 @@ func BenchmarkRedisCost(b *testing.B) {
 			})
 		}
 	}
+	checks := func(be *redisbackend.Backend, a rl.Algo, limit int64) func(context.Context, int) error {
+		return checksOf(be, a, limit, false)
+	}
+	cold := func(be *redisbackend.Backend, a rl.Algo, limit int64) func(context.Context, int) error {
+		return checksOf(be, a, limit, true)
+	}
+	// empty is a script that only returns, called as a check script is
+	// (one key, the six packed arguments): what EVALSHA costs before a
+	// script's body.
+	sum := sha1.Sum([]byte("return 0"))
+	emptySHA := hex.EncodeToString(sum[:])
+	packed := strings.Repeat("\x00", 48)
 	plain := func(build func(key string) rueidis.Commands) func(context.Context, int) error {
 		return func(ctx context.Context, n int) error {
 			return spread(n, 100, func(first int) error {
@@ -105,12 +136,21 @@ func BenchmarkRedisCost(b *testing.B) {
 		{"INCRBY+PEXPIRE", []string{"incrby", "pexpire"}, plain(func(k string) rueidis.Commands {
 			return rueidis.Commands{c.B().Incrby().Key(k).Increment(1).Build(), c.B().Pexpire().Key(k).Milliseconds(60_000).Build()}
 		})},
+		{"evalsha-empty", []string{"evalsha"}, plain(func(k string) rueidis.Commands {
+			return rueidis.Commands{c.B().Evalsha().Sha1(emptySHA).Numkeys(1).Key(k).Arg(packed).Build()}
+		})},
 		{"fixed", []string{"set", "incrby", "evalsha"}, checks(backend("f", redisbackend.Config{}), rl.Fixed, 1e9)},
+		{"fixed-cold", []string{"set", "incrby", "evalsha"}, cold(backend("fc", redisbackend.Config{}), rl.Fixed, 1e9)},
 		{"sliding", []string{"evalsha"}, checks(backend("s", redisbackend.Config{}), rl.Sliding, 1e9)},
+		{"sliding-cold", []string{"evalsha"}, cold(backend("sc", redisbackend.Config{}), rl.Sliding, 1e9)},
 		{"token", []string{"evalsha"}, checks(backend("t", redisbackend.Config{}), rl.Token, 1e9)},
+		{"token-cold", []string{"evalsha"}, cold(backend("tc", redisbackend.Config{}), rl.Token, 1e9)},
 		{"log", []string{"evalsha"}, checks(backend("l", redisbackend.Config{}), rl.Log, rl.MaxLogLimit)},
+		{"log-cold", []string{"evalsha"}, cold(backend("lc", redisbackend.Config{}), rl.Log, rl.MaxLogLimit)},
 		{"slices", []string{"evalsha"}, checks(backend("n", redisbackend.Config{}), rl.Slices, 1e9)},
+		{"slices-cold", []string{"evalsha"}, cold(backend("nc", redisbackend.Config{}), rl.Slices, 1e9)},
 		{"leaky", []string{"evalsha"}, checks(backend("k", redisbackend.Config{}), rl.Leaky, 1e9)},
+		{"leaky-cold", []string{"evalsha"}, cold(backend("kc", redisbackend.Config{}), rl.Leaky, 1e9)},
 		{"fixed-deadlines", []string{"evalsha"}, checks(backend("fd", redisbackend.Config{Deadlines: true}), rl.Fixed, 1e9)},
 		{"sliding-deadlines", []string{"evalsha"}, checks(backend("sd", redisbackend.Config{Deadlines: true}), rl.Sliding, 1e9)},
 		{"token-deadlines", []string{"evalsha"}, checks(backend("td", redisbackend.Config{Deadlines: true}), rl.Token, 1e9)},
@@ -123,8 +163,10 @@ func BenchmarkRedisCost(b *testing.B) {
 			return s.name != "INCRBY" && !slices.Contains(strings.Split(only, ","), s.name)
 		})
 	}
+	require.NoError(b, c.Do(ctx, c.B().ScriptLoad().Script("return 0").Build()).Error())
 	// Every record exists before the rounds: they measure the steady state,
-	// not the first check of a window.
+	// not the first check of a window (but for the cold subjects, whose
+	// every check is an id's first).
 	for _, s := range subjects {
 		require.NoError(b, s.run(ctx, benchIDs), s.name)
 	}
@@ -132,31 +174,51 @@ func BenchmarkRedisCost(b *testing.B) {
 	ratio := map[string][]float64{} // over INCRBY's usec_per_call
 	cpu := map[string][]float64{}   // Redis CPU per check over INCRBY's
 	b.ResetTimer()
+	// measure runs s once: Redis µs and main-thread CPU µs per check.
+	measure := func(s costSubject) (perCheck, perCPU float64) {
+		require.NoError(b, c.Do(ctx, c.B().ConfigResetstat().Build()).Error())
+		t0 := redisCPU(b, c)
+		require.NoError(b, s.run(ctx, costChecks), s.name)
+		t1 := redisCPU(b, c)
+		info, err := c.Do(ctx, c.B().Info().Section("commandstats").Build()).ToString()
+		require.NoError(b, err)
+		stats := commandStats(info)
+		var usec float64
+		for _, cmd := range s.top {
+			usec += stats[cmd]
+		}
+		return usec / costChecks, (t1 - t0) / costChecks
+	}
+	raw := map[string][]float64{} // Redis CPU per check
 	for range b.N {
-		var incr, incrCPU float64
 		for _, s := range subjects {
-			require.NoError(b, c.Do(ctx, c.B().ConfigResetstat().Build()).Error())
-			t0 := redisCPU(b, c)
-			require.NoError(b, s.run(ctx, costChecks), s.name)
-			t1 := redisCPU(b, c)
-			info, err := c.Do(ctx, c.B().Info().Section("commandstats").Build()).ToString()
-			require.NoError(b, err)
-			stats := commandStats(info)
-			var usec float64
-			for _, cmd := range s.top {
-				usec += stats[cmd]
-			}
-			perCheck := usec / costChecks
-			perCPU := (t1 - t0) / costChecks
-			if s.name == "INCRBY" {
-				incr, incrCPU = perCheck, perCPU
+			// Each subject beside an INCRBY run just before it: the
+			// machine's load drifts less between the two.
+			incr, incrCPU := measure(subjects[0])
+			perCheck, perCPU := incr, incrCPU
+			if s.name != "INCRBY" {
+				perCheck, perCPU = measure(s)
 			}
 			us[s.name] = append(us[s.name], perCheck)
 			ratio[s.name] = append(ratio[s.name], perCheck/incr)
 			cpu[s.name] = append(cpu[s.name], perCPU/incrCPU)
+			raw[s.name] = append(raw[s.name], perCPU)
 		}
 	}
 	b.StopTimer()
+	// A cold subject's CPU over its warm one's, round by round.
+	for _, s := range subjects {
+		warm, ok := strings.CutSuffix(s.name, "-cold")
+		if !ok || len(raw[warm]) != len(raw[s.name]) {
+			continue
+		}
+		var xs []float64
+		for i := range raw[s.name] {
+			xs = append(xs, raw[s.name][i]/raw[warm][i])
+		}
+		b.ReportMetric(median(xs), s.name+"-cpu-x-warm")
+		b.Logf("%-22s cpu %5.2f × warm (ratios %v)", s.name, median(xs), fmtRatios(xs))
+	}
 	for _, s := range subjects {
 		name := strings.ToLower(s.name)
 		b.ReportMetric(median(us[s.name]), name+"-µs/check")

@@ -46,8 +46,9 @@ type engine struct {
 	// record's key and index field.
 	sub func(r ms.Request) int64
 	// decide is the decision of r from the script's answer, the state it
-	// was decided from (for the cache of denials), and the TTL the id's
-	// index must now be given (0: none; docs/redis.md).
+	// was decided from (for the cache of denials), and how long the
+	// record's kind must now stay listed, in ms (0: no longer than before;
+	// kinds.go, docs/redis.md).
 	decide func(r ms.Request, a answer) (ms.Decision, state, int64, error)
 	// read builds the command that reads a record for the admin API, and
 	// view turns its answer into the stored records, as package algo keeps

@@ -1,6 +1,7 @@
 -- index.lua: list a record in its id's index, for the admin API (Buckets,
--- Reset). Sent by the client when a check's record is new, or when its expiry
--- passes into a new index epoch (docs/redis.md): never on every check.
+-- Reset), when the registry of kinds (kinds.lua) is full. Sent by the client
+-- when a check's record is new, or when its expiry passes into a new index
+-- epoch (docs/redis.md): never on every check.
 --
 -- KEYS[1]  the id's index, a hash: one field "A:SCALE" per record
 -- ARGV     the field, its value (the time the record was created or

@@ -10,7 +10,8 @@
 --          (docs/redis.md)
 --
 -- Returns {now, index, allowed (1 or 0), count, reset_ms, retry_after_ms}:
--- index is the TTL in ms the id's index must be given (0: none needed).
+-- index is how long in ms the record's kind must stay listed (0: no longer
+-- than before; kinds.go).
 local function int(x) return string.format('%d', x) end
 local st = redis.call('HMGET', key, 'c', 'cr', 'm', 'h', 'n')
 local total = tonumber(st[1] or '0')
@@ -44,8 +45,8 @@ if allowed and hits > 0 then
   redis.call('HSET', key, 'c', int(total), 'm', int(now), 'h', int(head), 'n', int(nxt))
   if not st[2] or total == hits then redis.call('HSET', key, 'cr', int(now)) end
   redis.call('PEXPIRE', key, int(scale + slack))
-  -- The index must outlive the record: given a TTL when the record is new,
-  -- and again whenever the record's expiry passes into a new index epoch.
+  -- The kind must stay listed as long as the record lives: asked for when
+  -- the record is new, and whenever its expiry passes into a new epoch.
   local E = scale
   if E < 60000 then E = 60000 end
   local k = math.floor((now + scale) / E)

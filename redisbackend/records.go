@@ -16,12 +16,14 @@ import (
 	"github.com/raterlimiter/raterlimiter/internal/ms"
 )
 
-// The admin API reads an id's records through its index, PREFIX:{ID}:i, a
-// hash with one field "A:SCALE" per record (a slices record's is
-// "A:SCALE:N"), so it needs no SCAN; the checks
-// keep it off their hot path (docs/redis.md). Every command here names one
-// key, so on a Cluster each goes to its slot's node, and a slot migrating
-// meanwhile only redirects them.
+// The admin API reads an id's records through the registry of kinds,
+// PREFIX:kinds (kinds.go), and the id's own index, PREFIX:{ID}:i, a hash
+// with one field "A:SCALE" per record (a slices record's is "A:SCALE:N"),
+// which holds the kinds a full registry refused and what older versions
+// listed; so it needs no SCAN, and the checks keep both off their hot path
+// (docs/redis.md). Every command here names one key, so on a Cluster each
+// goes to its slot's node, and a slot migrating meanwhile only redirects
+// them.
 
 // listed is one record of an id (an algorithm, a scale, and a slice count
 // for the sliding window counters), as read for the admin API.
@@ -68,11 +70,30 @@ func (b *Backend) records(ctx context.Context, op, id string, scale int64, reset
 func (b *Backend) readRecords(ctx context.Context, c rueidis.Client, id string, scale int64, reset bool) (int64, []listed, error) {
 	tag := b.tag(id)
 	index := tag + "i"
-	idx, err := c.Do(ctx, c.B().Hgetall().Key(index).Build()).AsStrMap()
+	// The registry of kinds (kinds.go), and the id's own index: the kinds
+	// the registry could not list, and what older versions listed.
+	rs := c.DoMulti(ctx, c.B().Hgetall().Key(index).Build(), c.B().Hgetall().Key(b.kindsKey()).Build())
+	idx, err := rs[0].AsStrMap()
 	if err != nil {
 		return 0, nil, err
 	}
+	registry, err := rs[1].AsStrMap()
+	if err != nil {
+		return 0, nil, err
+	}
+	if idx == nil {
+		idx = map[string]string{}
+	}
 	now := b.clock()
+	for f, v := range registry {
+		if _, ok := idx[f]; ok {
+			continue
+		}
+		// A kind whose records have all expired has none of id's.
+		if until, err := strconv.ParseInt(v, 10, 64); err == nil && until >= now-b.windowSlack {
+			idx[f] = ""
+		}
+	}
 	var ls []listed
 	var reads rueidis.Commands
 	for f, v := range idx {
@@ -91,8 +112,9 @@ func (b *Backend) readRecords(ctx context.Context, c rueidis.Client, id string, 
 			w := algo.Bucket(now, s)
 			l.keys = []string{b.fixedKey(id, s, w), b.fixedKey(id, s, w-1), b.fixedKey(id, s, w+1)}
 			reads = append(reads, c.B().Get().Key(l.keys[0]).Build())
-			// The index holds when the window's counter was created,
-			// if it was written for this window.
+			// The id's index holds when the window's counter was
+			// created, if it was written for this window; else its
+			// start stands for it.
 			created := w * s
 			if t, err := strconv.ParseInt(v, 10, 64); err == nil && algo.Bucket(t, s) == w {
 				created = t

@@ -100,6 +100,9 @@ type call struct {
 	key    string
 	args   []string // the script's
 	n, ttl int64    // INCRBY's increment; the TTL in ms of opCreate and opSaturate
+	// fallback is what to send instead when the script refuses: the ids'
+	// indexes of records whose kind the registry could not list (kinds.go).
+	fallback []call
 }
 
 func (c *call) build(cl rueidis.Client, eval bool) rueidis.Completed {

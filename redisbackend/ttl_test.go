@@ -21,8 +21,8 @@ import (
 
 // TestTTL: every key expires at the end of the last window that can read it,
 // and a little later (two seconds) when the client's clock decides, as
-// sidecars' clocks disagree by a little; the id's index no earlier than its
-// records. With Config.Deadlines the scripts decide on Redis's clock and
+// sidecars' clocks disagree by a little; the registry of kinds lists a
+// record's kind for no less. With Config.Deadlines the scripts decide on Redis's clock and
 // their records need no such slack; fixed windows' counters, named by the
 // client's clock, keep it.
 func TestTTL(t *testing.T) {
@@ -74,25 +74,30 @@ func TestTTL(t *testing.T) {
 				if !deadlines || tt.algo == rl.Fixed {
 					lo, hi = lo+2000, hi+2000
 				}
-				// The index's TTL is read first: the record's, read later,
+				// The registry is read first: the record's TTL, read later,
 				// can only have shrunk since, so however slow the machine,
-				// an index that lives as long as its record reads no less.
-				index := pttl(tag + "i")
+				// a kind listed as long as its record lives reads no less.
+				field := tt.key(d) // a record's key after the tag is its kind's field ...
+				if tt.algo == rl.Fixed {
+					field = "f:60000" // ... but for a fixed window's number
+				}
+				index := listedUntil(t, srv, prefix, field) - d.Now
 				got := pttl(tag + tt.key(d))
 				assert.GreaterOrEqual(t, got, lo, "record TTL")
 				assert.LessOrEqual(t, got, hi, "record TTL")
-				assert.GreaterOrEqual(t, index, got, "the index lives as long as its records")
+				assert.GreaterOrEqual(t, index, got, "the kind is listed as long as its records live")
 			})
 		}
 	}
 }
 
-// TestIndexOutlivesRecords: the checks write an id's index only when a
-// record is new or its expiry passes into a new index epoch (a minute, or
-// the scale when longer): a record kept alive for many epochs by its checks
-// stays listed, and a run of checks within one epoch writes the index once.
-// (That the index never expires first, on the scripts' clock, is
-// TestScriptsKeepTheIndexAhead's.)
+// TestIndexOutlivesRecords: a backend lists a record's kind in the registry
+// of kinds when it writes a record that may outlive the kind's listing, for
+// ten minutes more: a record kept alive for many epochs by its checks stays
+// listed, no id gets an index of its own while the registry has room, and a
+// run of checks within one epoch writes the registry at most once. (That the
+// scripts ask for the listing whenever a record may outlive it, on the
+// scripts' clock, is TestScriptsKeepTheIndexAhead's.)
 func TestIndexOutlivesRecords(t *testing.T) {
 	srv := redistest.Start(t)
 	const scale = 10_000
@@ -128,16 +133,21 @@ func TestIndexOutlivesRecords(t *testing.T) {
 				d, err := checkMS(ctx, b, r)
 				require.NoError(t, err)
 				require.True(t, d.Allowed)
-				key := tag + map[rl.Algo]string{rl.Sliding: "w:10000", rl.Token: "g:10000", rl.Slices: "n:10000:60", rl.Leaky: "k:10000"}[a]
+				field := map[rl.Algo]string{rl.Fixed: "f:10000", rl.Sliding: "w:10000", rl.Token: "g:10000", rl.Slices: "n:10000:60", rl.Leaky: "k:10000"}[a]
+				key := tag + field
 				if a == rl.Fixed {
 					key = tag + "f:10000:" + strconv.FormatInt(clock.Now().UnixMilli()/scale, 10)
 				}
-				// The index is read first: the record's TTL, read later, can
-				// only have shrunk since.
-				index := pttl(tag + "i")
+				// The registry is read first: the record's TTL, read later,
+				// can only have shrunk since. The registry lists the kind
+				// until a time on the client's clock.
+				index := listedUntil(t, srv, prefix, field) - clock.Now().UnixMilli()
 				rec := pttl(key)
 				require.Positive(t, rec, "check %d: the record", i)
-				require.GreaterOrEqual(t, index, rec, "check %d: the index outlives the record", i)
+				require.GreaterOrEqual(t, index, rec, "check %d: the kind is listed as long as the record lives", i)
+				idx, err := srv.Do("EXISTS", tag+"i")
+				require.NoError(t, err)
+				require.Equal(t, ":0", idx, "check %d: no index per id while the registry has room", i)
 				if i%40 == 0 {
 					bs, err := b.Buckets(ctx, "u")
 					require.NoError(t, err)
@@ -145,18 +155,27 @@ func TestIndexOutlivesRecords(t *testing.T) {
 				}
 				clock.Advance(time.Duration(5000) * time.Millisecond)
 			}
-			if a == rl.Fixed {
-				return // a fixed window's counter is a new record every window
-			}
-			// A hundred checks within one epoch write the index at most twice
-			// (the epoch may turn once among them).
+			// A hundred checks within one epoch write the registry at most
+			// once (the epoch may turn among them): a fixed window's new
+			// counters too.
 			before := hsets()
 			for range 100 {
 				_, err := checkMS(ctx, b, r)
 				require.NoError(t, err)
 				clock.Advance(time.Duration(100) * time.Millisecond)
 			}
-			assert.LessOrEqual(t, hsets()-before, int64(2), "index writes")
+			assert.LessOrEqual(t, hsets()-before, int64(1), "registry writes")
 		})
 	}
+}
+
+// listedUntil reads until when the registry of kinds of prefix lists the
+// kind field (the client's clock, Unix ms).
+func listedUntil(t *testing.T, srv *redistest.Server, prefix, field string) int64 {
+	t.Helper()
+	out, err := srv.CLI("HGET", prefix+":kinds", field)
+	require.NoError(t, err)
+	u, err := strconv.ParseInt(strings.TrimSpace(out), 10, 64)
+	require.NoError(t, err, "%s is listed: %q", field, out)
+	return u
 }

@@ -97,7 +97,8 @@ type Limits struct {
 	MaxRequestBytes int
 	// ReceiveTimeout bounds the time a request takes to arrive; a call
 	// past it ends with DeadlineExceeded and its bytes are dropped. Default
-	// DefaultReceiveTimeout.
+	// DefaultReceiveTimeout. A call whose own deadline comes first is left
+	// to it.
 	ReceiveTimeout time.Duration
 	// HandshakeTimeout, IdleTimeout and Keepalive: see their defaults.
 	HandshakeTimeout, IdleTimeout, Keepalive time.Duration
@@ -323,8 +324,15 @@ type arrival struct {
 type arrivalKey struct{}
 
 // tap runs on the connection's reader as a call's headers arrive: it
-// starts the call's receive timeout.
+// starts the call's receive timeout. A call whose own deadline
+// (grpc-timeout, which Envoy's filter always sends) comes within the
+// receive timeout needs none: grpc-go's timer ends it at that deadline,
+// request arrived or not (DeadlineExceeded, not counted as a receive
+// timeout), and the call costs no timer, contexts or allocations of ours.
 func (g *Guard) tap(ctx context.Context, _ *tap.Info) (context.Context, error) {
+	if d, ok := ctx.Deadline(); ok && time.Until(d) <= g.lim.ReceiveTimeout {
+		return ctx, nil
+	}
 	a := &arrival{g: g}
 	ctx, a.cancel = context.WithCancelCause(ctx)
 	a.timer = time.AfterFunc(g.lim.ReceiveTimeout, a.expire)

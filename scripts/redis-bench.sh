@@ -5,8 +5,9 @@
 # the others.
 #
 #   cost      what one check costs Redis, per algorithm (slices at 60 slices,
-#             leaky with a queue), with and without -redis-deadlines, beside
-#             one INCRBY:
+#             leaky with a queue), with and without -redis-deadlines, and
+#             cold (every check a new id's first), beside one INCRBY and an
+#             EVALSHA of an empty script:
 #             BenchmarkRedisCost (redisbackend), ROUNDS rounds, each subject
 #             in turn after CONFIG RESETSTAT, 100,000 checks in batches of
 #             100 over 10,000 ids: Redis µs per check (INFO commandstats:
@@ -60,16 +61,17 @@ echo
 REDISBACKEND_BENCH_URL=$url taskset -c "$load_cpus" "$tmp/redisbackend.test" -test.run '^$' \
   -test.bench '^BenchmarkRedisCost$' -test.benchtime "${ROUNDS}x" >"$tmp/cost.out" 2>&1 ||
   { cat "$tmp/cost.out" >&2; exit 1; }
-echo "| subject | Redis µs per check | × INCRBY | Redis CPU per check × INCRBY's |"
-echo "|---|---:|---:|---:|"
+echo "| subject | Redis µs per check | × INCRBY | Redis CPU per check × INCRBY's | cold CPU × warm's |"
+echo "|---|---:|---:|---:|---:|"
 awk '/^BenchmarkRedisCost/ {
   for (i = 5; i < NF; i += 2) { v = $i; u = $(i + 1)
     if (u ~ /-µs\/check$/) { n = u; sub(/-µs\/check$/, "", n); us[n] = v; order[++k] = n }
+    else if (u ~ /-cpu-x-warm$/) { n = u; sub(/-cpu-x-warm$/, "", n); warm[n] = sprintf("%.2f", v) }
     else if (u ~ /-cpu-x-incrby$/) { n = u; sub(/-cpu-x-incrby$/, "", n); cpu[n] = v }
     else if (u ~ /-x-incrby$/) { n = u; sub(/-x-incrby$/, "", n); x[n] = v } }
   }
-  END { k = split("incrby incrby+pexpire fixed sliding token log slices leaky fixed-deadlines sliding-deadlines token-deadlines log-deadlines slices-deadlines leaky-deadlines", want, " ")
-    for (j = 1; j <= k; j++) { n = want[j]; if (n in us) printf "| %s | %.2f | %.2f | %.2f |\n", n, us[n], x[n], cpu[n] } }' "$tmp/cost.out"
+  END { k = split("incrby incrby+pexpire evalsha-empty fixed fixed-cold sliding sliding-cold token token-cold log log-cold slices slices-cold leaky leaky-cold fixed-deadlines sliding-deadlines token-deadlines log-deadlines slices-deadlines leaky-deadlines", want, " ")
+    for (j = 1; j <= k; j++) { n = want[j]; if (n in us) printf "| %s | %.2f | %.2f | %.2f | %s |\n", n, us[n], x[n], cpu[n], warm[n] } }' "$tmp/cost.out"
 
 # rcpu: the CPU Redis's main thread has used so far, in µs (INFO cpu).
 rcpu() {

@@ -43,7 +43,7 @@ var subjects = []subject{
 		l := memory.New(memory.Config{SweepInterval: -1})
 		ctx := context.Background()
 		return func(id string) bool {
-			d, err := l.CheckRate(ctx, rl.Request{ID: id, Scale: 60_000, Limit: limit, Hits: 1})
+			d, err := l.CheckRate(ctx, rl.Request{ID: id, Scale: time.Minute, Limit: limit, Hits: 1})
 			if err != nil {
 				b.Error(err)
 			}

@@ -181,6 +181,10 @@ func listenRLS(addr string, lis listenFlags, logger *slog.Logger) (net.Listener,
 	return net.Listen("tcp", addr)
 }
 
+// rlsStreamWorkers is the least number of goroutines grpc-go keeps to
+// serve RLS calls (GOMAXPROCS when larger).
+const rlsStreamWorkers = 256
+
 // rlsService is the loaded rate limit service, not yet serving.
 type rlsService struct {
 	srv   *rls.Server
@@ -222,10 +226,14 @@ func openRLS(ctx context.Context, f rlsFlags, lis listenFlags, watch bool, lim r
 	// one new goroutine a call, and a shared write buffer saves a buffer
 	// per connection: what many connections and calls hold stays bounded,
 	// at no cost in throughput (docs/perf-notes.md, "The sidecar's HTTP
-	// path"). The guard bounds what one client can make the server hold
-	// (docs/security.md).
+	// path"). A call waits on the limiter, so the workers are as many as
+	// the calls a loaded server has in hand: when all are busy grpc-go
+	// starts a goroutine for the call, whose stack then grows, which cost
+	// 13 % of the CPU at 200 callers with one worker a core
+	// (BENCHMARKS.md, "Envoy RLS beside envoyproxy/ratelimit"). The guard
+	// bounds what one client can make the server hold (docs/security.md).
 	guard := rls.NewGuard(f.limits(maxKey, handshake))
-	opts := append([]grpc.ServerOption{grpc.NumStreamWorkers(uint32(runtime.GOMAXPROCS(0))), grpc.SharedWriteBuffer(true)}, guard.ServerOptions()...)
+	opts := append([]grpc.ServerOption{grpc.NumStreamWorkers(uint32(max(rlsStreamWorkers, runtime.GOMAXPROCS(0)))), grpc.SharedWriteBuffer(true)}, guard.ServerOptions()...)
 	g := grpc.NewServer(opts...)
 	rlspb.RegisterRateLimitServiceServer(g, srv)
 	hs := health.NewServer()

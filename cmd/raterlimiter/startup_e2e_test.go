@@ -97,7 +97,7 @@ func TestReadmeNamesTestPrerequisites(t *testing.T) {
 	section, _, _ = strings.Cut(section, "\n## ")
 	ci, err := os.ReadFile("../../.ci/run")
 	require.NoError(t, err)
-	programs := []string{"traefik"}
+	programs := []string{"traefik", "helm"}
 	for _, line := range strings.Split(string(ci), "\n") {
 		if f := strings.Fields(line); len(f) >= 3 && f[0] == "need" {
 			programs = append(programs, f[1])
@@ -109,6 +109,21 @@ func TestReadmeNamesTestPrerequisites(t *testing.T) {
 			continue // comes with redis-server
 		}
 		assert.Contains(t, section, "`"+p+"`", "README.md names %s as a test prerequisite", p)
+	}
+}
+
+// TestReadmeTestCommandIsCIs: the README's test command, CONTRIBUTING's
+// and the one .ci/run runs are the same line.
+func TestReadmeTestCommandIsCIs(t *testing.T) {
+	ci, err := os.ReadFile("../../.ci/run")
+	require.NoError(t, err)
+	lines := strings.Split(strings.TrimSpace(string(ci)), "\n")
+	cmd := lines[len(lines)-1]
+	require.True(t, strings.HasPrefix(cmd, "go vet ./... && go test "), "the last line of .ci/run is the test command: %q", cmd)
+	for _, f := range []string{"../../README.md", "../../CONTRIBUTING.md"} {
+		b, err := os.ReadFile(f)
+		require.NoError(t, err)
+		assert.Contains(t, string(b), "\n"+cmd, "%s shows .ci/run's test command", f)
 	}
 }
 

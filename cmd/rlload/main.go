@@ -1,7 +1,8 @@
 // Command rlload is the load tool of raterlimiter: it drives a sidecar (over
 // HTTP, through package client, one request per check or in the client's
-// batching mode) or the embedded limiter (package memory, in this process)
-// with N concurrent callers over M ids for a while, shows progress on
+// batching mode), an Envoy RLS server over gRPC (-rls: the sidecar's
+// -rls-listen or envoyproxy/ratelimit, one ShouldRateLimit call per check)
+// or the embedded limiter (package memory, in this process) with N concurrent callers over M ids for a while, shows progress on
 // stderr, and ends with one summary line on stdout:
 //
 //	checks/s: 1012345  p50: 0.412ms  p99: 2.301ms  errors: 0
@@ -17,6 +18,7 @@
 //	rlload [flags]                 # against http://127.0.0.1:8080
 //	rlload -batch -c 2048 -d 10s   # the batching client
 //	rlload -embedded               # the embedded limiter, no HTTP
+//	rlload -rls 127.0.0.1:8081     # an Envoy RLS server (domain bench, key user)
 //
 // Run rlload -h for every flag.
 package main

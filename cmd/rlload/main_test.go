@@ -11,8 +11,11 @@ import (
 	"testing"
 	"time"
 
+	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc"
 
 	rl "github.com/raterlimiter/raterlimiter"
 	"github.com/raterlimiter/raterlimiter/api"
@@ -20,6 +23,8 @@ import (
 	"github.com/raterlimiter/raterlimiter/internal/tooltest"
 	"github.com/raterlimiter/raterlimiter/limitertest"
 	"github.com/raterlimiter/raterlimiter/memory"
+	"github.com/raterlimiter/raterlimiter/policy"
+	"github.com/raterlimiter/raterlimiter/rls"
 )
 
 // summary matches the one line rlload prints on stdout.
@@ -273,4 +278,51 @@ func TestExitStatus(t *testing.T) {
 	assert.Equal(t, 1, code, stderr)
 	assert.Contains(t, stdout, "FAILED: 100.00 % errors > -max-errors 1 %")
 	assert.Contains(t, stderr, "rlload: 100.00 % of checks got no decision")
+}
+
+// TestAgainstRLS runs rlload -rls against an Envoy RLS server on a loopback
+// port, with a limit most checks exceed: a denied call is a decision, not an
+// error, and every call rlload made is one the server answered.
+func TestAgainstRLS(t *testing.T) {
+	clock := limitertest.NewClock(limitertest.T0) // one window for the whole run
+	lim := memory.New(memory.Config{Clock: clock.Now, SweepInterval: -1, MaxIDBytes: rl.DefaultMaxIDBytes + policy.IDOverhead})
+	t.Cleanup(func() { lim.Close() })
+	cfg0, err := rls.Parse("bench.yaml", []byte("domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: hour, requests_per_unit: 5}\n"))
+	require.NoError(t, err)
+	srv := rls.New(rls.Options{Limiter: lim, Config: cfg0})
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(srv.Collectors()...)
+	g := grpc.NewServer()
+	rlspb.RegisterRateLimitServiceServer(g, srv)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	go func() { _ = g.Serve(ln) }()
+	t.Cleanup(g.Stop)
+
+	var cfg config
+	require.NoError(t, cfg.parse([]string{"-rls", ln.Addr().String(), "-rls-domain", "d", "-rls-key", "k",
+		"-d", "300ms", "-ids", "3", "-c", "4", "-conns", "2", "-timeout", "30s"}, &bytes.Buffer{}))
+	var stderr bytes.Buffer
+	res, err := load(context.Background(), &cfg, &stderr)
+	require.NoError(t, err)
+	p := parseSummary(t, res.String()+"\n")
+	assert.Zero(t, p.errors, "stderr: %s", stderr.String())
+	assert.Greater(t, res.Total, int64(15), "more calls than the limits allow: most were denied")
+
+	answered := map[string]float64{}
+	mfs, err := reg.Gather()
+	require.NoError(t, err)
+	for _, mf := range mfs {
+		if mf.GetName() == "raterlimiter_rls_requests_total" {
+			for _, m := range mf.GetMetric() {
+				answered[m.GetLabel()[0].GetValue()] = m.GetCounter().GetValue()
+			}
+		}
+	}
+	assert.Equal(t, float64(15), answered["OK"], "5 allowed for each of 3 ids")
+	assert.Equal(t, float64(res.Total), answered["OK"]+answered["OVER_LIMIT"], "every call answered, none refused: %v", answered)
+
+	for _, bad := range [][]string{{"-rls", "x:1", "-batch"}, {"-rls", "x:1", "-embedded"}, {"-rls", "x:1", "-rls-domain", ""}} {
+		assert.Error(t, cfg.parse(bad, &bytes.Buffer{}), "%q", bad)
+	}
 }

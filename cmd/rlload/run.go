@@ -50,6 +50,9 @@ type config struct {
 	progress      bool
 	cpuProfile    string
 	maxErrors     float64 // percent of checks that may end in an error
+	rls           string  // an Envoy RLS server's address: ShouldRateLimit instead of HTTP
+	rlsDomain     string
+	rlsKey        string
 }
 
 func (cfg *config) flags(fs *flag.FlagSet) {
@@ -74,6 +77,9 @@ func (cfg *config) flags(fs *flag.FlagSet) {
 	fs.Uint64Var(&cfg.seed, "seed", 1, "seed of the callers' id choices")
 	fs.BoolVar(&cfg.progress, "progress", false, "show progress on stderr even when it is not a terminal")
 	fs.StringVar(&cfg.cpuProfile, "cpuprofile", "", "write a CPU profile of the measured run to this file")
+	fs.StringVar(&cfg.rls, "rls", "", "drive an Envoy RLS server at this host:port over gRPC instead (one ShouldRateLimit call per check, one descriptor {-rls-key: id}, each with -timeout as its deadline; -conns connections, default 1); the server's configuration sets the limit")
+	fs.StringVar(&cfg.rlsDomain, "rls-domain", "bench", "the RLS requests' domain (-rls)")
+	fs.StringVar(&cfg.rlsKey, "rls-key", "user", "the descriptor entry's key (-rls); the id is its value")
 	fs.Float64Var(&cfg.maxErrors, "max-errors", 1, "percent of checks that may end in an error (no decision) before rlload exits 1; 100: never")
 }
 
@@ -102,6 +108,10 @@ func (cfg *config) parse(args []string, stderr io.Writer) error {
 		return cli.Usagef("-warmup must not be negative")
 	case cfg.embedded && cfg.inproc:
 		return cli.Usagef("-embedded and -inproc exclude each other")
+	case cfg.rls != "" && (cfg.embedded || cfg.inproc || cfg.batch):
+		return cli.Usagef("-rls excludes -embedded, -inproc and -batch")
+	case cfg.rls != "" && (cfg.rlsDomain == "" || cfg.rlsKey == ""):
+		return cli.Usagef("-rls-domain and -rls-key must not be empty")
 	case cfg.embedded && cfg.batch:
 		return cli.Usagef("-batch is the HTTP client's mode; -embedded has no HTTP")
 	case !(cfg.maxErrors >= 0 && cfg.maxErrors <= 100):
@@ -221,6 +231,13 @@ func target(cfg *config, stderr io.Writer) (rl.Checker, func(), error) {
 	if cfg.embedded {
 		lim := memory.New(memory.Config{Shards: cfg.shards, Logger: quiet})
 		return lim, func() { lim.Close() }, nil
+	}
+	if cfg.rls != "" {
+		c, err := newRLSChecker(cfg.rls, cfg.rlsDomain, cfg.rlsKey, cfg.conns, cfg.timeout)
+		if err != nil {
+			return nil, nil, err
+		}
+		return c, c.Close, nil
 	}
 	url := cfg.url
 	closeSidecar := func() {}
