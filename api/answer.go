@@ -11,7 +11,7 @@ import (
 	json "github.com/go-json-experiment/json/v1"
 	"github.com/valyala/fasthttp"
 
-	"github.com/raterlimiter/raterlimiter/policy"
+	"github.com/raterlimiter/raterlimiter/internal/policy"
 
 	rl "github.com/raterlimiter/raterlimiter"
 	"github.com/raterlimiter/raterlimiter/internal/degrade"

@@ -14,7 +14,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/raterlimiter/raterlimiter/policy"
+	"github.com/raterlimiter/raterlimiter/internal/policy"
 )
 
 // Defaults of ConnLimits' zero fields.

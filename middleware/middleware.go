@@ -31,8 +31,8 @@ import (
 	"time"
 
 	rl "github.com/raterlimiter/raterlimiter"
-	"github.com/raterlimiter/raterlimiter/headers"
-	"github.com/raterlimiter/raterlimiter/policy"
+	"github.com/raterlimiter/raterlimiter/internal/headers"
+	"github.com/raterlimiter/raterlimiter/internal/policy"
 )
 
 // Policy is the limit every request is checked against: Limit requests per

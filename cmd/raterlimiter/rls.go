@@ -24,7 +24,7 @@ import (
 
 	rl "github.com/raterlimiter/raterlimiter"
 	"github.com/raterlimiter/raterlimiter/internal/cli"
-	"github.com/raterlimiter/raterlimiter/rls"
+	"github.com/raterlimiter/raterlimiter/internal/rls"
 )
 
 // rlsFlags are the flags of the Envoy rate limit service.

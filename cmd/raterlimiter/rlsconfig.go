@@ -7,7 +7,7 @@ import (
 	"io"
 
 	"github.com/raterlimiter/raterlimiter/internal/cli"
-	"github.com/raterlimiter/raterlimiter/rls"
+	"github.com/raterlimiter/raterlimiter/internal/rls"
 )
 
 // rlsLoadFlags are the flags of how the Envoy rate limit service's

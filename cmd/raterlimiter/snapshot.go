@@ -14,8 +14,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/raterlimiter/raterlimiter/internal/cli"
+	"github.com/raterlimiter/raterlimiter/internal/snapshot"
 	"github.com/raterlimiter/raterlimiter/memory"
-	"github.com/raterlimiter/raterlimiter/snapshot"
 )
 
 // snapshotFlags are the flags of the memory backend's snapshots.

@@ -20,11 +20,11 @@ import (
 	rl "github.com/raterlimiter/raterlimiter"
 	"github.com/raterlimiter/raterlimiter/api"
 	"github.com/raterlimiter/raterlimiter/internal/cli"
+	"github.com/raterlimiter/raterlimiter/internal/policy"
+	"github.com/raterlimiter/raterlimiter/internal/rls"
 	"github.com/raterlimiter/raterlimiter/internal/tooltest"
 	"github.com/raterlimiter/raterlimiter/limitertest"
 	"github.com/raterlimiter/raterlimiter/memory"
-	"github.com/raterlimiter/raterlimiter/policy"
-	"github.com/raterlimiter/raterlimiter/rls"
 )
 
 // summary matches the one line rlload prints on stdout.

@@ -15,9 +15,9 @@ import (
 	"google.golang.org/grpc/status"
 
 	rl "github.com/raterlimiter/raterlimiter"
+	"github.com/raterlimiter/raterlimiter/internal/policy"
 	"github.com/raterlimiter/raterlimiter/limitertest"
 	"github.com/raterlimiter/raterlimiter/memory"
-	"github.com/raterlimiter/raterlimiter/policy"
 )
 
 func newServer(t testing.TB) (*Server, *limitertest.Clock) {

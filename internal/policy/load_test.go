@@ -13,7 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	rl "github.com/raterlimiter/raterlimiter"
-	"github.com/raterlimiter/raterlimiter/policy"
+	"github.com/raterlimiter/raterlimiter/internal/policy"
 )
 
 const example = `trusted_proxies: [127.0.0.1/32, "::1/128", 10.1.2.3]

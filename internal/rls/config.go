@@ -26,7 +26,7 @@ import (
 	"github.com/raterlimiter/raterlimiter/internal/yamlmap"
 
 	rl "github.com/raterlimiter/raterlimiter"
-	"github.com/raterlimiter/raterlimiter/policy"
+	"github.com/raterlimiter/raterlimiter/internal/policy"
 )
 
 // MaxRules bounds the rules of a configuration: each has its series in

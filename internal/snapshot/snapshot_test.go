@@ -23,9 +23,9 @@ import (
 
 	rl "github.com/raterlimiter/raterlimiter"
 	"github.com/raterlimiter/raterlimiter/algo"
+	"github.com/raterlimiter/raterlimiter/internal/snapshot"
 	"github.com/raterlimiter/raterlimiter/limitertest"
 	"github.com/raterlimiter/raterlimiter/memory"
-	"github.com/raterlimiter/raterlimiter/snapshot"
 )
 
 const t0 = 1_700_000_040_000 // limitertest.T0 in Unix ms

@@ -12,9 +12,9 @@ import (
 	"github.com/valyala/fasthttp"
 
 	rl "github.com/raterlimiter/raterlimiter"
+	"github.com/raterlimiter/raterlimiter/internal/policy"
 	"github.com/raterlimiter/raterlimiter/limitertest"
 	"github.com/raterlimiter/raterlimiter/memory"
-	"github.com/raterlimiter/raterlimiter/policy"
 )
 
 // input is a request as the sidecar sees it: fasthttp's request header is

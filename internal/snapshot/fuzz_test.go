@@ -4,8 +4,8 @@ import (
 	"bytes"
 	"testing"
 
+	"github.com/raterlimiter/raterlimiter/internal/snapshot"
 	"github.com/raterlimiter/raterlimiter/memory"
-	"github.com/raterlimiter/raterlimiter/snapshot"
 )
 
 // FuzzRead: any bytes are read without a panic; what is accepted is made of

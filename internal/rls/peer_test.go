@@ -28,9 +28,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	rl "github.com/raterlimiter/raterlimiter"
+	"github.com/raterlimiter/raterlimiter/internal/policy"
 	"github.com/raterlimiter/raterlimiter/limitertest"
 	"github.com/raterlimiter/raterlimiter/memory"
-	"github.com/raterlimiter/raterlimiter/policy"
 )
 
 // The peer: the version measured against in docs/envoy.md.

@@ -151,7 +151,7 @@ func FuzzLoad(f *testing.F) {
 // TestTheDocumentedFormatLoads keeps docs/envoy.md's example of the
 // configuration format loadable, and its wildcard shared.
 func TestTheDocumentedFormatLoads(t *testing.T) {
-	doc, err := os.ReadFile("../docs/envoy.md")
+	doc, err := os.ReadFile("../../docs/envoy.md")
 	require.NoError(t, err)
 	s := string(doc)
 	i := strings.Index(s, "## The configuration format")

@@ -21,7 +21,7 @@ import (
 	rl "github.com/raterlimiter/raterlimiter"
 	"github.com/raterlimiter/raterlimiter/internal/checkmetric"
 	"github.com/raterlimiter/raterlimiter/internal/degrade"
-	"github.com/raterlimiter/raterlimiter/policy"
+	"github.com/raterlimiter/raterlimiter/internal/policy"
 )
 
 // Defaults of Options' zero fields.

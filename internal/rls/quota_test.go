@@ -12,9 +12,9 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	rl "github.com/raterlimiter/raterlimiter"
+	"github.com/raterlimiter/raterlimiter/internal/policy"
 	"github.com/raterlimiter/raterlimiter/limitertest"
 	"github.com/raterlimiter/raterlimiter/memory"
-	"github.com/raterlimiter/raterlimiter/policy"
 )
 
 const quotaConfig = `domain: quota-domain

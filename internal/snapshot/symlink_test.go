@@ -11,8 +11,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	rl "github.com/raterlimiter/raterlimiter"
+	"github.com/raterlimiter/raterlimiter/internal/snapshot"
 	"github.com/raterlimiter/raterlimiter/limitertest"
-	"github.com/raterlimiter/raterlimiter/snapshot"
 )
 
 // TestWriteThroughASymlink: a snapshot path that is a symbolic link (to a
