@@ -5,7 +5,7 @@ import (
 	"sync/atomic"
 
 	rl "github.com/raterlimiter/raterlimiter"
-	"github.com/raterlimiter/raterlimiter/algo"
+	"github.com/raterlimiter/raterlimiter/internal/algo"
 	"github.com/raterlimiter/raterlimiter/internal/ms"
 )
 

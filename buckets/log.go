@@ -2,7 +2,7 @@ package buckets
 
 import (
 	rl "github.com/raterlimiter/raterlimiter"
-	"github.com/raterlimiter/raterlimiter/algo"
+	"github.com/raterlimiter/raterlimiter/internal/algo"
 	"github.com/raterlimiter/raterlimiter/internal/ms"
 )
 

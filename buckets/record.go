@@ -5,7 +5,7 @@ import (
 	"unsafe"
 
 	rl "github.com/raterlimiter/raterlimiter"
-	"github.com/raterlimiter/raterlimiter/algo"
+	"github.com/raterlimiter/raterlimiter/internal/algo"
 )
 
 // rec is the header of a record. The record is a []uint64 allocation: these

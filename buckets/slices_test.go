@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	rl "github.com/raterlimiter/raterlimiter"
-	"github.com/raterlimiter/raterlimiter/algo"
+	"github.com/raterlimiter/raterlimiter/internal/algo"
 	"github.com/raterlimiter/raterlimiter/internal/ms"
 )
 

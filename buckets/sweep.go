@@ -3,7 +3,7 @@ package buckets
 import (
 	"github.com/tidwall/btree"
 
-	"github.com/raterlimiter/raterlimiter/algo"
+	"github.com/raterlimiter/raterlimiter/internal/algo"
 )
 
 // sweepState is where an incremental sweep stands between calls.

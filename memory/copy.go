@@ -8,32 +8,19 @@ import (
 	"time"
 
 	rl "github.com/raterlimiter/raterlimiter"
-	"github.com/raterlimiter/raterlimiter/algo"
 	"github.com/raterlimiter/raterlimiter/buckets"
+	"github.com/raterlimiter/raterlimiter/internal/algo"
+	"github.com/raterlimiter/raterlimiter/internal/memstore"
 )
 
-// MaxIDBytes is the longest id a record of the store can hold: a bound for
-// readers of copied records (snapshot files).
-const MaxIDBytes = buckets.MaxIDBytes
+// The store and memstore agree on the longest id a record holds.
+var _ = [1]struct{}{}[memstore.MaxIDBytes-buckets.MaxIDBytes]
 
-// Record is one record of the store, as CopyRecords hands it out and a
-// snapshot file holds it. Log holds a sliding log's entries (Algo rl.Log),
-// as algo.Log.AppendBinary writes them and RestoreLog takes them back; from
-// CopyRecords it is valid during the call only, nil for other algorithms.
-type Record struct {
-	// ID is the id the record counts.
-	ID string
-	// Scale is the window in milliseconds.
-	Scale int64
-	// Algo is the algorithm whose state the record holds.
-	Algo rl.Algo
-	// State is the record's counters and times (see algo.Record).
-	State algo.Record
-	// Log is the entries of a Log record (see Record); nil for the others.
-	Log []byte
-}
+// record is one record of the store, as copyRecords hands it out and a
+// snapshot file holds it (see memstore.Record).
+type record = memstore.Record
 
-// CopyRecords hands fn every record of the limiter that has not expired,
+// copyRecords hands fn every record of the limiter that has not expired,
 // shard by shard, each shard's in the store's order (id, scale, algorithm,
 // bucket). It visits a shard's goroutine for at most chunk records at a
 // time, so checks on that shard wait for one visit only, and resumes after
@@ -42,7 +29,7 @@ type Record struct {
 // the shard's goroutine, so it must be quick and must not call the
 // limiter; after each visit, endVisit (on the caller's goroutine) gets the
 // visit's duration, and an error from it stops the copy.
-func (l *Limiter) CopyRecords(ctx context.Context, chunk int, fn func(Record) error, endVisit func(took time.Duration) error) error {
+func (l *Limiter) copyRecords(ctx context.Context, chunk int, fn func(record) error, endVisit func(took time.Duration) error) error {
 	if chunk <= 0 {
 		return fmt.Errorf("memory: CopyRecords: chunk must be positive, not %d", chunk)
 	}
@@ -124,7 +111,7 @@ type cursor struct {
 
 // visit hands fn at most chunk records after the cursor, leaving out
 // expired ones, and reports done when it reached the end of the store.
-func (c *cursor) visit(s *buckets.Store, now int64, chunk int, fn func(Record) error) (done bool, err error) {
+func (c *cursor) visit(s *buckets.Store, now int64, chunk int, fn func(record) error) (done bool, err error) {
 	n := 0
 	var prev key
 	done = true
@@ -142,7 +129,7 @@ func (c *cursor) visit(s *buckets.Store, now int64, chunk int, fn func(Record) e
 			return false
 		}
 		if !algo.Expired(al, scale, r, now) {
-			rec := Record{ID: id, Scale: scale, Algo: al, State: r}
+			rec := record{ID: id, Scale: scale, Algo: al, State: r}
 			if al == rl.Log {
 				// A log's hits are not in its record: its entries follow.
 				c.logBuf, _ = s.AppendLog(c.logBuf[:0], id, scale)

@@ -11,8 +11,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	rl "github.com/raterlimiter/raterlimiter"
-	"github.com/raterlimiter/raterlimiter/algo"
 	"github.com/raterlimiter/raterlimiter/buckets"
+	"github.com/raterlimiter/raterlimiter/internal/algo"
 )
 
 // TestCursorUnderDeletesAndInserts drives the chunked copy of one store by
@@ -42,7 +42,7 @@ func TestCursorUnderDeletesAndInserts(t *testing.T) {
 			}
 			deleted := map[string]bool{}
 			seen := map[string]bool{}
-			copyOut := func(r Record) error {
+			copyOut := func(r record) error {
 				assert.False(t, seen[r.ID], "%s copied twice", r.ID)
 				seen[r.ID] = true
 				return nil
@@ -100,17 +100,17 @@ func TestCursorResumesWithinSlices(t *testing.T) {
 			}
 		}
 	}
-	var want []Record
+	var want []record
 	s.Scan(func(id string, scale int64, a rl.Algo, r algo.Record) bool {
-		want = append(want, Record{ID: strings.Clone(id), Scale: scale, Algo: a, State: r})
+		want = append(want, record{ID: strings.Clone(id), Scale: scale, Algo: a, State: r})
 		return true
 	})
 	require.Len(t, want, 2*(1+1+5), "4 s of hits: 1 slice of 30 s, 1 of 10 s, 5 of 1 s, for each id")
-	var got []Record
+	var got []record
 	var c cursor
 	for visits := 0; ; visits++ {
 		require.Less(t, visits, 100)
-		done, err := c.visit(s, now+4000, 1, func(r Record) error {
+		done, err := c.visit(s, now+4000, 1, func(r record) error {
 			r.ID = strings.Clone(r.ID)
 			got = append(got, r)
 			return nil

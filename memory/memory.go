@@ -2,8 +2,8 @@
 // own process. It spreads ids over shards, each an actor (package actor)
 // that alone owns its B-tree of buckets (package buckets), and sweeps them
 // periodically (package sweeper). No other package imports those three:
-// snapshots copy records through CopyRecords and Restore, and replay tools
-// decide through a Store.
+// the sidecar's snapshots and replay tools reach the store through
+// internal/memstore, which this package registers itself with.
 //
 // # Memory
 //
@@ -41,8 +41,8 @@ import (
 
 	rl "github.com/raterlimiter/raterlimiter"
 	"github.com/raterlimiter/raterlimiter/actor"
-	"github.com/raterlimiter/raterlimiter/algo"
 	"github.com/raterlimiter/raterlimiter/buckets"
+	"github.com/raterlimiter/raterlimiter/internal/algo"
 	"github.com/raterlimiter/raterlimiter/sweeper"
 )
 
@@ -367,9 +367,9 @@ func (l *Limiter) Reset(ctx context.Context, id string, scale time.Duration) (in
 	return n, err
 }
 
-// Restore stores a record, as read from a snapshot, in the shard that owns
+// restore stores a record, as read from a snapshot, in the shard that owns
 // id, replacing the record with the same key.
-func (l *Limiter) Restore(ctx context.Context, id string, scale int64, a rl.Algo, r algo.Record) error {
+func (l *Limiter) restore(ctx context.Context, id string, scale int64, a rl.Algo, r algo.Record) error {
 	var err error
 	if derr := l.shard(id).Do(ctx, func(s *buckets.Store, _ int64) { err = s.Put(id, scale, a, r) }); derr != nil {
 		return derr
@@ -377,11 +377,11 @@ func (l *Limiter) Restore(ctx context.Context, id string, scale int64, a rl.Algo
 	return err
 }
 
-// RestoreLog stores a Log record, as read from a snapshot (its entries
+// restoreLog stores a Log record, as read from a snapshot (its entries
 // marshalled by algo.Log.AppendBinary), in the shard that owns id. Entries
 // that do not decode are refused with an error matching
 // raterlimiter.ErrInvalid.
-func (l *Limiter) RestoreLog(ctx context.Context, id string, scale, created int64, data []byte) error {
+func (l *Limiter) restoreLog(ctx context.Context, id string, scale, created int64, data []byte) error {
 	var err error
 	if derr := l.shard(id).Do(ctx, func(s *buckets.Store, _ int64) { err = s.PutLog(id, scale, created, data) }); derr != nil {
 		return derr

@@ -2,6 +2,7 @@ package memory_test
 
 import (
 	"context"
+	"github.com/raterlimiter/raterlimiter/internal/memstore"
 	"testing"
 	"time"
 
@@ -16,7 +17,7 @@ import (
 // TestStoreRefusesInvalidInput: the engine trusts its owner, so the Store
 // validates at its edge, as the Limiter does, and counts nothing refused.
 func TestStoreRefusesInvalidInput(t *testing.T) {
-	s := memory.NewStore(memory.StoreConfig{MaxIDBytes: 4})
+	s := memstore.NewStore(memstore.StoreConfig{MaxIDBytes: 4})
 	now := limitertest.T0.UnixMilli()
 	for _, r := range []rl.Request{
 		{ID: "", Scale: time.Millisecond, Limit: 1, Hits: 1},
@@ -31,7 +32,7 @@ func TestStoreRefusesInvalidInput(t *testing.T) {
 		assert.ErrorIs(t, err, rl.ErrInvalid, "%+v", r)
 	}
 	n := 0
-	s.Scan(func(memory.Record) bool { n++; return true })
+	s.Scan(func(memstore.Record) bool { n++; return true })
 	assert.Zero(t, n, "a refused check leaves no record")
 	d, err := s.Check(now, rl.Request{ID: "abcd", Scale: time.Second, Limit: 1, Hits: 1})
 	require.NoError(t, err)
@@ -44,14 +45,14 @@ func TestStoreRefusesInvalidInput(t *testing.T) {
 // TestStoreSweepsAndScans: a record is listed until its window has passed
 // and a sweep deletes it.
 func TestStoreSweepsAndScans(t *testing.T) {
-	s := memory.NewStore(memory.StoreConfig{NoCache: true})
+	s := memstore.NewStore(memstore.StoreConfig{NoCache: true})
 	now := limitertest.T0.UnixMilli()
 	for _, id := range []string{"b", "a"} {
 		_, err := s.Check(now, rl.Request{ID: id, Scale: time.Second, Limit: 5, Hits: 1})
 		require.NoError(t, err)
 	}
 	var ids []string
-	s.Scan(func(r memory.Record) bool { ids = append(ids, r.ID); return true })
+	s.Scan(func(r memstore.Record) bool { ids = append(ids, r.ID); return true })
 	assert.Equal(t, []string{"a", "b"}, ids, "in the store's order")
 	_, deleted, done := s.Sweep(now, 0)
 	assert.Zero(t, deleted, "both windows are current")
@@ -59,7 +60,7 @@ func TestStoreSweepsAndScans(t *testing.T) {
 	_, deleted, _ = s.Sweep(now+5000, 0)
 	assert.Equal(t, 2, deleted)
 	n := 0
-	s.Scan(func(memory.Record) bool { n++; return true })
+	s.Scan(func(memstore.Record) bool { n++; return true })
 	assert.Zero(t, n)
 }
 
@@ -68,9 +69,9 @@ func TestStoreSweepsAndScans(t *testing.T) {
 func TestPauseHoldsTheShard(t *testing.T) {
 	l := memory.New(memory.Config{Shards: 1, SweepInterval: -1})
 	t.Cleanup(func() { l.Close() })
-	_, err := l.Pause(t.Context(), 1)
+	_, err := memstore.MustOf(l).Pause(t.Context(), 1)
 	require.Error(t, err, "there is no shard 1")
-	release, err := l.Pause(t.Context(), 0)
+	release, err := memstore.MustOf(l).Pause(t.Context(), 0)
 	require.NoError(t, err)
 	r := rl.Request{ID: "u", Scale: time.Minute, Limit: 5, Hits: 1}
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Millisecond)

@@ -13,8 +13,8 @@ import (
 	"time"
 
 	rl "github.com/raterlimiter/raterlimiter"
-	"github.com/raterlimiter/raterlimiter/algo"
 	"github.com/raterlimiter/raterlimiter/buckets"
+	"github.com/raterlimiter/raterlimiter/internal/algo"
 )
 
 // threadCPU returns the CPU time of the calling OS thread.
@@ -86,7 +86,7 @@ func BenchmarkVisitCPU(b *testing.B) {
 				var out []byte
 				// What a snapshot does with each record, roughly: its id
 				// and numbers appended to a buffer.
-				copyOut := func(r Record) error {
+				copyOut := func(r record) error {
 					out = append(out, r.ID...)
 					out = binary.AppendVarint(out, r.Scale)
 					out = binary.AppendVarint(out, r.State.Count)

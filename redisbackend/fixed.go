@@ -7,7 +7,7 @@ import (
 
 	"github.com/redis/rueidis"
 
-	"github.com/raterlimiter/raterlimiter/algo"
+	"github.com/raterlimiter/raterlimiter/internal/algo"
 	"github.com/raterlimiter/raterlimiter/internal/ms"
 )
 

@@ -11,6 +11,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/raterlimiter/raterlimiter/internal/memstore"
 	"io"
 	"net"
 	"net/http"
@@ -51,7 +52,7 @@ func startRelServer(t *testing.T, mcfg memory.Config, cfg api.Config) *relServer
 // blockActor holds lim's first shard and returns once it does. release
 // lets the shard go on and returns the error of the held visit.
 func blockActor(lim *memory.Limiter) (release func() error) {
-	release, err := lim.Pause(context.Background(), 0)
+	release, err := memstore.MustOf(lim).Pause(context.Background(), 0)
 	if err != nil {
 		panic("blockActor: " + err.Error())
 	}

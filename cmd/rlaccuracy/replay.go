@@ -1,15 +1,16 @@
 package main
 
 import (
+	"github.com/raterlimiter/raterlimiter/internal/memstore"
 	"math/big"
 	"runtime"
 	"strconv"
 	"time"
 
 	rl "github.com/raterlimiter/raterlimiter"
-	"github.com/raterlimiter/raterlimiter/algo"
+	"github.com/raterlimiter/raterlimiter/internal/algo"
 	"github.com/raterlimiter/raterlimiter/internal/ms"
-	"github.com/raterlimiter/raterlimiter/memory"
+	_ "github.com/raterlimiter/raterlimiter/memory" // registers memstore.NewStore
 )
 
 // logName is the sliding window log's row: the algorithm that should agree
@@ -208,7 +209,7 @@ func replayAll(tr *trace, keepTimes, withCost bool, tick func()) []result {
 	var out []result
 	for _, v := range variants {
 		j := newJudge(tr, v.name, keepTimes)
-		st := memory.NewStore(memory.StoreConfig{})
+		st := memstore.NewStore(memstore.StoreConfig{})
 		var model *gcraModel
 		if v.algo == rl.Token {
 			model = newGCRAModel(tr)
@@ -248,7 +249,7 @@ func cost(tr *trace, names []string, v variant) (nsPerCheck, bytesPerID float64)
 	var before, after runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)
-	st := memory.NewStore(memory.StoreConfig{NoCache: true}) // the cache's fixed size would blur the bytes per id
+	st := memstore.NewStore(memstore.StoreConfig{NoCache: true}) // the cache's fixed size would blur the bytes per id
 	req := v.request(tr)
 	start := time.Now()
 	for i, ev := range tr.events {
@@ -266,7 +267,7 @@ func cost(tr *trace, names []string, v variant) (nsPerCheck, bytesPerID float64)
 	runtime.ReadMemStats(&after)
 	ids := 0
 	last := ""
-	st.Scan(func(r memory.Record) bool {
+	st.Scan(func(r memstore.Record) bool {
 		if r.ID != last {
 			ids++
 			last = r.ID

@@ -29,7 +29,7 @@
 //	trailer  uvarint number of records | uint32 CRC-32C (Castagnoli) of every byte before it
 //
 // Nothing may follow the checksum. Ids are any bytes, up to
-// memory.MaxIDBytes. A file that is not exactly this (wrong magic or
+// memstore.MaxIDBytes. A file that is not exactly this (wrong magic or
 // version, bad checksum, truncated, trailing bytes, a field out of range) is
 // refused with an error that matches ErrCorrupt and names the file.
 package snapshot

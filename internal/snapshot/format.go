@@ -5,13 +5,13 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"github.com/raterlimiter/raterlimiter/internal/memstore"
 	"hash/crc32"
 	"io"
 
 	rl "github.com/raterlimiter/raterlimiter"
-	"github.com/raterlimiter/raterlimiter/algo"
+	"github.com/raterlimiter/raterlimiter/internal/algo"
 	"github.com/raterlimiter/raterlimiter/internal/ms"
-	"github.com/raterlimiter/raterlimiter/memory"
 )
 
 // ErrCorrupt matches every error about a file that is not a valid snapshot
@@ -43,7 +43,7 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 // Record is one bucket record as a snapshot holds it: the memory backend's
 // record, as memory.Limiter.CopyRecords hands it out (Log, for a sliding
 // log, holds its entries as algo.Log.AppendBinary writes them).
-type Record = memory.Record
+type Record = memstore.Record
 
 // corrupt returns an error matching ErrCorrupt.
 func corrupt(format string, a ...any) error {
@@ -80,7 +80,7 @@ func appendHeader(b []byte, base int64) []byte {
 	return binary.BigEndian.AppendUint64(b, uint64(base))
 }
 
-// add encodes one record. id must be 1 to memory.MaxIDBytes bytes, scale 1
+// add encodes one record. id must be 1 to memstore.MaxIDBytes bytes, scale 1
 // to rl.MaxScale and a valid: the store guarantees it. logData is a Log
 // record's marshalled entries, written after its times with their length.
 func (e *encoder) add(id string, scale int64, a rl.Algo, r algo.Record, logData []byte) {
@@ -197,8 +197,8 @@ func decode(sr io.Reader, fn func(Record) error) (Info, error) {
 		if shared > uint64(len(id)) {
 			return info, corrupt("record %d: id shares %d bytes of a %d-byte id", info.Records, shared, len(id))
 		}
-		if n > memory.MaxIDBytes-shared {
-			return info, corrupt("record %d: id longer than %d bytes", info.Records, memory.MaxIDBytes)
+		if n > memstore.MaxIDBytes-shared {
+			return info, corrupt("record %d: id longer than %d bytes", info.Records, memstore.MaxIDBytes)
 		}
 		id = id[:shared]
 		if id, err = readN(br, id, int(n)); err != nil {

@@ -2,10 +2,10 @@ package snapshot_test
 
 import (
 	"bytes"
+	"github.com/raterlimiter/raterlimiter/internal/memstore"
 	"testing"
 
 	"github.com/raterlimiter/raterlimiter/internal/snapshot"
-	"github.com/raterlimiter/raterlimiter/memory"
 )
 
 // FuzzRead: any bytes are read without a panic; what is accepted is made of
@@ -17,7 +17,7 @@ func FuzzRead(f *testing.F) {
 		n := 0
 		info, err := snapshot.Read(bytes.NewReader(data), int64(len(data)), func(r snapshot.Record) error {
 			n++
-			if r.ID == "" || len(r.ID) > memory.MaxIDBytes || r.Scale < 1 || r.Scale > 315360000000 || !r.Algo.Valid() {
+			if r.ID == "" || len(r.ID) > memstore.MaxIDBytes || r.Scale < 1 || r.Scale > 315360000000 || !r.Algo.Valid() {
 				t.Fatalf("record out of range accepted: %d-byte id, scale %d, algo %d", len(r.ID), r.Scale, r.Algo)
 			}
 			return nil

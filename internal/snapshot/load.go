@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/raterlimiter/raterlimiter/internal/memstore"
+	"github.com/raterlimiter/raterlimiter/memory"
 	"io/fs"
 	"log/slog"
 	"os"
@@ -11,10 +13,10 @@ import (
 	"time"
 
 	rl "github.com/raterlimiter/raterlimiter"
-	"github.com/raterlimiter/raterlimiter/algo"
+	"github.com/raterlimiter/raterlimiter/internal/algo"
 )
 
-// Target is what Load fills: memory.Limiter's Restore, which puts a record
+// Target is what Load fills: a memory limiter's Restore (memstore), which puts a record
 // into the shard that owns its id, and RestoreLog, which does the same for a
 // Log record and its marshalled entries.
 type Target interface {
@@ -65,7 +67,8 @@ const restoreBatch = 256
 // is restored, with an error that matches ErrCorrupt and names path, unless
 // opts.IgnoreCorrupt (then dst stays empty, the log says so, and the error is
 // in LoadStats.Err).
-func Load(ctx context.Context, path string, dst Target, opts LoadOptions) (LoadStats, error) {
+func Load(ctx context.Context, path string, lim *memory.Limiter, opts LoadOptions) (LoadStats, error) {
+	var dst Target = memstore.MustOf(lim)
 	if opts.Clock == nil {
 		opts.Clock = time.Now
 	}

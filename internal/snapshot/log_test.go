@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"github.com/raterlimiter/raterlimiter/internal/memstore"
 	"os"
 	"path/filepath"
 	"slices"
@@ -15,7 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	rl "github.com/raterlimiter/raterlimiter"
-	"github.com/raterlimiter/raterlimiter/algo"
+	"github.com/raterlimiter/raterlimiter/internal/algo"
 	"github.com/raterlimiter/raterlimiter/internal/snapshot"
 	"github.com/raterlimiter/raterlimiter/limitertest"
 	"github.com/raterlimiter/raterlimiter/memory"
@@ -133,7 +134,7 @@ func TestOlderVersionsStillLoad(t *testing.T) {
 // holds them.
 func logOf(l *memory.Limiter, r snapshot.Record) ([]byte, error) {
 	var out []byte
-	err := l.CopyRecords(context.Background(), 100, func(c memory.Record) error {
+	err := memstore.MustOf(l).CopyRecords(context.Background(), 100, func(c memstore.Record) error {
 		if c.ID == r.ID && c.Scale == r.Scale && c.Algo == rl.Log {
 			out = slices.Clone(c.Log)
 		}

@@ -2,6 +2,8 @@ package snapshot
 
 import (
 	"context"
+	"github.com/raterlimiter/raterlimiter/internal/memstore"
+	"github.com/raterlimiter/raterlimiter/memory"
 	"log/slog"
 	"sync"
 	"time"
@@ -38,7 +40,8 @@ type Saver struct {
 }
 
 // StartSaver starts writing snapshots of src every cfg.Interval.
-func StartSaver(src Source, cfg SaverConfig) *Saver {
+func StartSaver(lim *memory.Limiter, cfg SaverConfig) *Saver {
+	var src Source = memstore.MustOf(lim)
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
@@ -75,7 +78,7 @@ func (s *Saver) run() {
 }
 
 func (s *Saver) write(ctx context.Context) error {
-	st, err := Write(ctx, s.cfg.Path, s.src, s.cfg.Write)
+	st, err := writeFile(ctx, s.cfg.Path, s.src, s.cfg.Write)
 	if err != nil && ctx.Err() == nil {
 		s.cfg.Logger.Error("snapshot write failed; the previous snapshot is kept", "snapshot", s.cfg.Path, "err", err)
 	}

@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/binary"
+	"github.com/raterlimiter/raterlimiter/internal/memstore"
 	"hash/crc32"
 	"io"
 	"log/slog"
@@ -22,7 +23,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	rl "github.com/raterlimiter/raterlimiter"
-	"github.com/raterlimiter/raterlimiter/algo"
+	"github.com/raterlimiter/raterlimiter/internal/algo"
 	"github.com/raterlimiter/raterlimiter/internal/snapshot"
 	"github.com/raterlimiter/raterlimiter/limitertest"
 	"github.com/raterlimiter/raterlimiter/memory"
@@ -41,7 +42,7 @@ func newLimiter(t *testing.T, clock *limitertest.Clock, shards int) *memory.Limi
 func dump(t *testing.T, l *memory.Limiter) []snapshot.Record {
 	t.Helper()
 	var out []snapshot.Record
-	require.NoError(t, l.Scan(context.Background(), func(r memory.Record) bool {
+	require.NoError(t, memstore.MustOf(l).Scan(context.Background(), func(r memstore.Record) bool {
 		r.ID = strings.Clone(r.ID)
 		out = append(out, r)
 		return true
@@ -441,7 +442,7 @@ func TestLoadStopsWhenTheTargetFails(t *testing.T) {
 func TestHostileLengthAllocatesLittle(t *testing.T) {
 	b := []byte("RLSNAP\x00\x01\x00\x00\x00\x00\x00\x00\x00\x00")
 	b = binary.AppendUvarint(b, 0)
-	b = binary.AppendUvarint(b, memory.MaxIDBytes) // 4 MiB, and a few bytes follow
+	b = binary.AppendUvarint(b, memstore.MaxIDBytes) // 4 MiB, and a few bytes follow
 	b = append(b, "abc"...)
 	b = withCRC(append(b, 0, 0, 0, 0))
 	var before, after runtime.MemStats

@@ -6,21 +6,21 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"github.com/raterlimiter/raterlimiter/internal/memstore"
+	"github.com/raterlimiter/raterlimiter/memory"
 	"hash/crc32"
 	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"time"
-
-	"github.com/raterlimiter/raterlimiter/memory"
 )
 
-// Source is what Write reads: memory.Limiter's CopyRecords, which hands out
+// Source is what Write reads: a memory limiter's CopyRecords (memstore), which hands out
 // every live record, shard by shard in the store's order, in short visits
 // to each shard's goroutine.
 type Source interface {
-	CopyRecords(ctx context.Context, chunk int, fn func(memory.Record) error, endVisit func(took time.Duration) error) error
+	CopyRecords(ctx context.Context, chunk int, fn func(memstore.Record) error, endVisit func(took time.Duration) error) error
 }
 
 // DefaultChunkRecords is how many records Write copies from a shard per visit
@@ -66,7 +66,11 @@ type WriteStats struct {
 // record is saved as it was when its chunk was read; checks made during the
 // write may or may not be in the file. Stop the traffic first (as the sidecar
 // does on SIGTERM) for an exact image.
-func Write(ctx context.Context, path string, src Source, opts WriteOptions) (WriteStats, error) {
+func Write(ctx context.Context, path string, lim *memory.Limiter, opts WriteOptions) (WriteStats, error) {
+	return writeFile(ctx, path, memstore.MustOf(lim), opts)
+}
+
+func writeFile(ctx context.Context, path string, src Source, opts WriteOptions) (WriteStats, error) {
 	if opts.ChunkRecords <= 0 {
 		opts.ChunkRecords = DefaultChunkRecords
 	}
@@ -172,7 +176,7 @@ func writeTo(ctx context.Context, w io.Writer, src Source, opts WriteOptions) (W
 		return st, err
 	}
 	e.buf = e.buf[:0]
-	err := src.CopyRecords(ctx, opts.ChunkRecords, func(r memory.Record) error {
+	err := src.CopyRecords(ctx, opts.ChunkRecords, func(r memstore.Record) error {
 		e.add(r.ID, r.Scale, r.Algo, r.State, r.Log)
 		return nil
 	}, func(took time.Duration) error {

@@ -1,0 +1,42 @@
+package memory
+
+import (
+	"context"
+	"time"
+
+	rl "github.com/raterlimiter/raterlimiter"
+	"github.com/raterlimiter/raterlimiter/internal/algo"
+	"github.com/raterlimiter/raterlimiter/internal/memstore"
+)
+
+// plumbing is a *Limiter's face for internal/memstore: the snapshots'
+// record iterator and restore calls, Scan and Pause.
+type plumbing struct{ l *Limiter }
+
+func (p plumbing) CopyRecords(ctx context.Context, chunk int, fn func(record) error, endVisit func(took time.Duration) error) error {
+	return p.l.copyRecords(ctx, chunk, fn, endVisit)
+}
+
+func (p plumbing) Restore(ctx context.Context, id string, scale int64, a rl.Algo, r algo.Record) error {
+	return p.l.restore(ctx, id, scale, a, r)
+}
+
+func (p plumbing) RestoreLog(ctx context.Context, id string, scale, created int64, data []byte) error {
+	return p.l.restoreLog(ctx, id, scale, created, data)
+}
+
+func (p plumbing) Scan(ctx context.Context, fn func(record) bool) error { return p.l.scan(ctx, fn) }
+
+func (p plumbing) Pause(ctx context.Context, shard int) (func() error, error) {
+	return p.l.pause(ctx, shard)
+}
+
+func init() {
+	memstore.Register(func(l any) (memstore.Limiter, bool) {
+		m, ok := l.(*Limiter)
+		if !ok || m == nil {
+			return nil, false
+		}
+		return plumbing{m}, true
+	}, newStore)
+}
