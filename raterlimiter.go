@@ -56,9 +56,6 @@ const (
 
 var algoNames = [numAlgos]string{Fixed: "fixed", Sliding: "sliding", Token: "token", Log: "log", Slices: "slices", Leaky: "leaky"}
 
-// Algos lists every algorithm, in the order of their values.
-var Algos = []Algo{Fixed, Sliding, Token, Log, Slices, Leaky}
-
 // String returns the algorithm's name as the HTTP API spells it.
 func (a Algo) String() string {
 	if a < numAlgos {
@@ -66,9 +63,6 @@ func (a Algo) String() string {
 	}
 	return fmt.Sprintf("algo(%d)", uint8(a))
 }
-
-// Valid reports whether a names a known algorithm.
-func (a Algo) Valid() bool { return a < numAlgos }
 
 // ParseAlgo returns the algorithm named s ("fixed", "sliding", "token",
 // "log", "slices" or "leaky"). The empty string means Fixed, the default.
@@ -94,7 +88,7 @@ var errAlgo = &FieldError{Field: "algo", Rule: "must be one of fixed, sliding, t
 
 // MarshalText implements encoding.TextMarshaler.
 func (a Algo) MarshalText() ([]byte, error) {
-	if !a.Valid() {
+	if a >= numAlgos {
 		return nil, errAlgo
 	}
 	return []byte(a.String()), nil
@@ -153,24 +147,6 @@ type Request struct {
 	// milliseconds as Scale. Other algorithms never delay, so it changes
 	// nothing for them.
 	MaxDelay time.Duration `json:"-"`
-}
-
-// Counted returns r as a limiter decides it: Hits 1 when it is 0 and r is
-// not a peek (a peek keeps Hits 0). Every Limiter applies it after
-// validating; it changes nothing a second time.
-func (r Request) Counted() Request {
-	if r.Hits == 0 && !r.Peek {
-		r.Hits = 1
-	}
-	return r
-}
-
-// SlicesOrDefault returns r.Slices, or DefaultSlices when it is 0.
-func (r Request) SlicesOrDefault() int64 {
-	if r.Slices == 0 {
-		return DefaultSlices
-	}
-	return r.Slices
 }
 
 // Decision is the answer to a Request. Its durations are whole
@@ -242,12 +218,18 @@ type Checker interface {
 }
 
 // Limiter is what every backend implements: the embedded limiter, the client
-// of the sidecar and the Redis backend.
+// of the sidecar and the Redis backend. Each also has a Wait method (one
+// check that waits its turn) and the Admin methods.
 type Limiter interface {
 	Checker
 	// CheckRates decides a batch in order. If any request is invalid nothing is
 	// counted and the error (an *ItemError) names the first bad index.
 	CheckRates(ctx context.Context, rs []Request) ([]Decision, error)
+}
+
+// Admin is the operator's view of a backend's records, apart from the
+// checks: every Limiter of this module implements it.
+type Admin interface {
 	// Buckets lists the live records of id, ordered by scale, algo (and
 	// slices) and bucket.
 	Buckets(ctx context.Context, id string) ([]Bucket, error)

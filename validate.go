@@ -56,38 +56,6 @@ func idTooLong(maxIDBytes int) *FieldError {
 	return &FieldError{"id", "must be at most " + strconv.Itoa(maxIDBytes) + " bytes"}
 }
 
-// OutOfBounds returns the error Validate gives when field ("id", "scale",
-// "limit", "hits", "algo", "slices", "queue" or "max_delay_ms") is out of
-// its bounds; for "id", too long for
-// maxIDBytes (DefaultMaxIDBytes when maxIDBytes <= 0). A parser that cannot
-// read a value as its field's type (a sign, a fraction, an overflow) can
-// refuse it in the same words. The error must not be modified. It panics
-// on any other field name.
-func OutOfBounds(field string, maxIDBytes int) *FieldError {
-	switch field {
-	case "id":
-		if maxIDBytes <= 0 {
-			maxIDBytes = DefaultMaxIDBytes
-		}
-		return idTooLong(maxIDBytes)
-	case "scale":
-		return errScale
-	case "limit":
-		return errLimit
-	case "hits":
-		return errHits
-	case "algo":
-		return errAlgo
-	case "slices":
-		return errSlices
-	case "queue":
-		return errQueue
-	case "max_delay_ms":
-		return errMaxDelay
-	}
-	panic("raterlimiter: OutOfBounds of an unknown field " + strconv.Quote(field))
-}
-
 // Validate checks r against the bounds, with ids up to maxIDBytes long
 // (DefaultMaxIDBytes when maxIDBytes <= 0). The error is a *FieldError naming
 // the first field out of bounds.
@@ -108,7 +76,7 @@ func (r Request) Validate(maxIDBytes int) error {
 		return errHits
 	case r.Peek && r.Hits != 0:
 		return errPeekHits
-	case !r.Algo.Valid():
+	case r.Algo >= numAlgos:
 		return errAlgo
 	case r.Algo == Log && r.Limit > MaxLogLimit:
 		return errLogLimit
@@ -134,24 +102,4 @@ func (r Request) Validate(maxIDBytes int) error {
 func queueTooLong(queue, scale, limit int64) bool {
 	q, rem := queue*scale/limit, queue*scale%limit
 	return q > maxScaleMS || q == maxScaleMS && rem > 0
-}
-
-// ValidateBatch validates every request of rs and returns an *ItemError for
-// the first one out of bounds.
-func ValidateBatch(rs []Request, maxIDBytes int) error {
-	for i := range rs {
-		if err := rs[i].Validate(maxIDBytes); err != nil {
-			return &ItemError{Index: i, Err: err}
-		}
-	}
-	return nil
-}
-
-// ValidateReset checks the arguments of Limiter.Reset: an id within the
-// bounds, and a scale of 0 (every scale) or within the bounds.
-func ValidateReset(id string, scale time.Duration, maxIDBytes int) error {
-	if scale < 0 {
-		return &FieldError{"scale", "must be 0 (every scale) or an integer from 1 to " + strconv.FormatInt(maxScaleMS, 10)}
-	}
-	return Request{ID: id, Scale: max(scale, time.Millisecond)}.Validate(maxIDBytes)
 }

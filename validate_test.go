@@ -90,19 +90,11 @@ func TestValidate(t *testing.T) {
 	assert.Error(t, rl.Request{ID: "abc", Scale: time.Millisecond, Limit: 1}.Validate(2), "a configured id bound")
 }
 
-func TestValidateBatchNamesTheItem(t *testing.T) {
-	rs := []rl.Request{{ID: "a", Scale: time.Millisecond}, {ID: "b", Scale: time.Millisecond}, {ID: "c", Scale: 0}, {ID: "", Scale: 0}}
-	err := rl.ValidateBatch(rs, 0)
-	var ie *rl.ItemError
-	require.ErrorAs(t, err, &ie)
-	assert.Equal(t, 2, ie.Index)
-	assert.ErrorIs(t, err, rl.ErrInvalid)
-	assert.Equal(t, "raterlimiter: item 2: invalid scale: must be an integer from 1 to 315360000000 (milliseconds)", err.Error())
-	assert.NoError(t, rl.ValidateBatch(rs[:2], 0))
-}
+// algos lists every algorithm, in the order of their values.
+var algos = []rl.Algo{rl.Fixed, rl.Sliding, rl.Token, rl.Log, rl.Slices, rl.Leaky}
 
 func TestAlgoText(t *testing.T) {
-	for _, a := range rl.Algos {
+	for _, a := range algos {
 		b, err := a.MarshalText()
 		require.NoError(t, err)
 		var back rl.Algo
@@ -126,12 +118,9 @@ func TestAlgoText(t *testing.T) {
 	var r rl.Request
 	require.NoError(t, json.Unmarshal([]byte(`{"scale":1000,"algo":"token"}`), &r))
 	assert.Equal(t, rl.Request{Algo: rl.Token}, r, "no JSON form of durations: milliseconds are the wire's")
-	s := rl.Request{Algo: rl.Slices, Slices: 10}
-	assert.Equal(t, int64(10), s.SlicesOrDefault())
-	assert.Equal(t, rl.DefaultSlices, rl.Request{Algo: rl.Slices}.SlicesOrDefault())
 	assert.Equal(t, []string{"fixed", "sliding", "token", "log", "slices", "leaky"},
 		func() (out []string) {
-			for _, a := range rl.Algos {
+			for _, a := range algos {
 				out = append(out, a.String())
 			}
 			return out
@@ -143,31 +132,4 @@ func TestErrorsAreDistinct(t *testing.T) {
 	assert.False(t, errors.Is(&rl.FieldError{Field: "id", Rule: "x"}, rl.ErrUnavailable))
 	d := rl.Decision{Now: time.UnixMilli(1000), Reset: 250 * time.Millisecond}
 	assert.Equal(t, time.UnixMilli(1250), d.ResetAt())
-}
-
-// TestOutOfBoundsIsValidatesError: the errors a parser takes from
-// OutOfBounds are the ones Validate gives for each field.
-func TestOutOfBoundsIsValidatesError(t *testing.T) {
-	ok := rl.Request{ID: "u", Scale: time.Second, Limit: 5, Hits: 1}
-	for _, tt := range []struct {
-		field string
-		bad   func(*rl.Request)
-	}{
-		{"id", func(r *rl.Request) { r.ID = "abcd" }},
-		{"scale", func(r *rl.Request) { r.Scale = 0 }},
-		{"limit", func(r *rl.Request) { r.Limit = -1 }},
-		{"hits", func(r *rl.Request) { r.Hits = rl.MaxHits + 1 }},
-		{"algo", func(r *rl.Request) { r.Algo = 200 }},
-		{"slices", func(r *rl.Request) { r.Algo, r.Slices = rl.Slices, 601 }},
-		{"queue", func(r *rl.Request) { r.Algo, r.Queue = rl.Leaky, 1<<20 }},
-		{"max_delay_ms", func(r *rl.Request) { r.MaxDelay = -5 * time.Millisecond }},
-	} {
-		t.Run(tt.field, func(t *testing.T) {
-			r := ok
-			tt.bad(&r)
-			assert.Equal(t, r.Validate(3), error(rl.OutOfBounds(tt.field, 3)))
-		})
-	}
-	assert.Contains(t, rl.OutOfBounds("id", 0).Rule, "1024", "the default id bound")
-	assert.Panics(t, func() { rl.OutOfBounds("policy", 0) })
 }

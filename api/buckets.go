@@ -97,6 +97,11 @@ func (s *Server) buckets(ctx *fasthttp.RequestCtx) {
 		s.invalid(ctx, &rl.FieldError{Field: "id", Rule: "is required: /buckets?id=ID reads or resets one id's records; there is no listing of every id (the ids checked most are on /dashboard)"})
 		return
 	}
+	adm, ok := s.lim.(rl.Admin)
+	if !ok {
+		s.fail(ctx, fasthttp.StatusNotImplemented, "this backend has no admin calls")
+		return
+	}
 	c, cancel := context.WithTimeout(context.Background(), s.timeout)
 	defer cancel()
 	if ctx.IsGet() {
@@ -105,7 +110,7 @@ func (s *Server) buckets(ctx *fasthttp.RequestCtx) {
 			s.invalid(ctx, err)
 			return
 		}
-		bs, err := s.lim.Buckets(c, id)
+		bs, err := adm.Buckets(c, id)
 		if err != nil {
 			s.limiterFailed(ctx, err)
 			return
@@ -122,7 +127,7 @@ func (s *Server) buckets(ctx *fasthttp.RequestCtx) {
 		s.writeJSON(ctx, fasthttp.StatusOK, out)
 		return
 	}
-	n, err := s.lim.Reset(c, id, ms.Duration(scale))
+	n, err := adm.Reset(c, id, ms.Duration(scale))
 	if err != nil {
 		s.limiterFailed(ctx, err)
 		return

@@ -2,8 +2,9 @@ package api
 
 import (
 	"bytes"
-	"context"
 	"errors"
+	"github.com/raterlimiter/raterlimiter/internal/check"
+	"github.com/raterlimiter/raterlimiter/internal/memstore"
 	"slices"
 	"strconv"
 
@@ -157,13 +158,6 @@ type batch struct {
 	lent bool
 }
 
-// checkRatesInto is the limiter that decides a batch into the caller's
-// buffers (memory.Limiter.CheckRatesInto): rs and out are lent to it until
-// it returns nil, and after an error must not be touched again.
-type checkRatesInto interface {
-	CheckRatesInto(ctx context.Context, rs []rl.Request, out []rl.Decision) error
-}
-
 func (s *Server) checkRates(ctx *fasthttp.RequestCtx) {
 	start := startTime(ctx)
 	b := s.batches.Get().(*batch)
@@ -204,14 +198,14 @@ func (s *Server) checkRates(ctx *fasthttp.RequestCtx) {
 	if anyPolicy {
 		maxID += policyOverhead // explicit ids were held to s.maxID as they were read
 	}
-	if err := rl.ValidateBatch(b.reqs, maxID); err != nil {
+	if err := check.Batch(b.reqs, maxID); err != nil {
 		s.metrics.check(endpointBatch, rl.Fixed, resultInvalid)
 		s.invalid(ctx, err)
 		return
 	}
 	s.metrics.batchSize.Observe(float64(len(b.reqs)))
 	var ds []rl.Decision
-	if li, ok := s.lim.(checkRatesInto); ok {
+	if li, ok := memstore.IntoOf(s.lim); ok { // memory's batch into lent buffers
 		b.ds = slices.Grow(b.ds[:0], len(b.reqs))[:len(b.reqs)]
 		if err = li.CheckRatesInto(s.deadlines.get(start), b.reqs, b.ds); err != nil {
 			b.lent = true

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"github.com/raterlimiter/raterlimiter/internal/check"
 	"github.com/valyala/fasthttp"
 
 	rl "github.com/raterlimiter/raterlimiter"
@@ -123,14 +124,14 @@ type rules struct {
 
 func newRules(maxID int) *rules {
 	return &rules{
-		id:       rl.OutOfBounds("id", maxID),
-		scale:    rl.OutOfBounds("scale", 0),
-		limit:    rl.OutOfBounds("limit", 0),
-		hits:     rl.OutOfBounds("hits", 0),
-		algo:     rl.OutOfBounds("algo", 0),
-		slices:   rl.OutOfBounds("slices", 0),
-		queue:    rl.OutOfBounds("queue", 0),
-		maxDelay: rl.OutOfBounds("max_delay_ms", 0),
+		id:       check.OutOfBounds("id", maxID),
+		scale:    check.OutOfBounds("scale", 0),
+		limit:    check.OutOfBounds("limit", 0),
+		hits:     check.OutOfBounds("hits", 0),
+		algo:     check.OutOfBounds("algo", 0),
+		slices:   check.OutOfBounds("slices", 0),
+		queue:    check.OutOfBounds("queue", 0),
+		maxDelay: check.OutOfBounds("max_delay_ms", 0),
 		waitArg:  errWait,
 	}
 }

@@ -1,6 +1,7 @@
 package buckets
 
 import (
+	"github.com/raterlimiter/raterlimiter/internal/check"
 	"strconv"
 	"testing"
 
@@ -20,7 +21,7 @@ func BenchmarkAlgoCheck(b *testing.B) {
 	for i := range names {
 		names[i] = "user-" + strconv.Itoa(i*7919)
 	}
-	for _, a := range rl.Algos {
+	for _, a := range check.Algos {
 		b.Run(a.String(), func(b *testing.B) {
 			s := New(Options{})
 			now := int64(1_700_000_040_000) - 30_000 // half a window before a boundary
@@ -55,7 +56,7 @@ func BenchmarkAlgoFunc(b *testing.B) {
 	const start = int64(1_700_000_040_000)
 	cur := algo.Record{Count: 200, Created: start, Modified: start}
 	prev := algo.Record{Count: 600, Created: start - 60_000, Modified: start - 1}
-	for _, a := range rl.Algos {
+	for _, a := range check.Algos {
 		if a == rl.Log || a == rl.Slices {
 			continue // not decided from one record: LogCheck and SlicesCheck have benchmarks of their own
 		}

@@ -1,6 +1,7 @@
 package buckets
 
 import (
+	"github.com/raterlimiter/raterlimiter/internal/check"
 	"math/rand/v2"
 	"strconv"
 	"strings"
@@ -24,7 +25,7 @@ func TestMaxBytesBoundsLongIDs(t *testing.T) {
 	now := int64(t0)
 	for i := range 5000 {
 		now++
-		a := rl.Algos[i%len(rl.Algos)]
+		a := check.Algos[i%len(check.Algos)]
 		r := ms.Request{ID: pad + strconv.Itoa(i), Scale: 3_600_000, Limit: 1000, Hits: 1, Algo: a}
 		if a == rl.Slices {
 			r.Slices = 600
@@ -92,7 +93,7 @@ func TestBytesFollowEveryChange(t *testing.T) {
 			require.NoError(t, s.PutLog(id(), 60_000, now, data))
 		default:
 			r := ms.Request{ID: id(), Scale: []int64{100, 60_000}[rng.IntN(2)], Limit: 50, Hits: 1 + rng.Int64N(3),
-				Algo: rl.Algos[rng.IntN(len(rl.Algos))]}
+				Algo: check.Algos[rng.IntN(len(check.Algos))]}
 			if r.Algo == rl.Slices {
 				r.Slices = 10
 			}

@@ -1,6 +1,7 @@
 package buckets
 
 import (
+	"github.com/raterlimiter/raterlimiter/internal/check"
 	"math/rand/v2"
 	"strconv"
 	"testing"
@@ -102,7 +103,7 @@ func TestScaleCountMatchesTheRecords(t *testing.T) {
 		now += rng.Int64N(30)
 		id := ids[rng.IntN(len(ids))]
 		r := ms.Request{ID: id, Scale: []int64{1, 10, 600, 6000, 1 << 38}[rng.IntN(5)], Limit: 1 << 20, Hits: 1,
-			Algo: rl.Algos[rng.IntN(len(rl.Algos))]}
+			Algo: check.Algos[rng.IntN(len(check.Algos))]}
 		if r.Algo == rl.Slices {
 			r.Slices = []int64{2, 3, 59, 600}[rng.IntN(4)]
 			if algo.SliceWidth(r.Scale, r.Slices) < 1 || r.Scale < r.Slices {

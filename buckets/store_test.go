@@ -2,6 +2,7 @@ package buckets
 
 import (
 	"fmt"
+	"github.com/raterlimiter/raterlimiter/internal/check"
 	"math/rand/v2"
 	"strconv"
 	"testing"
@@ -55,7 +56,7 @@ func TestPutAndScanRoundTrip(t *testing.T) {
 	s := New(Options{})
 	for i := range 50 {
 		r := hit("id"+strconv.Itoa(i%7), int64(1000*(1+i%3)), 100)
-		r.Algo = rl.Algos[i%len(rl.Algos)]
+		r.Algo = check.Algos[i%len(check.Algos)]
 		_, err := s.Check(t0+int64(i), r)
 		require.NoError(t, err)
 	}
@@ -153,7 +154,7 @@ func TestSweepNeverChangesADecision(t *testing.T) {
 				Scale: []int64{1, 7, 100, 1000, 2500}[rng.IntN(5)],
 				Limit: rng.Int64N(6),
 				Hits:  rng.Int64N(3),
-				Algo:  rl.Algos[rng.IntN(len(rl.Algos))],
+				Algo:  check.Algos[rng.IntN(len(check.Algos))],
 			}}
 			switch st.r.Algo {
 			case rl.Slices:
@@ -298,7 +299,7 @@ func TestScanFromResumes(t *testing.T) {
 // ids evicts idle records, never the record of an id that is being denied
 // (it keeps hammering): a client cannot reset its own limit by minting ids.
 func TestEvictionKeepsThrottledIDsThrottled(t *testing.T) {
-	for _, a := range rl.Algos {
+	for _, a := range check.Algos {
 		t.Run(a.String(), func(t *testing.T) {
 			s := New(Options{MaxRecords: 200, Seed: 7})
 			thr := ms.Request{ID: "throttled", Scale: 3_600_000, Limit: 3, Hits: 1, Algo: a}

@@ -2,6 +2,7 @@ package client_test
 
 import (
 	"context"
+	"github.com/raterlimiter/raterlimiter/internal/check"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -53,7 +54,7 @@ func TestBatchingSemantics(t *testing.T) {
 // limit 1000 allow exactly 1000 through the batching client and a real
 // sidecar, for every algorithm, and the checks did travel in batches.
 func TestBatchingAllowsExactlyTheLimit(t *testing.T) {
-	for _, a := range rl.Algos {
+	for _, a := range check.Algos {
 		t.Run(a.String(), func(t *testing.T) {
 			clock := limitertest.NewClock(limitertest.T0)
 			lim := memory.New(memory.Config{Clock: clock.Now, SweepInterval: -1})

@@ -3,6 +3,7 @@ package client
 import (
 	"bytes"
 	"errors"
+	"github.com/raterlimiter/raterlimiter/internal/check"
 	"io"
 	"strconv"
 	"sync"
@@ -35,7 +36,7 @@ func appendBatchJSON(b []byte, rs []rl.Request) []byte {
 		b = append(b, `,"limit":`...)
 		b = strconv.AppendInt(b, r.Limit, 10)
 		b = append(b, `,"hits":`...)
-		b = strconv.AppendInt(b, r.Counted().Hits, 10) // 0 only in a peek
+		b = strconv.AppendInt(b, check.Counted(*r).Hits, 10) // 0 only in a peek
 		b = append(b, `,"algo":"`...)
 		b = append(b, r.Algo.String()...)
 		b = append(b, '"')

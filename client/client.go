@@ -24,6 +24,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"github.com/raterlimiter/raterlimiter/internal/check"
 	"io"
 	"net"
 	"net/url"
@@ -146,8 +147,9 @@ type Client struct {
 }
 
 var (
-	_ rl.Limiter = (*Client)(nil)
-	_ rl.Waiter  = (*Client)(nil)
+	_ rl.Limiter   = (*Client)(nil)
+	_ check.Waiter = (*Client)(nil)
+	_ rl.Admin     = (*Client)(nil)
 )
 
 // New returns a client of the sidecar at cfg.URL. It fails only on a URL that
@@ -245,7 +247,7 @@ func (c *Client) CheckRate(ctx context.Context, r rl.Request) (rl.Decision, erro
 	if err := r.Validate(c.maxID); err != nil {
 		return rl.Decision{}, err
 	}
-	r = r.Counted()
+	r = check.Counted(r)
 	var d rl.Decision
 	var err error
 	if c.batch != nil && batchable(r) {
@@ -268,7 +270,7 @@ func (c *Client) CheckRate(ctx context.Context, r rl.Request) (rl.Decision, erro
 // before it takes a place in the queue. The sleep is the client's: it holds
 // no connection to the sidecar, and -max-wait does not bound it.
 func (c *Client) Wait(ctx context.Context, r rl.Request) (rl.Decision, error) {
-	return rl.Wait(ctx, c, r)
+	return check.Wait(ctx, c, r)
 }
 
 func (c *Client) checkRate(ctx context.Context, r rl.Request) (rl.Decision, error) {
@@ -320,7 +322,7 @@ func decodeDecision(status int, body []byte, d *rl.Decision) error {
 // JSON, whose strings are text: an id that is not valid UTF-8 is refused
 // with an ItemError on field "id" (CheckRate carries such ids).
 func (c *Client) CheckRates(ctx context.Context, rs []rl.Request) ([]rl.Decision, error) {
-	if err := rl.ValidateBatch(rs, c.maxID); err != nil {
+	if err := check.Batch(rs, c.maxID); err != nil {
 		return nil, err
 	}
 	for i := range rs {
@@ -438,7 +440,7 @@ func decodeBuckets(status int, b []byte, bs *[]ms.Bucket) error {
 // /buckets), sending the admin token if configured, and returns how many
 // the sidecar deleted.
 func (c *Client) Reset(ctx context.Context, id string, scale time.Duration) (int, error) {
-	if err := rl.ValidateReset(id, scale, c.maxID); err != nil {
+	if err := check.Reset(id, scale, c.maxID); err != nil {
 		return 0, err
 	}
 	u := c.base + "/buckets?id=" + url.QueryEscape(id)

@@ -2,6 +2,7 @@ package limitertest
 
 import (
 	"context"
+	"github.com/raterlimiter/raterlimiter/internal/check"
 	"github.com/raterlimiter/raterlimiter/internal/ms"
 	"strings"
 	"testing"
@@ -178,7 +179,7 @@ func invalid() []struct {
 
 func commonCases() []tcase {
 	var cs []tcase
-	for _, a := range rl.Algos {
+	for _, a := range check.Algos {
 		r := req("u", 1000, 5, 1)
 		r.Algo = a
 		if a == rl.Leaky {
@@ -256,8 +257,10 @@ func commonCases() []tcase {
 			}},
 		}})
 		cs = append(cs, tcase{Name: a.String() + "/inspect and reset", Start: t0, Steps: []step{
-			{Do: func(t *testing.T, l rl.Limiter) {
+			{Do: func(t *testing.T, lim rl.Limiter) {
 				ctx := context.Background()
+				l, ok := lim.(admin)
+				require.True(t, ok, "every backend has the admin calls (rl.Admin)")
 				other := r
 				other.Scale = time.Minute
 				for _, x := range []rl.Request{r, r, other} {
@@ -317,7 +320,7 @@ func commonCases() []tcase {
 	}
 	cs = append(cs, tcase{Name: "algorithms never share counters", Start: t0, Steps: []step{
 		{Do: func(t *testing.T, l rl.Limiter) {
-			for _, a := range rl.Algos {
+			for _, a := range check.Algos {
 				d, err := l.CheckRate(context.Background(), rl.Request{ID: "u", Scale: time.Second, Limit: 5, Hits: 2, Algo: a})
 				require.NoError(t, err)
 				assert.Equal(t, int64(2), d.Count, "%v", a)
@@ -356,4 +359,10 @@ func counts(ds []rl.Decision) []int64 {
 		out[i] = d.Count
 	}
 	return out
+}
+
+// admin is a Limiter with the admin calls, as every backend is.
+type admin interface {
+	rl.Limiter
+	rl.Admin
 }

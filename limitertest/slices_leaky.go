@@ -2,6 +2,7 @@ package limitertest
 
 import (
 	"context"
+	"github.com/raterlimiter/raterlimiter/internal/check"
 	"github.com/raterlimiter/raterlimiter/internal/ms"
 	"testing"
 	"time"
@@ -181,7 +182,7 @@ func leakyCases() []tcase {
 		{Name: "leaky/Wait refuses a delay past its deadline before taking a place", Start: t0, Steps: []step{
 			{Req: qreq(60_000, 1, 1, 5), Want: lallow(1, 1, 60_000, 0)},
 			{Do: func(t *testing.T, l rl.Limiter) {
-				w, ok := l.(rl.Waiter)
+				w, ok := l.(check.Waiter)
 				if !ok {
 					t.Logf("%T has no Wait", l)
 					return

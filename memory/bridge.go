@@ -10,7 +10,8 @@ import (
 )
 
 // plumbing is a *Limiter's face for internal/memstore: the snapshots'
-// record iterator and restore calls, Scan and Pause.
+// record iterator and restore calls, Scan, Pause and the batch into
+// lent buffers.
 type plumbing struct{ l *Limiter }
 
 func (p plumbing) CopyRecords(ctx context.Context, chunk int, fn func(record) error, endVisit func(took time.Duration) error) error {
@@ -23,6 +24,10 @@ func (p plumbing) Restore(ctx context.Context, id string, scale int64, a rl.Algo
 
 func (p plumbing) RestoreLog(ctx context.Context, id string, scale, created int64, data []byte) error {
 	return p.l.restoreLog(ctx, id, scale, created, data)
+}
+
+func (p plumbing) CheckRatesInto(ctx context.Context, rs []rl.Request, out []rl.Decision) error {
+	return p.l.checkRatesInto(ctx, rs, out)
 }
 
 func (p plumbing) Scan(ctx context.Context, fn func(record) bool) error { return p.l.scan(ctx, fn) }

@@ -2,6 +2,7 @@ package memory_test
 
 import (
 	"context"
+	"github.com/raterlimiter/raterlimiter/internal/check"
 	"sync"
 	"testing"
 	"time"
@@ -42,7 +43,7 @@ func (c *jumpyClocks) jump(ms int64) { c.mu.Lock(); defer c.mu.Unlock(); c.wall 
 // open a fresh window with exactly 2 hits allowed, during and after the jump.
 func TestCorrectedClockJumpsNeitherFreezeNorRewind(t *testing.T) {
 	for _, dir := range []int64{+1, -1} {
-		for _, a := range rl.Algos {
+		for _, a := range check.Algos {
 			t.Run(a.String(), func(t *testing.T) {
 				c := &jumpyClocks{wall: limitertest.T0.UnixMilli()}
 				steady := actor.NewSteadyClock(c.Wall, c.Mono, 0, 0)

@@ -31,6 +31,7 @@ package memory
 import (
 	"context"
 	"fmt"
+	"github.com/raterlimiter/raterlimiter/internal/check"
 	"github.com/raterlimiter/raterlimiter/internal/ms"
 	"hash/maphash"
 	"log/slog"
@@ -142,8 +143,9 @@ type Limiter struct {
 }
 
 var (
-	_ rl.Limiter = (*Limiter)(nil)
-	_ rl.Waiter  = (*Limiter)(nil)
+	_ rl.Limiter   = (*Limiter)(nil)
+	_ check.Waiter = (*Limiter)(nil)
+	_ rl.Admin     = (*Limiter)(nil)
 )
 
 // New starts a limiter. Close stops it.
@@ -220,7 +222,7 @@ func (l *Limiter) CheckRate(ctx context.Context, r rl.Request) (rl.Decision, err
 	if err := r.Validate(l.maxID); err != nil {
 		return rl.Decision{}, err
 	}
-	d, err := l.shard(r.ID).CheckRate(ctx, ms.Of(r.Counted()))
+	d, err := l.shard(r.ID).CheckRate(ctx, ms.Of(check.Counted(r)))
 	return d.Public(), err
 }
 
@@ -229,7 +231,7 @@ func (l *Limiter) CheckRate(ctx context.Context, r rl.Request) (rl.Decision, err
 // deadline is refused before it takes a place in the queue, and a ctx that
 // ends during the sleep returns early with its error.
 func (l *Limiter) Wait(ctx context.Context, r rl.Request) (rl.Decision, error) {
-	return rl.Wait(ctx, l, r)
+	return check.Wait(ctx, l, r)
 }
 
 // CheckRates decides a batch, one message per shard, the shards in parallel.
@@ -237,7 +239,7 @@ func (l *Limiter) Wait(ctx context.Context, r rl.Request) (rl.Decision, error) {
 // ctx ended was not counted on a single shard; over several shards, a shard
 // that had already taken its part counted it.
 func (l *Limiter) CheckRates(ctx context.Context, rs []rl.Request) ([]rl.Decision, error) {
-	if err := rl.ValidateBatch(rs, l.maxID); err != nil {
+	if err := check.Batch(rs, l.maxID); err != nil {
 		return nil, err
 	}
 	if len(rs) == 0 {
@@ -253,23 +255,25 @@ func (l *Limiter) CheckRates(ctx context.Context, rs []rl.Request) ([]rl.Decisio
 	return public(ds), err
 }
 
-// CheckRatesInto is CheckRates writing the decisions into out, which must be
+// checkRatesInto is CheckRates writing the decisions into out, which must be
 // as long as rs, without copying rs: both are lent to the limiter until it
-// returns nil, and each request of rs is left as Request.Counted makes it. After an error the caller must not touch rs or out again:
-// a part already taken by a shard's actor may still be read and written. A server that reuses its buffers saves two allocations per
-// batch this way.
-func (l *Limiter) CheckRatesInto(ctx context.Context, rs []rl.Request, out []rl.Decision) error {
+// returns nil, and each request of rs is left counted (check.Counted).
+// After an error the caller must not touch rs or out again: a part already
+// taken by a shard's actor may still be read and written. A server that
+// reuses its buffers saves two allocations per batch this way; the sidecar
+// reaches it through internal/memstore.
+func (l *Limiter) checkRatesInto(ctx context.Context, rs []rl.Request, out []rl.Decision) error {
 	if len(out) != len(rs) {
 		return fmt.Errorf("memory: %d requests but room for %d decisions", len(rs), len(out))
 	}
-	if err := rl.ValidateBatch(rs, l.maxID); err != nil {
+	if err := check.Batch(rs, l.maxID); err != nil {
 		return err
 	}
 	if len(rs) == 0 {
 		return nil
 	}
 	for i := range rs {
-		rs[i] = rs[i].Counted()
+		rs[i] = check.Counted(rs[i])
 	}
 	var ds []ms.Decision
 	var err error
@@ -290,7 +294,7 @@ func (l *Limiter) CheckRatesInto(ctx context.Context, rs []rl.Request, out []rl.
 func counted(rs []rl.Request) []ms.Request {
 	out := make([]ms.Request, len(rs))
 	for i, r := range rs {
-		out[i] = ms.Of(r.Counted())
+		out[i] = ms.Of(check.Counted(r))
 	}
 	return out
 }
@@ -327,7 +331,7 @@ func (l *Limiter) checkShards(ctx context.Context, rs []rl.Request) ([]ms.Decisi
 		wg.Go(func() {
 			sub := make([]ms.Request, len(idx[s]))
 			for j, i := range idx[s] {
-				sub[j] = ms.Of(rs[i].Counted())
+				sub[j] = ms.Of(check.Counted(rs[i]))
 			}
 			var dec []ms.Decision
 			if dec, errs[s] = l.actors[s].Decide(ctx, sub); errs[s] == nil {
@@ -359,7 +363,7 @@ func (l *Limiter) Buckets(ctx context.Context, id string) ([]rl.Bucket, error) {
 // Reset deletes the records of id (of every scale when scale is 0) and
 // returns how many it deleted.
 func (l *Limiter) Reset(ctx context.Context, id string, scale time.Duration) (int, error) {
-	if err := rl.ValidateReset(id, scale, l.maxID); err != nil {
+	if err := check.Reset(id, scale, l.maxID); err != nil {
 		return 0, err
 	}
 	var n int

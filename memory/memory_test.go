@@ -2,6 +2,8 @@ package memory_test
 
 import (
 	"context"
+	"github.com/raterlimiter/raterlimiter/internal/check"
+	"github.com/raterlimiter/raterlimiter/internal/memstore"
 	"strconv"
 	"testing"
 	"time"
@@ -28,7 +30,7 @@ func TestSemantics(t *testing.T) {
 // TestConcurrentHitsAllowExactlyTheLimit: 128 goroutines × 100 hits on one
 // id with limit 1000 allow exactly 1000, for every algorithm.
 func TestConcurrentHitsAllowExactlyTheLimit(t *testing.T) {
-	for _, a := range rl.Algos {
+	for _, a := range check.Algos {
 		t.Run(a.String(), func(t *testing.T) {
 			clock := limitertest.NewClock(limitertest.T0)
 			l := memory.New(memory.Config{Clock: clock.Now, SweepInterval: -1})
@@ -77,12 +79,12 @@ func TestCheckRatesIntoDecidesAsCheckRates(t *testing.T) {
 			for round := range 5 {
 				var rs []rl.Request
 				for i := range 150 { // more than the actor decides at once
-					rs = append(rs, rl.Request{ID: "id" + strconv.Itoa(i%17), Scale: time.Second, Limit: 20, Hits: 1, Algo: rl.Algos[i%len(rl.Algos)]})
+					rs = append(rs, rl.Request{ID: "id" + strconv.Itoa(i%17), Scale: time.Second, Limit: 20, Hits: 1, Algo: check.Algos[i%len(check.Algos)]})
 				}
 				want, err := a.CheckRates(context.Background(), rs)
 				require.NoError(t, err)
 				got := make([]rl.Decision, len(rs))
-				require.NoError(t, b.CheckRatesInto(context.Background(), rs, got))
+				require.NoError(t, memstore.MustOf(b).CheckRatesInto(context.Background(), rs, got))
 				require.Equal(t, want, got, "round %d", round)
 				clock.Advance(300 * time.Millisecond)
 			}
@@ -95,11 +97,11 @@ func TestCheckRatesIntoRefusesWithoutCounting(t *testing.T) {
 	l := memory.New(memory.Config{Clock: clock.Now, SweepInterval: -1})
 	defer l.Close()
 	ok := rl.Request{ID: "a", Scale: time.Second, Limit: 5, Hits: 1}
-	err := l.CheckRatesInto(context.Background(), []rl.Request{ok, ok}, make([]rl.Decision, 1))
+	err := memstore.MustOf(l).CheckRatesInto(context.Background(), []rl.Request{ok, ok}, make([]rl.Decision, 1))
 	require.ErrorContains(t, err, "2 requests but room for 1 decisions")
-	err = l.CheckRatesInto(context.Background(), []rl.Request{ok, {ID: "a", Scale: 0, Limit: 5, Hits: 1}}, make([]rl.Decision, 2))
+	err = memstore.MustOf(l).CheckRatesInto(context.Background(), []rl.Request{ok, {ID: "a", Scale: 0, Limit: 5, Hits: 1}}, make([]rl.Decision, 2))
 	require.ErrorIs(t, err, rl.ErrInvalid)
-	require.NoError(t, l.CheckRatesInto(context.Background(), nil, nil))
+	require.NoError(t, memstore.MustOf(l).CheckRatesInto(context.Background(), nil, nil))
 	d, err := l.CheckRate(context.Background(), rl.Request{ID: "a", Scale: time.Second, Limit: 5, Peek: true})
 	require.NoError(t, err)
 	assert.Zero(t, d.Count, "refused batches counted nothing")

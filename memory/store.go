@@ -3,6 +3,7 @@ package memory
 import (
 	"context"
 	"fmt"
+	"github.com/raterlimiter/raterlimiter/internal/check"
 	"github.com/raterlimiter/raterlimiter/internal/ms"
 
 	rl "github.com/raterlimiter/raterlimiter"
@@ -40,7 +41,7 @@ func (s *store) Check(now int64, r rl.Request) (rl.Decision, error) {
 	if err := r.Validate(s.maxID); err != nil {
 		return rl.Decision{}, err
 	}
-	d, err := s.s.Check(now, ms.Of(r.Counted()))
+	d, err := s.s.Check(now, ms.Of(check.Counted(r)))
 	return d.Public(), err
 }
 

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/raterlimiter/raterlimiter/internal/check"
 	"log/slog"
 	"net"
 	"strings"
@@ -58,6 +59,7 @@ type Backend struct {
 }
 
 var _ rl.Limiter = (*Backend)(nil)
+var _ rl.Admin = (*Backend)(nil)
 
 // New connects to the Redis of cfg.URL (a Cluster is discovered by itself) and
 // returns a Backend. Redis must answer at the start; later outages are
@@ -278,7 +280,7 @@ func (b *Backend) checkRate(ctx context.Context, r rl.Request) (rl.Decision, err
 	if err := r.Validate(b.cfg.MaxIDBytes); err != nil {
 		return rl.Decision{}, err
 	}
-	ds, err := b.decide(ctx, "check", []ms.Request{ms.Of(r.Counted())})
+	ds, err := b.decide(ctx, "check", []ms.Request{ms.Of(check.Counted(r))})
 	if ds == nil {
 		return rl.Decision{}, err
 	}
@@ -297,7 +299,7 @@ func (b *Backend) CheckRates(ctx context.Context, rs []rl.Request) ([]rl.Decisio
 }
 
 func (b *Backend) checkRates(ctx context.Context, rs []rl.Request) ([]rl.Decision, error) {
-	if err := rl.ValidateBatch(rs, b.cfg.MaxIDBytes); err != nil {
+	if err := check.Batch(rs, b.cfg.MaxIDBytes); err != nil {
 		return nil, err
 	}
 	if len(rs) == 0 {
@@ -305,7 +307,7 @@ func (b *Backend) checkRates(ctx context.Context, rs []rl.Request) ([]rl.Decisio
 	}
 	counted := make([]ms.Request, len(rs))
 	for i, r := range rs {
-		counted[i] = ms.Of(r.Counted())
+		counted[i] = ms.Of(check.Counted(r))
 	}
 	ds, err := b.decide(ctx, "check_batch", counted)
 	if ds == nil {

@@ -3,6 +3,7 @@ package redisbackend_test
 import (
 	"context"
 	"encoding/base64"
+	"github.com/raterlimiter/raterlimiter/internal/check"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -87,7 +88,7 @@ func count(t *testing.T, b *redisbackend.Backend, r rl.Request) int64 {
 func clusterRequests(prefix string, n int) []rl.Request {
 	rs := make([]rl.Request, n)
 	for i := range rs {
-		a := rl.Algos[i%len(rl.Algos)]
+		a := check.Algos[i%len(check.Algos)]
 		limit := int64(1_000_000)
 		if a == rl.Log {
 			limit = rl.MaxLogLimit

@@ -3,6 +3,7 @@ package redisbackend
 import (
 	"context"
 	"errors"
+	"github.com/raterlimiter/raterlimiter/internal/check"
 	"os"
 	"testing"
 	"time"
@@ -64,7 +65,7 @@ func TestScriptRefusesPastDeadline(t *testing.T) {
 	require.NoError(t, err)
 	defer b.Close()
 	t0 := limitertest.T0.UnixMilli()
-	for _, a := range rl.Algos {
+	for _, a := range check.Algos {
 		r := ms.Request{ID: "u-" + a.String(), Scale: 60_000, Limit: 10, Hits: 1, Algo: a}
 		key := checkCall(b, r, t0, -1, -1).key
 

@@ -3,6 +3,7 @@ package redisbackend_test
 import (
 	"context"
 	"fmt"
+	"github.com/raterlimiter/raterlimiter/internal/check"
 	"runtime"
 	"strconv"
 	"sync"
@@ -180,7 +181,7 @@ func outageTry(t *testing.T, rec *recorder, how string, mode redisbackend.FailMo
 	})
 	for w := range workers {
 		wg.Go(func() {
-			r := rl.Request{ID: "load", Scale: time.Second, Limit: 1 << 30, Hits: 1, Algo: rl.Algos[w%3]}
+			r := rl.Request{ID: "load", Scale: time.Second, Limit: 1 << 30, Hits: 1, Algo: check.Algos[w%3]}
 			for {
 				select {
 				case <-stop:

@@ -2,6 +2,7 @@ package redisbackend_test
 
 import (
 	"context"
+	"github.com/raterlimiter/raterlimiter/internal/check"
 	"regexp"
 	"strconv"
 	"sync"
@@ -25,7 +26,7 @@ import (
 func TestDeniedFloodStaysLocal(t *testing.T) {
 	srv := redistest.Start(t)
 	const limit, checks = 10, 20_000
-	for _, a := range rl.Algos {
+	for _, a := range check.Algos {
 		t.Run(a.String(), func(t *testing.T) {
 			var local atomic.Int64
 			var bs []*redisbackend.Backend

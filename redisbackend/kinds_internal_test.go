@@ -2,6 +2,7 @@ package redisbackend
 
 import (
 	"context"
+	"github.com/raterlimiter/raterlimiter/internal/check"
 	"strconv"
 	"strings"
 	"testing"
@@ -43,7 +44,7 @@ func TestKindsRegistryFull(t *testing.T) {
 		require.NoError(t, err)
 		return commandCalls(info)["hgetall"]
 	}
-	for _, a := range rl.Algos {
+	for _, a := range check.Algos {
 		t.Run(a.String(), func(t *testing.T) {
 			r := ms.Request{ID: "u", Scale: 7_777, Limit: 10, Hits: 1, Algo: a}
 			f := field(codeOf(a), r.Scale, engineSub(r))

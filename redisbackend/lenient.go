@@ -3,6 +3,7 @@ package redisbackend
 import (
 	"context"
 	"errors"
+	"github.com/raterlimiter/raterlimiter/internal/check"
 
 	rl "github.com/raterlimiter/raterlimiter"
 	"github.com/raterlimiter/raterlimiter/internal/degrade"
@@ -41,7 +42,7 @@ func (s strict) CheckRates(ctx context.Context, rs []rl.Request) ([]rl.Decision,
 }
 
 func (s strict) Wait(ctx context.Context, r rl.Request) (rl.Decision, error) {
-	return rl.Wait(ctx, s, r)
+	return check.Wait(ctx, s, r)
 }
 
 func init() {

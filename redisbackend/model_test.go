@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/base64"
+	"github.com/raterlimiter/raterlimiter/internal/check"
 	"math/rand/v2"
 	"slices"
 	"strconv"
@@ -104,7 +105,7 @@ func randomProfile(rnd *rand.Rand) profile {
 func (p profile) randomRequest(rnd *rand.Rand) ms.Request {
 	r := ms.Request{
 		ID:    idOf(int64(rnd.IntN(2))),
-		Algo:  rl.Algos[rnd.IntN(len(rl.Algos))],
+		Algo:  check.Algos[rnd.IntN(len(check.Algos))],
 		Scale: p.scales[rnd.IntN(len(p.scales))],
 		Limit: p.limits[rnd.IntN(len(p.limits))],
 	}
@@ -226,7 +227,7 @@ func TestMatchesAlgo(t *testing.T) {
 					prof = randomProfile(rnd)
 				}
 			}
-			for _, a := range rl.Algos {
+			for _, a := range check.Algos {
 				assert.Positive(t, seen[a][0], "%v: some checks denied", a)
 				assert.Positive(t, seen[a][1], "%v: some checks allowed", a)
 			}

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"github.com/raterlimiter/raterlimiter/internal/check"
 	"slices"
 	"strconv"
 	"strings"
@@ -237,7 +238,7 @@ func (b *Backend) Buckets(ctx context.Context, id string) ([]rl.Bucket, error) {
 // backend's cache of denials forgets the id; other sidecars' keep their
 // denials of it until each ends (docs/redis.md).
 func (b *Backend) Reset(ctx context.Context, id string, scale time.Duration) (int, error) {
-	if err := rl.ValidateReset(id, scale, b.cfg.MaxIDBytes); err != nil {
+	if err := check.Reset(id, scale, b.cfg.MaxIDBytes); err != nil {
 		return 0, err
 	}
 	b.denials.forget(id)

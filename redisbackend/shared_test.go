@@ -2,6 +2,7 @@ package redisbackend_test
 
 import (
 	"context"
+	"github.com/raterlimiter/raterlimiter/internal/check"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -35,7 +36,7 @@ func TestTwoBackendsShareOneLimit(t *testing.T) {
 				t.Cleanup(func() { b.Close() })
 				bs = append(bs, b)
 			}
-			for _, a := range rl.Algos {
+			for _, a := range check.Algos {
 				for _, batch := range []bool{false, true} {
 					name := a.String() + "/single"
 					if batch {

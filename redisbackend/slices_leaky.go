@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"github.com/raterlimiter/raterlimiter/internal/check"
 
 	"github.com/redis/rueidis"
 
@@ -125,7 +126,7 @@ func leakyDecide(r ms.Request, a answer) (ms.Decision, state, int64, error) {
 // until its turn (raterlimiter.Wait): a delay that would outlast ctx's
 // deadline is refused before it takes a place in the queue.
 func (b *Backend) Wait(ctx context.Context, r rl.Request) (rl.Decision, error) {
-	return rl.Wait(ctx, b, r)
+	return check.Wait(ctx, b, r)
 }
 
-var _ rl.Waiter = (*Backend)(nil)
+var _ check.Waiter = (*Backend)(nil)

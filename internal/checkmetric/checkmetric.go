@@ -9,6 +9,7 @@ package checkmetric
 import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
+	"github.com/raterlimiter/raterlimiter/internal/check"
 
 	rl "github.com/raterlimiter/raterlimiter"
 )
@@ -47,7 +48,7 @@ const (
 // ResultNames are the label values of the results, by Result.
 var ResultNames = [NumResults]string{"allowed", "denied", "invalid", "unavailable"}
 
-// maxAlgos is room for every algorithm (rl.Algos).
+// maxAlgos is room for every algorithm (check.Algos).
 const maxAlgos = 8
 
 // Vec is one via's share of the family, with every (algo, result) child
@@ -61,13 +62,13 @@ type Vec struct {
 // New returns via's Vec. Its series exist, at zero, from the start, so a
 // rate over them is defined before the first check.
 func New(via string) *Vec {
-	if len(rl.Algos) > maxAlgos {
+	if len(check.Algos) > maxAlgos {
 		panic("checkmetric: no room for every algorithm")
 	}
 	v := &Vec{vec: prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: Name, Help: Help, ConstLabels: prometheus.Labels{"via": via},
 	}, []string{"algo", "result"})}
-	for _, a := range rl.Algos {
+	for _, a := range check.Algos {
 		for r := range NumResults {
 			v.c[a][r] = v.vec.WithLabelValues(a.String(), ResultNames[r])
 		}
@@ -78,7 +79,7 @@ func New(via string) *Vec {
 // Inc counts one check of algorithm a with result r (an invalid a counts
 // as fixed: the request did not say a valid one).
 func (v *Vec) Inc(a rl.Algo, r Result) {
-	if !a.Valid() {
+	if !check.ValidAlgo(a) {
 		a = rl.Fixed
 	}
 	v.c[a][r].Inc()
@@ -88,7 +89,7 @@ func (v *Vec) Inc(a rl.Algo, r Result) {
 // ones alone: what /dashboard draws.
 func (v *Vec) Totals() (checks, denied float64) {
 	var m dto.Metric
-	for _, a := range rl.Algos {
+	for _, a := range check.Algos {
 		for _, r := range []Result{Allowed, Denied} {
 			m.Reset()
 			if err := v.c[a][r].Write(&m); err != nil {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/raterlimiter/raterlimiter/internal/check"
 	"math/rand/v2"
 	"net/http"
 	"strconv"
@@ -211,7 +212,7 @@ func TestResetNeverBeforeRetryAfter(t *testing.T) {
 	lim := memory.New(memory.Config{Clock: clock.Now, SweepInterval: -1, Shards: 1})
 	t.Cleanup(func() { lim.Close() })
 	denials := map[rl.Algo]int{}
-	for _, a := range rl.Algos {
+	for _, a := range check.Algos {
 		for round := range 20 {
 			scale := []int64{1000, 1500, 60_000, 3_600_000}[rng.IntN(4)]
 			r := rl.Request{ID: fmt.Sprintf("%v-%d", a, round), Scale: time.Duration(scale) * time.Millisecond, Limit: 1 + rng.Int64N(5), Algo: a}
@@ -241,7 +242,7 @@ func TestResetNeverBeforeRetryAfter(t *testing.T) {
 			}
 		}
 	}
-	for _, a := range rl.Algos {
+	for _, a := range check.Algos {
 		t.Logf("%v: %d denials read", a, denials[a])
 	}
 	assert.Positive(t, denials[rl.Sliding], "the traffic reaches denials")

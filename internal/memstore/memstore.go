@@ -1,7 +1,8 @@
 // Package memstore is the memory backend's plumbing for the sidecar and
 // its tools, kept off package memory's public surface: the record
 // iterator and restore calls the snapshots use, a store without an actor
-// for replaying checks at given times, and holding a shard for drills.
+// for replaying checks at given times, holding a shard for drills, and the
+// batch into lent buffers the sidecar's /check_rates uses.
 //
 // Package memory registers its implementation when it is linked in (Of,
 // NewStore); a program that imports memstore imports memory too.
@@ -36,6 +37,7 @@ type Record struct {
 
 // Limiter is what a *memory.Limiter offers beyond its public methods.
 type Limiter interface {
+	Into
 	// CopyRecords calls fn with every live record, a chunk at a time per
 	// shard (each chunk one visit to the shard's goroutine, after which
 	// endVisit learns how long it held the shard); records come in key
@@ -52,6 +54,25 @@ type Limiter interface {
 	// Pause holds shard's goroutine until release is called: checks on
 	// it wait, as they would behind a stalled shard.
 	Pause(ctx context.Context, shard int) (release func() error, err error)
+}
+
+// Into decides a batch into the caller's buffers: CheckRates writing the
+// decisions into out, which must be as long as rs, without copying rs.
+// Both are lent to the limiter until it returns nil, and each request of
+// rs is left counted (check.Counted); after an error the caller must not
+// touch rs or out again, for a part already taken by a shard may still be
+// read and written.
+type Into interface {
+	CheckRatesInto(ctx context.Context, rs []rl.Request, out []rl.Decision) error
+}
+
+// IntoOf returns l's Into: l itself when it has the method, a memory
+// limiter's through its registered plumbing, or false.
+func IntoOf(l any) (Into, bool) {
+	if i, ok := l.(Into); ok {
+		return i, true
+	}
+	return Of(l)
 }
 
 // Store is a memory backend's store without its goroutine, for a single

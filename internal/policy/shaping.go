@@ -2,6 +2,7 @@ package policy
 
 import (
 	"errors"
+	"github.com/raterlimiter/raterlimiter/internal/check"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
@@ -13,7 +14,7 @@ import (
 // algoNames lists the algorithms as a policies file spells them.
 var algoNames = func() string {
 	var names []string
-	for _, a := range rl.Algos {
+	for _, a := range check.Algos {
 		names = append(names, a.String())
 	}
 	return strings.Join(names, ", ")

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"github.com/raterlimiter/raterlimiter/internal/check"
 	"github.com/raterlimiter/raterlimiter/internal/memstore"
 	"hash/crc32"
 	"io"
@@ -213,7 +214,7 @@ func decode(sr io.Reader, fn func(Record) error) (Info, error) {
 			bits = 2
 		}
 		rec := Record{Scale: int64(sa >> bits), Algo: rl.Algo(sa & (1<<bits - 1))}
-		if rec.Scale < 1 || rec.Scale > ms.MaxScale || !rec.Algo.Valid() {
+		if rec.Scale < 1 || rec.Scale > ms.MaxScale || !check.ValidAlgo(rec.Algo) {
 			return info, corrupt("record %d: scale %d or algorithm %d out of range", info.Records, sa>>bits, sa&(1<<bits-1))
 		}
 		var c, dc, dm int64

@@ -2,6 +2,7 @@ package snapshot_test
 
 import (
 	"bytes"
+	"github.com/raterlimiter/raterlimiter/internal/check"
 	"github.com/raterlimiter/raterlimiter/internal/memstore"
 	"testing"
 
@@ -17,7 +18,7 @@ func FuzzRead(f *testing.F) {
 		n := 0
 		info, err := snapshot.Read(bytes.NewReader(data), int64(len(data)), func(r snapshot.Record) error {
 			n++
-			if r.ID == "" || len(r.ID) > memstore.MaxIDBytes || r.Scale < 1 || r.Scale > 315360000000 || !r.Algo.Valid() {
+			if r.ID == "" || len(r.ID) > memstore.MaxIDBytes || r.Scale < 1 || r.Scale > 315360000000 || !check.ValidAlgo(r.Algo) {
 				t.Fatalf("record out of range accepted: %d-byte id, scale %d, algo %d", len(r.ID), r.Scale, r.Algo)
 			}
 			return nil

@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/binary"
+	"github.com/raterlimiter/raterlimiter/internal/check"
 	"github.com/raterlimiter/raterlimiter/internal/memstore"
 	"hash/crc32"
 	"io"
@@ -191,7 +192,7 @@ func TestLoadDropsWhatExpiredMeanwhile(t *testing.T) {
 			clock := limitertest.NewClock(time.UnixMilli(base + 500))
 			src := newLimiter(t, clock, 2)
 			ctx := context.Background()
-			for _, a := range rl.Algos {
+			for _, a := range check.Algos {
 				_, err := src.CheckRate(ctx, rl.Request{ID: "u", Scale: time.Second, Limit: 10, Hits: 1, Algo: a})
 				require.NoError(t, err)
 			}
@@ -221,7 +222,7 @@ func TestLoadDropsWhatExpiredMeanwhile(t *testing.T) {
 			}
 			assert.Equal(t, want, got)
 			assert.Equal(t, len(want), st.Loaded)
-			assert.Equal(t, len(rl.Algos)-len(want), st.Expired)
+			assert.Equal(t, len(check.Algos)-len(want), st.Expired)
 		})
 	}
 }
@@ -249,7 +250,7 @@ func goodSnapshot(t testing.TB) []byte {
 	defer l.Close()
 	ctx := context.Background()
 	for i, id := range []string{"a", "ab", "b\x00", "user:1"} {
-		_, err := l.CheckRate(ctx, rl.Request{ID: id, Scale: time.Minute, Limit: 10, Hits: int64(i + 1), Algo: rl.Algos[i%3]})
+		_, err := l.CheckRate(ctx, rl.Request{ID: id, Scale: time.Minute, Limit: 10, Hits: int64(i + 1), Algo: check.Algos[i%3]})
 		require.NoError(t, err)
 	}
 	path := filepath.Join(t.TempDir(), "snap")

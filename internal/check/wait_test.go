@@ -1,4 +1,4 @@
-package raterlimiter_test
+package check_test
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	rl "github.com/raterlimiter/raterlimiter"
+	"github.com/raterlimiter/raterlimiter/internal/check"
 )
 
 // delayer answers every check with a fixed decision and remembers the
@@ -30,7 +31,7 @@ func TestWait(t *testing.T) {
 	t.Run("sleeps the delay", func(t *testing.T) {
 		c := &delayer{d: rl.Decision{Allowed: true, Delay: 30 * time.Millisecond}}
 		start := time.Now()
-		d, err := rl.Wait(context.Background(), c, r)
+		d, err := check.Wait(context.Background(), c, r)
 		require.NoError(t, err)
 		assert.True(t, d.Allowed)
 		assert.GreaterOrEqual(t, time.Since(start), 30*time.Millisecond)
@@ -41,7 +42,7 @@ func TestWait(t *testing.T) {
 		c := &delayer{d: rl.Decision{Allowed: false, RetryAfter: 100 * time.Millisecond}}
 		ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
 		defer cancel()
-		d, err := rl.Wait(ctx, c, r)
+		d, err := check.Wait(ctx, c, r)
 		require.NoError(t, err, "a refusal is a decision, not an error")
 		assert.False(t, d.Allowed)
 		require.Len(t, c.got, 1)
@@ -54,7 +55,7 @@ func TestWait(t *testing.T) {
 		defer cancel()
 		r := r
 		r.MaxDelay = 250 * time.Millisecond
-		_, err := rl.Wait(ctx, c, r)
+		_, err := check.Wait(ctx, c, r)
 		require.NoError(t, err)
 		assert.Equal(t, 250*time.Millisecond, c.got[0].MaxDelay)
 	})
@@ -62,7 +63,7 @@ func TestWait(t *testing.T) {
 		c := &delayer{d: rl.Decision{Allowed: true}}
 		ctx, cancel := context.WithDeadline(context.Background(), time.Now().Add(500*time.Microsecond))
 		defer cancel()
-		_, err := rl.Wait(ctx, c, r)
+		_, err := check.Wait(ctx, c, r)
 		require.ErrorIs(t, err, rl.ErrDeadlineTooClose)
 		assert.ErrorIs(t, err, context.DeadlineExceeded)
 		assert.Empty(t, c.got)
@@ -72,7 +73,7 @@ func TestWait(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		time.AfterFunc(10*time.Millisecond, cancel)
 		start := time.Now()
-		d, err := rl.Wait(ctx, c, r)
+		d, err := check.Wait(ctx, c, r)
 		require.ErrorIs(t, err, context.Canceled)
 		assert.True(t, d.Allowed, "the place was taken")
 		assert.Less(t, time.Since(start), 30*time.Second)
@@ -81,14 +82,14 @@ func TestWait(t *testing.T) {
 		c := &delayer{}
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()
-		_, err := rl.Wait(ctx, c, r)
+		_, err := check.Wait(ctx, c, r)
 		require.ErrorIs(t, err, context.Canceled)
 		assert.Empty(t, c.got)
 	})
 	t.Run("an error returns at once", func(t *testing.T) {
 		boom := errors.New("boom")
 		c := &delayer{d: rl.Decision{Allowed: true, Delay: time.Minute}, err: boom}
-		_, err := rl.Wait(context.Background(), c, r)
+		_, err := check.Wait(context.Background(), c, r)
 		require.ErrorIs(t, err, boom)
 	})
 }

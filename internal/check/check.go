@@ -1,0 +1,142 @@
+// Package check holds what every Limiter implementation shares beyond the
+// root package's public vocabulary: applying the default hit, validating a
+// batch or a reset, the bound errors a wire parser reuses, and the one
+// implementation of waiting for a shaped request.
+package check
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"time"
+
+	rl "github.com/raterlimiter/raterlimiter"
+)
+
+// Counted returns r as a limiter decides it: Hits 1 when it is 0 and r is
+// not a peek (a peek keeps Hits 0). Every Limiter applies it after
+// validating; it changes nothing a second time.
+func Counted(r rl.Request) rl.Request {
+	if r.Hits == 0 && !r.Peek {
+		r.Hits = 1
+	}
+	return r
+}
+
+// Batch validates every request of rs and returns an *rl.ItemError for the
+// first one out of bounds.
+func Batch(rs []rl.Request, maxIDBytes int) error {
+	for i := range rs {
+		if err := rs[i].Validate(maxIDBytes); err != nil {
+			return &rl.ItemError{Index: i, Err: err}
+		}
+	}
+	return nil
+}
+
+// errResetScale refuses a negative scale in a reset.
+var errResetScale = &rl.FieldError{Field: "scale", Rule: "must be 0 (every scale) or an integer from 1 to " +
+	strconv.FormatInt(rl.MaxScale.Milliseconds(), 10)}
+
+// Reset checks the arguments of an admin Reset: an id within the bounds,
+// and a scale of 0 (every scale) or within the bounds.
+func Reset(id string, scale time.Duration, maxIDBytes int) error {
+	if scale < 0 {
+		return errResetScale
+	}
+	return rl.Request{ID: id, Scale: max(scale, time.Millisecond)}.Validate(maxIDBytes)
+}
+
+// OutOfBounds returns the error rl.Request.Validate gives when field
+// ("id", "scale", "limit", "hits", "algo", "slices", "queue" or
+// "max_delay_ms") is out of its bounds; for "id", too long for maxIDBytes
+// (rl.DefaultMaxIDBytes when maxIDBytes <= 0). A parser that cannot read a
+// value as its field's type (a sign, a fraction, an overflow) refuses it
+// in the same words. The error must not be modified; an unknown field
+// gives nil.
+func OutOfBounds(field string, maxIDBytes int) *rl.FieldError {
+	if maxIDBytes <= 0 {
+		maxIDBytes = rl.DefaultMaxIDBytes
+	}
+	// A request valid but in field: Validate's own error for it.
+	r := rl.Request{ID: "x", Scale: time.Second}
+	switch field {
+	case "id":
+		r.ID = strings.Repeat("x", maxIDBytes+1)
+	case "scale":
+		r.Scale = 0
+	case "limit":
+		r.Limit = -1
+	case "hits":
+		r.Hits = -1
+	case "algo":
+		r.Algo = ^rl.Algo(0)
+	case "slices":
+		r.Algo, r.Slices = rl.Slices, 1
+	case "queue":
+		r.Algo, r.Queue = rl.Leaky, -1
+	case "max_delay_ms":
+		r.MaxDelay = -1
+	default:
+		return nil
+	}
+	fe, _ := r.Validate(maxIDBytes).(*rl.FieldError)
+	return fe
+}
+
+// Wait decides r on c and, when it is allowed with a delay (Leaky's
+// Decision.Delay), sleeps that long before returning, so that the caller
+// goes on at its turn, as x/time/rate's Wait and nginx's limit_req without
+// nodelay.
+//
+// A context with a deadline bounds the delay (rl.Request.MaxDelay, the
+// smaller of the two when r sets one): a check whose delay would outlast
+// the deadline is denied before it takes a place in the queue, and Wait
+// returns that denied decision with a nil error, as CheckRate would. A
+// denied decision, an error, or an allowed one with no delay return at
+// once. If the context ends during the sleep, Wait returns early with the
+// decision and the context's error: the place in the queue was taken and
+// stays taken.
+//
+// The deadline is read in whole milliseconds, rounded down; one less than
+// a millisecond away fails with rl.ErrDeadlineTooClose and counts nothing.
+//
+// It is the one implementation of every backend's Wait method.
+func Wait(ctx context.Context, c rl.Checker, r rl.Request) (rl.Decision, error) {
+	if err := ctx.Err(); err != nil {
+		return rl.Decision{}, err
+	}
+	if dl, ok := ctx.Deadline(); ok {
+		left := time.Until(dl).Truncate(time.Millisecond)
+		if left < time.Millisecond {
+			return rl.Decision{}, rl.ErrDeadlineTooClose
+		}
+		left = min(left, rl.MaxScale)
+		if r.MaxDelay == 0 || r.MaxDelay > left {
+			r.MaxDelay = left
+		}
+	}
+	d, err := c.CheckRate(ctx, r)
+	if err != nil || !d.Allowed || d.Delay <= 0 {
+		return d, err
+	}
+	t := time.NewTimer(d.Delay)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return d, nil
+	case <-ctx.Done():
+		return d, ctx.Err()
+	}
+}
+
+// Waiter is a Limiter with a Wait method: every backend of this module.
+type Waiter interface {
+	Wait(ctx context.Context, r rl.Request) (rl.Decision, error)
+}
+
+// Algos lists every algorithm, in the order of their values.
+var Algos = []rl.Algo{rl.Fixed, rl.Sliding, rl.Token, rl.Log, rl.Slices, rl.Leaky}
+
+// ValidAlgo reports whether a names a known algorithm.
+func ValidAlgo(a rl.Algo) bool { return a <= rl.Leaky }
