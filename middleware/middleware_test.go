@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/raterlimiter/raterlimiter/internal/policy"
+	"github.com/raterlimiter/raterlimiter/middleware/internal/core"
 	"net/netip"
 	"strings"
 	"testing"
@@ -18,7 +20,7 @@ import (
 )
 
 func TestClientIP(t *testing.T) {
-	p, err := middleware.ParseProxies("10.0.0.0/8", "192.168.1.1", "::1", "fd00::/8")
+	p, err := core.ParseProxies("10.0.0.0/8", "192.168.1.1", "::1", "fd00::/8")
 	require.NoError(t, err)
 	tests := []struct {
 		name   string
@@ -53,7 +55,7 @@ func TestClientIP(t *testing.T) {
 		})
 	}
 	t.Run("nobody trusted by default", func(t *testing.T) {
-		var none middleware.Proxies
+		var none policy.Proxies
 		got := none.ClientIP(netip.MustParseAddr("127.0.0.1"), []string{"1.1.1.1"}, "2.2.2.2")
 		assert.Equal(t, "127.0.0.1", got.String())
 	})
@@ -62,13 +64,13 @@ func TestClientIP(t *testing.T) {
 func TestParseProxies(t *testing.T) {
 	for _, bad := range []string{"10.0.0.0/33", "example.com", "1.2.3", "10.0.0.0/x", ""} {
 		t.Run(fmt.Sprintf("refuses %q", bad), func(t *testing.T) {
-			_, err := middleware.ParseProxies(bad)
+			_, err := core.ParseProxies(bad)
 			require.Error(t, err)
 			assert.Contains(t, err.Error(), "middleware: trusted proxy")
 		})
 	}
 	t.Run("masks networks", func(t *testing.T) {
-		p, err := middleware.ParseProxies("10.1.2.3/8")
+		p, err := core.ParseProxies("10.1.2.3/8")
 		require.NoError(t, err)
 		assert.True(t, p.Trusted(netip.MustParseAddr("10.200.0.1")))
 		assert.False(t, p.Trusted(netip.MustParseAddr("11.0.0.1")))
@@ -84,13 +86,13 @@ func TestPeerAddr(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.in, func(t *testing.T) {
-			a, ok := middleware.PeerAddr(tt.in)
+			a, ok := core.PeerAddr(tt.in)
 			require.True(t, ok)
 			assert.Equal(t, tt.want, a.String())
 		})
 	}
 	for _, bad := range []string{"", "@", "/tmp/sock", "host:80"} {
-		_, ok := middleware.PeerAddr(bad)
+		_, ok := core.PeerAddr(bad)
 		assert.False(t, ok, bad)
 	}
 }
@@ -111,7 +113,7 @@ func TestNewRefusesBadConfig(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := middleware.New(tt.cfg)
+			_, err := core.New(tt.cfg)
 			require.Error(t, err)
 			assert.Contains(t, err.Error(), tt.want)
 		})
@@ -135,29 +137,29 @@ func TestCheckOutcomes(t *testing.T) {
 		limiter    rl.Checker
 		failClosed bool
 		keys       []string
-		want       []middleware.Outcome
+		want       []core.Outcome
 		errs       int
 	}{
 		{"allows to the limit then denies", lim, false, []string{"a", "a", "a", "b"},
-			[]middleware.Outcome{middleware.Pass, middleware.Pass, middleware.Deny, middleware.Pass}, 0},
-		{"empty key is not checked", lim, true, []string{""}, []middleware.Outcome{middleware.Unlimited}, 0},
-		{"limiter down, fail open", failing{down}, false, []string{"a"}, []middleware.Outcome{middleware.Unlimited}, 1},
-		{"limiter down, fail closed", failing{down}, true, []string{"a"}, []middleware.Outcome{middleware.Unavailable}, 1},
-		{"key refused, fail open still refuses", lim, false, []string{"123456789"}, []middleware.Outcome{middleware.BadKey}, 1},
-		{"key refused, fail closed", lim, true, []string{"123456789"}, []middleware.Outcome{middleware.BadKey}, 1},
-		{"unknown error, fail open", failing{errors.New("odd")}, false, []string{"a"}, []middleware.Outcome{middleware.Unlimited}, 1},
+			[]core.Outcome{core.Pass, core.Pass, core.Deny, core.Pass}, 0},
+		{"empty key is not checked", lim, true, []string{""}, []core.Outcome{core.Unlimited}, 0},
+		{"limiter down, fail open", failing{down}, false, []string{"a"}, []core.Outcome{core.Unlimited}, 1},
+		{"limiter down, fail closed", failing{down}, true, []string{"a"}, []core.Outcome{core.Unavailable}, 1},
+		{"key refused, fail open still refuses", lim, false, []string{"123456789"}, []core.Outcome{core.BadKey}, 1},
+		{"key refused, fail closed", lim, true, []string{"123456789"}, []core.Outcome{core.BadKey}, 1},
+		{"unknown error, fail open", failing{errors.New("odd")}, false, []string{"a"}, []core.Outcome{core.Unlimited}, 1},
 	}
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var errs []error
-			c, err := middleware.New(middleware.Config{
+			c, err := core.New(middleware.Config{
 				Limiter:    tt.limiter,
 				Policy:     middleware.Policy{Scale: time.Second, Limit: 2},
 				FailClosed: tt.failClosed,
 				OnError:    func(err error) { errs = append(errs, err) },
 			})
 			require.NoError(t, err)
-			var got []middleware.Outcome
+			var got []core.Outcome
 			for _, k := range tt.keys {
 				if k != "" && len(k) < 8 {
 					k = fmt.Sprint(i, k) // fresh ids per case
@@ -174,11 +176,11 @@ func TestCheckOutcomes(t *testing.T) {
 func TestDenyBody(t *testing.T) {
 	lim := memory.New(memory.Config{SweepInterval: -1})
 	t.Cleanup(func() { lim.Close() })
-	c, err := middleware.New(middleware.Config{Limiter: lim, Policy: middleware.Policy{Scale: time.Second, Limit: 1}})
+	c, err := core.New(middleware.Config{Limiter: lim, Policy: middleware.Policy{Scale: time.Second, Limit: 1}})
 	require.NoError(t, err)
 	assert.Equal(t, "Too many requests, retry in 3 s\n", c.DenyBody(rl.Decision{RetryAfter: 2001 * time.Millisecond}))
 	assert.Equal(t, "Too many requests, retry in 1 s\n", c.DenyBody(rl.Decision{RetryAfter: 0}))
-	c, err = middleware.New(middleware.Config{Limiter: lim, Policy: middleware.Policy{Scale: time.Second, Limit: 1}, Message: "slow down\n"})
+	c, err = core.New(middleware.Config{Limiter: lim, Policy: middleware.Policy{Scale: time.Second, Limit: 1}, Message: "slow down\n"})
 	require.NoError(t, err)
 	assert.Equal(t, "slow down\n", c.DenyBody(rl.Decision{RetryAfter: 2001 * time.Millisecond}))
 }
@@ -192,10 +194,10 @@ func FuzzClientIP(f *testing.F) {
 	f.Add("203.0.113.1", "1.2.3.4", "5.6.7.8")
 	f.Add("10.0.0.1", "[::1]:80,::ffff:1.2.3.4, junk ,,", "x")
 	f.Add("::ffff:10.0.0.1", "fd00::1, 2001:db8::1", "")
-	p, err := middleware.ParseProxies("10.0.0.0/8", "fd00::/8")
+	p, err := core.ParseProxies("10.0.0.0/8", "fd00::/8")
 	require.NoError(f, err)
 	f.Fuzz(func(t *testing.T, peer, xff, realIP string) {
-		pa, ok := middleware.PeerAddr(peer)
+		pa, ok := core.PeerAddr(peer)
 		if !ok {
 			return
 		}
@@ -211,7 +213,7 @@ func FuzzClientIP(f *testing.F) {
 		}
 		named := false
 		for _, s := range append(strings.Split(xff, ","), realIP) {
-			if a, ok := middleware.PeerAddr(strings.TrimSpace(s)); ok && a == got {
+			if a, ok := core.PeerAddr(strings.TrimSpace(s)); ok && a == got {
 				named = true
 			}
 		}

@@ -6,6 +6,7 @@ package fasthttpmw
 
 import (
 	"context"
+	"github.com/raterlimiter/raterlimiter/middleware/internal/core"
 	"net"
 	"net/netip"
 
@@ -28,18 +29,19 @@ type Config struct {
 
 // Middleware limits the requests to a handler. It is safe for concurrent use.
 type Middleware struct {
-	core *middleware.Core
+	core *core.Core
 	key  func(ctx *fasthttp.RequestCtx) string
 }
 
 // New returns the middleware cfg describes, or an error if cfg is invalid
-// (see middleware.New).
+// (no limiter, a policy outside the contract's bounds, or a trusted proxy that
+// is neither an address nor a network).
 func New(cfg Config) (*Middleware, error) {
-	core, err := middleware.New(cfg.Config)
+	c, err := core.New(cfg.Config)
 	if err != nil {
 		return nil, err
 	}
-	m := &Middleware{core: core, key: cfg.Key}
+	m := &Middleware{core: c, key: cfg.Key}
 	if m.key == nil {
 		m.key = m.ClientIP
 	}
@@ -48,14 +50,14 @@ func New(cfg Config) (*Middleware, error) {
 
 // ClientIP is the default key: the peer's IP address or, when the peer is a
 // trusted proxy, the address X-Forwarded-For or X-Real-IP names (see
-// middleware.Proxies.ClientIP).
+// middleware.Config.TrustedProxies).
 func (m *Middleware) ClientIP(ctx *fasthttp.RequestCtx) string {
 	var peer netip.Addr
 	switch a := ctx.RemoteAddr().(type) {
 	case *net.TCPAddr:
 		peer = a.AddrPort().Addr()
 	default:
-		p, ok := middleware.PeerAddr(a.String())
+		p, ok := core.PeerAddr(a.String())
 		if !ok {
 			return a.String()
 		}
@@ -82,22 +84,22 @@ func (m *Middleware) Handler(next fasthttp.RequestHandler) fasthttp.RequestHandl
 	return func(ctx *fasthttp.RequestCtx) {
 		req, d, out := m.core.Check(context.Background(), m.key(ctx))
 		switch out {
-		case middleware.Pass:
+		case core.Pass:
 			// Its turn (leaky): fasthttp tells a handler nothing of a
 			// requester that leaves, so the wait is Config.MaxWait's at most.
 			_ = m.core.Hold(context.Background(), d)
 			setHeaders(ctx, m.core.PolicyName(), req, d)
 			next(ctx)
-		case middleware.Unlimited:
+		case core.Unlimited:
 			next(ctx)
-		case middleware.Deny:
+		case core.Deny:
 			ctx.Error(m.core.DenyBody(d), fasthttp.StatusTooManyRequests)
 			setHeaders(ctx, m.core.PolicyName(), req, d) // after Error, which resets the response
-		case middleware.Unavailable:
-			ctx.Error(middleware.UnavailableBody, fasthttp.StatusServiceUnavailable)
+		case core.Unavailable:
+			ctx.Error(core.UnavailableBody, fasthttp.StatusServiceUnavailable)
 			ctx.Response.Header.Set("Retry-After", "1")
-		case middleware.BadKey:
-			ctx.Error(middleware.BadKeyBody, fasthttp.StatusBadRequest)
+		case core.BadKey:
+			ctx.Error(core.BadKeyBody, fasthttp.StatusBadRequest)
 		}
 	}
 }

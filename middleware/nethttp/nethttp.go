@@ -4,6 +4,7 @@
 package nethttp
 
 import (
+	"github.com/raterlimiter/raterlimiter/middleware/internal/core"
 	"net/http"
 	"strconv"
 
@@ -22,19 +23,20 @@ type Config struct {
 
 // Middleware limits the requests to a handler. It is safe for concurrent use.
 type Middleware struct {
-	core  *middleware.Core
+	core  *core.Core
 	key   func(r *http.Request) string
 	canon map[string]string // header name -> its canonical form, read only
 }
 
 // New returns the middleware cfg describes, or an error if cfg is invalid
-// (see middleware.New).
+// (no limiter, a policy outside the contract's bounds, or a trusted proxy that
+// is neither an address nor a network).
 func New(cfg Config) (*Middleware, error) {
-	core, err := middleware.New(cfg.Config)
+	c, err := core.New(cfg.Config)
 	if err != nil {
 		return nil, err
 	}
-	m := &Middleware{core: core, key: cfg.Key, canon: map[string]string{}}
+	m := &Middleware{core: c, key: cfg.Key, canon: map[string]string{}}
 	for _, k := range []string{headers.Policy, headers.RateLimit, headers.Limit, headers.Remaining, headers.Reset, headers.RetryAfter} {
 		m.canon[k] = http.CanonicalHeaderKey(k)
 	}
@@ -46,10 +48,10 @@ func New(cfg Config) (*Middleware, error) {
 
 // ClientIP is the default key: the peer's IP address or, when the peer is a
 // trusted proxy, the address X-Forwarded-For or X-Real-IP names (see
-// middleware.Proxies.ClientIP). A RemoteAddr that is not an IP address (a
+// middleware.Config.TrustedProxies). A RemoteAddr that is not an IP address (a
 // Unix socket, say) is used as it is.
 func (m *Middleware) ClientIP(r *http.Request) string {
-	peer, ok := middleware.PeerAddr(r.RemoteAddr)
+	peer, ok := core.PeerAddr(r.RemoteAddr)
 	if !ok {
 		if r.RemoteAddr == "" {
 			return "unknown"
@@ -73,22 +75,22 @@ func (m *Middleware) Handler(next http.Handler) http.Handler {
 			h[c] = []string{v}
 		}
 		switch out {
-		case middleware.Pass:
+		case core.Pass:
 			if m.core.Hold(r.Context(), d) != nil {
 				return // the requester left while waiting its turn
 			}
 			headers.SetNamed(set, m.core.PolicyName(), req, d)
 			next.ServeHTTP(w, r)
-		case middleware.Unlimited:
+		case core.Unlimited:
 			next.ServeHTTP(w, r)
-		case middleware.Deny:
+		case core.Deny:
 			headers.SetNamed(set, m.core.PolicyName(), req, d)
 			writeText(w, http.StatusTooManyRequests, m.core.DenyBody(d))
-		case middleware.Unavailable:
+		case core.Unavailable:
 			h.Set("Retry-After", "1")
-			writeText(w, http.StatusServiceUnavailable, middleware.UnavailableBody)
-		case middleware.BadKey:
-			writeText(w, http.StatusBadRequest, middleware.BadKeyBody)
+			writeText(w, http.StatusServiceUnavailable, core.UnavailableBody)
+		case core.BadKey:
+			writeText(w, http.StatusBadRequest, core.BadKeyBody)
 		}
 	})
 }

@@ -6,6 +6,7 @@ package mwtest
 import (
 	"context"
 	"fmt"
+	"github.com/raterlimiter/raterlimiter/middleware/internal/core"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -154,7 +155,7 @@ func keys(t *testing.T, a Adapter) {
 				ans := serve("203.0.113.5:5", map[string]string{"X-Api-Key": string(make([]byte, 2000))})
 				assert.Equal(t, 400, ans.Status)
 				assert.False(t, ans.Reached)
-				assert.Equal(t, middleware.BadKeyBody, ans.Body)
+				assert.Equal(t, core.BadKeyBody, ans.Body)
 			})
 		})
 	}
@@ -197,7 +198,7 @@ func limiterFailure(t *testing.T, a Adapter) {
 					assert.Empty(t, ans.Header.Get("RateLimit"), "no decision, no rate-limit headers")
 					if tt.failClosed {
 						assert.Equal(t, "1", ans.Header.Get("Retry-After"))
-						assert.Equal(t, middleware.UnavailableBody, ans.Body)
+						assert.Equal(t, core.UnavailableBody, ans.Body)
 					}
 				})
 			}

@@ -1,0 +1,178 @@
+// Package core is the stack-independent middleware both adapters
+// (middleware/nethttp, middleware/fasthttpmw) share: it checks a key
+// against a middleware.Config and says what to answer.
+package core
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"strconv"
+	"strings"
+	"time"
+
+	rl "github.com/raterlimiter/raterlimiter"
+	"github.com/raterlimiter/raterlimiter/internal/headers"
+	"github.com/raterlimiter/raterlimiter/internal/policy"
+	"github.com/raterlimiter/raterlimiter/middleware"
+)
+
+// DefaultMaxWait is Config.MaxWait's default, the sidecar's -max-wait.
+const DefaultMaxWait = 10 * time.Second
+
+// Outcome is what the middleware does with a request.
+type Outcome uint8
+
+const (
+	// Pass lets the request go on, with the decision's headers.
+	Pass Outcome = iota
+	// Unlimited lets the request go on without a check: its key is empty,
+	// or the limiter failed and the middleware fails open.
+	Unlimited
+	// Deny answers 429 with the decision's headers and Retry-After.
+	Deny
+	// Unavailable answers 503: the limiter failed and the middleware fails
+	// closed.
+	Unavailable
+	// BadKey answers 400: the limiter refused the key as invalid.
+	BadKey
+)
+
+// Core is the stack-independent middleware: it checks a key and says what
+// to answer. It is safe for concurrent use.
+type Core struct {
+	limiter    rl.Checker
+	policy     middleware.Policy
+	byName     rl.PolicyChecker // with Config.PolicyName
+	name       string           // the headers' policy name
+	proxies    policy.Proxies
+	failClosed bool
+	onError    func(error)
+	message    string
+	maxWait    time.Duration // with policy: the bound on a check's delay
+}
+
+// New validates cfg and returns its Core. It fails on a missing limiter, a
+// policy outside the contract's bounds, or a trusted proxy that is neither
+// an address nor a network.
+func New(cfg middleware.Config) (*Core, error) {
+	if cfg.Limiter == nil {
+		return nil, errors.New("middleware: Config.Limiter is nil")
+	}
+	c := &Core{limiter: cfg.Limiter, policy: cfg.Policy, name: headers.PolicyName,
+		failClosed: cfg.FailClosed, onError: cfg.OnError, message: cfg.Message}
+	if cfg.MaxWait <= 0 {
+		cfg.MaxWait = DefaultMaxWait
+	}
+	c.maxWait = min(max(cfg.MaxWait.Truncate(time.Millisecond), time.Millisecond), rl.MaxScale)
+	if cfg.PolicyName != "" {
+		pc, ok := cfg.Limiter.(rl.PolicyChecker)
+		if !ok {
+			return nil, fmt.Errorf("middleware: Config.PolicyName needs a limiter that checks by policy (the sidecar's client), not %T", cfg.Limiter)
+		}
+		c.byName, c.name = pc, cfg.PolicyName
+	} else {
+		if c.policy.Hits == 0 {
+			c.policy.Hits = 1
+		}
+		if err := c.policy.Request("x").Validate(0); err != nil {
+			return nil, fmt.Errorf("middleware: bad policy: %w", err)
+		}
+	}
+	p, err := ParseProxies(cfg.TrustedProxies...)
+	if err != nil {
+		return nil, err
+	}
+	c.proxies = p
+	return c, nil
+}
+
+// PolicyName is the name the RateLimit headers give the policy: "default",
+// or Config.PolicyName.
+func (c *Core) PolicyName() string { return c.name }
+
+// Proxies returns the trusted proxies.
+func (c *Core) Proxies() policy.Proxies { return c.proxies }
+
+// Check decides the request whose key is key. The request and decision are
+// meaningful for Pass and Deny only.
+func (c *Core) Check(ctx context.Context, key string) (rl.Request, rl.Decision, Outcome) {
+	if key == "" {
+		return rl.Request{}, rl.Decision{}, Unlimited
+	}
+	var r rl.Request
+	var d rl.Decision
+	var err error
+	if c.byName != nil {
+		d, r, err = c.byName.CheckPolicy(ctx, c.name, key, 0)
+	} else {
+		r = c.policy.Request(key)
+		r.MaxDelay = c.maxWait
+		d, err = c.limiter.CheckRate(ctx, r)
+	}
+	switch {
+	case err == nil && d.Allowed:
+		return r, d, Pass
+	case err == nil:
+		return r, d, Deny
+	}
+	if c.onError != nil {
+		c.onError(err)
+	}
+	switch {
+	case errors.Is(err, rl.ErrInvalid):
+		return r, d, BadKey
+	case c.failClosed:
+		return r, d, Unavailable
+	}
+	return r, d, Unlimited
+}
+
+// Hold waits the turn of an allowed request whose decision came with a
+// delay (algo Leaky; at most Config.MaxWait, which the check was bounded
+// by) before it goes on, or until ctx ends, whose error it returns: the
+// requester is gone. With PolicyName it returns at once (the sidecar
+// holds the answers of a policy that waits).
+func (c *Core) Hold(ctx context.Context, d rl.Decision) error {
+	if c.byName != nil || !d.Allowed || d.Delay <= 0 {
+		return nil
+	}
+	t := time.NewTimer(d.Delay)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// DenyBody returns the body of a 429 answer for d.
+func (c *Core) DenyBody(d rl.Decision) string {
+	if c.message != "" {
+		return c.message
+	}
+	return "Too many requests, retry in " + strconv.FormatInt(max(1, int64((d.RetryAfter+time.Second-1)/time.Second)), 10) + " s\n"
+}
+
+// Bodies of the other refusals.
+const (
+	UnavailableBody = "Rate limiter unavailable, retry later\n"
+	BadKeyBody      = "Bad request: rate-limit key refused\n"
+)
+
+// ParseProxies parses addresses ("10.0.0.1", "::1") and networks
+// ("10.0.0.0/8") into a policy.Proxies, whose ClientIP walks
+// X-Forwarded-For; its zero value trusts nobody.
+func ParseProxies(list ...string) (policy.Proxies, error) {
+	p, err := policy.ParseProxies(list...)
+	if err != nil {
+		return policy.Proxies{}, fmt.Errorf("middleware: %s", strings.TrimPrefix(err.Error(), "policy: "))
+	}
+	return p, nil
+}
+
+// PeerAddr parses a peer address as net/http's Request.RemoteAddr spells it
+// ("1.2.3.4:5678", "[::1]:5678"), or a bare address.
+func PeerAddr(remoteAddr string) (netip.Addr, bool) { return policy.ParseAddr(remoteAddr) }
