@@ -32,20 +32,6 @@ func (m FailMode) String() string {
 	return "failmode(" + strconv.Itoa(int(m)) + ")"
 }
 
-// ParseFailMode returns the mode named s: "closed", "open" or "local". The
-// empty string means FailClosed. An unknown name is a *FieldError of field.
-func ParseFailMode(field, s string) (FailMode, error) {
-	switch s {
-	case "", "closed":
-		return FailClosed, nil
-	case "open":
-		return FailOpen, nil
-	case "local":
-		return FailLocal, nil
-	}
-	return 0, &FieldError{Field: field, Rule: "must be one of closed, open, local"}
-}
-
 // DegradedEvent reports checks a limiter answered by its fail mode,
 // without the process or store it relies on (the sidecar for the client,
 // Redis for the Redis backend). Those checks return their decisions with a

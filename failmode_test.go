@@ -1,6 +1,7 @@
 package raterlimiter_test
 
 import (
+	"github.com/raterlimiter/raterlimiter/internal/check"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -11,14 +12,14 @@ import (
 
 func TestParseFailMode(t *testing.T) {
 	for _, m := range []rl.FailMode{rl.FailClosed, rl.FailOpen, rl.FailLocal} {
-		got, err := rl.ParseFailMode("fail", m.String())
+		got, err := check.ParseFailMode("fail", m.String())
 		require.NoError(t, err)
 		assert.Equal(t, m, got)
 	}
-	got, err := rl.ParseFailMode("fail", "")
+	got, err := check.ParseFailMode("fail", "")
 	require.NoError(t, err)
 	assert.Equal(t, rl.FailClosed, got)
-	_, err = rl.ParseFailMode("redis-fail", "half-open")
+	_, err = check.ParseFailMode("redis-fail", "half-open")
 	var fe *rl.FieldError
 	require.ErrorAs(t, err, &fe)
 	assert.Equal(t, "redis-fail", fe.Field)

@@ -155,7 +155,7 @@ func TestBatchingIsolatesCallers(t *testing.T) {
 		for _, ch := range []chan answer{a, b} {
 			assert.ErrorIs(t, (<-ch).err, rl.ErrUnavailable)
 		}
-		open := batching(t, url, client.Config{Timeout: 50 * time.Millisecond, BatchMaxSize: 2, FailMode: client.FailOpen})
+		open := batching(t, url, client.Config{Timeout: 50 * time.Millisecond, BatchMaxSize: 2, FailMode: rl.FailOpen})
 		a, b = check(open, ctx, "a"), check(open, ctx, "b")
 		for _, ch := range []chan answer{a, b} {
 			got := <-ch

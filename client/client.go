@@ -53,25 +53,6 @@ const (
 	maxBody = 64 << 20
 )
 
-// FailMode says what CheckRate and CheckRates answer when the sidecar
-// cannot (raterlimiter.FailMode). The client has no limiter of its own, so
-// it takes FailClosed and FailOpen; New refuses FailLocal.
-type FailMode = rl.FailMode
-
-const (
-	// FailClosed, the default, returns the error (it matches
-	// raterlimiter.ErrUnavailable). What to do then is the caller's choice.
-	FailClosed = rl.FailClosed
-	// FailOpen answers as if the id had no recorded hits and allows the
-	// request: Decision{Allowed: true, Limit: r.Limit, Remaining: r.Limit,
-	// Now: the client's clock}, Count, Reset and RetryAfter 0, and a nil
-	// error, as the Redis backend's FailOpen; Config.OnDegraded reports it.
-	// It applies to the
-	// sidecar's failures only (transport errors, 5xx answers and deadlines),
-	// never to an invalid request, a 4xx answer or a cancelled context.
-	FailOpen = rl.FailOpen
-)
-
 // Config configures a Client. Only URL is required; every other zero field
 // means the default its comment names.
 type Config struct {
@@ -82,9 +63,18 @@ type Config struct {
 	// Timeout bounds each call (the caller's context may end it sooner).
 	// Default DefaultTimeout; negative means no bound but the context's.
 	Timeout time.Duration
-	// FailMode says what checks answer when the sidecar cannot. Default
-	// FailClosed.
-	FailMode FailMode
+	// FailMode says what checks answer when the sidecar cannot. The
+	// client has no limiter of its own, so it takes rl.FailClosed and
+	// rl.FailOpen; New refuses rl.FailLocal. FailClosed, the default,
+	// returns the error (it matches raterlimiter.ErrUnavailable). FailOpen
+	// answers as if the id had no recorded hits and allows the request:
+	// Decision{Allowed: true, Limit: r.Limit, Remaining: r.Limit, Now: the
+	// client's clock}, Count, Reset and RetryAfter 0, and a nil error, as
+	// the Redis backend's FailOpen; OnDegraded reports it. It applies to
+	// the sidecar's failures only (transport errors, 5xx answers and
+	// deadlines), never to an invalid request, a 4xx answer or a cancelled
+	// context.
+	FailMode rl.FailMode
 	// OnDegraded, if set, is called for every call answered by FailOpen
 	// because the sidecar did not, with the mode, the number of checks so
 	// answered and the error; the same callback as
@@ -139,7 +129,7 @@ type Client struct {
 	once       sync.Once
 	base       string // URL without a trailing slash
 	timeout    time.Duration
-	failMode   FailMode
+	failMode   rl.FailMode
 	onDegraded func(rl.DegradedEvent)
 	token      string
 	clock      func() time.Time
@@ -155,8 +145,8 @@ var (
 // New returns a client of the sidecar at cfg.URL. It fails only on a URL that
 // is not an absolute http or https URL or a unix: socket path.
 func New(cfg Config) (*Client, error) {
-	if cfg.FailMode > FailOpen {
-		return nil, fmt.Errorf("client: FailMode %v: the client has no limiter of its own to fall back on; use FailClosed or FailOpen", cfg.FailMode)
+	if cfg.FailMode > rl.FailOpen {
+		return nil, fmt.Errorf("client: FailMode %v: the client has no limiter of its own to fall back on; use rl.FailClosed or rl.FailOpen", cfg.FailMode)
 	}
 	var sock string // unix socket path, for a unix: URL
 	if path, ok := strings.CutPrefix(cfg.URL, "unix:"); ok {
@@ -611,11 +601,11 @@ func errorMessage(b []byte) string {
 // failOpen reports whether err should be answered with an open decision,
 // telling OnDegraded about the n checks so answered.
 func (c *Client) failOpen(ctx context.Context, err error, n int) bool {
-	if c.failMode != FailOpen || !errors.Is(err, rl.ErrUnavailable) || errors.Is(ctx.Err(), context.Canceled) {
+	if c.failMode != rl.FailOpen || !errors.Is(err, rl.ErrUnavailable) || errors.Is(ctx.Err(), context.Canceled) {
 		return false
 	}
 	if c.onDegraded != nil {
-		c.onDegraded(rl.DegradedEvent{Mode: FailOpen, Checks: n, Err: err})
+		c.onDegraded(rl.DegradedEvent{Mode: rl.FailOpen, Checks: n, Err: err})
 	}
 	return true
 }

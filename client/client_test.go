@@ -377,7 +377,7 @@ func TestTimeout(t *testing.T) {
 
 func TestContextCancellation(t *testing.T) {
 	url, hits := stalled(t)
-	for _, mode := range []client.FailMode{client.FailClosed, client.FailOpen} {
+	for _, mode := range []rl.FailMode{rl.FailClosed, rl.FailOpen} {
 		t.Run(mode.String(), func(t *testing.T) {
 			c := newClient(t, client.Config{URL: url, Timeout: time.Hour, FailMode: mode})
 			ctx, cancel := context.WithCancel(context.Background())
@@ -422,17 +422,17 @@ func TestFailModes(t *testing.T) {
 	tests := []struct {
 		name     string
 		url      string
-		mode     client.FailMode
+		mode     rl.FailMode
 		wantOpen bool
 		wantErr  error
 	}{
-		{"closed: refused connection", goneURL, client.FailClosed, false, rl.ErrUnavailable},
-		{"closed: 503", unavailable.srv.URL, client.FailClosed, false, rl.ErrUnavailable},
-		{"closed: timeout", stalledURL, client.FailClosed, false, context.DeadlineExceeded},
-		{"open: refused connection", goneURL, client.FailOpen, true, nil},
-		{"open: 503", unavailable.srv.URL, client.FailOpen, true, nil},
-		{"open: timeout", stalledURL, client.FailOpen, true, nil},
-		{"open: an invalid answer stays an error", invalid.srv.URL, client.FailOpen, false, rl.ErrInvalid},
+		{"closed: refused connection", goneURL, rl.FailClosed, false, rl.ErrUnavailable},
+		{"closed: 503", unavailable.srv.URL, rl.FailClosed, false, rl.ErrUnavailable},
+		{"closed: timeout", stalledURL, rl.FailClosed, false, context.DeadlineExceeded},
+		{"open: refused connection", goneURL, rl.FailOpen, true, nil},
+		{"open: 503", unavailable.srv.URL, rl.FailOpen, true, nil},
+		{"open: timeout", stalledURL, rl.FailOpen, true, nil},
+		{"open: an invalid answer stays an error", invalid.srv.URL, rl.FailOpen, false, rl.ErrInvalid},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -444,7 +444,7 @@ func TestFailModes(t *testing.T) {
 					mu.Lock()
 					swallowed, checks = append(swallowed, e.Err), checks+e.Checks
 					mu.Unlock()
-					assert.Equal(t, client.FailOpen, e.Mode)
+					assert.Equal(t, rl.FailOpen, e.Mode)
 				}})
 			d, err := c.CheckRate(context.Background(), okReq)
 			ds, berr := c.CheckRates(context.Background(), []rl.Request{okReq, okReq})
@@ -466,7 +466,7 @@ func TestFailModes(t *testing.T) {
 		})
 	}
 	t.Run("open: a local validation error stays an error", func(t *testing.T) {
-		c := newClient(t, client.Config{URL: goneURL, FailMode: client.FailOpen})
+		c := newClient(t, client.Config{URL: goneURL, FailMode: rl.FailOpen})
 		_, err := c.CheckRate(context.Background(), rl.Request{ID: "u"})
 		assert.ErrorIs(t, err, rl.ErrInvalid)
 	})

@@ -69,7 +69,7 @@ func Example() {
 func ExampleConfig_failOpen() {
 	c, err := client.New(client.Config{
 		URL:      "http://127.0.0.1:1", // nothing listens there
-		FailMode: client.FailOpen,
+		FailMode: rl.FailOpen,
 		OnDegraded: func(e rl.DegradedEvent) {
 			fmt.Println("unavailable:", errors.Is(e.Err, rl.ErrUnavailable), "answered", e.Mode, e.Checks)
 		},

@@ -92,10 +92,10 @@ func New(cfg Config) (*Backend, error) {
 	if cfg.MaxIDBytes <= 0 {
 		cfg.MaxIDBytes = rl.DefaultMaxIDBytes
 	}
-	if cfg.Fail > FailLocal {
+	if cfg.Fail > rl.FailLocal {
 		return nil, fmt.Errorf("redisbackend: unknown fail mode %d", cfg.Fail)
 	}
-	if cfg.Fail == FailLocal && cfg.Fallback == nil {
+	if cfg.Fail == rl.FailLocal && cfg.Fallback == nil {
 		return nil, ErrNoFallback
 	}
 	if cfg.Logger == nil {

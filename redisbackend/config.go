@@ -41,27 +41,6 @@ const (
 	DefaultDenyCache = 65536
 )
 
-// FailMode is what a Backend does when Redis does not answer in time
-// (raterlimiter.FailMode). The zero value is FailClosed.
-type FailMode = rl.FailMode
-
-const (
-	// FailClosed fails the call with an error matching
-	// raterlimiter.ErrUnavailable (the sidecar answers 503).
-	FailClosed = rl.FailClosed
-	// FailOpen allows every request: the decision has Allowed, Count 0 and
-	// Remaining = Limit, with a nil error; Config.OnDegraded reports it.
-	FailOpen = rl.FailOpen
-	// FailLocal decides with Config.Fallback, a limiter of this process
-	// alone, and returns its decision with a nil error; Config.OnDegraded
-	// reports it.
-	FailLocal = rl.FailLocal
-)
-
-// ParseFailMode returns the mode named s: "closed", "open" or "local". The
-// empty string means FailClosed.
-func ParseFailMode(s string) (FailMode, error) { return rl.ParseFailMode("redis-fail", s) }
-
 // Config configures a Backend. Every zero field means the default its comment
 // names.
 type Config struct {
@@ -88,8 +67,14 @@ type Config struct {
 	// MaxInFlight and MaxQueued bound the calls to Redis at once and those
 	// waiting for a turn. Defaults DefaultMaxInFlight, DefaultMaxQueued.
 	MaxInFlight, MaxQueued int
-	// Fail is what to do while Redis does not answer. Default FailClosed.
-	Fail FailMode
+	// Fail is what to do while Redis does not answer. rl.FailClosed, the
+	// default, fails the call with an error matching
+	// raterlimiter.ErrUnavailable (the sidecar answers 503). rl.FailOpen
+	// allows every request: the decision has Allowed, Count 0 and
+	// Remaining = Limit, with a nil error. rl.FailLocal decides with
+	// Fallback, a limiter of this process alone, and returns its decision
+	// with a nil error. OnDegraded reports both.
+	Fail rl.FailMode
 	// Fallback decides while Redis does not answer, with Fail = FailLocal
 	// (which requires it). The sidecar passes an embedded limiter.
 	Fallback rl.Limiter

@@ -16,7 +16,7 @@ func ExampleNew() {
 	b, err := redisbackend.New(redisbackend.Config{
 		URL:     "redis://127.0.0.1:6379/0", // rediss:// for TLS; ?addr=… for more Cluster nodes
 		Timeout: 50 * time.Millisecond,
-		Fail:    redisbackend.FailOpen,
+		Fail:    rl.FailOpen,
 	})
 	if err != nil {
 		log.Fatal(err)
@@ -27,16 +27,4 @@ func ExampleNew() {
 		log.Fatal(err)
 	}
 	fmt.Println("allowed:", d.Allowed, "remaining:", d.Remaining)
-}
-
-func ExampleParseFailMode() {
-	for _, s := range []string{"", "open", "local", "sometimes"} {
-		m, err := redisbackend.ParseFailMode(s)
-		fmt.Println(m, err)
-	}
-	// Output:
-	// closed <nil>
-	// open <nil>
-	// local <nil>
-	// closed raterlimiter: invalid redis-fail: must be one of closed, open, local
 }

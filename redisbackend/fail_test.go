@@ -73,7 +73,7 @@ type outcome struct {
 // timeout), it is tried again, up to three times.
 func TestOutage(t *testing.T) {
 	for _, how := range []string{"kill", "hang"} {
-		for _, mode := range []redisbackend.FailMode{redisbackend.FailClosed, redisbackend.FailOpen, redisbackend.FailLocal} {
+		for _, mode := range []rl.FailMode{rl.FailClosed, rl.FailOpen, rl.FailLocal} {
 			t.Run(how+"/"+mode.String(), func(t *testing.T) {
 				for try := 1; ; try++ {
 					rec := &recorder{}
@@ -115,7 +115,7 @@ const outageTimeout = 100 * time.Millisecond
 
 // outage is one try of TestOutage: it reports to rec, and returns the worst
 // scheduling delay it saw.
-func outage(t *testing.T, rec *recorder, how string, mode redisbackend.FailMode) time.Duration {
+func outage(t *testing.T, rec *recorder, how string, mode rl.FailMode) time.Duration {
 	var late atomic.Int64
 	done := make(chan struct{})
 	go func() {
@@ -126,7 +126,7 @@ func outage(t *testing.T, rec *recorder, how string, mode redisbackend.FailMode)
 	return time.Duration(late.Load())
 }
 
-func outageTry(t *testing.T, rec *recorder, how string, mode redisbackend.FailMode, late *atomic.Int64) {
+func outageTry(t *testing.T, rec *recorder, how string, mode rl.FailMode, late *atomic.Int64) {
 	const (
 		timeout = outageTimeout
 		probe   = 200 * time.Millisecond
@@ -262,24 +262,24 @@ func outageTry(t *testing.T, rec *recorder, how string, mode redisbackend.FailMo
 	assert.Positive(rec, inDown)
 	assert.GreaterOrEqual(rec, degraded.Load(), int64(inDown), "OnDegraded counts every answer without Redis")
 	assert.Positive(rec, after)
-	if mode == redisbackend.FailLocal {
+	if mode == rl.FailLocal {
 		assert.Positive(rec, fb.calls.Load(), "the fallback decided")
 	} else {
 		assert.Zero(rec, fb.calls.Load(), "the fallback is for fail-local only")
 	}
 }
 
-func checkDown(t require.TestingT, mode redisbackend.FailMode, o outcome) {
+func checkDown(t require.TestingT, mode rl.FailMode, o outcome) {
 	switch mode {
-	case redisbackend.FailClosed:
+	case rl.FailClosed:
 		require.Error(t, o.err)
 		assert.ErrorIs(t, o.err, rl.ErrUnavailable)
 		assert.False(t, o.d.Allowed)
-	case redisbackend.FailOpen:
+	case rl.FailOpen:
 		require.NoError(t, o.err, "open: the decision, with a nil error")
 		assert.True(t, o.d.Allowed)
 		assert.Zero(t, o.d.Count)
-	case redisbackend.FailLocal:
+	case rl.FailLocal:
 		require.NoError(t, o.err, "local: the fallback's decision, with a nil error")
 		assert.Positive(t, o.d.Count, "the fallback counted")
 	}
@@ -291,7 +291,7 @@ func TestFailOpenIsANilError(t *testing.T) {
 	srv := redistest.Start(t)
 	var events []rl.DegradedEvent
 	var mu sync.Mutex
-	b, err := redisbackend.New(redisbackend.Config{URL: srv.URL(), Timeout: 2 * time.Second, Fail: redisbackend.FailOpen,
+	b, err := redisbackend.New(redisbackend.Config{URL: srv.URL(), Timeout: 2 * time.Second, Fail: rl.FailOpen,
 		OnDegraded: func(e rl.DegradedEvent) { mu.Lock(); events = append(events, e); mu.Unlock() }})
 	require.NoError(t, err)
 	defer b.Close()
@@ -314,7 +314,7 @@ func TestFailOpenIsANilError(t *testing.T) {
 	mu.Lock()
 	defer mu.Unlock()
 	require.Len(t, events, 2, "one event per call answered open")
-	assert.Equal(t, rl.DegradedEvent{Mode: redisbackend.FailOpen, Checks: 2, Err: events[1].Err}, events[1])
+	assert.Equal(t, rl.DegradedEvent{Mode: rl.FailOpen, Checks: 2, Err: events[1].Err}, events[1])
 	assert.ErrorIs(t, events[0].Err, rl.ErrUnavailable)
 }
 
@@ -324,7 +324,7 @@ func TestFailOpenIsANilError(t *testing.T) {
 // error says so.
 func TestClusterMasterDown(t *testing.T) {
 	c := redistest.StartCluster(t, "--cluster-require-full-coverage", "no")
-	b, err := redisbackend.New(redisbackend.Config{URL: c.URL(), Timeout: 3 * time.Second, Fail: redisbackend.FailOpen})
+	b, err := redisbackend.New(redisbackend.Config{URL: c.URL(), Timeout: 3 * time.Second, Fail: rl.FailOpen})
 	require.NoError(t, err)
 	defer b.Close()
 	ctx := context.Background()
@@ -363,7 +363,7 @@ func TestClusterMasterDown(t *testing.T) {
 func TestStartDown(t *testing.T) {
 	srv := redistest.Start(t)
 	srv.Kill()
-	cfg := redisbackend.Config{URL: srv.URL(), Timeout: time.Second, ProbeInterval: 20 * time.Millisecond, Fail: redisbackend.FailOpen}
+	cfg := redisbackend.Config{URL: srv.URL(), Timeout: time.Second, ProbeInterval: 20 * time.Millisecond, Fail: rl.FailOpen}
 	_, err := redisbackend.New(cfg)
 	require.Error(t, err, "Redis is down")
 

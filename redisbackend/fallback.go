@@ -25,12 +25,12 @@ func (b *Backend) degrade(ctx context.Context, rs []ms.Request, ds []ms.Decision
 		b.cfg.OnDegraded(rl.DegradedEvent{Mode: b.cfg.Fail, Checks: len(failed), Err: &unavailableError{cause: cause}})
 	}
 	switch b.cfg.Fail {
-	case FailOpen:
+	case rl.FailOpen:
 		now := b.clock()
 		for _, i := range failed {
 			ds[i] = ms.Decision{Allowed: true, Limit: rs[i].Limit, Remaining: rs[i].Limit, Now: now}
 		}
-	case FailLocal:
+	case rl.FailLocal:
 		sub := make([]rl.Request, len(failed))
 		for j, i := range failed {
 			sub[j] = rs[i].Public()

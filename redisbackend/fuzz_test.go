@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"errors"
+	"github.com/raterlimiter/raterlimiter/internal/check"
 	"github.com/raterlimiter/raterlimiter/internal/ms"
 	"strings"
 	"testing"
@@ -57,13 +58,13 @@ func FuzzParseFailMode(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		m, err := ParseFailMode(s)
+		m, err := check.ParseFailMode("redis-fail", s)
 		if err != nil {
 			assert.True(t, errors.Is(err, rl.ErrInvalid), "%v", err)
 			return
 		}
 		if s == "" {
-			assert.Equal(t, FailClosed, m)
+			assert.Equal(t, rl.FailClosed, m)
 			return
 		}
 		assert.Equal(t, s, m.String())

@@ -22,7 +22,7 @@ import (
 func TestRefusingWrites(t *testing.T) {
 	srv := redistest.Start(t)
 	var states []bool
-	b, err := redisbackend.New(redisbackend.Config{URL: srv.URL(), Fail: redisbackend.FailOpen, DenyCache: -1,
+	b, err := redisbackend.New(redisbackend.Config{URL: srv.URL(), Fail: rl.FailOpen, DenyCache: -1,
 		ProbeInterval: 10 * time.Millisecond, OnState: func(up bool, _ error) { states = append(states, up) }})
 	require.NoError(t, err)
 	defer b.Close()

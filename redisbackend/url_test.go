@@ -41,7 +41,7 @@ func TestURL(t *testing.T) {
 		{"plain to a tls port", redisbackend.Config{URL: "redis://" + secure.Addr() + "/0", Timeout: 200 * time.Millisecond}, "redisbackend: connect"},
 		{"bad scheme", redisbackend.Config{URL: "http://" + plain.Addr()}, "scheme"},
 		{"prefix with a brace", redisbackend.Config{URL: plain.URL(), Prefix: "a{b"}, "prefix"},
-		{"local without a fallback", redisbackend.Config{URL: plain.URL(), Fail: redisbackend.FailLocal}, "fallback"},
+		{"local without a fallback", redisbackend.Config{URL: plain.URL(), Fail: rl.FailLocal}, "fallback"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -67,7 +67,7 @@ func TestURL(t *testing.T) {
 
 func TestClose(t *testing.T) {
 	srv := redistest.Start(t)
-	b, err := redisbackend.New(redisbackend.Config{URL: srv.URL(), Fail: redisbackend.FailOpen, Timeout: 2 * time.Second})
+	b, err := redisbackend.New(redisbackend.Config{URL: srv.URL(), Fail: rl.FailOpen, Timeout: 2 * time.Second})
 	require.NoError(t, err)
 	require.NoError(t, b.Close())
 	require.NoError(t, b.Close(), "idempotent")

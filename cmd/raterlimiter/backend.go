@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	rlcheck "github.com/raterlimiter/raterlimiter/internal/check"
 	"log/slog"
 	"time"
 
@@ -69,7 +70,7 @@ func openBackend(cfg config, logger *slog.Logger, onSwept func(n int, took time.
 			Stale:      snaps.stale,
 		}, nil
 	case "redis":
-		fail, err := redisbackend.ParseFailMode(cfg.redisFail)
+		fail, err := rlcheck.ParseFailMode("redis-fail", cfg.redisFail)
 		if err != nil {
 			return backend{}, cli.Usagef("-redis-fail must be closed, open or local, not %q", cfg.redisFail) // checked by parse
 		}
@@ -81,7 +82,7 @@ func openBackend(cfg config, logger *slog.Logger, onSwept func(n int, took time.
 		metrics := newRedisMetrics()
 		metrics.hook(&rc)
 		var fallback *memory.Limiter
-		if fail == redisbackend.FailLocal {
+		if fail == rl.FailLocal {
 			fallback = memory.New(memory.Config{Shards: cfg.shards, SweepInterval: cfg.sweepInterval,
 				MaxIDBytes: limiterIDBytes(cfg), MaxBuckets: maxBuckets(cfg), MaxScalesPerID: cfg.maxScalesPerID, Logger: logger,
 				MaxBucketBytes: maxBucketBytes(cfg)})

@@ -140,3 +140,17 @@ var Algos = []rl.Algo{rl.Fixed, rl.Sliding, rl.Token, rl.Log, rl.Slices, rl.Leak
 
 // ValidAlgo reports whether a names a known algorithm.
 func ValidAlgo(a rl.Algo) bool { return a <= rl.Leaky }
+
+// ParseFailMode returns the mode named s: "closed", "open" or "local". The
+// empty string means FailClosed. An unknown name is a *FieldError of field.
+func ParseFailMode(field, s string) (rl.FailMode, error) {
+	switch s {
+	case "", "closed":
+		return rl.FailClosed, nil
+	case "open":
+		return rl.FailOpen, nil
+	case "local":
+		return rl.FailLocal, nil
+	}
+	return 0, &rl.FieldError{Field: field, Rule: "must be one of closed, open, local"}
+}
