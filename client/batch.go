@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/raterlimiter/raterlimiter/internal/defaults"
 	"sync"
 	"time"
 	"unicode/utf8"
@@ -13,16 +14,10 @@ import (
 	rl "github.com/raterlimiter/raterlimiter"
 )
 
-// Defaults of the batching mode.
+// Defaults of the batching mode (see internal/defaults).
 const (
-	// DefaultBatchMaxSize is the most checks one batch carries; it must not
-	// exceed the sidecar's -max-batch (1000 by default).
-	DefaultBatchMaxSize = 500
-	// DefaultBatchInFlight is how many batches may be on their way at once:
-	// one, since the checks that arrive while a batch travels make the next
-	// one, so batches grow with the load without a window to wait out
-	// (docs/perf-notes.md has the measurements).
-	DefaultBatchInFlight = 1
+	defaultBatchMaxSize  = defaults.BatchMaxSize
+	defaultBatchInFlight = defaults.BatchInFlight
 )
 
 // waiting is one CheckRate call waiting in the batcher. A caller that got
@@ -68,10 +63,10 @@ type batcher struct {
 
 func newBatcher(c *Client, window time.Duration, maxSize, inFlight int) *batcher {
 	if maxSize <= 0 {
-		maxSize = DefaultBatchMaxSize
+		maxSize = defaultBatchMaxSize
 	}
 	if inFlight <= 0 {
-		inFlight = DefaultBatchInFlight
+		inFlight = defaultBatchInFlight
 	}
 	b := &batcher{c: c, closed: make(chan struct{}), done: make(chan struct{}),
 		window: max(window, 0), maxSize: maxSize, inFlight: inFlight, uri: c.base + "/check_rates"}

@@ -3,6 +3,7 @@ package client_test
 import (
 	"context"
 	"encoding/json"
+	"github.com/raterlimiter/raterlimiter/internal/defaults"
 	"io"
 	"net/http"
 	"net/url"
@@ -71,9 +72,9 @@ func BenchmarkTransport(b *testing.B) {
 
 	b.Run("raw=net/http-tuned", func(b *testing.B) {
 		hc := &http.Client{Transport: &http.Transport{
-			MaxIdleConns:        client.DefaultMaxConnsPerHost,
-			MaxIdleConnsPerHost: client.DefaultMaxConnsPerHost,
-			MaxConnsPerHost:     client.DefaultMaxConnsPerHost,
+			MaxIdleConns:        defaults.ClientMaxConnsPerHost,
+			MaxIdleConnsPerHost: defaults.ClientMaxConnsPerHost,
+			MaxConnsPerHost:     defaults.ClientMaxConnsPerHost,
 			IdleConnTimeout:     90 * time.Second,
 			DisableCompression:  true,
 		}}
@@ -101,7 +102,7 @@ func BenchmarkTransport(b *testing.B) {
 	})
 
 	b.Run("raw=fasthttp-hostclient", func(b *testing.B) {
-		hc := &fasthttp.HostClient{Addr: addr, MaxConns: client.DefaultMaxConnsPerHost}
+		hc := &fasthttp.HostClient{Addr: addr, MaxConns: defaults.ClientMaxConnsPerHost}
 		defer hc.CloseIdleConnections()
 		var n atomic.Int64
 		b.ReportAllocs()

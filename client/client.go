@@ -25,6 +25,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/raterlimiter/raterlimiter/internal/check"
+	"github.com/raterlimiter/raterlimiter/internal/defaults"
 	"io"
 	"net"
 	"net/url"
@@ -42,13 +43,10 @@ import (
 	"github.com/raterlimiter/raterlimiter/internal/ms"
 )
 
-// Defaults of Config's zero fields.
+// Defaults of Config's zero fields (see internal/defaults).
 const (
-	// DefaultTimeout bounds every call that has no earlier deadline.
-	DefaultTimeout = time.Second
-	// DefaultMaxConnsPerHost is how many connections the client keeps open to
-	// the sidecar (idle ones included).
-	DefaultMaxConnsPerHost = 256
+	defaultTimeout         = defaults.ClientTimeout
+	defaultMaxConnsPerHost = defaults.ClientMaxConnsPerHost
 	// maxBody bounds what the client reads of one answer.
 	maxBody = 64 << 20
 )
@@ -61,7 +59,7 @@ type Config struct {
 	// for a sidecar listening on a unix socket (-listen unix:/path).
 	URL string
 	// Timeout bounds each call (the caller's context may end it sooner).
-	// Default DefaultTimeout; negative means no bound but the context's.
+	// Default 1 s; negative means no bound but the context's.
 	Timeout time.Duration
 	// FailMode says what checks answer when the sidecar cannot. The
 	// client has no limiter of its own, so it takes rl.FailClosed and
@@ -90,7 +88,7 @@ type Config struct {
 	MaxIDBytes int
 	// MaxConnsPerHost caps the connections to the sidecar, all of which are
 	// kept alive when idle; a call that finds them all busy waits for one
-	// until its deadline. Default DefaultMaxConnsPerHost.
+	// until its deadline. Default 256.
 	MaxConnsPerHost int
 	// TLSConfig is used for an https URL. Default: crypto/tls's defaults.
 	TLSConfig *tls.Config
@@ -113,10 +111,10 @@ type Config struct {
 	BatchWindow time.Duration
 	// BatchMaxSize is the most checks in one batch; a full batch leaves as
 	// soon as it may. It must not exceed the sidecar's -max-batch. Default
-	// DefaultBatchMaxSize.
+	// 500.
 	BatchMaxSize int
 	// BatchInFlight is how many batches may be on their way at once.
-	// Default DefaultBatchInFlight.
+	// Default 1: the checks that arrive while a batch travels make the next one.
 	BatchInFlight int
 }
 
@@ -172,7 +170,7 @@ func New(cfg Config) (*Client, error) {
 		maxID:      cfg.MaxIDBytes,
 	}
 	if c.timeout == 0 {
-		c.timeout = DefaultTimeout
+		c.timeout = defaultTimeout
 	}
 	if c.clock == nil {
 		c.clock = time.Now
@@ -182,7 +180,7 @@ func New(cfg Config) (*Client, error) {
 	}
 	conns := cfg.MaxConnsPerHost
 	if conns <= 0 {
-		conns = DefaultMaxConnsPerHost
+		conns = defaultMaxConnsPerHost
 	}
 	addr := u.Host
 	if u.Port() == "" {

@@ -32,6 +32,7 @@ import (
 	"context"
 	"fmt"
 	"github.com/raterlimiter/raterlimiter/internal/check"
+	"github.com/raterlimiter/raterlimiter/internal/defaults"
 	"github.com/raterlimiter/raterlimiter/internal/ms"
 	"hash/maphash"
 	"log/slog"
@@ -66,7 +67,7 @@ type Config struct {
 	// docs/reliability.md).
 	Clock func() time.Time
 	// SweepInterval is the time between sweeps of stale buckets. Default
-	// DefaultSweepInterval; negative disables the sweeper.
+	// 10 s; negative disables the sweeper.
 	SweepInterval time.Duration
 	// MaxIDBytes is the longest id accepted. Default
 	// raterlimiter.DefaultMaxIDBytes.
@@ -74,7 +75,7 @@ type Config struct {
 	// MaxBuckets bounds the live bucket records, spread evenly over the
 	// shards; past it a new record evicts a sampled old one, sparing ids
 	// being denied (see docs/embedded.md).
-	// Default DefaultMaxBuckets; negative means no bound.
+	// Default 4,000,000; negative means no bound.
 	MaxBuckets int
 	// MaxBucketBytes bounds the bytes of the live records, spread evenly
 	// over the shards: each record counts 48 bytes and its id's (ids are
@@ -82,18 +83,18 @@ type Config struct {
 	// of a 16-byte one's), and a sliding window log its entries. Past it a
 	// new record evicts as past MaxBuckets; whichever bound a record meets
 	// first applies (see the package doc, "Memory"). Default
-	// DefaultMaxBucketBytes; negative means no bound.
+	// 256 MiB; negative means no bound.
 	MaxBucketBytes int64
 	// MaxScalesPerID bounds the distinct scales one id may have records
 	// of; a check that would add another is refused with
 	// ErrTooManyScales (matching raterlimiter.ErrInvalid).
-	// Default DefaultMaxScalesPerID; negative means no bound.
+	// Default 64; negative means no bound.
 	MaxScalesPerID int
 	// Mailbox is about how many messages may wait for each actor; callers
-	// past it wait for room. Default DefaultMailbox.
+	// past it wait for room. Default 65,536.
 	Mailbox int
 	// SweepBudget is how many records a sweep step examines before the actor
-	// answers checks again. Default DefaultSweepBudget.
+	// answers checks again. Default 256.
 	SweepBudget int
 	// OnSweep, if set, is called after each shard's periodic sweep.
 	OnSweep func(shard int, s SweepStats, err error)
@@ -102,14 +103,14 @@ type Config struct {
 	Logger *slog.Logger
 }
 
-// The engine's defaults, named here for the embedded limiter's users.
+// The engine's defaults.
 const (
-	// DefaultSweepInterval is Config.SweepInterval's default.
-	DefaultSweepInterval = sweeper.DefaultInterval
-	// DefaultMailbox is Config.Mailbox's default.
-	DefaultMailbox = actor.DefaultMailbox
-	// DefaultSweepBudget is Config.SweepBudget's default.
-	DefaultSweepBudget = actor.DefaultSweepBudget
+	// defaultSweepInterval is Config.SweepInterval's default.
+	defaultSweepInterval = sweeper.DefaultInterval
+	// defaultMailbox is Config.Mailbox's default.
+	defaultMailbox = actor.DefaultMailbox
+	// defaultSweepBudget is Config.SweepBudget's default.
+	defaultSweepBudget = actor.DefaultSweepBudget
 )
 
 // ErrTooManyScales refuses a check that would give an id records of more
@@ -117,21 +118,13 @@ const (
 // raterlimiter.ErrInvalid.
 var ErrTooManyScales = buckets.ErrTooManyScales
 
-// DefaultMaxBuckets is Config.MaxBuckets's default: with ids of 16 bytes
-// its records take about 256 MB (64 bytes a record), so it binds before
-// DefaultMaxBucketBytes; with longer ids the byte budget binds first.
-const DefaultMaxBuckets = 4_000_000
-
-// DefaultMaxBucketBytes is Config.MaxBucketBytes's default, 256 MiB: the
-// most the records take whatever their ids (about 256,000 records of
-// 1,000-byte ids). The heap around them is larger: see the package doc,
-// "Memory".
-const DefaultMaxBucketBytes = 256 << 20
-
-// DefaultMaxScalesPerID is Config.MaxScalesPerID's default: far more than
-// any real use (a per-second, -minute, -hour and -day limit per algorithm),
-// and a bound on what one id can be made to hold.
-const DefaultMaxScalesPerID = 64
+// The defaults of Config's bounds (internal/defaults names them for the
+// sidecar's flags).
+const (
+	defaultMaxBuckets     = defaults.MaxBuckets
+	defaultMaxBucketBytes = defaults.MaxBucketBytes
+	defaultMaxScalesPerID = defaults.MaxScalesPerID
+)
 
 // Limiter is the embedded rate limiter. It is safe for concurrent use.
 type Limiter struct {
@@ -159,19 +152,19 @@ func New(cfg Config) *Limiter {
 	cfg.MaxIDBytes = min(cfg.MaxIDBytes, buckets.MaxIDBytes)
 	switch {
 	case cfg.MaxScalesPerID == 0:
-		cfg.MaxScalesPerID = DefaultMaxScalesPerID
+		cfg.MaxScalesPerID = defaultMaxScalesPerID
 	case cfg.MaxScalesPerID < 0:
 		cfg.MaxScalesPerID = 0
 	}
 	if cfg.MaxBuckets == 0 {
-		cfg.MaxBuckets = DefaultMaxBuckets
+		cfg.MaxBuckets = defaultMaxBuckets
 	}
 	perShard := 0
 	if cfg.MaxBuckets > 0 {
 		perShard = (cfg.MaxBuckets + cfg.Shards - 1) / cfg.Shards
 	}
 	if cfg.MaxBucketBytes == 0 {
-		cfg.MaxBucketBytes = DefaultMaxBucketBytes
+		cfg.MaxBucketBytes = defaultMaxBucketBytes
 	}
 	perShardBytes := 0
 	if cfg.MaxBucketBytes > 0 {

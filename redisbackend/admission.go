@@ -43,13 +43,13 @@ func (b *Backend) admit(ctx context.Context) error {
 func (b *Backend) release() { <-b.slots }
 
 // callContext bounds one call: the caller's deadline, shortened to
-// Config.Timeout when that is set, or DefaultCallTimeout without either.
+// Config.Timeout when that is set, or defaultCallTimeout without either.
 func (b *Backend) callContext(ctx context.Context) (context.Context, context.CancelFunc) {
 	if b.cfg.Timeout > 0 {
 		return context.WithTimeout(ctx, b.cfg.Timeout)
 	}
 	if _, ok := ctx.Deadline(); !ok {
-		return context.WithTimeout(ctx, DefaultCallTimeout)
+		return context.WithTimeout(ctx, defaultCallTimeout)
 	}
 	return context.WithCancel(ctx)
 }

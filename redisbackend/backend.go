@@ -66,28 +66,28 @@ var _ rl.Admin = (*Backend)(nil)
 // handled by the circuit and cfg.Fail.
 func New(cfg Config) (*Backend, error) {
 	if cfg.URL == "" {
-		cfg.URL = DefaultURL
+		cfg.URL = defaultURL
 	}
 	if cfg.Prefix == "" {
-		cfg.Prefix = DefaultPrefix
+		cfg.Prefix = defaultPrefix
 	}
 	if strings.ContainsAny(cfg.Prefix, "{}") {
 		return nil, errors.New("redisbackend: prefix must not contain { or }")
 	}
 	if cfg.Timeout < 0 {
-		cfg.Timeout = DefaultTimeout
+		cfg.Timeout = defaultTimeout
 	}
 	if cfg.ProbeInterval <= 0 {
-		cfg.ProbeInterval = DefaultProbeInterval
+		cfg.ProbeInterval = defaultProbeInterval
 	}
 	if cfg.DownAfter <= 0 {
-		cfg.DownAfter = DefaultDownAfter
+		cfg.DownAfter = defaultDownAfter
 	}
 	if cfg.MaxInFlight <= 0 {
-		cfg.MaxInFlight = DefaultMaxInFlight
+		cfg.MaxInFlight = defaultMaxInFlight
 	}
 	if cfg.MaxQueued <= 0 {
-		cfg.MaxQueued = DefaultMaxQueued
+		cfg.MaxQueued = defaultMaxQueued
 	}
 	if cfg.MaxIDBytes <= 0 {
 		cfg.MaxIDBytes = rl.DefaultMaxIDBytes
@@ -115,7 +115,7 @@ func New(cfg Config) (*Backend, error) {
 	// A connection whose writes and answers stall past this is dropped and
 	// made again: longer than a caller's deadline, so a stall a caller can
 	// wait out never costs the connection.
-	opt.ConnWriteTimeout = max(10*cfg.Timeout, 2*DefaultCallTimeout)
+	opt.ConnWriteTimeout = max(10*cfg.Timeout, 2*defaultCallTimeout)
 	opt.DisableRetry = true
 	opt.ClientName = "raterlimiter"
 	b := &Backend{
@@ -134,7 +134,7 @@ func New(cfg Config) (*Backend, error) {
 		b.scriptSlack = 0 // Redis's clock decides and expires
 	}
 	if cfg.DenyCache >= 0 {
-		b.denials = newDenyCache(cmp.Or(cfg.DenyCache, DefaultDenyCache))
+		b.denials = newDenyCache(cmp.Or(cfg.DenyCache, defaultDenyCache))
 	}
 	client, err := rueidis.NewClient(opt)
 	switch {

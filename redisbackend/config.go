@@ -2,6 +2,7 @@ package redisbackend
 
 import (
 	"crypto/tls"
+	"github.com/raterlimiter/raterlimiter/internal/defaults"
 	"log/slog"
 	"time"
 
@@ -12,33 +13,30 @@ import (
 
 // Defaults of Config's zero fields.
 const (
-	// DefaultURL is the Redis of Config.URL's zero value.
-	DefaultURL = "redis://127.0.0.1:6379/0"
-	// DefaultPrefix starts every key.
-	DefaultPrefix = "rl"
-	// DefaultTimeout is Config.Timeout's zero value: no ceiling of the
-	// backend's own; a call waits for Redis as long as its caller's
-	// deadline allows (the sidecar's -timeout, 1 s by default).
-	DefaultTimeout = 0
-	// DefaultCallTimeout bounds a call whose context has no deadline.
-	DefaultCallTimeout = time.Second
-	// DefaultProbeInterval is how often an open circuit lets one call try
+	// defaultURL is the Redis of Config.URL's zero value.
+	defaultURL = "redis://127.0.0.1:6379/0"
+	// defaultPrefix starts every key.
+	defaultPrefix = "rl"
+	// defaultTimeout is Config.Timeout's zero value (internal/defaults).
+	defaultTimeout = defaults.RedisTimeout
+	// defaultCallTimeout bounds a call whose context has no deadline.
+	defaultCallTimeout = time.Second
+	// defaultProbeInterval is how often an open circuit lets one call try
 	// Redis: soon after it opens, and as often after.
-	DefaultProbeInterval = 100 * time.Millisecond
-	// DefaultDownAfter is how long calls may go unanswered (their callers'
+	defaultProbeInterval = 100 * time.Millisecond
+	// defaultDownAfter is how long calls may go unanswered (their callers'
 	// deadlines passing) with no success at all before the circuit opens:
 	// well beyond a stall (a fork, a pause, a blip), which costs latency,
 	// not answers.
-	DefaultDownAfter = 2 * time.Second
-	// DefaultMaxInFlight bounds the calls to Redis at once; the rest wait
+	defaultDownAfter = 2 * time.Second
+	// defaultMaxInFlight bounds the calls to Redis at once; the rest wait
 	// their turn (rueidis pipelines what is in flight).
-	DefaultMaxInFlight = 512
-	// DefaultMaxQueued bounds the calls waiting for a turn; beyond it a
+	defaultMaxInFlight = 512
+	// defaultMaxQueued bounds the calls waiting for a turn; beyond it a
 	// call is shed at once (503, not counted).
-	DefaultMaxQueued = 8192
-	// DefaultDenyCache is how many ids' denials the local cache keeps
-	// (Config.DenyCache): a few hundred bytes each.
-	DefaultDenyCache = 65536
+	defaultMaxQueued = 8192
+	// defaultDenyCache is Config.DenyCache's default (internal/defaults).
+	defaultDenyCache = defaults.DenyCache
 )
 
 // Config configures a Backend. Every zero field means the default its comment
@@ -47,25 +45,25 @@ type Config struct {
 	// URL names the Redis: redis://[user:password@]host:port[/db] for one
 	// node, rediss:// for TLS, and for a Cluster any node, more with
 	// ?addr=host:port&addr=host:port (the client discovers a Cluster by
-	// itself). Default DefaultURL.
+	// itself). Default redis://127.0.0.1:6379/0.
 	URL string
 	// TLS, if set, replaces the TLS settings of a rediss:// URL (a private CA,
 	// a client certificate).
 	TLS *tls.Config
 	// Prefix starts every key, so several limiters can share a Redis.
-	// Default DefaultPrefix.
+	// Default "rl".
 	Prefix string
 	// Timeout, if positive, is a ceiling on a call's wait for Redis, past
 	// which Redis counts as unavailable (the circuit and Fail apply). Zero
 	// (the default): a call waits as long as its caller's deadline allows
-	// (DefaultCallTimeout without one), and a caller giving up is only a
+	// (1 s without one), and a caller giving up is only a
 	// caller giving up, never a reason to open the circuit.
 	Timeout time.Duration
 	// DownAfter is how long calls may fail to get any answer before the
-	// circuit opens. Default DefaultDownAfter.
+	// circuit opens. Default 2 s.
 	DownAfter time.Duration
 	// MaxInFlight and MaxQueued bound the calls to Redis at once and those
-	// waiting for a turn. Defaults DefaultMaxInFlight, DefaultMaxQueued.
+	// waiting for a turn. Defaults 512 and 8192.
 	MaxInFlight, MaxQueued int
 	// Fail is what to do while Redis does not answer. rl.FailClosed, the
 	// default, fails the call with an error matching
@@ -79,7 +77,7 @@ type Config struct {
 	// (which requires it). The sidecar passes an embedded limiter.
 	Fallback rl.Limiter
 	// ProbeInterval is how often an open circuit lets one call try Redis.
-	// Default DefaultProbeInterval.
+	// Default 100 ms.
 	ProbeInterval time.Duration
 	// Clock, if set, gives the time (read to the millisecond) instead of the
 	// wall clock (and of Redis's TIME with Deadlines). For tests. Keys then
@@ -95,7 +93,7 @@ type Config struct {
 	Deadlines bool
 	// DenyCache bounds the local cache of denials: how many ids' denials
 	// are kept, each answered here, without Redis, until the time Redis
-	// said it ends. Default DefaultDenyCache; negative turns it off.
+	// said it ends. Default 65,536; negative turns it off.
 	DenyCache int
 	// OnLocalDenials, if set, is called with the number of requests of a
 	// call that the cache of denials answered without Redis.

@@ -3,6 +3,7 @@ package main
 import (
 	"flag"
 	"fmt"
+	"github.com/raterlimiter/raterlimiter/internal/defaults"
 	"io"
 	"net"
 	"os"
@@ -15,7 +16,6 @@ import (
 	rl "github.com/raterlimiter/raterlimiter"
 	"github.com/raterlimiter/raterlimiter/api"
 	"github.com/raterlimiter/raterlimiter/internal/cli"
-	"github.com/raterlimiter/raterlimiter/memory"
 	"github.com/raterlimiter/raterlimiter/redisbackend"
 )
 
@@ -62,17 +62,17 @@ func (cfg *config) flags(fs *flag.FlagSet) {
 	fs.DurationVar(&cfg.sweepInterval, "sweep-interval", 10*time.Second, "how often stale buckets are removed (memory backend)")
 	fs.StringVar(&cfg.backend, "backend", "memory", "where counters live: memory or redis")
 	fs.StringVar(&cfg.redisURL, "redis-url", "redis://127.0.0.1:6379/0", "Redis address when -backend=redis")
-	fs.DurationVar(&cfg.redisTimeout, "redis-timeout", redisbackend.DefaultTimeout, "if set, a ceiling on one call's wait for Redis past which -redis-fail applies; 0: a call waits as long as -timeout allows, and only Redis refusing or answering nothing for 2s opens the circuit")
+	fs.DurationVar(&cfg.redisTimeout, "redis-timeout", defaults.RedisTimeout, "if set, a ceiling on one call's wait for Redis past which -redis-fail applies; 0: a call waits as long as -timeout allows, and only Redis refusing or answering nothing for 2s opens the circuit")
 	fs.StringVar(&cfg.redisFail, "redis-fail", "closed", "when Redis does not answer: closed (503), open (allow) or local (this sidecar's own counters)")
 	fs.BoolVar(&cfg.redisDeadlines, "redis-deadlines", false, "count no check that Redis runs after its caller's deadline, so a 503 never counts: the checks read Redis's clock, and fixed windows use a script; 1.2 to 1.4 (the scripts) and 2.3 (fixed) times the Redis CPU per check")
-	fs.IntVar(&cfg.redisDenyCache, "redis-deny-cache", redisbackend.DefaultDenyCache, "how many ids' denials this sidecar keeps and answers itself, without Redis, until Redis would allow; 0 turns the cache off")
+	fs.IntVar(&cfg.redisDenyCache, "redis-deny-cache", defaults.DenyCache, "how many ids' denials this sidecar keeps and answers itself, without Redis, until Redis would allow; 0 turns the cache off")
 	fs.DurationVar(&cfg.redisMaxScale, "redis-max-scale", defaultRedisMaxScale, "longest scale a check that names its own may choose on the Redis backend, where a record lives as long as its scale (a longer one is refused with 400; a policy's scale is the operator's and not bound); at most 87600h")
 	fs.StringVar(&cfg.adminToken, "admin-token", "", "bearer token /buckets requires; empty leaves /buckets open")
 	fs.IntVar(&cfg.maxIDBytes, "max-id-bytes", rl.DefaultMaxIDBytes, fmt.Sprintf("longest id accepted, in bytes (1 to %d)", maxIDBytesCap))
 	fs.IntVar(&cfg.shards, "shards", 0, "actors the memory backend spreads ids over; 0 means half the CPUs, at least one")
-	fs.IntVar(&cfg.maxBuckets, "max-buckets", memory.DefaultMaxBuckets, "most live bucket records (memory backend); past it a new record evicts an expired or else the least recently modified one; 0 means no bound")
-	fs.Int64Var(&cfg.maxBucketBytes, "max-bucket-bytes", memory.DefaultMaxBucketBytes, "most bytes of live bucket records (memory backend): each counts 48 bytes and its id's, so long ids meet it before -max-buckets; past it a new record evicts as past -max-buckets; 0 means no bound")
-	fs.IntVar(&cfg.maxScalesPerID, "max-scales-per-id", memory.DefaultMaxScalesPerID, "most distinct scales one id may have records of (memory backend; with algo slices each slices count of a scale counts as one more); a check adding another is refused with 400; -1: no bound")
+	fs.IntVar(&cfg.maxBuckets, "max-buckets", defaults.MaxBuckets, "most live bucket records (memory backend); past it a new record evicts an expired or else the least recently modified one; 0 means no bound")
+	fs.Int64Var(&cfg.maxBucketBytes, "max-bucket-bytes", defaults.MaxBucketBytes, "most bytes of live bucket records (memory backend): each counts 48 bytes and its id's, so long ids meet it before -max-buckets; past it a new record evicts as past -max-buckets; 0 means no bound")
+	fs.IntVar(&cfg.maxScalesPerID, "max-scales-per-id", defaults.MaxScalesPerID, "most distinct scales one id may have records of (memory backend; with algo slices each slices count of a scale counts as one more); a check adding another is refused with 400; -1: no bound")
 	fs.DurationVar(&cfg.timeout, "timeout", api.DefaultTimeout, "longest wait for the backend's answer before 503")
 	fs.IntVar(&cfg.maxBatch, "max-batch", api.DefaultMaxBatch, "most checks in one POST /check_rates (more get 413)")
 	fs.DurationVar(&cfg.shutdownTimeout, "shutdown-timeout", 10*time.Second, "longest wait for requests in flight on SIGINT/SIGTERM")

@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"github.com/raterlimiter/raterlimiter/internal/defaults"
 	"io"
 	"log/slog"
 	"math/rand/v2"
@@ -64,11 +65,11 @@ func (cfg *config) flags(fs *flag.FlagSet) {
 	fs.DurationVar(&cfg.duration, "d", 10*time.Second, "how long to measure")
 	fs.DurationVar(&cfg.warmup, "warmup", 0, "how long to run before measuring (connections, buckets)")
 	fs.BoolVar(&cfg.batch, "batch", false, "use the client's batching mode (POST /check_rates)")
-	fs.IntVar(&cfg.batchMax, "batch-max", 0, "most checks in one batch; 0: the client's default ("+strconv.Itoa(client.DefaultBatchMaxSize)+")")
-	fs.IntVar(&cfg.batchInFlight, "batch-inflight", 0, "batches on their way at once; 0: the client's default ("+strconv.Itoa(client.DefaultBatchInFlight)+")")
+	fs.IntVar(&cfg.batchMax, "batch-max", 0, "most checks in one batch; 0: the client's default ("+strconv.Itoa(defaults.BatchMaxSize)+")")
+	fs.IntVar(&cfg.batchInFlight, "batch-inflight", 0, "batches on their way at once; 0: the client's default ("+strconv.Itoa(defaults.BatchInFlight)+")")
 	fs.DurationVar(&cfg.batchWindow, "batch-window", 0, "how long a batch that may leave still waits for more checks; 0: none")
-	fs.IntVar(&cfg.conns, "conns", 0, "most connections to the sidecar; 0: the client's default ("+strconv.Itoa(client.DefaultMaxConnsPerHost)+")")
-	fs.DurationVar(&cfg.timeout, "timeout", client.DefaultTimeout, "bound on each check over HTTP")
+	fs.IntVar(&cfg.conns, "conns", 0, "most connections to the sidecar; 0: the client's default ("+strconv.Itoa(defaults.ClientMaxConnsPerHost)+")")
+	fs.DurationVar(&cfg.timeout, "timeout", defaults.ClientTimeout, "bound on each check over HTTP")
 	fs.StringVar(&cfg.algo, "algo", "fixed", "algorithm: fixed, sliding, token, log, slices (60 slices) or leaky (no queue)")
 	fs.Int64Var(&cfg.scale, "scale", 60_000, "window of each check, in milliseconds")
 	fs.Int64Var(&cfg.limit, "limit", 1_000_000_000, "limit of each check (the default lets every check through)")

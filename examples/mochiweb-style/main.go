@@ -77,7 +77,7 @@ func parseFlags(args []string, out io.Writer) (config, error) {
 	fs.StringVar(&c.sidecar, "sidecar", "", "URL of a raterlimiter sidecar, e.g. http://127.0.0.1:8080 (default: the embedded limiter)")
 	fs.DurationVar(&c.scale, "scale", 30*time.Second, "window of the limit")
 	fs.Int64Var(&c.limit, "limit", 500, "requests per window and peer address")
-	fs.DurationVar(&c.timeout, "timeout", client.DefaultTimeout, "longest wait for the sidecar's answer before the request is let through")
+	fs.DurationVar(&c.timeout, "timeout", time.Second, "longest wait for the sidecar's answer before the request is let through")
 	fs.StringVar(&c.proxies, "trusted-proxies", "", "comma-separated addresses or CIDRs of proxies whose X-Forwarded-For is believed")
 	if err := fs.Parse(args); err != nil {
 		return c, err
