@@ -26,8 +26,8 @@ import (
 // they are: they may only go down, and a change that removes public names
 // lowers them.
 const (
-	userCeiling = 209 // goal: 140
-	treeCeiling = 376 // goal: 400
+	userCeiling = 200 // goal: 140
+	treeCeiling = 367 // goal: 400
 )
 
 // userFacing lists the packages a Go user imports: the root vocabulary,

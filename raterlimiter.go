@@ -34,7 +34,7 @@ const (
 	// its time until it leaves the window, and a check is allowed iff the
 	// hits of the last scale milliseconds plus its own stay within the
 	// limit. Exact, with no boundary burst and no estimate; its memory
-	// grows with the limit, which is at most MaxLogLimit.
+	// grows with the limit, which is at most 65,536.
 	Log
 	// Slices is the sliding window counters (Figma's hourly limit counted
 	// in minute counters): the window is cut into Request.Slices slices of
@@ -114,16 +114,16 @@ func (a *Algo) UnmarshalText(b []byte) error {
 // peek, which reports the state and changes nothing, is said with Peek.
 type Request struct {
 	// ID identifies who is limited: a peer IP, a user, an API key. Any bytes,
-	// 1 to MaxIDBytes of them (DefaultMaxIDBytes unless configured).
+	// 1 to the backend's MaxIDBytes of them (1024 unless configured).
 	ID string
 	// Scale is the window's length: a whole number of milliseconds, from
-	// one millisecond to MaxScale. A Scale that is not a whole number of
+	// one millisecond to ten years (315,360,000,000 ms). A Scale that is not a whole number of
 	// milliseconds is refused (a *FieldError of "scale"): every backend,
 	// and the HTTP wire, counts in milliseconds.
 	Scale time.Duration `json:"-"`
-	// Limit is the most hits allowed per window, 0 to MaxLimit. 0 denies all.
+	// Limit is the most hits allowed per window, 0 to 4,294,967,295. 0 denies all.
 	Limit int64
-	// Hits is how many requests this check counts, 0 to MaxHits; 0 counts
+	// Hits is how many requests this check counts, 0 to 4,294,967,295; 0 counts
 	// one.
 	Hits int64
 	// Peek reports the state and counts nothing, as hits=0 on the HTTP
@@ -132,18 +132,18 @@ type Request struct {
 	// Algo is the algorithm; the zero value is Fixed.
 	Algo Algo
 	// Slices is how many slices the window is cut into, with Algo Slices
-	// only: MinSlices to MaxSlices, 0 meaning DefaultSlices. Like Scale it
+	// only: 2 to 600, 0 meaning 60. Like Scale it
 	// is part of what is counted: two slice counts of one id and scale
 	// never share a counter.
 	Slices int64
 	// Queue is how many hits may wait their turn, with Algo Leaky only: 0
-	// to MaxQueue, default 0 (a check passes only when the previous one
+	// to 65,536, default 0 (a check passes only when the previous one
 	// has left; nginx's limit_req burst=).
 	Queue int64
 	// MaxDelay, when positive, is the longest Decision.Delay the check
 	// accepts: a Leaky check whose wait would be longer is denied and
 	// takes no place in the queue (Wait sets it from its context's
-	// deadline). 0 means no bound; at most MaxScale, a whole number of
+	// deadline). 0 means no bound; at most ten years, a whole number of
 	// milliseconds as Scale. Other algorithms never delay, so it changes
 	// nothing for them.
 	MaxDelay time.Duration `json:"-"`

@@ -3,6 +3,7 @@ package raterlimiter_test
 import (
 	"encoding/json"
 	"errors"
+	"github.com/raterlimiter/raterlimiter/internal/bounds"
 	"strings"
 	"testing"
 	"time"
@@ -23,55 +24,55 @@ func TestValidate(t *testing.T) {
 	}{
 		{"ordinary", ok, ""},
 		{"id of one byte", with(func(r *rl.Request) { r.ID = "x" }), ""},
-		{"id at the limit", with(func(r *rl.Request) { r.ID = strings.Repeat("x", rl.DefaultMaxIDBytes) }), ""},
-		{"id past the limit", with(func(r *rl.Request) { r.ID = strings.Repeat("x", rl.DefaultMaxIDBytes+1) }), "id"},
+		{"id at the limit", with(func(r *rl.Request) { r.ID = strings.Repeat("x", bounds.DefaultMaxIDBytes) }), ""},
+		{"id past the limit", with(func(r *rl.Request) { r.ID = strings.Repeat("x", bounds.DefaultMaxIDBytes+1) }), "id"},
 		{"empty id", with(func(r *rl.Request) { r.ID = "" }), "id"},
 		{"scale 1", with(func(r *rl.Request) { r.Scale = time.Millisecond }), ""},
 		{"scale of a fraction of a ms", with(func(r *rl.Request) { r.Scale = time.Second + time.Microsecond }), "scale"},
 		{"scale under a ms", with(func(r *rl.Request) { r.Scale = time.Microsecond }), "scale"},
 		{"scale 0", with(func(r *rl.Request) { r.Scale = 0 }), "scale"},
-		{"largest scale", with(func(r *rl.Request) { r.Scale = rl.MaxScale }), ""},
-		{"scale past ten years", with(func(r *rl.Request) { r.Scale = rl.MaxScale + time.Millisecond }), "scale"},
+		{"largest scale", with(func(r *rl.Request) { r.Scale = bounds.MaxScale }), ""},
+		{"scale past ten years", with(func(r *rl.Request) { r.Scale = bounds.MaxScale + time.Millisecond }), "scale"},
 		{"limit 0", with(func(r *rl.Request) { r.Limit = 0 }), ""},
 		{"limit -1", with(func(r *rl.Request) { r.Limit = -1 }), "limit"},
-		{"largest limit", with(func(r *rl.Request) { r.Limit = rl.MaxLimit }), ""},
-		{"limit past 2^32-1", with(func(r *rl.Request) { r.Limit = rl.MaxLimit + 1 }), "limit"},
+		{"largest limit", with(func(r *rl.Request) { r.Limit = bounds.MaxLimit }), ""},
+		{"limit past 2^32-1", with(func(r *rl.Request) { r.Limit = bounds.MaxLimit + 1 }), "limit"},
 		{"hits 0 peeks", with(func(r *rl.Request) { r.Hits = 0 }), ""},
 		{"hits -1", with(func(r *rl.Request) { r.Hits = -1 }), "hits"},
-		{"largest hits", with(func(r *rl.Request) { r.Hits = rl.MaxHits }), ""},
-		{"hits past 2^32-1", with(func(r *rl.Request) { r.Hits = rl.MaxHits + 1 }), "hits"},
+		{"largest hits", with(func(r *rl.Request) { r.Hits = bounds.MaxHits }), ""},
+		{"hits past 2^32-1", with(func(r *rl.Request) { r.Hits = bounds.MaxHits + 1 }), "hits"},
 		{"unknown algo", with(func(r *rl.Request) { r.Algo = 6 }), "algo"},
 		{"slices by default", with(func(r *rl.Request) { r.Algo = rl.Slices }), ""},
-		{"slices at their fewest", with(func(r *rl.Request) { r.Algo, r.Slices = rl.Slices, rl.MinSlices }), ""},
-		{"slices at their most", with(func(r *rl.Request) { r.Algo, r.Slices = rl.Slices, rl.MaxSlices }), ""},
+		{"slices at their fewest", with(func(r *rl.Request) { r.Algo, r.Slices = rl.Slices, bounds.MinSlices }), ""},
+		{"slices at their most", with(func(r *rl.Request) { r.Algo, r.Slices = rl.Slices, bounds.MaxSlices }), ""},
 		{"one slice", with(func(r *rl.Request) { r.Algo, r.Slices = rl.Slices, 1 }), "slices"},
 		{"negative slices", with(func(r *rl.Request) { r.Algo, r.Slices = rl.Slices, -60 }), "slices"},
-		{"slices past 600", with(func(r *rl.Request) { r.Algo, r.Slices = rl.Slices, rl.MaxSlices+1 }), "slices"},
+		{"slices past 600", with(func(r *rl.Request) { r.Algo, r.Slices = rl.Slices, bounds.MaxSlices+1 }), "slices"},
 		{"more slices than ms in the scale", with(func(r *rl.Request) { r.Algo, r.Slices, r.Scale = rl.Slices, 600, time.Millisecond }), ""},
 		{"slices with another algo", with(func(r *rl.Request) { r.Slices = 60 }), "slices"},
 		{"leaky with no queue", with(func(r *rl.Request) { r.Algo = rl.Leaky }), ""},
-		{"leaky at its longest queue", with(func(r *rl.Request) { r.Algo, r.Queue = rl.Leaky, rl.MaxQueue }), ""},
-		{"queue past its bound", with(func(r *rl.Request) { r.Algo, r.Queue = rl.Leaky, rl.MaxQueue+1 }), "queue"},
+		{"leaky at its longest queue", with(func(r *rl.Request) { r.Algo, r.Queue = rl.Leaky, bounds.MaxQueue }), ""},
+		{"queue past its bound", with(func(r *rl.Request) { r.Algo, r.Queue = rl.Leaky, bounds.MaxQueue+1 }), "queue"},
 		{"negative queue", with(func(r *rl.Request) { r.Algo, r.Queue = rl.Leaky, -1 }), "queue"},
 		{"queue with another algo", with(func(r *rl.Request) { r.Algo, r.Queue = rl.Token, 3 }), "queue"},
-		{"a queue draining in ten years", with(func(r *rl.Request) { r.Algo, r.Queue, r.Scale, r.Limit = rl.Leaky, 2, rl.MaxScale, 2 }), ""},
-		{"a queue draining in more than ten years", with(func(r *rl.Request) { r.Algo, r.Queue, r.Scale, r.Limit = rl.Leaky, 3, rl.MaxScale, 2 }), "queue"},
-		{"a queue of exactly ten years", with(func(r *rl.Request) { r.Algo, r.Queue, r.Scale, r.Limit = rl.Leaky, 3, rl.MaxScale/3*2, 2 }), ""},
+		{"a queue draining in ten years", with(func(r *rl.Request) { r.Algo, r.Queue, r.Scale, r.Limit = rl.Leaky, 2, bounds.MaxScale, 2 }), ""},
+		{"a queue draining in more than ten years", with(func(r *rl.Request) { r.Algo, r.Queue, r.Scale, r.Limit = rl.Leaky, 3, bounds.MaxScale, 2 }), "queue"},
+		{"a queue of exactly ten years", with(func(r *rl.Request) { r.Algo, r.Queue, r.Scale, r.Limit = rl.Leaky, 3, bounds.MaxScale/3*2, 2 }), ""},
 		{"a queue a third of a ms past ten years", with(func(r *rl.Request) {
-			r.Algo, r.Queue, r.Scale, r.Limit = rl.Leaky, 3, rl.MaxScale/3*2+time.Millisecond, 2
+			r.Algo, r.Queue, r.Scale, r.Limit = rl.Leaky, 3, bounds.MaxScale/3*2+time.Millisecond, 2
 		}), "queue"},
 		{"the longest queue at the longest scale", with(func(r *rl.Request) {
-			r.Algo, r.Queue, r.Scale, r.Limit = rl.Leaky, rl.MaxQueue, rl.MaxScale, rl.MaxLimit
+			r.Algo, r.Queue, r.Scale, r.Limit = rl.Leaky, bounds.MaxQueue, bounds.MaxScale, bounds.MaxLimit
 		}), ""},
-		{"a queue with limit 0", with(func(r *rl.Request) { r.Algo, r.Queue, r.Scale, r.Limit = rl.Leaky, rl.MaxQueue, rl.MaxScale, 0 }), ""},
+		{"a queue with limit 0", with(func(r *rl.Request) { r.Algo, r.Queue, r.Scale, r.Limit = rl.Leaky, bounds.MaxQueue, bounds.MaxScale, 0 }), ""},
 		{"a bound on the delay", with(func(r *rl.Request) { r.Algo, r.MaxDelay = rl.Leaky, 10*time.Second }), ""},
-		{"a bound on a delay that never comes", with(func(r *rl.Request) { r.MaxDelay = rl.MaxScale }), ""},
+		{"a bound on a delay that never comes", with(func(r *rl.Request) { r.MaxDelay = bounds.MaxScale }), ""},
 		{"a negative bound on the delay", with(func(r *rl.Request) { r.MaxDelay = -time.Millisecond }), "max_delay_ms"},
-		{"a bound on the delay past ten years", with(func(r *rl.Request) { r.MaxDelay = rl.MaxScale + time.Millisecond }), "max_delay_ms"},
+		{"a bound on the delay past ten years", with(func(r *rl.Request) { r.MaxDelay = bounds.MaxScale + time.Millisecond }), "max_delay_ms"},
 		{"a bound on the delay of a fraction of a ms", with(func(r *rl.Request) { r.MaxDelay = 1500 * time.Microsecond }), "max_delay_ms"},
-		{"log at its largest limit", with(func(r *rl.Request) { r.Algo, r.Limit = rl.Log, rl.MaxLogLimit }), ""},
-		{"log past its largest limit", with(func(r *rl.Request) { r.Algo, r.Limit = rl.Log, rl.MaxLogLimit+1 }), "limit"},
-		{"fixed past the log's largest limit", with(func(r *rl.Request) { r.Limit = rl.MaxLogLimit + 1 }), ""},
+		{"log at its largest limit", with(func(r *rl.Request) { r.Algo, r.Limit = rl.Log, bounds.MaxLogLimit }), ""},
+		{"log past its largest limit", with(func(r *rl.Request) { r.Algo, r.Limit = rl.Log, bounds.MaxLogLimit+1 }), "limit"},
+		{"fixed past the log's largest limit", with(func(r *rl.Request) { r.Limit = bounds.MaxLogLimit + 1 }), ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

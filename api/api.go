@@ -14,6 +14,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"fmt"
+	"github.com/raterlimiter/raterlimiter/internal/bounds"
 	"log/slog"
 	"net"
 	"net/netip"
@@ -96,7 +97,7 @@ type Config struct {
 	// 413. Default DefaultMaxBatch.
 	MaxBatch int
 	// MaxIDBytes is the longest id accepted, which must not exceed the
-	// limiter's own. Default raterlimiter.DefaultMaxIDBytes.
+	// limiter's own. Default bounds.DefaultMaxIDBytes.
 	MaxIDBytes int
 	// AdminToken, if set, is the bearer token /buckets requires
 	// ("Authorization: Bearer TOKEN"). Empty: /buckets is open.
@@ -251,7 +252,7 @@ func New(cfg Config) *Server {
 		cfg.MaxBatch = DefaultMaxBatch
 	}
 	if cfg.MaxIDBytes <= 0 {
-		cfg.MaxIDBytes = rl.DefaultMaxIDBytes
+		cfg.MaxIDBytes = bounds.DefaultMaxIDBytes
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()

@@ -3,6 +3,7 @@ package api
 import (
 	"bufio"
 	"context"
+	"github.com/raterlimiter/raterlimiter/internal/bounds"
 	"io"
 	"strconv"
 	"syscall"
@@ -31,7 +32,7 @@ func bareParse(rs *rules) fasthttp.RequestHandler {
 		var shown string
 		var pc policyCheck
 		var opts checkOpts
-		if _, err := parseArgs(ctx.QueryArgs(), &r, &shown, rl.DefaultMaxIDBytes, rs, &pc, &opts); err != nil {
+		if _, err := parseArgs(ctx.QueryArgs(), &r, &shown, bounds.DefaultMaxIDBytes, rs, &pc, &opts); err != nil {
 			ctx.SetStatusCode(400)
 			return
 		}
@@ -61,7 +62,7 @@ func benchmarkCheckRate(b *testing.B, write bool) {
 		name string
 		h    fasthttp.RequestHandler
 	}{
-		{"bare-parse", bareParse(newRules(rl.DefaultMaxIDBytes))},
+		{"bare-parse", bareParse(newRules(bounds.DefaultMaxIDBytes))},
 		{"api-instant-limiter", New(Config{Limiter: instant{}}).Handler},
 		{"api-memory-limiter", New(Config{Limiter: lim}).Handler},
 	} {

@@ -3,6 +3,7 @@ package api
 import (
 	"bytes"
 	"encoding/json"
+	"github.com/raterlimiter/raterlimiter/internal/bounds"
 	"strconv"
 	"strings"
 	"testing"
@@ -46,7 +47,7 @@ func FuzzDecodeCheck(f *testing.F) {
 	for _, s := range jsonSeeds {
 		f.Add([]byte(s))
 	}
-	rs := newRules(rl.DefaultMaxIDBytes)
+	rs := newRules(bounds.DefaultMaxIDBytes)
 	f.Fuzz(func(t *testing.T, in []byte) {
 		var d jsonReader
 		var r rl.Request
@@ -54,7 +55,7 @@ func FuzzDecodeCheck(f *testing.F) {
 		var id []byte
 		err := d.reset(in)
 		if err == nil {
-			id, _, err = d.check(&r, nil, rl.DefaultMaxIDBytes, rs, &pc, new(checkOpts))
+			id, _, err = d.check(&r, nil, bounds.DefaultMaxIDBytes, rs, &pc, new(checkOpts))
 		}
 		if err == nil {
 			err = d.end()
@@ -222,7 +223,7 @@ func FuzzCheckRateQuery(f *testing.F) {
 		var r rl.Request
 		var shown string
 		pc := s.policyCheck()
-		_, err := parseArgs(&args, &r, &shown, rl.DefaultMaxIDBytes, s.rules, &pc, new(checkOpts))
+		_, err := parseArgs(&args, &r, &shown, bounds.DefaultMaxIDBytes, s.rules, &pc, new(checkOpts))
 		if err == nil && resp.StatusCode() == 400 {
 			// Parsed, then refused by the store: the fuzzer has given this
 			// id records of as many scales as it may have.

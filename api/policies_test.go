@@ -2,6 +2,7 @@ package api_test
 
 import (
 	"encoding/json"
+	"github.com/raterlimiter/raterlimiter/internal/bounds"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -12,7 +13,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	rl "github.com/raterlimiter/raterlimiter"
 	"github.com/raterlimiter/raterlimiter/api"
 	"github.com/raterlimiter/raterlimiter/internal/ms"
 	"github.com/raterlimiter/raterlimiter/internal/policy"
@@ -49,7 +49,7 @@ func newGateway(t *testing.T, src string, cfg api.Config) (*harness, string) {
 	f, err := policy.Load(path)
 	require.NoError(t, err)
 	clock := limitertest.NewClock(time.UnixMilli(t0))
-	lim := memory.New(memory.Config{Clock: clock.Now, SweepInterval: -1, Shards: 2, MaxIDBytes: rl.DefaultMaxIDBytes + policy.IDOverhead})
+	lim := memory.New(memory.Config{Clock: clock.Now, SweepInterval: -1, Shards: 2, MaxIDBytes: bounds.DefaultMaxIDBytes + policy.IDOverhead})
 	t.Cleanup(func() { lim.Close() })
 	cfg.Limiter = lim
 	cfg.Policies = f

@@ -2,6 +2,7 @@ package api
 
 import (
 	"cmp"
+	"github.com/raterlimiter/raterlimiter/internal/bounds"
 	"net/netip"
 	"strconv"
 	"sync"
@@ -180,7 +181,7 @@ func appendShapingFields(dst []byte, p *policy.Policy) []byte {
 	switch p.Algo {
 	case rl.Slices:
 		dst = append(dst, `,"slices":`...)
-		dst = strconv.AppendInt(dst, cmp.Or(p.Slices, rl.DefaultSlices), 10)
+		dst = strconv.AppendInt(dst, cmp.Or(p.Slices, bounds.DefaultSlices), 10)
 	case rl.Leaky:
 		dst = append(dst, `,"queue":`...)
 		dst = strconv.AppendInt(dst, p.Queue, 10)

@@ -1,6 +1,7 @@
 package buckets
 
 import (
+	"github.com/raterlimiter/raterlimiter/internal/bounds"
 	"github.com/raterlimiter/raterlimiter/internal/check"
 	"math/rand/v2"
 	"strconv"
@@ -147,7 +148,7 @@ func TestScaleCountAtTheBoundaries(t *testing.T) {
 	long := int64(ms.MaxScale)
 	for _, r := range []ms.Request{
 		{ID: "z", Scale: long, Limit: 5, Hits: 1, Algo: rl.Leaky},
-		{ID: "z", Scale: long, Limit: 5, Hits: 1, Algo: rl.Slices, Slices: rl.MaxSlices},
+		{ID: "z", Scale: long, Limit: 5, Hits: 1, Algo: rl.Slices, Slices: bounds.MaxSlices},
 		{ID: "z", Scale: long, Limit: 5, Hits: 1, Algo: rl.Fixed},
 	} {
 		_, err := s.Check(t0, r)

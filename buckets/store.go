@@ -2,6 +2,7 @@ package buckets
 
 import (
 	"cmp"
+	"github.com/raterlimiter/raterlimiter/internal/bounds"
 	"slices"
 
 	"github.com/tidwall/btree"
@@ -14,7 +15,7 @@ import (
 // Options configures a Store. The zero value is ready to use.
 type Options struct {
 	// MaxIDBytes is the longest id accepted; 0 means
-	// raterlimiter.DefaultMaxIDBytes. It cannot exceed MaxIDBytes.
+	// bounds.DefaultMaxIDBytes. It cannot exceed MaxIDBytes.
 	MaxIDBytes int
 	// Degree is the B-tree's degree; 0 means the library's default.
 	Degree int
@@ -91,7 +92,7 @@ type Store struct {
 func New(opts Options) *Store {
 	maxID := opts.MaxIDBytes
 	if maxID <= 0 {
-		maxID = rl.DefaultMaxIDBytes
+		maxID = bounds.DefaultMaxIDBytes
 	}
 	maxID = min(maxID, MaxIDBytes)
 	return &Store{
@@ -410,7 +411,7 @@ func (s *Store) Put(id string, scale int64, a rl.Algo, r algo.Record) error {
 		return errPutLog
 	}
 	if a == rl.Slices {
-		if n, _ := algo.SlicesOfRecord(r); n < rl.MinSlices || n > rl.MaxSlices {
+		if n, _ := algo.SlicesOfRecord(r); n < bounds.MinSlices || n > bounds.MaxSlices {
 			return &rl.FieldError{Field: "slices", Rule: "a slices record's slice count must be from 2 to 600"}
 		}
 	}

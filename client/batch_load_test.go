@@ -3,6 +3,7 @@ package client_test
 import (
 	"context"
 	"errors"
+	"github.com/raterlimiter/raterlimiter/internal/bounds"
 	"math/rand/v2"
 	"slices"
 	"strconv"
@@ -158,7 +159,7 @@ func TestBatchingErrorIsolationUnderLoad(t *testing.T) {
 	}
 	for g := range bad {
 		wg.Go(func() {
-			r := rl.Request{ID: strings.Repeat("x", rl.DefaultMaxIDBytes+1+g), Scale: time.Minute, Limit: limit, Hits: 1}
+			r := rl.Request{ID: strings.Repeat("x", bounds.DefaultMaxIDBytes+1+g), Scale: time.Minute, Limit: limit, Hits: 1}
 			for range each / 4 {
 				_, err := c.CheckRate(context.Background(), r)
 				assert.ErrorIs(t, err, rl.ErrInvalid)

@@ -2,6 +2,7 @@ package client_test
 
 import (
 	"context"
+	"github.com/raterlimiter/raterlimiter/internal/bounds"
 	"github.com/raterlimiter/raterlimiter/internal/check"
 	"strings"
 	"sync/atomic"
@@ -130,7 +131,7 @@ func TestBatchingIsolatesCallers(t *testing.T) {
 		// The client accepts longer ids than the sidecar, so the sidecar's
 		// 400 names the item.
 		c := batching(t, sidecar(t, lim, ""), client.Config{BatchWindow: time.Hour, BatchMaxSize: 3, MaxIDBytes: 4096})
-		long := strings.Repeat("x", rl.DefaultMaxIDBytes+1)
+		long := strings.Repeat("x", bounds.DefaultMaxIDBytes+1)
 		chans := []chan answer{check(c, ctx, "a"), check(c, ctx, long), check(c, ctx, "b")}
 		var fe *rl.FieldError
 		for i, ch := range chans {

@@ -2,6 +2,7 @@ package client
 
 import (
 	"encoding/json"
+	"github.com/raterlimiter/raterlimiter/internal/bounds"
 	"strings"
 	"testing"
 	"time"
@@ -73,7 +74,7 @@ func TestAppendBatchJSON(t *testing.T) {
 	rs := []rl.Request{
 		{ID: "u1", Scale: time.Second, Limit: 10, Hits: 1},
 		{ID: `q"uote\ <tag> & é ` + "\t", Scale: time.Minute, Limit: 0, Hits: 0, Peek: true, Algo: rl.Token},
-		{ID: strings.Repeat("x", 100), Scale: rl.MaxScale, Limit: rl.MaxLimit, Hits: rl.MaxHits, Algo: rl.Sliding},
+		{ID: strings.Repeat("x", 100), Scale: bounds.MaxScale, Limit: bounds.MaxLimit, Hits: bounds.MaxHits, Algo: rl.Sliding},
 	}
 	b := appendBatchJSON(nil, rs)
 	got, err := wireRequests(b)

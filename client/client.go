@@ -24,6 +24,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"github.com/raterlimiter/raterlimiter/internal/bounds"
 	"github.com/raterlimiter/raterlimiter/internal/check"
 	"github.com/raterlimiter/raterlimiter/internal/defaults"
 	"io"
@@ -84,7 +85,7 @@ type Config struct {
 	// Clock returns the time; it fills Decision.Now. Default: time.Now.
 	Clock func() time.Time
 	// MaxIDBytes is the longest id the local validation accepts; keep it equal
-	// to the sidecar's -max-id-bytes. Default raterlimiter.DefaultMaxIDBytes.
+	// to the sidecar's -max-id-bytes. Default 1024.
 	MaxIDBytes int
 	// MaxConnsPerHost caps the connections to the sidecar, all of which are
 	// kept alive when idle; a call that finds them all busy waits for one
@@ -176,7 +177,7 @@ func New(cfg Config) (*Client, error) {
 		c.clock = time.Now
 	}
 	if c.maxID <= 0 {
-		c.maxID = rl.DefaultMaxIDBytes
+		c.maxID = bounds.DefaultMaxIDBytes
 	}
 	conns := cfg.MaxConnsPerHost
 	if conns <= 0 {

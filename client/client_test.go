@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/raterlimiter/raterlimiter/internal/bounds"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -314,7 +315,7 @@ func TestInvalidRequestsAreRefusedLocally(t *testing.T) {
 		{"empty id", rl.Request{Scale: time.Millisecond, Limit: 1}, "id"},
 		{"id over the configured max", rl.Request{ID: "123456789", Scale: time.Millisecond, Limit: 1}, "id"},
 		{"scale 0", rl.Request{ID: "u", Limit: 1}, "scale"},
-		{"limit past the max", rl.Request{ID: "u", Scale: time.Millisecond, Limit: rl.MaxLimit + 1}, "limit"},
+		{"limit past the max", rl.Request{ID: "u", Scale: time.Millisecond, Limit: bounds.MaxLimit + 1}, "limit"},
 		{"negative hits", rl.Request{ID: "u", Scale: time.Millisecond, Hits: -1}, "hits"},
 		{"unknown algo", rl.Request{ID: "u", Scale: time.Millisecond, Algo: 9}, "algo"},
 	}

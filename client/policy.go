@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"github.com/raterlimiter/raterlimiter/internal/bounds"
 	"net/url"
 	"strconv"
 
@@ -31,8 +32,8 @@ func (c *Client) CheckPolicy(ctx context.Context, policy, id string, hits int64)
 		return rl.Decision{}, r, &rl.FieldError{Field: "id", Rule: "must not be empty"}
 	case len(id) > c.maxID:
 		return rl.Decision{}, r, &rl.FieldError{Field: "id", Rule: "must be at most " + strconv.Itoa(c.maxID) + " bytes"}
-	case hits < 0 || hits > rl.MaxHits:
-		return rl.Decision{}, r, &rl.FieldError{Field: "hits", Rule: "must be an integer from 0 to " + strconv.FormatInt(rl.MaxHits, 10)}
+	case hits < 0 || hits > bounds.MaxHits:
+		return rl.Decision{}, r, &rl.FieldError{Field: "hits", Rule: "must be an integer from 0 to " + strconv.FormatInt(bounds.MaxHits, 10)}
 	}
 	u := make([]byte, 0, len(c.base)+len("/check_rate?policy=&id=&hits=")+len(policy)+3*len(id)+20)
 	u = append(u, c.base...)

@@ -3,6 +3,7 @@ package client_test
 import (
 	"context"
 	"errors"
+	"github.com/raterlimiter/raterlimiter/internal/bounds"
 	"strconv"
 	"testing"
 	"time"
@@ -60,10 +61,10 @@ func TestSidecarErrors(t *testing.T) {
 	lim := memory.New(memory.Config{SweepInterval: -1})
 	t.Cleanup(func() { lim.Close() })
 	url := sidecar(t, lim, "T")
-	long := string(make([]byte, rl.DefaultMaxIDBytes+1))
+	long := string(make([]byte, bounds.DefaultMaxIDBytes+1))
 	ctx := context.Background()
 
-	lax := clientOf(t, url, client.Config{MaxIDBytes: 4 * rl.DefaultMaxIDBytes})
+	lax := clientOf(t, url, client.Config{MaxIDBytes: 4 * bounds.DefaultMaxIDBytes})
 	_, err := lax.CheckRate(ctx, rl.Request{ID: long, Scale: time.Second, Limit: 1, Hits: 1})
 	var fe *rl.FieldError
 	require.ErrorAs(t, err, &fe, "the sidecar's 400 comes back as a FieldError: %v", err)

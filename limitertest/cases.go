@@ -2,6 +2,7 @@ package limitertest
 
 import (
 	"context"
+	"github.com/raterlimiter/raterlimiter/internal/bounds"
 	"github.com/raterlimiter/raterlimiter/internal/check"
 	"github.com/raterlimiter/raterlimiter/internal/ms"
 	"strings"
@@ -138,13 +139,13 @@ func fixedCases() []tcase {
 		{Name: "fixed/ids of any bytes", Start: t0, Steps: []step{
 			{Req: req("a b/c?d=e&f%20#ü\x00\xff\"'{}[]", 1000, 1, 1), Want: allow(1, 1, 1000)},
 			{Req: req("a b/c?d=e&f%20#ü\x00\xff\"'{}[]", 1000, 1, 1), Want: deny(2, 1, 1000, 1000)},
-			{Req: req(strings.Repeat("x", rl.DefaultMaxIDBytes), 1000, 1, 1), Want: allow(1, 1, 1000)},
+			{Req: req(strings.Repeat("x", bounds.DefaultMaxIDBytes), 1000, 1, 1), Want: allow(1, 1, 1000)},
 		}},
 		{Name: "fixed/bounds at their edges", Start: t0, Steps: []step{
 			{Req: req("u", ms.MaxScale, 1, 1), Want: allow(1, 1, ms.MaxScale-t0%ms.MaxScale)},
-			{Req: req("u", 1, rl.MaxLimit, rl.MaxHits), Want: allow(rl.MaxHits, rl.MaxLimit, 1)},
-			{Req: req("u", 1, rl.MaxLimit, 1), Want: deny(rl.MaxHits+1, rl.MaxLimit, 1, 1)},
-			{Req: req("v", 1, 0, rl.MaxHits), Want: deny(rl.MaxHits, 0, 1, 1)},
+			{Req: req("u", 1, bounds.MaxLimit, bounds.MaxHits), Want: allow(bounds.MaxHits, bounds.MaxLimit, 1)},
+			{Req: req("u", 1, bounds.MaxLimit, 1), Want: deny(bounds.MaxHits+1, bounds.MaxLimit, 1, 1)},
+			{Req: req("v", 1, 0, bounds.MaxHits), Want: deny(bounds.MaxHits, 0, 1, 1)},
 		}},
 	}
 }
@@ -161,18 +162,18 @@ func invalid() []struct {
 		r     rl.Request
 	}{
 		{"id", with(func(r *rl.Request) { r.ID = "" })},
-		{"id", with(func(r *rl.Request) { r.ID = strings.Repeat("x", rl.DefaultMaxIDBytes+1) })},
+		{"id", with(func(r *rl.Request) { r.ID = strings.Repeat("x", bounds.DefaultMaxIDBytes+1) })},
 		{"scale", with(func(r *rl.Request) { r.Scale = 0 })},
 		{"scale", with(func(r *rl.Request) { r.Scale = -time.Millisecond })},
 		{"scale", with(func(r *rl.Request) { r.Scale = time.Second + time.Nanosecond })},
-		{"scale", with(func(r *rl.Request) { r.Scale = rl.MaxScale + time.Millisecond })},
+		{"scale", with(func(r *rl.Request) { r.Scale = bounds.MaxScale + time.Millisecond })},
 		{"limit", with(func(r *rl.Request) { r.Limit = -1 })},
-		{"limit", with(func(r *rl.Request) { r.Limit = rl.MaxLimit + 1 })},
+		{"limit", with(func(r *rl.Request) { r.Limit = bounds.MaxLimit + 1 })},
 		{"hits", with(func(r *rl.Request) { r.Hits = -1 })},
-		{"hits", with(func(r *rl.Request) { r.Hits = rl.MaxHits + 1 })},
+		{"hits", with(func(r *rl.Request) { r.Hits = bounds.MaxHits + 1 })},
 		{"algo", with(func(r *rl.Request) { r.Algo = rl.Algo(7) })},
-		{"slices", with(func(r *rl.Request) { r.Slices = rl.MaxSlices + 1 })},
-		{"queue", with(func(r *rl.Request) { r.Queue = rl.MaxQueue + 1 })},
+		{"slices", with(func(r *rl.Request) { r.Slices = bounds.MaxSlices + 1 })},
+		{"queue", with(func(r *rl.Request) { r.Queue = bounds.MaxQueue + 1 })},
 		{"max_delay_ms", with(func(r *rl.Request) { r.MaxDelay = -time.Millisecond })},
 	}
 }

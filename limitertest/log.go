@@ -2,6 +2,7 @@ package limitertest
 
 import (
 	rl "github.com/raterlimiter/raterlimiter"
+	"github.com/raterlimiter/raterlimiter/internal/bounds"
 	"github.com/raterlimiter/raterlimiter/internal/ms"
 )
 
@@ -53,9 +54,9 @@ func logCases() []tcase {
 			{Req: lreq(1000, 0, 1), Want: deny(1, 0, 800, 800)},
 		}},
 		{Name: "log/the limit's bound", Start: t0, Steps: []step{
-			{Req: lreq(1000, rl.MaxLogLimit, rl.MaxLogLimit), Want: allow(rl.MaxLogLimit, rl.MaxLogLimit, 1000)},
-			{Req: lreq(1000, rl.MaxLogLimit+1, 1), WantErr: rl.ErrInvalid},
-			{Req: lreq(1000, rl.MaxLogLimit, 1), Want: deny(rl.MaxLogLimit, rl.MaxLogLimit, 1000, 1000)},
+			{Req: lreq(1000, bounds.MaxLogLimit, bounds.MaxLogLimit), Want: allow(bounds.MaxLogLimit, bounds.MaxLogLimit, 1000)},
+			{Req: lreq(1000, bounds.MaxLogLimit+1, 1), WantErr: rl.ErrInvalid},
+			{Req: lreq(1000, bounds.MaxLogLimit, 1), Want: deny(bounds.MaxLogLimit, bounds.MaxLogLimit, 1000, 1000)},
 		}},
 		{Name: "log/long scales", Start: t0, Steps: []step{
 			{Req: lreq(ms.MaxScale, 2, 1), Want: allow(1, 2, ms.MaxScale)},

@@ -2,6 +2,7 @@ package limitertest
 
 import (
 	"context"
+	"github.com/raterlimiter/raterlimiter/internal/bounds"
 	"github.com/raterlimiter/raterlimiter/internal/check"
 	"github.com/raterlimiter/raterlimiter/internal/ms"
 	"testing"
@@ -90,9 +91,9 @@ func slicesCases() []tcase {
 			{Advance: 1, Req: wreq(1000, 1, 1, 0), Want: allow(1, 1, 1020)},
 		}},
 		{Name: "slices/bounds at their edges", Start: t0, Steps: []step{
-			{Req: wreq(ms.MaxScale, rl.MaxLimit, rl.MaxHits, 600), Want: allow(rl.MaxLimit, rl.MaxLimit, bigReset)},
-			{Req: wreq(ms.MaxScale, rl.MaxLimit, 1, 600), Want: deny(rl.MaxLimit, rl.MaxLimit, bigReset, bigReset)},
-			{Req: wreq(1, rl.MaxLimit, rl.MaxHits, 2), Want: allow(rl.MaxLimit, rl.MaxLimit, 2)},
+			{Req: wreq(ms.MaxScale, bounds.MaxLimit, bounds.MaxHits, 600), Want: allow(bounds.MaxLimit, bounds.MaxLimit, bigReset)},
+			{Req: wreq(ms.MaxScale, bounds.MaxLimit, 1, 600), Want: deny(bounds.MaxLimit, bounds.MaxLimit, bigReset, bigReset)},
+			{Req: wreq(1, bounds.MaxLimit, bounds.MaxHits, 2), Want: allow(bounds.MaxLimit, bounds.MaxLimit, 2)},
 			{Req: wreq(1, 5, 1, 1), WantErr: rl.ErrInvalid},
 			{Req: wreq(1, 5, 1, 601), WantErr: rl.ErrInvalid},
 		}},
@@ -172,11 +173,11 @@ func leakyCases() []tcase {
 			{Req: five(6, 100), Want: ldeny(1, 5, 200, 200)},
 		}},
 		{Name: "leaky/bounds at their edges", Start: t0, Steps: []step{
-			{Req: qreq(ms.MaxScale, rl.MaxLimit, rl.MaxHits, rl.MaxQueue), Want: lallow(rl.MaxLimit, rl.MaxLimit, ms.MaxScale, 0)},
+			{Req: qreq(ms.MaxScale, bounds.MaxLimit, bounds.MaxHits, bounds.MaxQueue), Want: lallow(bounds.MaxLimit, bounds.MaxLimit, ms.MaxScale, 0)},
 			// a scale's worth queued, far more than 65536 intervals of 73.4 ms
-			{Req: qreq(ms.MaxScale, rl.MaxLimit, 1, rl.MaxQueue), Want: ldeny(rl.MaxLimit, rl.MaxLimit, ms.MaxScale, ms.MaxScale-rl.MaxQueue*ms.MaxScale/rl.MaxLimit)},
-			{Req: qreq(1, rl.MaxLimit, 1, rl.MaxQueue), Want: lallow(1, rl.MaxLimit, 1, 0)},
-			{Req: qreq(1000, 5, 1, rl.MaxQueue+1), WantErr: rl.ErrInvalid},
+			{Req: qreq(ms.MaxScale, bounds.MaxLimit, 1, bounds.MaxQueue), Want: ldeny(bounds.MaxLimit, bounds.MaxLimit, ms.MaxScale, ms.MaxScale-bounds.MaxQueue*ms.MaxScale/bounds.MaxLimit)},
+			{Req: qreq(1, bounds.MaxLimit, 1, bounds.MaxQueue), Want: lallow(1, bounds.MaxLimit, 1, 0)},
+			{Req: qreq(1000, 5, 1, bounds.MaxQueue+1), WantErr: rl.ErrInvalid},
 			{Req: rl.Request{ID: "u", Scale: time.Second, Limit: 5, Hits: 1, Queue: 1}, WantErr: rl.ErrInvalid},
 		}},
 		{Name: "leaky/Wait refuses a delay past its deadline before taking a place", Start: t0, Steps: []step{

@@ -2,6 +2,7 @@ package limitertest
 
 import (
 	rl "github.com/raterlimiter/raterlimiter"
+	"github.com/raterlimiter/raterlimiter/internal/bounds"
 	"github.com/raterlimiter/raterlimiter/internal/ms"
 	"time"
 )
@@ -74,10 +75,10 @@ func slidingCases() []tcase {
 			{Req: sreq(1000, 3, 3), Want: allow(3, 3, 1000)},
 		}},
 		{Name: "sliding/bounds at their edges", Start: t0, Steps: []step{
-			{Req: sreq(ms.MaxScale, rl.MaxLimit, rl.MaxHits), Want: allow(rl.MaxLimit, rl.MaxLimit, bigReset)},
+			{Req: sreq(ms.MaxScale, bounds.MaxLimit, bounds.MaxHits), Want: allow(bounds.MaxLimit, bounds.MaxLimit, bigReset)},
 			// next window: from e = ceil(scale/limit) = 74
-			{Req: sreq(ms.MaxScale, rl.MaxLimit, 1), Want: deny(rl.MaxLimit, rl.MaxLimit, bigReset, bigReset+74)},
-			{Req: rl.Request{ID: "u", Scale: time.Millisecond, Limit: rl.MaxLimit, Hits: rl.MaxHits, Algo: rl.Sliding}, Want: allow(rl.MaxLimit, rl.MaxLimit, 1)},
+			{Req: sreq(ms.MaxScale, bounds.MaxLimit, 1), Want: deny(bounds.MaxLimit, bounds.MaxLimit, bigReset, bigReset+74)},
+			{Req: rl.Request{ID: "u", Scale: time.Millisecond, Limit: bounds.MaxLimit, Hits: bounds.MaxHits, Algo: rl.Sliding}, Want: allow(bounds.MaxLimit, bounds.MaxLimit, 1)},
 		}},
 	}
 }
@@ -139,10 +140,10 @@ func tokenCases() []tcase {
 			{Req: treq(1000, 3, 4), Want: deny(1, 3, 334, 334)},
 		}},
 		{Name: "token/bounds at their edges", Start: t0, Steps: []step{
-			{Req: treq(ms.MaxScale, rl.MaxLimit, rl.MaxHits), Want: allow(rl.MaxLimit, rl.MaxLimit, ms.MaxScale)},
+			{Req: treq(ms.MaxScale, bounds.MaxLimit, bounds.MaxHits), Want: allow(bounds.MaxLimit, bounds.MaxLimit, ms.MaxScale)},
 			// one interval is 315360000000/4294967295 = 73.4... ms
-			{Req: treq(ms.MaxScale, rl.MaxLimit, 1), Want: deny(rl.MaxLimit, rl.MaxLimit, ms.MaxScale, 74)},
-			{Req: rl.Request{ID: "u", Scale: time.Millisecond, Limit: rl.MaxLimit, Hits: 1, Algo: rl.Token}, Want: allow(1, rl.MaxLimit, 1)},
+			{Req: treq(ms.MaxScale, bounds.MaxLimit, 1), Want: deny(bounds.MaxLimit, bounds.MaxLimit, ms.MaxScale, 74)},
+			{Req: rl.Request{ID: "u", Scale: time.Millisecond, Limit: bounds.MaxLimit, Hits: 1, Algo: rl.Token}, Want: allow(1, bounds.MaxLimit, 1)},
 		}},
 	}
 }

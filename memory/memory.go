@@ -31,6 +31,7 @@ package memory
 import (
 	"context"
 	"fmt"
+	"github.com/raterlimiter/raterlimiter/internal/bounds"
 	"github.com/raterlimiter/raterlimiter/internal/check"
 	"github.com/raterlimiter/raterlimiter/internal/defaults"
 	"github.com/raterlimiter/raterlimiter/internal/ms"
@@ -70,7 +71,7 @@ type Config struct {
 	// 10 s; negative disables the sweeper.
 	SweepInterval time.Duration
 	// MaxIDBytes is the longest id accepted. Default
-	// raterlimiter.DefaultMaxIDBytes.
+	// 1024.
 	MaxIDBytes int
 	// MaxBuckets bounds the live bucket records, spread evenly over the
 	// shards; past it a new record evicts a sampled old one, sparing ids
@@ -147,7 +148,7 @@ func New(cfg Config) *Limiter {
 		cfg.Shards = max(1, runtime.GOMAXPROCS(0)/2)
 	}
 	if cfg.MaxIDBytes <= 0 {
-		cfg.MaxIDBytes = rl.DefaultMaxIDBytes
+		cfg.MaxIDBytes = bounds.DefaultMaxIDBytes
 	}
 	cfg.MaxIDBytes = min(cfg.MaxIDBytes, buckets.MaxIDBytes)
 	switch {

@@ -3,6 +3,7 @@ package memory
 import (
 	"context"
 	"fmt"
+	"github.com/raterlimiter/raterlimiter/internal/bounds"
 	"github.com/raterlimiter/raterlimiter/internal/check"
 	"github.com/raterlimiter/raterlimiter/internal/ms"
 
@@ -25,7 +26,7 @@ type store struct {
 // newStore returns an empty store.
 func newStore(cfg memstore.StoreConfig) memstore.Store {
 	if cfg.MaxIDBytes <= 0 {
-		cfg.MaxIDBytes = rl.DefaultMaxIDBytes
+		cfg.MaxIDBytes = bounds.DefaultMaxIDBytes
 	}
 	o := buckets.Options{MaxIDBytes: min(cfg.MaxIDBytes, buckets.MaxIDBytes)}
 	if cfg.NoCache {

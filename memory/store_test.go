@@ -2,6 +2,7 @@ package memory_test
 
 import (
 	"context"
+	"github.com/raterlimiter/raterlimiter/internal/bounds"
 	"github.com/raterlimiter/raterlimiter/internal/memstore"
 	"testing"
 	"time"
@@ -26,7 +27,7 @@ func TestStoreRefusesInvalidInput(t *testing.T) {
 		{ID: "a", Scale: time.Millisecond, Limit: -1, Hits: 1},
 		{ID: "a", Scale: time.Millisecond, Limit: 1, Hits: -1},
 		{ID: "a", Scale: time.Millisecond, Limit: 1, Hits: 1, Algo: 9},
-		{ID: "a", Scale: time.Millisecond, Limit: rl.MaxLogLimit + 1, Hits: 1, Algo: rl.Log},
+		{ID: "a", Scale: time.Millisecond, Limit: bounds.MaxLogLimit + 1, Hits: 1, Algo: rl.Log},
 	} {
 		_, err := s.Check(now, r)
 		assert.ErrorIs(t, err, rl.ErrInvalid, "%+v", r)

@@ -30,7 +30,7 @@ import (
 // Scale per key.
 type Policy struct {
 	// Scale is the window: a whole number of milliseconds, from one to
-	// raterlimiter.MaxScale.
+	// ten years.
 	Scale time.Duration
 	// Limit is the most requests allowed per window and key.
 	Limit int64

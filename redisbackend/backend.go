@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/raterlimiter/raterlimiter/internal/bounds"
 	"github.com/raterlimiter/raterlimiter/internal/check"
 	"log/slog"
 	"net"
@@ -90,7 +91,7 @@ func New(cfg Config) (*Backend, error) {
 		cfg.MaxQueued = defaultMaxQueued
 	}
 	if cfg.MaxIDBytes <= 0 {
-		cfg.MaxIDBytes = rl.DefaultMaxIDBytes
+		cfg.MaxIDBytes = bounds.DefaultMaxIDBytes
 	}
 	if cfg.Fail > rl.FailLocal {
 		return nil, fmt.Errorf("redisbackend: unknown fail mode %d", cfg.Fail)

@@ -3,6 +3,7 @@ package redisbackend_test
 import (
 	"context"
 	"encoding/base64"
+	"github.com/raterlimiter/raterlimiter/internal/bounds"
 	"github.com/raterlimiter/raterlimiter/internal/check"
 	"strconv"
 	"sync"
@@ -91,11 +92,11 @@ func clusterRequests(prefix string, n int) []rl.Request {
 		a := check.Algos[i%len(check.Algos)]
 		limit := int64(1_000_000)
 		if a == rl.Log {
-			limit = rl.MaxLogLimit
+			limit = bounds.MaxLogLimit
 		}
-		rs[i] = rl.Request{ID: prefix + strconv.Itoa(i), Scale: rl.MaxScale, Limit: limit, Hits: 1, Algo: a}
+		rs[i] = rl.Request{ID: prefix + strconv.Itoa(i), Scale: bounds.MaxScale, Limit: limit, Hits: 1, Algo: a}
 		if a == rl.Leaky {
-			rs[i].Queue = rl.MaxQueue // every hit waits its turn: none refused
+			rs[i].Queue = bounds.MaxQueue // every hit waits its turn: none refused
 		}
 	}
 	return rs

@@ -99,7 +99,7 @@ type Config struct {
 	// call that the cache of denials answered without Redis.
 	OnLocalDenials func(n int)
 	// MaxIDBytes is the longest id accepted. Default
-	// raterlimiter.DefaultMaxIDBytes.
+	// 1024.
 	MaxIDBytes int
 	// OnCall, if set, is called after every call to Redis with the operation
 	// ("check", "check_batch", "buckets", "reset", "ping"), how long it took

@@ -5,6 +5,7 @@ import (
 	"crypto/sha1"
 	"encoding/hex"
 	"fmt"
+	"github.com/raterlimiter/raterlimiter/internal/bounds"
 	"os"
 	"regexp"
 	"slices"
@@ -145,8 +146,8 @@ func BenchmarkRedisCost(b *testing.B) {
 		{"sliding-cold", []string{"evalsha"}, cold(backend("sc", redisbackend.Config{}), rl.Sliding, 1e9)},
 		{"token", []string{"evalsha"}, checks(backend("t", redisbackend.Config{}), rl.Token, 1e9)},
 		{"token-cold", []string{"evalsha"}, cold(backend("tc", redisbackend.Config{}), rl.Token, 1e9)},
-		{"log", []string{"evalsha"}, checks(backend("l", redisbackend.Config{}), rl.Log, rl.MaxLogLimit)},
-		{"log-cold", []string{"evalsha"}, cold(backend("lc", redisbackend.Config{}), rl.Log, rl.MaxLogLimit)},
+		{"log", []string{"evalsha"}, checks(backend("l", redisbackend.Config{}), rl.Log, bounds.MaxLogLimit)},
+		{"log-cold", []string{"evalsha"}, cold(backend("lc", redisbackend.Config{}), rl.Log, bounds.MaxLogLimit)},
 		{"slices", []string{"evalsha"}, checks(backend("n", redisbackend.Config{}), rl.Slices, 1e9)},
 		{"slices-cold", []string{"evalsha"}, cold(backend("nc", redisbackend.Config{}), rl.Slices, 1e9)},
 		{"leaky", []string{"evalsha"}, checks(backend("k", redisbackend.Config{}), rl.Leaky, 1e9)},
@@ -154,7 +155,7 @@ func BenchmarkRedisCost(b *testing.B) {
 		{"fixed-deadlines", []string{"evalsha"}, checks(backend("fd", redisbackend.Config{Deadlines: true}), rl.Fixed, 1e9)},
 		{"sliding-deadlines", []string{"evalsha"}, checks(backend("sd", redisbackend.Config{Deadlines: true}), rl.Sliding, 1e9)},
 		{"token-deadlines", []string{"evalsha"}, checks(backend("td", redisbackend.Config{Deadlines: true}), rl.Token, 1e9)},
-		{"log-deadlines", []string{"evalsha"}, checks(backend("ld", redisbackend.Config{Deadlines: true}), rl.Log, rl.MaxLogLimit)},
+		{"log-deadlines", []string{"evalsha"}, checks(backend("ld", redisbackend.Config{Deadlines: true}), rl.Log, bounds.MaxLogLimit)},
 		{"slices-deadlines", []string{"evalsha"}, checks(backend("nd", redisbackend.Config{Deadlines: true}), rl.Slices, 1e9)},
 		{"leaky-deadlines", []string{"evalsha"}, checks(backend("kd", redisbackend.Config{Deadlines: true}), rl.Leaky, 1e9)},
 	}

@@ -3,6 +3,7 @@ package redisbackend_test
 import (
 	"context"
 	"fmt"
+	"github.com/raterlimiter/raterlimiter/internal/bounds"
 	"github.com/raterlimiter/raterlimiter/internal/check"
 	"runtime"
 	"strconv"
@@ -330,7 +331,7 @@ func TestClusterMasterDown(t *testing.T) {
 	ctx := context.Background()
 	rs := make([]rl.Request, 60)
 	for i := range rs {
-		rs[i] = rl.Request{ID: "node-down-" + strconv.Itoa(i), Scale: rl.MaxScale, Limit: 10, Hits: 1}
+		rs[i] = rl.Request{ID: "node-down-" + strconv.Itoa(i), Scale: bounds.MaxScale, Limit: 10, Hits: 1}
 	}
 	ds, err := b.CheckRates(ctx, rs)
 	require.NoError(t, err)

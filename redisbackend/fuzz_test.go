@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"errors"
+	"github.com/raterlimiter/raterlimiter/internal/bounds"
 	"github.com/raterlimiter/raterlimiter/internal/check"
 	"github.com/raterlimiter/raterlimiter/internal/ms"
 	"strings"
@@ -87,7 +88,7 @@ func FuzzParseField(f *testing.F) {
 		}
 		assert.Positive(t, scale)
 		if a == rl.Slices {
-			assert.True(t, sub >= rl.MinSlices && sub <= rl.MaxSlices, "slice count %d", sub)
+			assert.True(t, sub >= bounds.MinSlices && sub <= bounds.MaxSlices, "slice count %d", sub)
 		} else {
 			assert.Zero(t, sub)
 		}

@@ -2,6 +2,7 @@ package redisbackend
 
 import (
 	"context"
+	"github.com/raterlimiter/raterlimiter/internal/bounds"
 	"math/bits"
 	"math/rand/v2"
 	"strconv"
@@ -45,8 +46,8 @@ func TestGCRAScriptWritesWhatAlgoWrites(t *testing.T) {
 			// S/L = 100 for the first limit: a denial's retry lands on
 			// whole milliseconds of exact products.
 			scale := pick(ms.MaxScale, ms.MaxScale-1, 1<<30+rnd.Int64N(ms.MaxScale-1<<30))
-			limits := []int64{pick(3_153_600_000, rl.MaxLimit, rl.MaxLimit-1, 1<<20+rnd.Int64N(rl.MaxLimit-1<<20)),
-				pick(rl.MaxLimit, 7, 1+rnd.Int64N(rl.MaxLimit))}
+			limits := []int64{pick(3_153_600_000, bounds.MaxLimit, bounds.MaxLimit-1, 1<<20+rnd.Int64N(bounds.MaxLimit-1<<20)),
+				pick(bounds.MaxLimit, 7, 1+rnd.Int64N(bounds.MaxLimit))}
 			if round%4 == 3 {
 				// Small numbers: the direct path, where a limit of 1 puts
 				// the check 1 ms before a retry one past the edge.
@@ -65,7 +66,7 @@ func TestGCRAScriptWritesWhatAlgoWrites(t *testing.T) {
 				r.Hits = pick(1, r.Limit, r.Limit/2+1, rnd.Int64N(r.Limit+1))
 				r.Peek = r.Hits == 0
 				if a == rl.Leaky {
-					r.Queue = pick(0, 1, rl.MaxQueue, rnd.Int64N(rl.MaxQueue+1))
+					r.Queue = pick(0, 1, bounds.MaxQueue, rnd.Int64N(bounds.MaxQueue+1))
 					r.Queue = min(r.Queue, int64(float64(ms.MaxScale)/float64(r.Scale)*float64(r.Limit)))
 					for r.Validate(0) != nil {
 						r.Queue /= 2

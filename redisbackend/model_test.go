@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/base64"
+	"github.com/raterlimiter/raterlimiter/internal/bounds"
 	"github.com/raterlimiter/raterlimiter/internal/check"
 	"math/rand/v2"
 	"slices"
@@ -95,7 +96,7 @@ func randomProfile(rnd *rand.Rand) profile {
 	var p profile
 	for range 2 {
 		p.scales = append(p.scales, pick(1, 7, 1000, 60_000, ms.MaxScale, ms.MaxScale-1, 1+rnd.Int64N(ms.MaxScale)))
-		p.limits = append(p.limits, pick(0, 1, 3, 10, 1000, rl.MaxLimit, rl.MaxLimit-1, 1+rnd.Int64N(rl.MaxLimit)))
+		p.limits = append(p.limits, pick(0, 1, 3, 10, 1000, bounds.MaxLimit, bounds.MaxLimit-1, 1+rnd.Int64N(bounds.MaxLimit)))
 	}
 	return p
 }
@@ -111,12 +112,12 @@ func (p profile) randomRequest(rnd *rand.Rand) ms.Request {
 	}
 	switch r.Algo {
 	case rl.Log:
-		r.Limit = min(r.Limit, rl.MaxLogLimit)
+		r.Limit = min(r.Limit, bounds.MaxLogLimit)
 	case rl.Slices:
 		r.Slices = []int64{0, 2, 7, 600}[rnd.IntN(4)]
 	case rl.Leaky:
 		// A queue that drains within ten years (the bound Validate keeps).
-		q := []int64{0, 1, 3, rl.MaxQueue, rnd.Int64N(rl.MaxQueue + 1)}[rnd.IntN(5)]
+		q := []int64{0, 1, 3, bounds.MaxQueue, rnd.Int64N(bounds.MaxQueue + 1)}[rnd.IntN(5)]
 		if r.Limit > 0 {
 			q = min(q, int64(float64(ms.MaxScale)/float64(r.Scale)*float64(r.Limit)))
 		}
@@ -134,9 +135,9 @@ func (p profile) randomRequest(rnd *rand.Rand) ms.Request {
 	case 1:
 		r.Hits = r.Limit
 	case 2:
-		r.Hits = min(r.Limit+1, rl.MaxHits)
+		r.Hits = min(r.Limit+1, bounds.MaxHits)
 	case 3:
-		r.Hits = rnd.Int64N(rl.MaxHits + 1)
+		r.Hits = rnd.Int64N(bounds.MaxHits + 1)
 	case 4, 5:
 		r.Hits = rnd.Int64N(r.Limit/2 + 1)
 	default:
@@ -264,7 +265,7 @@ func TestFixedCounterSaturates(t *testing.T) {
 			require.NoError(t, err)
 			defer b.Close()
 			tag := prefix + ":{" + base64.RawURLEncoding.EncodeToString([]byte("big")) + "}:"
-			start := int64(9223372036854775807 - rl.MaxHits - 1) // one MaxHits fits, the next overflows
+			start := int64(9223372036854775807 - bounds.MaxHits - 1) // one MaxHits fits, the next overflows
 			now := strconv.FormatInt(limitertest.T0.UnixMilli(), 10)
 			// The window's counter, and its index entry.
 			_, err = srv.Do("SET", tag+"f:1000:"+strconv.FormatInt(limitertest.T0.UnixMilli()/1000, 10), strconv.FormatInt(start, 10))
@@ -272,7 +273,7 @@ func TestFixedCounterSaturates(t *testing.T) {
 			_, err = srv.Do("HSET", tag+"i", "f:1000", now)
 			require.NoError(t, err)
 			rec := algo.Record{Count: start, Created: limitertest.T0.UnixMilli(), Modified: limitertest.T0.UnixMilli()}
-			r := ms.Request{ID: "big", Scale: 1000, Limit: rl.MaxLimit, Hits: rl.MaxHits}
+			r := ms.Request{ID: "big", Scale: 1000, Limit: bounds.MaxLimit, Hits: bounds.MaxHits}
 			for i := range 3 {
 				want, next, _ := algo.Fixed(rec, true, clock.Now().UnixMilli(), r)
 				rec = next

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"github.com/raterlimiter/raterlimiter/internal/bounds"
 	"github.com/raterlimiter/raterlimiter/internal/check"
 	"slices"
 	"strconv"
@@ -191,7 +192,7 @@ func parseField(f string) (a rl.Algo, scale, sub int64, ok bool) {
 		return 0, 0, 0, false
 	}
 	if hasSub {
-		if sub, err = strconv.ParseInt(subText, 10, 64); err != nil || sub < rl.MinSlices || sub > rl.MaxSlices {
+		if sub, err = strconv.ParseInt(subText, 10, 64); err != nil || sub < bounds.MinSlices || sub > bounds.MaxSlices {
 			return 0, 0, 0, false
 		}
 	}

@@ -2,6 +2,7 @@ package redisbackend_test
 
 import (
 	"context"
+	"github.com/raterlimiter/raterlimiter/internal/bounds"
 	"github.com/raterlimiter/raterlimiter/internal/check"
 	"sync"
 	"sync/atomic"
@@ -46,7 +47,7 @@ func TestTwoBackendsShareOneLimit(t *testing.T) {
 						// A ten-year window: no window starts, and GCRA
 						// refills one hit per 36 days, while the test runs.
 						id := target.name + "/" + name + "/" + time.Now().Format(time.RFC3339Nano)
-						r := rl.Request{ID: id, Scale: rl.MaxScale, Limit: limit, Hits: 1, Algo: a}
+						r := rl.Request{ID: id, Scale: bounds.MaxScale, Limit: limit, Hits: 1, Algo: a}
 						if a == rl.Leaky {
 							r.Queue = limit - 1 // the limit at once, all but one waiting
 						}

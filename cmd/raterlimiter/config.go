@@ -3,6 +3,7 @@ package main
 import (
 	"flag"
 	"fmt"
+	"github.com/raterlimiter/raterlimiter/internal/bounds"
 	"github.com/raterlimiter/raterlimiter/internal/defaults"
 	"io"
 	"net"
@@ -13,7 +14,6 @@ import (
 	"strings"
 	"time"
 
-	rl "github.com/raterlimiter/raterlimiter"
 	"github.com/raterlimiter/raterlimiter/api"
 	"github.com/raterlimiter/raterlimiter/internal/cli"
 	"github.com/raterlimiter/raterlimiter/redisbackend"
@@ -68,7 +68,7 @@ func (cfg *config) flags(fs *flag.FlagSet) {
 	fs.IntVar(&cfg.redisDenyCache, "redis-deny-cache", defaults.DenyCache, "how many ids' denials this sidecar keeps and answers itself, without Redis, until Redis would allow; 0 turns the cache off")
 	fs.DurationVar(&cfg.redisMaxScale, "redis-max-scale", defaultRedisMaxScale, "longest scale a check that names its own may choose on the Redis backend, where a record lives as long as its scale (a longer one is refused with 400; a policy's scale is the operator's and not bound); at most 87600h")
 	fs.StringVar(&cfg.adminToken, "admin-token", "", "bearer token /buckets requires; empty leaves /buckets open")
-	fs.IntVar(&cfg.maxIDBytes, "max-id-bytes", rl.DefaultMaxIDBytes, fmt.Sprintf("longest id accepted, in bytes (1 to %d)", maxIDBytesCap))
+	fs.IntVar(&cfg.maxIDBytes, "max-id-bytes", bounds.DefaultMaxIDBytes, fmt.Sprintf("longest id accepted, in bytes (1 to %d)", maxIDBytesCap))
 	fs.IntVar(&cfg.shards, "shards", 0, "actors the memory backend spreads ids over; 0 means half the CPUs, at least one")
 	fs.IntVar(&cfg.maxBuckets, "max-buckets", defaults.MaxBuckets, "most live bucket records (memory backend); past it a new record evicts an expired or else the least recently modified one; 0 means no bound")
 	fs.Int64Var(&cfg.maxBucketBytes, "max-bucket-bytes", defaults.MaxBucketBytes, "most bytes of live bucket records (memory backend): each counts 48 bytes and its id's, so long ids meet it before -max-buckets; past it a new record evicts as past -max-buckets; 0 means no bound")
@@ -206,7 +206,7 @@ func (cfg *config) check() error {
 		return bad("-redis-timeout must not be negative")
 	case cfg.redisDenyCache < 0:
 		return bad("-redis-deny-cache must not be negative")
-	case cfg.redisMaxScale < time.Millisecond || cfg.redisMaxScale > rl.MaxScale:
+	case cfg.redisMaxScale < time.Millisecond || cfg.redisMaxScale > bounds.MaxScale:
 		return bad("-redis-max-scale must be from 1ms to 87600h (10 years), not %v", cfg.redisMaxScale)
 	case cfg.timeout <= 0:
 		return bad("-timeout must be positive")

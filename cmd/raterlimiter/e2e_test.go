@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/raterlimiter/raterlimiter/internal/bounds"
 	"io"
 	"net"
 	"net/http"
@@ -25,7 +26,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	rl "github.com/raterlimiter/raterlimiter"
 	"github.com/raterlimiter/raterlimiter/internal/ms"
 	"github.com/raterlimiter/raterlimiter/internal/tooltest"
 )
@@ -231,16 +231,16 @@ func TestE2EInputBounds(t *testing.T) {
 		{"id one byte past", check{id: pastMax, scale: "1000", limit: "1"}, 400, "id"},
 		{"scale 1", check{id: "s", scale: "1", limit: "1"}, 200, ""},
 		{"scale 0", check{id: "s", scale: "0", limit: "1"}, 400, "scale"},
-		{"scale max", check{id: "s", scale: i64(rl.MaxScale.Milliseconds()), limit: "1"}, 200, ""},
-		{"scale max+1", check{id: "s", scale: i64(rl.MaxScale.Milliseconds() + 1), limit: "1"}, 400, "scale"},
+		{"scale max", check{id: "s", scale: i64(bounds.MaxScale.Milliseconds()), limit: "1"}, 200, ""},
+		{"scale max+1", check{id: "s", scale: i64(bounds.MaxScale.Milliseconds() + 1), limit: "1"}, 400, "scale"},
 		{"limit 0 denies", check{id: "l", scale: "1000", limit: "0"}, 429, ""},
 		{"limit -1", check{id: "l", scale: "1000", limit: "-1"}, 400, "limit"},
-		{"limit max", check{id: "lm", scale: "1000", limit: i64(rl.MaxLimit)}, 200, ""},
-		{"limit max+1", check{id: "l", scale: "1000", limit: i64(rl.MaxLimit + 1)}, 400, "limit"},
+		{"limit max", check{id: "lm", scale: "1000", limit: i64(bounds.MaxLimit)}, 200, ""},
+		{"limit max+1", check{id: "l", scale: "1000", limit: i64(bounds.MaxLimit + 1)}, 400, "limit"},
 		{"hits 0 peeks", check{id: "h", scale: "1000", limit: "0", hits: "0"}, 200, ""},
 		{"hits -1", check{id: "h", scale: "1000", limit: "1", hits: "-1"}, 400, "hits"},
-		{"hits max", check{id: "hm", scale: "1000", limit: i64(rl.MaxLimit), hits: i64(rl.MaxHits)}, 200, ""},
-		{"hits max+1", check{id: "h", scale: "1000", limit: i64(rl.MaxLimit), hits: i64(rl.MaxHits + 1)}, 400, "hits"},
+		{"hits max", check{id: "hm", scale: "1000", limit: i64(bounds.MaxLimit), hits: i64(bounds.MaxHits)}, 200, ""},
+		{"hits max+1", check{id: "h", scale: "1000", limit: i64(bounds.MaxLimit), hits: i64(bounds.MaxHits + 1)}, 400, "hits"},
 		{"algo fixed", check{id: "af", scale: "1000", limit: "1", algo: "fixed"}, 200, ""},
 		{"algo sliding", check{id: "as", scale: "1000", limit: "1", algo: "sliding"}, 200, ""},
 		{"algo token", check{id: "at", scale: "1000", limit: "1", algo: "token"}, 200, ""},

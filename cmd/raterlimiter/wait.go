@@ -2,9 +2,9 @@ package main
 
 import (
 	"flag"
+	"github.com/raterlimiter/raterlimiter/internal/bounds"
 	"time"
 
-	rl "github.com/raterlimiter/raterlimiter"
 	"github.com/raterlimiter/raterlimiter/api"
 	"github.com/raterlimiter/raterlimiter/internal/cli"
 )
@@ -24,7 +24,7 @@ func (w *waitFlags) register(fs *flag.FlagSet) {
 }
 
 func (w *waitFlags) validate() error {
-	if w.maxWait < time.Millisecond || w.maxWait > rl.MaxScale {
+	if w.maxWait < time.Millisecond || w.maxWait > bounds.MaxScale {
 		return cli.Usagef("-max-wait must be from 1ms to ten years, not %v", w.maxWait)
 	}
 	if w.maxHeld < 1 || w.maxHeldPerClient < 1 {

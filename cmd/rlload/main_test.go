@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"flag"
+	"github.com/raterlimiter/raterlimiter/internal/bounds"
 	"net"
 	"regexp"
 	"strconv"
@@ -285,7 +286,7 @@ func TestExitStatus(t *testing.T) {
 // error, and every call rlload made is one the server answered.
 func TestAgainstRLS(t *testing.T) {
 	clock := limitertest.NewClock(limitertest.T0) // one window for the whole run
-	lim := memory.New(memory.Config{Clock: clock.Now, SweepInterval: -1, MaxIDBytes: rl.DefaultMaxIDBytes + policy.IDOverhead})
+	lim := memory.New(memory.Config{Clock: clock.Now, SweepInterval: -1, MaxIDBytes: bounds.DefaultMaxIDBytes + policy.IDOverhead})
 	t.Cleanup(func() { lim.Close() })
 	cfg0, err := rls.Parse("bench.yaml", []byte("domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: hour, requests_per_unit: 5}\n"))
 	require.NoError(t, err)

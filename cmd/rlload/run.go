@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"github.com/raterlimiter/raterlimiter/internal/bounds"
 	"github.com/raterlimiter/raterlimiter/internal/defaults"
 	"io"
 	"log/slog"
@@ -124,7 +125,7 @@ func (cfg *config) parse(args []string, stderr io.Writer) error {
 	if err != nil {
 		return cli.Usagef("-algo: %v", err)
 	}
-	if err := cfg.request("user-0", a).Validate(rl.DefaultMaxIDBytes); err != nil {
+	if err := cfg.request("user-0", a).Validate(bounds.DefaultMaxIDBytes); err != nil {
 		return cli.Usagef("%v", err)
 	}
 	return nil

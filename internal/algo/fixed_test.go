@@ -1,6 +1,7 @@
 package algo
 
 import (
+	"github.com/raterlimiter/raterlimiter/internal/bounds"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -40,8 +41,8 @@ func TestFixed(t *testing.T) {
 		{"peek of a fresh id", Record{}, false, t0, r(2, 0),
 			ms.Decision{Allowed: true, Count: 0, Limit: 2, Remaining: 2, ResetMS: 1000, Now: t0},
 			Record{0, t0, 0}, false},
-		{"count saturates", Record{1<<63 - 2, t0, t0}, true, t0, r(rl.MaxLimit, rl.MaxHits),
-			ms.Decision{Count: 1<<63 - 1, Limit: rl.MaxLimit, ResetMS: 1000, RetryAfterMS: 1000, Now: t0},
+		{"count saturates", Record{1<<63 - 2, t0, t0}, true, t0, r(bounds.MaxLimit, bounds.MaxHits),
+			ms.Decision{Count: 1<<63 - 1, Limit: bounds.MaxLimit, ResetMS: 1000, RetryAfterMS: 1000, Now: t0},
 			Record{1<<63 - 1, t0, t0}, true},
 	}
 	for _, tt := range tests {

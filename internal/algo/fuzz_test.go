@@ -1,6 +1,7 @@
 package algo_test
 
 import (
+	"github.com/raterlimiter/raterlimiter/internal/bounds"
 	"math/big"
 	"testing"
 
@@ -46,13 +47,13 @@ func checkRetry(t *testing.T, s *sim, now int64, r ms.Request, d ms.Decision) {
 func FuzzSliding(f *testing.F) {
 	f.Add(int64(10), int64(2), int64(250), int64(1000), int64(10), int64(1))
 	f.Add(int64(3), int64(0), int64(0), int64(1000), int64(3), int64(1))
-	f.Add(rl.MaxLimit, int64(0), int64(1), ms.MaxScale, rl.MaxLimit, rl.MaxHits)
-	f.Add(int64(0), rl.MaxLimit, int64(0), int64(1), rl.MaxLimit, int64(1))
+	f.Add(bounds.MaxLimit, int64(0), int64(1), ms.MaxScale, bounds.MaxLimit, bounds.MaxHits)
+	f.Add(int64(0), bounds.MaxLimit, int64(0), int64(1), bounds.MaxLimit, int64(1))
 	f.Fuzz(func(t *testing.T, p, c, e, scale, limit, hits int64) {
 		scale = within(scale, 1, ms.MaxScale)
-		limit = within(limit, 0, rl.MaxLimit)
-		hits = within(hits, 0, rl.MaxHits)
-		p, c = within(p, 0, rl.MaxLimit), within(c, 0, rl.MaxLimit)
+		limit = within(limit, 0, bounds.MaxLimit)
+		hits = within(hits, 0, bounds.MaxHits)
+		p, c = within(p, 0, bounds.MaxLimit), within(c, 0, bounds.MaxLimit)
 		b := algo.Bucket(t0, scale)
 		e = within(e, 0, scale-1)
 		now := b*scale + e
@@ -81,13 +82,13 @@ func FuzzToken(f *testing.F) {
 	f.Add(int64(1000), int64(0), int64(10), int64(1000), int64(10), int64(1))
 	f.Add(int64(666), int64(2), int64(3), int64(1000), int64(3), int64(2))
 	f.Add(int64(0), int64(2), int64(3), int64(1000), int64(3), int64(3))
-	f.Add(ms.MaxScale, int64(0), rl.MaxLimit, ms.MaxScale, rl.MaxLimit, int64(1))
+	f.Add(ms.MaxScale, int64(0), bounds.MaxLimit, ms.MaxScale, bounds.MaxLimit, int64(1))
 	f.Add(int64(400), int64(1), int64(3), int64(1000), int64(0), int64(1))
 	f.Fuzz(func(t *testing.T, ahead, num, den, scale, limit, hits int64) {
 		scale = within(scale, 1, ms.MaxScale)
-		limit = within(limit, 0, rl.MaxLimit)
-		hits = within(hits, 0, rl.MaxHits)
-		den = within(den, 1, rl.MaxLimit)
+		limit = within(limit, 0, bounds.MaxLimit)
+		hits = within(hits, 0, bounds.MaxHits)
+		den = within(den, 1, bounds.MaxLimit)
 		num = within(num, 0, den-1)
 		ahead = within(ahead, -scale, scale) // a TAT from the past up to full use
 		now := int64(t0)
@@ -114,13 +115,13 @@ func FuzzToken(f *testing.F) {
 func FuzzSlices(f *testing.F) {
 	f.Add(int64(3_600_000), int64(10), int64(1), int64(60), int64(30_000), []byte{4, 0, 0, 3, 0, 2})
 	f.Add(int64(1000), int64(3), int64(3), int64(2), int64(0), []byte{1, 1, 1})
-	f.Add(ms.MaxScale, rl.MaxLimit, rl.MaxHits, int64(600), int64(-1), []byte{255, 255})
+	f.Add(ms.MaxScale, bounds.MaxLimit, bounds.MaxHits, int64(600), int64(-1), []byte{255, 255})
 	f.Add(int64(1), int64(0), int64(0), int64(600), int64(0), []byte{})
 	f.Fuzz(func(t *testing.T, scale, limit, hits, n, e int64, counts []byte) {
 		scale = within(scale, 1, ms.MaxScale)
-		limit = within(limit, 0, rl.MaxLimit)
-		hits = within(hits, 0, rl.MaxHits)
-		n = within(n, rl.MinSlices, rl.MaxSlices)
+		limit = within(limit, 0, bounds.MaxLimit)
+		hits = within(hits, 0, bounds.MaxHits)
+		n = within(n, bounds.MinSlices, bounds.MaxSlices)
 		r := ms.Request{ID: "u", Scale: scale, Limit: limit, Hits: hits, Algo: rl.Slices, Slices: n}
 		w := algo.SliceWidth(scale, n)
 		k := algo.Bucket(t0, w)
@@ -181,15 +182,15 @@ func FuzzLeaky(f *testing.F) {
 	f.Add(int64(0), int64(0), int64(5), int64(1000), int64(5), int64(1), int64(3), int64(0))
 	f.Add(int64(600), int64(0), int64(5), int64(1000), int64(5), int64(1), int64(3), int64(0))
 	f.Add(int64(666), int64(2), int64(3), int64(1000), int64(3), int64(1), int64(2), int64(600))
-	f.Add(ms.MaxScale, int64(0), rl.MaxLimit, ms.MaxScale, rl.MaxLimit, int64(1), rl.MaxQueue, ms.MaxScale)
+	f.Add(ms.MaxScale, int64(0), bounds.MaxLimit, ms.MaxScale, bounds.MaxLimit, int64(1), bounds.MaxQueue, ms.MaxScale)
 	f.Add(int64(400), int64(1), int64(3), int64(1000), int64(0), int64(1), int64(0), int64(0))
 	f.Fuzz(func(t *testing.T, ahead, num, den, scale, limit, hits, queue, maxDelay int64) {
 		scale = within(scale, 1, ms.MaxScale)
-		limit = within(limit, 0, rl.MaxLimit)
-		hits = within(hits, 0, rl.MaxHits)
-		queue = within(queue, 0, rl.MaxQueue)
+		limit = within(limit, 0, bounds.MaxLimit)
+		hits = within(hits, 0, bounds.MaxHits)
+		queue = within(queue, 0, bounds.MaxQueue)
 		maxDelay = within(maxDelay, 0, ms.MaxScale)
-		den = within(den, 1, rl.MaxLimit)
+		den = within(den, 1, bounds.MaxLimit)
 		num = within(num, 0, den-1)
 		ahead = within(ahead, -scale, min(scale*(queue+2), 1<<50))
 		now := int64(t0)

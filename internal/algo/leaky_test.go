@@ -2,6 +2,7 @@ package algo_test
 
 import (
 	"fmt"
+	"github.com/raterlimiter/raterlimiter/internal/bounds"
 	"math/big"
 	"testing"
 
@@ -85,8 +86,8 @@ func TestLeakyEdges(t *testing.T) {
 		{"a peek of limit 0", leakyReq(1000, 0, 0, 3), ms.Decision{Allowed: true}},
 		{"hits above the limit never pass", leakyReq(1000, 3, 4, 100), ms.Decision{Limit: 3, Remaining: 3, RetryAfterMS: 1}},
 		{"hits up to the limit pass at once", leakyReq(1000, 3, 3, 0), ms.Decision{Allowed: true, Count: 3, Limit: 3, ResetMS: 1000}},
-		{"the largest bounds", leakyReq(ms.MaxScale, rl.MaxLimit, rl.MaxHits, rl.MaxQueue),
-			ms.Decision{Allowed: true, Count: rl.MaxLimit, Limit: rl.MaxLimit, ResetMS: ms.MaxScale}},
+		{"the largest bounds", leakyReq(ms.MaxScale, bounds.MaxLimit, bounds.MaxHits, bounds.MaxQueue),
+			ms.Decision{Allowed: true, Count: bounds.MaxLimit, Limit: bounds.MaxLimit, ResetMS: ms.MaxScale}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -3,14 +3,14 @@ package algo
 import (
 	"encoding/binary"
 	"errors"
+	"github.com/raterlimiter/raterlimiter/internal/bounds"
 
-	rl "github.com/raterlimiter/raterlimiter"
 	"github.com/raterlimiter/raterlimiter/internal/ms"
 )
 
 // MaxLogLimit is the largest limit the sliding window log accepts: the log
 // keeps one entry per allowed hit at worst, so the limit bounds its memory.
-const MaxLogLimit = rl.MaxLogLimit
+const MaxLogLimit = bounds.MaxLogLimit
 
 // Log is the sliding window log of one id and scale: every allowed hit of
 // the last scale milliseconds with the millisecond it was allowed at, oldest

@@ -2,6 +2,7 @@ package algo_test
 
 import (
 	"flag"
+	"github.com/raterlimiter/raterlimiter/internal/bounds"
 	"math/rand/v2"
 	"testing"
 
@@ -33,9 +34,9 @@ type shape struct {
 
 func randShape(rng *rand.Rand) shape {
 	scales := []int64{1, 2, 7, 100, 1000, 60_000, 1 + rng.Int64N(5000), ms.MaxScale}
-	limits := []int64{0, 1, 2, 3, 7, 10, 1 + rng.Int64N(100), 1000, rl.MaxLimit}
+	limits := []int64{0, 1, 2, 3, 7, 10, 1 + rng.Int64N(100), 1000, bounds.MaxLimit}
 	slices := []int64{0, 2, 3, 10, 60, 2 + rng.Int64N(599), 600}
-	queues := []int64{0, 1, 3, rng.Int64N(100), rl.MaxQueue}
+	queues := []int64{0, 1, 3, rng.Int64N(100), bounds.MaxQueue}
 	return shape{scales[rng.IntN(len(scales))], limits[rng.IntN(len(limits))],
 		slices[rng.IntN(len(slices))], queues[rng.IntN(len(queues))]}
 }
@@ -50,7 +51,7 @@ func randHits(rng *rand.Rand, limit int64) int64 {
 	case n == 6:
 		return limit + 1
 	default:
-		return 1 + rng.Int64N(max(1, min(limit, rl.MaxHits)))
+		return 1 + rng.Int64N(max(1, min(limit, bounds.MaxHits)))
 	}
 }
 
@@ -131,7 +132,7 @@ func TestPropertyRemainingIsExact(t *testing.T) {
 					r.Hits = d.Remaining
 					assert.True(t, s.clone().check(now, r).Allowed, "remaining %d hits pass: %+v", d.Remaining, d)
 				}
-				if d.Remaining < rl.MaxHits {
+				if d.Remaining < bounds.MaxHits {
 					r := peek
 					r.Hits = d.Remaining + 1
 					assert.False(t, s.clone().check(now, r).Allowed, "remaining+1 hits fail: %+v", d)

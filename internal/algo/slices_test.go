@@ -2,6 +2,7 @@ package algo_test
 
 import (
 	"fmt"
+	"github.com/raterlimiter/raterlimiter/internal/bounds"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -33,7 +34,7 @@ func TestSliceWidth(t *testing.T) {
 }
 
 func TestSlicesRecordRoundTrip(t *testing.T) {
-	for _, tt := range []struct{ n, hits int64 }{{2, 0}, {60, 1}, {600, rl.MaxLimit}} {
+	for _, tt := range []struct{ n, hits int64 }{{2, 0}, {60, 1}, {600, bounds.MaxLimit}} {
 		rec := algo.SlicesRecord(tt.n, tt.hits, t0, t0+5)
 		n, hits := algo.SlicesOfRecord(rec)
 		assert.Equal(t, tt.n, n)

@@ -1,6 +1,7 @@
 package algo_test
 
 import (
+	"github.com/raterlimiter/raterlimiter/internal/bounds"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -26,7 +27,7 @@ func dec(allowed bool, count, limit, reset, retry int64) ms.Decision {
 }
 
 func TestSliding(t *testing.T) {
-	const maxS, maxL = ms.MaxScale, rl.MaxLimit
+	const maxS, maxL = ms.MaxScale, bounds.MaxLimit
 	bigStart := algo.Bucket(t0, maxS) * maxS
 	tests := []struct {
 		name      string
@@ -90,9 +91,9 @@ func TestSliding(t *testing.T) {
 			prev: &algo.Record{Count: maxL, Created: bigStart - 1}, now: t0, req: sreq(maxS, maxL, 1),
 			want: dec(true, 2617074911, maxL, 192159960000, 0), wantCount: 1},
 		{name: "bounds: the largest hits wait for the whole window",
-			prev: &algo.Record{Count: maxL, Created: bigStart - 1}, now: t0, req: sreq(maxS, maxL, rl.MaxHits),
+			prev: &algo.Record{Count: maxL, Created: bigStart - 1}, now: t0, req: sreq(maxS, maxL, bounds.MaxHits),
 			want: dec(false, 2617074910, maxL, 192159960000, 192159960000)},
-		{name: "bounds: scale 1", now: t0, req: sreq(1, maxL, rl.MaxHits),
+		{name: "bounds: scale 1", now: t0, req: sreq(1, maxL, bounds.MaxHits),
 			want: dec(true, maxL, maxL, 1, 0), wantCount: maxL},
 	}
 	for _, tc := range tests {

@@ -1,6 +1,7 @@
 package algo_test
 
 import (
+	"github.com/raterlimiter/raterlimiter/internal/bounds"
 	"math/big"
 	"testing"
 
@@ -21,7 +22,7 @@ func tat(ms, num, den int64) *algo.Record {
 }
 
 func TestToken(t *testing.T) {
-	const maxS, maxL = ms.MaxScale, rl.MaxLimit
+	const maxS, maxL = ms.MaxScale, bounds.MaxLimit
 	tests := []struct {
 		name    string
 		st      *algo.Record // nil: absent
@@ -72,7 +73,7 @@ func TestToken(t *testing.T) {
 			want: dec(false, 0, 3, 0, 1)},
 		{name: "hits above the limit over a used bucket", st: tat(t0+500, 0, 10), now: t0, req: treq(1000, 10, 11),
 			want: dec(false, 5, 10, 500, 500)},
-		{name: "bounds: the largest scale, limit and hits", now: t0, req: treq(maxS, maxL, rl.MaxHits),
+		{name: "bounds: the largest scale, limit and hits", now: t0, req: treq(maxS, maxL, bounds.MaxHits),
 			want: dec(true, maxL, maxL, maxS, 0), wantTAT: tat(t0+maxS, 0, maxL)},
 		{name: "bounds: one hit of the largest limit", st: tat(t0+maxS, 0, maxL), now: t0, req: treq(maxS, maxL, 1),
 			// the interval is 315360000000/4294967295 = 73.4... ms

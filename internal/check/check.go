@@ -6,6 +6,7 @@ package check
 
 import (
 	"context"
+	"github.com/raterlimiter/raterlimiter/internal/bounds"
 	"strconv"
 	"strings"
 	"time"
@@ -36,7 +37,7 @@ func Batch(rs []rl.Request, maxIDBytes int) error {
 
 // errResetScale refuses a negative scale in a reset.
 var errResetScale = &rl.FieldError{Field: "scale", Rule: "must be 0 (every scale) or an integer from 1 to " +
-	strconv.FormatInt(rl.MaxScale.Milliseconds(), 10)}
+	strconv.FormatInt(bounds.MaxScale.Milliseconds(), 10)}
 
 // Reset checks the arguments of an admin Reset: an id within the bounds,
 // and a scale of 0 (every scale) or within the bounds.
@@ -50,13 +51,13 @@ func Reset(id string, scale time.Duration, maxIDBytes int) error {
 // OutOfBounds returns the error rl.Request.Validate gives when field
 // ("id", "scale", "limit", "hits", "algo", "slices", "queue" or
 // "max_delay_ms") is out of its bounds; for "id", too long for maxIDBytes
-// (rl.DefaultMaxIDBytes when maxIDBytes <= 0). A parser that cannot read a
+// (bounds.DefaultMaxIDBytes when maxIDBytes <= 0). A parser that cannot read a
 // value as its field's type (a sign, a fraction, an overflow) refuses it
 // in the same words. The error must not be modified; an unknown field
 // gives nil.
 func OutOfBounds(field string, maxIDBytes int) *rl.FieldError {
 	if maxIDBytes <= 0 {
-		maxIDBytes = rl.DefaultMaxIDBytes
+		maxIDBytes = bounds.DefaultMaxIDBytes
 	}
 	// A request valid but in field: Validate's own error for it.
 	r := rl.Request{ID: "x", Scale: time.Second}
@@ -111,7 +112,7 @@ func Wait(ctx context.Context, c rl.Checker, r rl.Request) (rl.Decision, error) 
 		if left < time.Millisecond {
 			return rl.Decision{}, rl.ErrDeadlineTooClose
 		}
-		left = min(left, rl.MaxScale)
+		left = min(left, bounds.MaxScale)
 		if r.MaxDelay == 0 || r.MaxDelay > left {
 			r.MaxDelay = left
 		}

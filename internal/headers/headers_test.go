@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/raterlimiter/raterlimiter/internal/bounds"
 	"github.com/raterlimiter/raterlimiter/internal/check"
 	"math/rand/v2"
 	"net/http"
@@ -127,8 +128,8 @@ func TestSet(t *testing.T) {
 		},
 		{
 			name: "largest bounds",
-			r:    rl.Request{ID: "u1", Scale: rl.MaxScale, Limit: rl.MaxLimit, Hits: 1},
-			d:    rl.Decision{Allowed: true, Count: 1, Limit: rl.MaxLimit, Remaining: rl.MaxLimit - 1, Reset: rl.MaxScale, Now: time.UnixMilli(1_700_000_000_000)},
+			r:    rl.Request{ID: "u1", Scale: bounds.MaxScale, Limit: bounds.MaxLimit, Hits: 1},
+			d:    rl.Decision{Allowed: true, Count: 1, Limit: bounds.MaxLimit, Remaining: bounds.MaxLimit - 1, Reset: bounds.MaxScale, Now: time.UnixMilli(1_700_000_000_000)},
 			want: map[string]string{
 				"RateLimit-Policy":      `"default";q=4294967295;w=315360000`,
 				"RateLimit":             `"default";r=4294967294;t=315360000`,

@@ -9,6 +9,7 @@
 package ms
 
 import (
+	"github.com/raterlimiter/raterlimiter/internal/bounds"
 	"time"
 
 	rl "github.com/raterlimiter/raterlimiter"
@@ -55,10 +56,10 @@ func (r Request) Counted() Request {
 	return r
 }
 
-// SlicesOrDefault returns r.Slices, or rl.DefaultSlices when it is 0.
+// SlicesOrDefault returns r.Slices, or bounds.DefaultSlices when it is 0.
 func (r Request) SlicesOrDefault() int64 {
 	if r.Slices == 0 {
-		return rl.DefaultSlices
+		return bounds.DefaultSlices
 	}
 	return r.Slices
 }
@@ -166,8 +167,8 @@ func Clock(clock func() time.Time) func() int64 {
 	return func() int64 { return clock().UnixMilli() }
 }
 
-// MaxScale is rl.MaxScale in milliseconds: ten years.
-const MaxScale = int64(rl.MaxScale / time.Millisecond)
+// MaxScale is bounds.MaxScale in milliseconds: ten years.
+const MaxScale = int64(bounds.MaxScale / time.Millisecond)
 
 // Now reads the system's clock in Unix milliseconds.
 func Now() int64 { return time.Now().UnixMilli() }

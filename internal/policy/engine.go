@@ -12,6 +12,7 @@ package policy
 import (
 	"context"
 	"errors"
+	"github.com/raterlimiter/raterlimiter/internal/bounds"
 	"strconv"
 
 	rl "github.com/raterlimiter/raterlimiter"
@@ -151,7 +152,7 @@ type Engine struct {
 	Limiter rl.Limiter
 	// MaxKeyBytes is the longest key accepted; a longer one is refused with
 	// ErrKeyTooLong, never cut short (a cut key would be someone else's).
-	// Default raterlimiter.DefaultMaxIDBytes.
+	// Default bounds.DefaultMaxIDBytes.
 	MaxKeyBytes int
 	// MaxWaitMS bounds the delay of a rule that waits (Rule.Wait): its
 	// requests carry it as raterlimiter.Request.MaxDelayMS, so a longer
@@ -166,7 +167,7 @@ type Engine struct {
 func (e *Engine) Decide(ctx context.Context, checks []Check, out []Result) ([]Result, error) {
 	maxKey := e.MaxKeyBytes
 	if maxKey <= 0 {
-		maxKey = rl.DefaultMaxIDBytes
+		maxKey = bounds.DefaultMaxIDBytes
 	}
 	base := len(out)
 	var reqs []rl.Request

@@ -3,6 +3,7 @@ package policy
 import (
 	"errors"
 	"fmt"
+	"github.com/raterlimiter/raterlimiter/internal/bounds"
 	"os"
 	"strconv"
 	"strings"
@@ -247,9 +248,9 @@ func (p *parser) policy(n *yaml.Node) (Policy, error) {
 	if limN == nil {
 		return pol, p.errf(n, "%s: limit is required", in)
 	}
-	maxLimit := rl.MaxLimit
+	maxLimit := bounds.MaxLimit
 	if pol.Algo == rl.Log {
-		maxLimit = rl.MaxLogLimit
+		maxLimit = bounds.MaxLogLimit
 	}
 	if pol.Limit, err = p.integer(limN, in+": limit", 0, maxLimit); err != nil {
 		return pol, err
@@ -263,7 +264,7 @@ func (p *parser) policy(n *yaml.Node) (Policy, error) {
 	}
 	pol.Hits = 1
 	if h := fs["hits"]; h != nil {
-		if pol.Hits, err = p.integer(h, in+": hits", 1, rl.MaxHits); err != nil {
+		if pol.Hits, err = p.integer(h, in+": hits", 1, bounds.MaxHits); err != nil {
 			return pol, err
 		}
 	}

@@ -2,6 +2,7 @@ package policy_test
 
 import (
 	"errors"
+	"github.com/raterlimiter/raterlimiter/internal/bounds"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -79,7 +80,7 @@ func TestParseEveryField(t *testing.T) {
 	pair := f.Lookup("pair")
 	assert.Equal(t, []policy.KeySource{{Kind: policy.KeyIP}, {Kind: policy.KeyHeader, Header: "X-User"}}, pair.Key)
 	assert.Equal(t, rl.Log, pair.Algo)
-	assert.Equal(t, rl.MaxScale.Milliseconds(), pair.Scale)
+	assert.Equal(t, bounds.MaxScale.Milliseconds(), pair.Scale)
 	assert.Equal(t, policy.MissingSkip, pair.MissingKey.Action)
 	assert.Nil(t, f.Lookup("nope"))
 }

@@ -2,6 +2,7 @@ package policy
 
 import (
 	"errors"
+	"github.com/raterlimiter/raterlimiter/internal/bounds"
 	"github.com/raterlimiter/raterlimiter/internal/check"
 	"strings"
 
@@ -31,7 +32,7 @@ func (p *parser) shaping(fs map[string]*yaml.Node, in string, pol *Policy) error
 		if pol.Algo != rl.Slices {
 			return p.errf(sn, "%s: slices is for algo: slices", in)
 		}
-		if pol.Slices, err = p.integer(sn, in+": slices", rl.MinSlices, rl.MaxSlices); err != nil {
+		if pol.Slices, err = p.integer(sn, in+": slices", bounds.MinSlices, bounds.MaxSlices); err != nil {
 			return err
 		}
 	}
@@ -39,7 +40,7 @@ func (p *parser) shaping(fs map[string]*yaml.Node, in string, pol *Policy) error
 		if pol.Algo != rl.Leaky {
 			return p.errf(qn, "%s: queue is for algo: leaky", in)
 		}
-		if pol.Queue, err = p.integer(qn, in+": queue", 0, rl.MaxQueue); err != nil {
+		if pol.Queue, err = p.integer(qn, in+": queue", 0, bounds.MaxQueue); err != nil {
 			return err
 		}
 		// The queue must drain within ten years at every limit the policy

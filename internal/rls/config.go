@@ -14,6 +14,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/raterlimiter/raterlimiter/internal/bounds"
 	"os"
 	"path/filepath"
 	"slices"
@@ -405,7 +406,7 @@ func (l *loader) rule(n *yaml.Node, domain, path string, shadow bool) (*Rule, er
 	}
 	// An absent requests_per_unit is 0, as envoyproxy/ratelimit reads it:
 	// every hit is over the limit.
-	rpu, err := l.count(fs, "requests_per_unit", "rate_limit: requests_per_unit", rl.MaxLimit)
+	rpu, err := l.count(fs, "requests_per_unit", "rate_limit: requests_per_unit", bounds.MaxLimit)
 	if err != nil {
 		return nil, err
 	}

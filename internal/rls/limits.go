@@ -93,7 +93,7 @@ type Limits struct {
 	// DefaultArrivingBudget; negative: no bound.
 	ArrivingBudget int64
 	// MaxRequestBytes bounds one request message. Default
-	// MaxRequestBytes(DefaultMaxDescriptors, raterlimiter.DefaultMaxIDBytes).
+	// MaxRequestBytes(DefaultMaxDescriptors, bounds.DefaultMaxIDBytes).
 	MaxRequestBytes int
 	// ReceiveTimeout bounds the time a request takes to arrive; a call
 	// past it ends with DeadlineExceeded and its bytes are dropped. Default

@@ -13,6 +13,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/raterlimiter/raterlimiter/internal/bounds"
 	"math"
 	"os"
 	"os/exec"
@@ -27,7 +28,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	rl "github.com/raterlimiter/raterlimiter"
 	"github.com/raterlimiter/raterlimiter/internal/policy"
 	"github.com/raterlimiter/raterlimiter/limitertest"
 	"github.com/raterlimiter/raterlimiter/memory"
@@ -434,7 +434,7 @@ descriptors:
 			}
 			require.NoError(t, err)
 			clock := limitertest.NewClock(limitertest.T0)
-			lim := memory.New(memory.Config{Clock: clock.Now, SweepInterval: -1, MaxIDBytes: rl.DefaultMaxIDBytes + policy.IDOverhead})
+			lim := memory.New(memory.Config{Clock: clock.Now, SweepInterval: -1, MaxIDBytes: bounds.DefaultMaxIDBytes + policy.IDOverhead})
 			t.Cleanup(func() { lim.Close() })
 			s := New(Options{Limiter: lim, Config: c})
 			for i, st := range tc.steps {

@@ -2,6 +2,7 @@ package rls
 
 import (
 	"context"
+	"github.com/raterlimiter/raterlimiter/internal/bounds"
 	"testing"
 
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
@@ -11,7 +12,6 @@ import (
 	"github.com/stretchr/testify/require"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
-	rl "github.com/raterlimiter/raterlimiter"
 	"github.com/raterlimiter/raterlimiter/internal/policy"
 	"github.com/raterlimiter/raterlimiter/limitertest"
 	"github.com/raterlimiter/raterlimiter/memory"
@@ -33,7 +33,7 @@ func quotaServer(t *testing.T, opts Options) *Server {
 	c, err := Parse("quota.yaml", []byte(quotaConfig))
 	require.NoError(t, err)
 	clock := limitertest.NewClock(limitertest.T0)
-	lim := memory.New(memory.Config{Clock: clock.Now, SweepInterval: -1, MaxIDBytes: rl.DefaultMaxIDBytes + policy.IDOverhead})
+	lim := memory.New(memory.Config{Clock: clock.Now, SweepInterval: -1, MaxIDBytes: bounds.DefaultMaxIDBytes + policy.IDOverhead})
 	t.Cleanup(func() { lim.Close() })
 	opts.Limiter, opts.Config = lim, c
 	return New(opts)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"github.com/raterlimiter/raterlimiter/internal/bounds"
 	"log/slog"
 	"math"
 	"strings"
@@ -47,7 +48,7 @@ type Options struct {
 	Load func() (*Config, error)
 	// MaxKeyBytes bounds a descriptor's entries, keys and values together
 	// (a longer one is refused, never cut). Default
-	// raterlimiter.DefaultMaxIDBytes.
+	// bounds.DefaultMaxIDBytes.
 	MaxKeyBytes int
 	// MaxDescriptors and MaxEntries bound a request. Defaults
 	// DefaultMaxDescriptors and DefaultMaxEntries.
@@ -95,7 +96,7 @@ func New(opts Options) *Server {
 		panic("rls: Options.Limiter is nil")
 	}
 	if opts.MaxKeyBytes <= 0 {
-		opts.MaxKeyBytes = rl.DefaultMaxIDBytes
+		opts.MaxKeyBytes = bounds.DefaultMaxIDBytes
 	}
 	if opts.MaxDescriptors <= 0 {
 		opts.MaxDescriptors = DefaultMaxDescriptors
@@ -331,8 +332,8 @@ func (s *Server) validate(req *rlspb.RateLimitRequest) error {
 		return status.Error(codes.InvalidArgument, "rls: the request has no descriptors")
 	case len(req.Descriptors) > s.maxDescriptors:
 		return status.Errorf(codes.InvalidArgument, "rls: %d descriptors; at most %d", len(req.Descriptors), s.maxDescriptors)
-	case uint64(req.HitsAddend) > uint64(rl.MaxHits):
-		return status.Errorf(codes.InvalidArgument, "rls: hits_addend %d; at most %d", req.HitsAddend, rl.MaxHits)
+	case uint64(req.HitsAddend) > uint64(bounds.MaxHits):
+		return status.Errorf(codes.InvalidArgument, "rls: hits_addend %d; at most %d", req.HitsAddend, bounds.MaxHits)
 	}
 	for i, d := range req.Descriptors {
 		if d == nil || len(d.Entries) == 0 {
@@ -346,8 +347,8 @@ func (s *Server) validate(req *rlspb.RateLimitRequest) error {
 				return status.Errorf(codes.InvalidArgument, "rls: descriptor %d, entry %d: the key must not be empty", i, j)
 			}
 		}
-		if d.HitsAddend != nil && d.HitsAddend.Value > uint64(rl.MaxHits) {
-			return status.Errorf(codes.InvalidArgument, "rls: descriptor %d: hits_addend %d; at most %d", i, d.HitsAddend.Value, rl.MaxHits)
+		if d.HitsAddend != nil && d.HitsAddend.Value > uint64(bounds.MaxHits) {
+			return status.Errorf(codes.InvalidArgument, "rls: descriptor %d: hits_addend %d; at most %d", i, d.HitsAddend.Value, bounds.MaxHits)
 		}
 		if d.Limit != nil {
 			if _, ok := unitMillis[rlspb.RateLimitResponse_RateLimit_Unit(d.Limit.Unit)]; !ok {

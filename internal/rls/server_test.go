@@ -2,6 +2,7 @@ package rls
 
 import (
 	"context"
+	"github.com/raterlimiter/raterlimiter/internal/bounds"
 	"testing"
 	"time"
 
@@ -14,7 +15,6 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	rl "github.com/raterlimiter/raterlimiter"
 	"github.com/raterlimiter/raterlimiter/internal/policy"
 	"github.com/raterlimiter/raterlimiter/limitertest"
 	"github.com/raterlimiter/raterlimiter/memory"
@@ -23,7 +23,7 @@ import (
 func newServer(t testing.TB) (*Server, *limitertest.Clock) {
 	t.Helper()
 	clock := limitertest.NewClock(limitertest.T0)
-	lim := memory.New(memory.Config{Clock: clock.Now, SweepInterval: -1, MaxIDBytes: rl.DefaultMaxIDBytes + policy.IDOverhead})
+	lim := memory.New(memory.Config{Clock: clock.Now, SweepInterval: -1, MaxIDBytes: bounds.DefaultMaxIDBytes + policy.IDOverhead})
 	t.Cleanup(func() { lim.Close() })
 	c, err := Load("testdata/compat")
 	require.NoError(t, err)

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"github.com/raterlimiter/raterlimiter/internal/bounds"
 	"github.com/raterlimiter/raterlimiter/internal/check"
 	"github.com/raterlimiter/raterlimiter/internal/memstore"
 	"hash/crc32"
@@ -26,7 +27,7 @@ var ErrCorrupt = errors.New("snapshot: corrupt or foreign file")
 const Version = 3
 
 // maxLogBytes bounds a Log record's entries in a file: a log holds at most
-// raterlimiter.MaxLogLimit hits, a few bytes each.
+// bounds.MaxLogLimit hits, a few bytes each.
 const maxLogBytes = 1 << 20
 
 const (
@@ -82,7 +83,7 @@ func appendHeader(b []byte, base int64) []byte {
 }
 
 // add encodes one record. id must be 1 to memstore.MaxIDBytes bytes, scale 1
-// to rl.MaxScale and a valid: the store guarantees it. logData is a Log
+// to bounds.MaxScale and a valid: the store guarantees it. logData is a Log
 // record's marshalled entries, written after its times with their length.
 func (e *encoder) add(id string, scale int64, a rl.Algo, r algo.Record, logData []byte) {
 	shared := 0
@@ -298,7 +299,7 @@ func implausible(r Record, written int64) string {
 		switch {
 		case st.Count < 0:
 			return fmt.Sprintf("a negative count (%d)", st.Count)
-		case r.Algo == rl.Sliding && st.Count > rl.MaxLimit:
+		case r.Algo == rl.Sliding && st.Count > bounds.MaxLimit:
 			return fmt.Sprintf("a sliding count (%d) above any limit", st.Count)
 		case st.Modified < st.Created:
 			return "changed before it was created"
@@ -324,7 +325,7 @@ func implausible(r Record, written int64) string {
 		}
 	case rl.Slices:
 		switch n := uint64(st.Count) >> 32; {
-		case n < uint64(rl.MinSlices) || n > uint64(rl.MaxSlices):
+		case n < uint64(bounds.MinSlices) || n > uint64(bounds.MaxSlices):
 			return fmt.Sprintf("a slice count (%d) out of 2 to 600", n)
 		case st.Modified < st.Created:
 			return "changed before it was created"

@@ -3,6 +3,7 @@ package snapshot
 import (
 	"bytes"
 	"encoding/binary"
+	"github.com/raterlimiter/raterlimiter/internal/bounds"
 	"hash/crc32"
 	"testing"
 
@@ -40,7 +41,7 @@ func TestRecordsValidatedByMeaning(t *testing.T) {
 	}{
 		{"a plausible record", []Record{ok}, ""},
 		{"a count of -1,000,000", []Record{with(func(r *Record) { r.State.Count = -1_000_000 })}, "negative count"},
-		{"a sliding count above any limit", []Record{with(func(r *Record) { r.Algo = rl.Sliding; r.State.Count = rl.MaxLimit + 1 })}, "above any limit"},
+		{"a sliding count above any limit", []Record{with(func(r *Record) { r.Algo = rl.Sliding; r.State.Count = bounds.MaxLimit + 1 })}, "above any limit"},
 		{"a record five windows in the future", []Record{with(func(r *Record) {
 			r.Scale = 3_600_000
 			r.State.Created, r.State.Modified = written+5*3_600_000, written+5*3_600_000

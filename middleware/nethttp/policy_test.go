@@ -1,6 +1,7 @@
 package nethttp_test
 
 import (
+	"github.com/raterlimiter/raterlimiter/internal/bounds"
 	"testing"
 	"time"
 
@@ -20,7 +21,7 @@ import (
 // TestByPolicyName checks each request by the sidecar's own policy: the
 // sidecar's limit, window and name, not the application's.
 func TestByPolicyName(t *testing.T) {
-	behind := memory.New(memory.Config{Clock: clock, SweepInterval: -1, MaxIDBytes: rl.DefaultMaxIDBytes + rlpolicy.IDOverhead})
+	behind := memory.New(memory.Config{Clock: clock, SweepInterval: -1, MaxIDBytes: bounds.DefaultMaxIDBytes + rlpolicy.IDOverhead})
 	t.Cleanup(func() { behind.Close() })
 	f, err := rlpolicy.Parse("p.yaml", []byte("policies:\n  - {name: pages, key: ip, limit: 2, scale: 30s}\n"))
 	require.NoError(t, err)

@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/raterlimiter/raterlimiter/internal/bounds"
 	"net/netip"
 	"strconv"
 	"strings"
@@ -65,7 +66,7 @@ func New(cfg middleware.Config) (*Core, error) {
 	if cfg.MaxWait <= 0 {
 		cfg.MaxWait = DefaultMaxWait
 	}
-	c.maxWait = min(max(cfg.MaxWait.Truncate(time.Millisecond), time.Millisecond), rl.MaxScale)
+	c.maxWait = min(max(cfg.MaxWait.Truncate(time.Millisecond), time.Millisecond), bounds.MaxScale)
 	if cfg.PolicyName != "" {
 		pc, ok := cfg.Limiter.(rl.PolicyChecker)
 		if !ok {
