@@ -15,6 +15,7 @@ import (
 	"crypto/sha256"
 	"fmt"
 	"github.com/raterlimiter/raterlimiter/internal/bounds"
+	"github.com/raterlimiter/raterlimiter/internal/defaults"
 	"log/slog"
 	"net"
 	"net/netip"
@@ -32,35 +33,35 @@ import (
 
 // Defaults of Config's zero fields.
 const (
-	// DefaultTimeout is Config.Timeout's default: the wait for the
+	// defaultTimeout is Config.Timeout's default: the wait for the
 	// limiter's answer.
-	DefaultTimeout = time.Second
-	// DefaultMaxBatch is Config.MaxBatch's default: the most checks in one
+	defaultTimeout = defaults.Timeout
+	// defaultMaxBatch is Config.MaxBatch's default: the most checks in one
 	// POST /check_rates.
-	DefaultMaxBatch = 1000
-	// DefaultReadTimeout is Config.ReadTimeout's default: reading one
+	defaultMaxBatch = defaults.MaxBatch
+	// defaultReadTimeout is Config.ReadTimeout's default: reading one
 	// request.
-	DefaultReadTimeout = 10 * time.Second
-	// DefaultWriteTimeout is Config.WriteTimeout's default: writing one
+	defaultReadTimeout = defaults.ReadTimeout
+	// defaultWriteTimeout is Config.WriteTimeout's default: writing one
 	// response.
-	DefaultWriteTimeout = 10 * time.Second
-	// DefaultIdleTimeout is Config.IdleTimeout's default: a keep-alive
+	defaultWriteTimeout = defaults.WriteTimeout
+	// defaultIdleTimeout is Config.IdleTimeout's default: a keep-alive
 	// connection's idle time.
-	DefaultIdleTimeout = 60 * time.Second
-	// DefaultConcurrency is Config.Concurrency's default: the connections
+	defaultIdleTimeout = defaults.IdleTimeout
+	// defaultConcurrency is Config.Concurrency's default: the connections
 	// served at once.
-	DefaultConcurrency = 16384
+	defaultConcurrency = defaults.Concurrency
 	// maxDefaultBodyBytes caps the default MaxBodyBytes: room for a full
 	// batch of ordinary ids, but not the 131 MB a batch of 1,000 ids of
 	// 64 KiB would claim; such a batch is refused with 413.
 	maxDefaultBodyBytes = 16 << 20
-	// DefaultReadBufferSize bounds a request's line and headers: enough
+	// defaultReadBufferSize bounds a request's line and headers: enough
 	// for what nginx passes to /auth, every header its default
 	// large_client_header_buffers (4 × 8 KiB) accepts from a client and
 	// those it sets itself, so that a client's big headers are read and
 	// decided, never an error nginx turns into a 500; and for an id of
 	// DefaultMaxIDBytes bytes, each percent-encoded.
-	DefaultReadBufferSize = 48 << 10
+	defaultReadBufferSize = defaults.ReadBufferSize
 	// concurrencySlack is how far above Concurrency fasthttp's own bound
 	// sits (see New).
 	concurrencySlack = 64
@@ -89,12 +90,12 @@ type Config struct {
 	// Limiter answers the checks.
 	Limiter rl.Limiter
 	// Timeout bounds the wait for the limiter's answer; past it the request
-	// gets 503. Default DefaultTimeout. A check waits at most Timeout plus a
+	// gets 503. Default defaultTimeout. A check waits at most Timeout plus a
 	// tenth (deadlines are shared by the requests of a tenth of Timeout, so
 	// none pays for a timer of its own).
 	Timeout time.Duration
 	// MaxBatch is the most checks one POST /check_rates may carry; more get
-	// 413. Default DefaultMaxBatch.
+	// 413. Default defaultMaxBatch.
 	MaxBatch int
 	// MaxIDBytes is the longest id accepted, which must not exceed the
 	// limiter's own. Default bounds.DefaultMaxIDBytes.
@@ -113,8 +114,8 @@ type Config struct {
 
 	// ReadTimeout, WriteTimeout and IdleTimeout bound slow clients: reading
 	// one request, writing one response, and a keep-alive connection's idle
-	// time. Defaults DefaultReadTimeout, DefaultWriteTimeout,
-	// DefaultIdleTimeout.
+	// time. Defaults defaultReadTimeout, defaultWriteTimeout,
+	// defaultIdleTimeout.
 	ReadTimeout, WriteTimeout, IdleTimeout time.Duration
 	// MaxBodyBytes is the largest request body; larger ones get 413.
 	// Default: room for a batch of MaxBatch checks with ids of MaxIDBytes
@@ -122,11 +123,11 @@ type Config struct {
 	MaxBodyBytes int
 	// ReadBufferSize bounds the request line and headers together; larger
 	// ones get 431 (an /auth request is denied instead). Default:
-	// DefaultReadBufferSize, or more when MaxIDBytes needs it.
+	// defaultReadBufferSize, or more when MaxIDBytes needs it.
 	ReadBufferSize int
 	// Concurrency is the most connections served at once; beyond it a new
 	// connection gets 503 with Retry-After: 1 and is closed. Default
-	// DefaultConcurrency.
+	// defaultConcurrency.
 	Concurrency int
 
 	// Policies, if set, are the server-side policies of gateway mode, for
@@ -163,7 +164,7 @@ type Config struct {
 	// listeners given to Serve.
 	ConnLimits ConnLimits
 	// BucketsPage is the records one GET /buckets answers without a limit.
-	// Default DefaultBucketsPage.
+	// Default defaultBucketsPage.
 	BucketsPage int
 	// Stale, if set, tells /healthz what is stale ("" when nothing is): a
 	// snapshot that has not been written for too long. /healthz then still
@@ -174,7 +175,7 @@ type Config struct {
 	Dashboard DashboardConfig
 	// MaxWait bounds how long an answer is held for its delay (wait=1, a
 	// policy's wait: true); a longer delay is a 429 at once. Default
-	// DefaultMaxWait; at most raterlimiter.MaxDelayMS ms.
+	// defaultMaxWait; at most raterlimiter.MaxDelayMS ms.
 	MaxWait time.Duration
 	// MaxHeld bounds the answers held at once; MaxHeldPerClient those of
 	// one client address (as an ip key reads it: behind a trusted proxy,
@@ -182,7 +183,7 @@ type Config struct {
 	// either bound is denied at once if it would wait. Both are at most
 	// half of ConnLimits' bounds, PerIP and PerProxy: each held answer
 	// keeps one of the proxy's connections, which carry every other
-	// client too. Defaults DefaultMaxHeld, DefaultMaxHeldPerClient.
+	// client too. Defaults defaultMaxHeld, defaultMaxHeldPerClient.
 	MaxHeld, MaxHeldPerClient int
 }
 
@@ -246,10 +247,10 @@ func New(cfg Config) *Server {
 		panic("api: Config.Limiter is nil")
 	}
 	if cfg.Timeout <= 0 {
-		cfg.Timeout = DefaultTimeout
+		cfg.Timeout = defaultTimeout
 	}
 	if cfg.MaxBatch <= 0 {
-		cfg.MaxBatch = DefaultMaxBatch
+		cfg.MaxBatch = defaultMaxBatch
 	}
 	if cfg.MaxIDBytes <= 0 {
 		cfg.MaxIDBytes = bounds.DefaultMaxIDBytes
@@ -258,13 +259,13 @@ func New(cfg Config) *Server {
 		cfg.Logger = slog.Default()
 	}
 	if cfg.ReadTimeout <= 0 {
-		cfg.ReadTimeout = DefaultReadTimeout
+		cfg.ReadTimeout = defaultReadTimeout
 	}
 	if cfg.WriteTimeout <= 0 {
-		cfg.WriteTimeout = DefaultWriteTimeout
+		cfg.WriteTimeout = defaultWriteTimeout
 	}
 	if cfg.IdleTimeout <= 0 {
-		cfg.IdleTimeout = DefaultIdleTimeout
+		cfg.IdleTimeout = defaultIdleTimeout
 	}
 	if cfg.MaxBodyBytes <= 0 {
 		// An item is about 100 bytes of JSON around its id; an id may
@@ -272,10 +273,10 @@ func New(cfg Config) *Server {
 		cfg.MaxBodyBytes = min(max(1<<20, cfg.MaxBatch*(2*cfg.MaxIDBytes+128)+1024), maxDefaultBodyBytes)
 	}
 	if cfg.ReadBufferSize <= 0 {
-		cfg.ReadBufferSize = max(DefaultReadBufferSize, 3*cfg.MaxIDBytes+4096)
+		cfg.ReadBufferSize = max(defaultReadBufferSize, 3*cfg.MaxIDBytes+4096)
 	}
 	if cfg.Concurrency <= 0 {
-		cfg.Concurrency = DefaultConcurrency
+		cfg.Concurrency = defaultConcurrency
 	}
 	switch cfg.AuthDenyStatus {
 	case 0:
@@ -304,18 +305,18 @@ func New(cfg Config) *Server {
 	s.admin, s.metricsPublic = cfg.Admin, cfg.MetricsPublic
 	s.connLimits = cfg.ConnLimits
 	s.stale = cfg.Stale
-	s.bucketsPage = cmp.Or(min(max(cfg.BucketsPage, 0), MaxBucketsPage), DefaultBucketsPage)
+	s.bucketsPage = cmp.Or(min(max(cfg.BucketsPage, 0), MaxBucketsPage), defaultBucketsPage)
 	if s.connLimits.PerIP == 0 {
-		s.connLimits.PerIP = DefaultMaxConnsPerIP
+		s.connLimits.PerIP = defaultMaxConnsPerIP
 	}
 	if s.connLimits.PerProxy == 0 {
-		s.connLimits.PerProxy = DefaultMaxConnsPerProxy
+		s.connLimits.PerProxy = defaultMaxConnsPerProxy
 	}
 	if s.connLimits.FirstByteTimeout <= 0 {
-		s.connLimits.FirstByteTimeout = DefaultFirstByteTimeout
+		s.connLimits.FirstByteTimeout = defaultFirstByteTimeout
 	}
 	if s.connLimits.BodyBudget == 0 {
-		s.connLimits.BodyBudget = DefaultBodyBudget
+		s.connLimits.BodyBudget = defaultBodyBudget
 	}
 	s.engine = policy.Engine{Limiter: cfg.Limiter, MaxKeyBytes: cfg.MaxIDBytes}
 	s.pmetrics = newPolicyMetrics(s.metrics.reg)
@@ -326,10 +327,10 @@ func New(cfg Config) *Server {
 	s.scratch.New = func() any { return &scratch{b: make([]byte, 0, 256)} }
 	s.deadlines = newDeadlines(cfg.Timeout)
 	if cfg.MaxWait <= 0 {
-		cfg.MaxWait = DefaultMaxWait
+		cfg.MaxWait = defaultMaxWait
 	}
 	s.maxWaitMS = min(max(cfg.MaxWait.Milliseconds(), 1), ms.MaxScale)
-	s.holds = holdSlots{most: cmp.Or(max(cfg.MaxHeld, 0), DefaultMaxHeld), perClient: cmp.Or(max(cfg.MaxHeldPerClient, 0), DefaultMaxHeldPerClient),
+	s.holds = holdSlots{most: cmp.Or(max(cfg.MaxHeld, 0), defaultMaxHeld), perClient: cmp.Or(max(cfg.MaxHeldPerClient, 0), defaultMaxHeldPerClient),
 		by: map[netip.Addr]int{}}
 	for _, conns := range []int{s.connLimits.PerIP, s.connLimits.PerProxy} {
 		if conns > 0 {

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/raterlimiter/raterlimiter/internal/bounds"
+	"github.com/raterlimiter/raterlimiter/internal/defaults"
 	"io"
 	"net"
 	"net/url"
@@ -520,7 +521,7 @@ func TestBoundsAtTheirEdges(t *testing.T) {
 func TestHostileRequestsGetJSONErrors(t *testing.T) {
 	h := newHarness(t, api.Config{MaxBodyBytes: 1024})
 	// A request line and headers beyond the read buffer: 431.
-	r := h.do(t, "GET", "/check_rate?id=a&scale=1000&limit=1", "", "", "X-Big", strings.Repeat("x", 3*api.DefaultReadBufferSize))
+	r := h.do(t, "GET", "/check_rate?id=a&scale=1000&limit=1", "", "", "X-Big", strings.Repeat("x", 3*defaults.ReadBufferSize))
 	assert.Equal(t, 431, r.status)
 	assert.Contains(t, r.body, `"error"`)
 	// A body beyond MaxBodyBytes: 413.

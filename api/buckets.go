@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
+	"github.com/raterlimiter/raterlimiter/internal/defaults"
 	"strconv"
 
 	"github.com/valyala/fasthttp"
@@ -14,9 +15,9 @@ import (
 
 // Pages of GET /buckets.
 const (
-	// DefaultBucketsPage is Config.BucketsPage's default: the records one
+	// defaultBucketsPage is Config.BucketsPage's default: the records one
 	// GET /buckets answers without a limit.
-	DefaultBucketsPage = 1000
+	defaultBucketsPage = defaults.BucketsPage
 	// MaxBucketsPage is the most records one GET /buckets answers, whatever
 	// its limit.
 	MaxBucketsPage = 10_000

@@ -3,6 +3,7 @@ package api
 import (
 	"bytes"
 	"errors"
+	"github.com/raterlimiter/raterlimiter/internal/defaults"
 	"net"
 	"net/netip"
 	"runtime"
@@ -19,20 +20,20 @@ import (
 
 // Defaults of ConnLimits' zero fields.
 const (
-	// DefaultMaxConnsPerIP is the most connections one client address may
-	// hold: a sixteenth of DefaultConcurrency, so one client cannot take
+	// defaultMaxConnsPerIP is the most connections one client address may
+	// hold: a sixteenth of defaultConcurrency, so one client cannot take
 	// the server from the others.
-	DefaultMaxConnsPerIP = 1024
-	// DefaultMaxConnsPerProxy is the most connections one trusted proxy
+	defaultMaxConnsPerIP = defaults.MaxConnsPerIP
+	// defaultMaxConnsPerProxy is the most connections one trusted proxy
 	// may hold: it carries many clients.
-	DefaultMaxConnsPerProxy = 8192
-	// DefaultFirstByteTimeout is how long a new connection may stay silent
+	defaultMaxConnsPerProxy = defaults.MaxConnsPerProxy
+	// defaultFirstByteTimeout is how long a new connection may stay silent
 	// before its first request begins.
-	DefaultFirstByteTimeout = 2 * time.Second
-	// DefaultBodyBudget bounds the request bytes read and not yet answered,
+	defaultFirstByteTimeout = defaults.FirstByteTimeout
+	// defaultBodyBudget bounds the request bytes read and not yet answered,
 	// over every connection: what clients that send bodies slowly, or never
 	// finish them, can make the server hold.
-	DefaultBodyBudget = 32 << 20
+	defaultBodyBudget = defaults.BodyBudget
 	// bodyAllowance is what every connection may hold unanswered whatever
 	// the budget: an ordinary request, so a full budget stops only the
 	// connections holding big bodies.
@@ -43,20 +44,20 @@ const (
 // means the defaults.
 type ConnLimits struct {
 	// PerIP is the most connections open at once from one address; more are
-	// refused at accept. Default DefaultMaxConnsPerIP; negative: no bound.
+	// refused at accept. Default defaultMaxConnsPerIP; negative: no bound.
 	PerIP int
 	// PerProxy replaces PerIP for the addresses of Proxies. Default
-	// DefaultMaxConnsPerProxy.
+	// defaultMaxConnsPerProxy.
 	PerProxy int
 	// Proxies are the trusted proxies (reverse proxies in gateway mode).
 	Proxies policy.Proxies
 	// FirstByteTimeout closes a connection that sends nothing this long
-	// after it was accepted. Default DefaultFirstByteTimeout.
+	// after it was accepted. Default defaultFirstByteTimeout.
 	FirstByteTimeout time.Duration
 	// BodyBudget bounds the bytes read from all connections and not yet
 	// answered. Past it, a connection holding more than 16 KiB of an
 	// unanswered request is closed, and a body announced bigger than that
-	// is refused with 503 before it is read. Default DefaultBodyBudget; negative:
+	// is refused with 503 before it is read. Default defaultBodyBudget; negative:
 	// no bound.
 	BodyBudget int64
 }

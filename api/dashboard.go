@@ -7,6 +7,7 @@ import (
 	"crypto/sha256"
 	_ "embed"
 	"encoding/hex"
+	"github.com/raterlimiter/raterlimiter/internal/defaults"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -64,12 +65,12 @@ type DashboardConfig struct {
 	// Interval is how often the rates are sampled, from the first Serve
 	// on, whether anyone looks or not: an operator who opens the page
 	// after an incident sees the minutes before it. Default
-	// DefaultDashboardInterval; negative: never in the background.
+	// defaultDashboardInterval; negative: never in the background.
 	Interval time.Duration
 }
 
-// DefaultDashboardInterval is how often the dashboard samples the rates.
-const DefaultDashboardInterval = time.Second
+// defaultDashboardInterval is how often the dashboard samples the rates.
+const defaultDashboardInterval = defaults.DashboardInterval
 
 // BackendState is the backend's health as the dashboard shows it.
 type BackendState struct {
@@ -122,7 +123,7 @@ func newDashboard(cfg DashboardConfig) *dashboard {
 		cfg.Now = time.Now
 	}
 	if cfg.Interval == 0 {
-		cfg.Interval = DefaultDashboardInterval
+		cfg.Interval = defaultDashboardInterval
 	}
 	d := &dashboard{cfg: cfg, stop: make(chan struct{}), old: newSketches()}
 	d.cur.Store(newSketches())

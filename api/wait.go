@@ -3,6 +3,7 @@ package api
 import (
 	"cmp"
 	"github.com/raterlimiter/raterlimiter/internal/bounds"
+	"github.com/raterlimiter/raterlimiter/internal/defaults"
 	"net/netip"
 	"strconv"
 	"sync"
@@ -14,18 +15,18 @@ import (
 	"github.com/raterlimiter/raterlimiter/internal/policy"
 )
 
-// DefaultMaxWait bounds how long the sidecar holds an answer (wait=1, a
+// defaultMaxWait bounds how long the sidecar holds an answer (wait=1, a
 // policy's wait: true) when Config.MaxWait is 0.
-const DefaultMaxWait = 10 * time.Second
+const defaultMaxWait = defaults.MaxWait
 
 // Defaults of the bounds on how many answers are held at once.
 const (
-	// DefaultMaxHeld is Config.MaxHeld's default: half of
-	// DefaultMaxConnsPerIP, the bound on a proxy's connections when it is
+	// defaultMaxHeld is Config.MaxHeld's default: half of
+	// defaultMaxConnsPerIP, the bound on a proxy's connections when it is
 	// not in -trusted-proxies.
-	DefaultMaxHeld = 512
-	// DefaultMaxHeldPerClient is Config.MaxHeldPerClient's default.
-	DefaultMaxHeldPerClient = 32
+	defaultMaxHeld = defaults.MaxHeld
+	// defaultMaxHeldPerClient is Config.MaxHeldPerClient's default.
+	defaultMaxHeldPerClient = defaults.MaxHeldPerClient
 )
 
 // holdSlots bounds the answers held at once, over the server and per

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"github.com/raterlimiter/raterlimiter/internal/bounds"
+	"github.com/raterlimiter/raterlimiter/internal/defaults"
 	"strconv"
 	"testing"
 	"time"
@@ -78,7 +79,7 @@ func TestSidecarErrors(t *testing.T) {
 	require.ErrorAs(t, err, &fe)
 	assert.Equal(t, "id", fe.Field)
 
-	tooMany := make([]rl.Request, api.DefaultMaxBatch+1)
+	tooMany := make([]rl.Request, defaults.MaxBatch+1)
 	for i := range tooMany {
 		tooMany[i] = rl.Request{ID: "a", Scale: time.Second, Limit: 1}
 	}

@@ -14,7 +14,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/raterlimiter/raterlimiter/api"
 	"github.com/raterlimiter/raterlimiter/internal/cli"
 	"github.com/raterlimiter/raterlimiter/redisbackend"
 )
@@ -73,8 +72,8 @@ func (cfg *config) flags(fs *flag.FlagSet) {
 	fs.IntVar(&cfg.maxBuckets, "max-buckets", defaults.MaxBuckets, "most live bucket records (memory backend); past it a new record evicts an expired or else the least recently modified one; 0 means no bound")
 	fs.Int64Var(&cfg.maxBucketBytes, "max-bucket-bytes", defaults.MaxBucketBytes, "most bytes of live bucket records (memory backend): each counts 48 bytes and its id's, so long ids meet it before -max-buckets; past it a new record evicts as past -max-buckets; 0 means no bound")
 	fs.IntVar(&cfg.maxScalesPerID, "max-scales-per-id", defaults.MaxScalesPerID, "most distinct scales one id may have records of (memory backend; with algo slices each slices count of a scale counts as one more); a check adding another is refused with 400; -1: no bound")
-	fs.DurationVar(&cfg.timeout, "timeout", api.DefaultTimeout, "longest wait for the backend's answer before 503")
-	fs.IntVar(&cfg.maxBatch, "max-batch", api.DefaultMaxBatch, "most checks in one POST /check_rates (more get 413)")
+	fs.DurationVar(&cfg.timeout, "timeout", defaults.Timeout, "longest wait for the backend's answer before 503")
+	fs.IntVar(&cfg.maxBatch, "max-batch", defaults.MaxBatch, "most checks in one POST /check_rates (more get 413)")
 	fs.DurationVar(&cfg.shutdownTimeout, "shutdown-timeout", 10*time.Second, "longest wait for requests in flight on SIGINT/SIGTERM")
 	fs.BoolVar(&cfg.version, "version", false, "print the version and exit")
 	cfg.snap.register(fs)

@@ -3,6 +3,7 @@ package main
 import (
 	"flag"
 	"fmt"
+	"github.com/raterlimiter/raterlimiter/internal/defaults"
 	"net"
 	"os"
 	"strings"
@@ -35,11 +36,11 @@ func (f *exposureFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.adminListen, "admin-listen", "", "serve the admin endpoints (/buckets, /reload, /metrics, /debug/pprof/) on this address instead of -listen; empty: on -listen when it is loopback or has an admin token, refused (403) otherwise")
 	fs.StringVar(&f.adminTokenFile, "admin-token-file", "", "read the admin token from this file (trailing newline dropped), so it is not seen in the process list; instead of -admin-token")
 	fs.BoolVar(&f.metricsPublic, "metrics-public", false, "serve /metrics on -listen even where the admin endpoints are refused or on -admin-listen")
-	fs.IntVar(&f.perIP, "max-conns-per-ip", api.DefaultMaxConnsPerIP, "most connections one client address may hold at once; more are answered 503 and closed at accept; -1: no bound")
-	fs.IntVar(&f.perProxy, "max-conns-per-proxy", api.DefaultMaxConnsPerProxy, "the same bound for the addresses of -trusted-proxies")
+	fs.IntVar(&f.perIP, "max-conns-per-ip", defaults.MaxConnsPerIP, "most connections one client address may hold at once; more are answered 503 and closed at accept; -1: no bound")
+	fs.IntVar(&f.perProxy, "max-conns-per-proxy", defaults.MaxConnsPerProxy, "the same bound for the addresses of -trusted-proxies")
 	fs.StringVar(&f.trustedProxies, "trusted-proxies", "", "addresses and networks of reverse proxies, comma-separated (10.0.0.0/8,::1), held to -max-conns-per-proxy")
-	fs.DurationVar(&f.firstByte, "first-byte-timeout", api.DefaultFirstByteTimeout, "close a new connection that sends nothing for this long (on -rls-listen: that has not sent its HTTP/2 preface)")
-	fs.Int64Var(&f.bodyBudget, "body-budget", api.DefaultBodyBudget, "bytes of requests read or admitted and not yet answered, over all connections: a body over 16 KiB that does not fit is refused (503), and past it a connection holding more than 16 KiB of a request is closed; -1: no bound")
+	fs.DurationVar(&f.firstByte, "first-byte-timeout", defaults.FirstByteTimeout, "close a new connection that sends nothing for this long (on -rls-listen: that has not sent its HTTP/2 preface)")
+	fs.Int64Var(&f.bodyBudget, "body-budget", defaults.BodyBudget, "bytes of requests read or admitted and not yet answered, over all connections: a body over 16 KiB that does not fit is refused (503), and past it a connection holding more than 16 KiB of a request is closed; -1: no bound")
 }
 
 func (f *exposureFlags) validate(token string) (policy.Proxies, error) {

@@ -11,6 +11,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/raterlimiter/raterlimiter/internal/defaults"
 	"github.com/raterlimiter/raterlimiter/internal/memstore"
 	"io"
 	"net"
@@ -280,7 +281,7 @@ func TestHostileClientsDoNotStopHealthyOnes(t *testing.T) {
 	}
 	before := healthy.Load()
 
-	big := strings.Repeat("x", 3*api.DefaultReadBufferSize)
+	big := strings.Repeat("x", 3*defaults.ReadBufferSize)
 	json := func(body string) string {
 		return fmt.Sprintf("POST /check_rate HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
 	}

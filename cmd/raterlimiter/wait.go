@@ -3,9 +3,9 @@ package main
 import (
 	"flag"
 	"github.com/raterlimiter/raterlimiter/internal/bounds"
+	"github.com/raterlimiter/raterlimiter/internal/defaults"
 	"time"
 
-	"github.com/raterlimiter/raterlimiter/api"
 	"github.com/raterlimiter/raterlimiter/internal/cli"
 )
 
@@ -18,9 +18,9 @@ type waitFlags struct {
 }
 
 func (w *waitFlags) register(fs *flag.FlagSet) {
-	fs.DurationVar(&w.maxWait, "max-wait", api.DefaultMaxWait, "longest an answer is held for its turn (wait=1, a policy's wait: true; algo leaky); a longer delay is a 429 at once that takes no place in the queue")
-	fs.IntVar(&w.maxHeld, "max-held", api.DefaultMaxHeld, "most answers held for their turn at once; at most half of -max-conns-per-ip and -max-conns-per-proxy (each keeps one of the proxy's connections); a check that would wait past it is denied at once, taking no place in the queue")
-	fs.IntVar(&w.maxHeldPerClient, "max-held-per-client", api.DefaultMaxHeldPerClient, "the same bound for one client address, as a policy's ip key reads it (behind a trusted proxy, the address the proxy forwards)")
+	fs.DurationVar(&w.maxWait, "max-wait", defaults.MaxWait, "longest an answer is held for its turn (wait=1, a policy's wait: true; algo leaky); a longer delay is a 429 at once that takes no place in the queue")
+	fs.IntVar(&w.maxHeld, "max-held", defaults.MaxHeld, "most answers held for their turn at once; at most half of -max-conns-per-ip and -max-conns-per-proxy (each keeps one of the proxy's connections); a check that would wait past it is denied at once, taking no place in the queue")
+	fs.IntVar(&w.maxHeldPerClient, "max-held-per-client", defaults.MaxHeldPerClient, "the same bound for one client address, as a policy's ip key reads it (behind a trusted proxy, the address the proxy forwards)")
 }
 
 func (w *waitFlags) validate() error {

@@ -48,3 +48,60 @@ const (
 	// (Config.DenyCache): a few hundred bytes each.
 	DenyCache = 65536
 )
+
+// The sidecar's HTTP server (api.Config).
+const (
+	// Timeout is Config.Timeout's default: the wait for the
+	// limiter's answer.
+	Timeout = time.Second
+	// MaxBatch is Config.MaxBatch's default: the most checks in one
+	// POST /check_rates.
+	MaxBatch = 1000
+	// ReadTimeout is Config.ReadTimeout's default: reading one
+	// request.
+	ReadTimeout = 10 * time.Second
+	// WriteTimeout is Config.WriteTimeout's default: writing one
+	// response.
+	WriteTimeout = 10 * time.Second
+	// IdleTimeout is Config.IdleTimeout's default: a keep-alive
+	// connection's idle time.
+	IdleTimeout = 60 * time.Second
+	// Concurrency is Config.Concurrency's default: the connections
+	// served at once.
+	Concurrency = 16384
+	// ReadBufferSize bounds a request's line and headers: enough
+	// for what nginx passes to /auth, every header its default
+	// large_client_header_buffers (4 × 8 KiB) accepts from a client and
+	// those it sets itself, so that a client's big headers are read and
+	// decided, never an error nginx turns into a 500; and for an id of
+	// 1024 bytes, each percent-encoded.
+	ReadBufferSize = 48 << 10
+	// BucketsPage is Config.BucketsPage's default: the records one
+	// GET /buckets answers without a limit.
+	BucketsPage = 1000
+	// MaxConnsPerIP is the most connections one client address may
+	// hold: a sixteenth of Concurrency, so one client cannot take
+	// the server from the others.
+	MaxConnsPerIP = 1024
+	// MaxConnsPerProxy is the most connections one trusted proxy
+	// may hold: it carries many clients.
+	MaxConnsPerProxy = 8192
+	// FirstByteTimeout is how long a new connection may stay silent
+	// before its first request begins.
+	FirstByteTimeout = 2 * time.Second
+	// BodyBudget bounds the request bytes read and not yet answered,
+	// over every connection: what clients that send bodies slowly, or never
+	// finish them, can make the server hold.
+	BodyBudget = 32 << 20
+	// DashboardInterval is how often the dashboard samples the rates.
+	DashboardInterval = time.Second
+	// MaxWait bounds how long the sidecar holds an answer (wait=1, a
+	// policy's wait: true) when Config.MaxWait is 0.
+	MaxWait = 10 * time.Second
+	// MaxHeld is Config.MaxHeld's default: half of
+	// DefaultMaxConnsPerIP, the bound on a proxy's connections when it is
+	// not in -trusted-proxies.
+	MaxHeld = 512
+	// MaxHeldPerClient is Config.MaxHeldPerClient's default.
+	MaxHeldPerClient = 32
+)
