@@ -62,15 +62,15 @@ const (
 	DefaultSweepBudget = 256
 )
 
-// ErrExpired is returned to a caller whose deadline passed while its
+// errExpired is returned to a caller whose deadline passed while its
 // message waited in the mailbox: the actor skipped it, so nothing was
 // counted. It matches raterlimiter.ErrUnavailable and
 // context.DeadlineExceeded.
-var ErrExpired = fmt.Errorf("actor: the deadline passed before the actor took the check; not counted: %w (%w)", rl.ErrUnavailable, context.DeadlineExceeded)
+var errExpired = fmt.Errorf("actor: the deadline passed before the actor took the check; not counted: %w (%w)", rl.ErrUnavailable, context.DeadlineExceeded)
 
-// ErrPanicked is returned to the caller whose message was being handled when
+// errPanicked is returned to the caller whose message was being handled when
 // the actor's goroutine panicked. The actor restarts with its store intact.
-var ErrPanicked = fmt.Errorf("actor: check aborted by a panic in the actor, which restarted: %w", rl.ErrUnavailable)
+var errPanicked = fmt.Errorf("actor: check aborted by a panic in the actor, which restarted: %w", rl.ErrUnavailable)
 
 // SweepStats reports a finished sweep.
 type SweepStats struct {
@@ -215,9 +215,9 @@ func New(cfg Config) *Actor {
 }
 
 // CheckRate decides r. It fails with ctx's error if ctx ends before the
-// actor took r, with ErrExpired if ctx's deadline had passed when the actor
-// came to it, with raterlimiter.ErrClosed after Close, and with ErrPanicked
-// if the actor panicked on it. After any error but ErrPanicked, r was not
+// actor took r, with errExpired if ctx's deadline had passed when the actor
+// came to it, with raterlimiter.ErrClosed after Close, and with errPanicked
+// if the actor panicked on it. After any error but errPanicked, r was not
 // counted: the actor skips messages whose caller is gone.
 func (a *Actor) CheckRate(ctx context.Context, r ms.Request) (ms.Decision, error) {
 	// A check the actor would deny until its window ends is answered here,
@@ -261,17 +261,17 @@ func (a *Actor) CheckRates(ctx context.Context, rs []ms.Request, out []ms.Decisi
 // own.
 func (a *Actor) Decide(ctx context.Context, rs []ms.Request) ([]ms.Decision, error) {
 	out := make([]ms.Decision, len(rs))
-	if err := a.DecideInto(ctx, rs, out); err != nil {
+	if err := a.decideInto(ctx, rs, out); err != nil {
 		return nil, err
 	}
 	return out, nil
 }
 
-// DecideInto is Decide writing the decisions into out, which must be as
+// decideInto is Decide writing the decisions into out, which must be as
 // long as rs. Both are handed over until it returns nil: after an error the
 // actor may still read rs and write out, so the caller must not touch
 // either again.
-func (a *Actor) DecideInto(ctx context.Context, rs []ms.Request, out []ms.Decision) error {
+func (a *Actor) decideInto(ctx context.Context, rs []ms.Request, out []ms.Decision) error {
 	if len(out) != len(rs) {
 		return fmt.Errorf("actor: %d requests but room for %d decisions", len(rs), len(out))
 	}
@@ -532,7 +532,7 @@ func (a *Actor) loop() (clean bool) {
 		if m := a.current; m != nil {
 			a.current = nil
 			a.batches = slices.DeleteFunc(a.batches, func(b *msg) bool { return b == m })
-			m.answer(result{err: ErrPanicked})
+			m.answer(result{err: errPanicked})
 		}
 		clean = false
 	}()
@@ -608,7 +608,7 @@ func (a *Actor) take(m *msg) bool {
 		}
 		if a.wallNS >= m.deadline {
 			if m.state.CompareAndSwap(queued, abandoned) {
-				m.answer(result{err: ErrExpired})
+				m.answer(result{err: errExpired})
 			}
 			return false
 		}

@@ -8,15 +8,15 @@ import (
 
 // Defaults for SteadyClock's tolerance and settle period.
 const (
-	// DefaultClockTolerance is how far the wall clock may drift from the
+	// defaultClockTolerance is how far the wall clock may drift from the
 	// steady clock before a difference counts as a jump: smaller differences
 	// are followed at once (forward by a step, backward by running at half
 	// speed), so the steady clock stays within it of the wall clock.
-	DefaultClockTolerance = time.Second
-	// DefaultClockSettle is how long a jump of the wall clock must last
+	defaultClockTolerance = time.Second
+	// defaultClockSettle is how long a jump of the wall clock must last
 	// before the steady clock follows it. A jump corrected sooner (a wrong
 	// NTP step, an operator's typo) is never seen by decisions.
-	DefaultClockSettle = time.Minute
+	defaultClockSettle = time.Minute
 )
 
 // SteadyClock is a clock in Unix milliseconds that advances with a monotonic
@@ -55,8 +55,8 @@ type SteadyClock struct {
 }
 
 // NewSteadyClock returns a steady clock that starts at wall() and advances
-// with mono. Zero tolerance and settle mean DefaultClockTolerance and
-// DefaultClockSettle. Nil wall and mono mean the system's clocks.
+// with mono. Zero tolerance and settle mean defaultClockTolerance and
+// defaultClockSettle. Nil wall and mono mean the system's clocks.
 func NewSteadyClock(wall func() int64, mono func() time.Duration, tolerance, settle time.Duration) *SteadyClock {
 	sys := wall == nil && mono == nil
 	start := time.Now()
@@ -67,10 +67,10 @@ func NewSteadyClock(wall func() int64, mono func() time.Duration, tolerance, set
 		mono = func() time.Duration { return time.Since(start) }
 	}
 	if tolerance <= 0 {
-		tolerance = DefaultClockTolerance
+		tolerance = defaultClockTolerance
 	}
 	if settle <= 0 {
-		settle = DefaultClockSettle
+		settle = defaultClockSettle
 	}
 	return &SteadyClock{
 		sys:       sys,

@@ -1,5 +1,11 @@
 package actor
 
+import (
+	"context"
+
+	"github.com/raterlimiter/raterlimiter/internal/ms"
+)
+
 // SetHook installs fn to run on the actor's goroutine before each message.
 // It must be called before the first message.
 func (a *Actor) SetHook(fn func(r any)) {
@@ -15,3 +21,16 @@ func (a *Actor) Denials() int {
 
 // MaxDenials is maxDenials, for tests.
 const MaxDenials = maxDenials
+
+// The actor's own errors and clock defaults, for tests.
+var (
+	ErrPanicked = errPanicked
+	ErrExpired  = errExpired
+)
+
+const DefaultClockTolerance = defaultClockTolerance
+
+// DecideInto is decideInto, for tests.
+func (a *Actor) DecideInto(ctx context.Context, rs []ms.Request, out []ms.Decision) error {
+	return a.decideInto(ctx, rs, out)
+}

@@ -23,7 +23,7 @@ func newCache(n int) cache {
 		return cache{}
 	}
 	if n == 0 {
-		n = DefaultCacheSlots
+		n = defaultCacheSlots
 	}
 	n = max(1<<bits.Len(uint(n-1)), minCacheSlots)
 	c := cache{max: n, seed: maphash.MakeSeed()}

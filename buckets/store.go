@@ -22,7 +22,7 @@ type Options struct {
 	// CacheSlots is the most slots of the direct-mapped cache of recently
 	// used records that spares hot ids a tree search. The cache starts small
 	// and doubles while it has fewer than four slots a record, up to this
-	// size (rounded up to a power of two). 0 means DefaultCacheSlots;
+	// size (rounded up to a power of two). 0 means defaultCacheSlots;
 	// negative disables the cache. A slot costs 8 bytes.
 	CacheSlots int
 	// MaxRecords bounds the store: a new record that would pass it first
@@ -55,9 +55,9 @@ var ErrTooManyScales = &rl.FieldError{Field: "scale", Rule: "this id already has
 // evictSamples is how many records an eviction looks at.
 const evictSamples = 8
 
-// DefaultCacheSlots is the cache's largest size when Options.CacheSlots is
+// defaultCacheSlots is the cache's largest size when Options.CacheSlots is
 // 0: 512 KiB.
-const DefaultCacheSlots = 1 << 16
+const defaultCacheSlots = 1 << 16
 
 // Store is an ordered set of bucket records. The zero Store is not usable;
 // make one with New. A Store is not safe for concurrent use.
@@ -181,8 +181,8 @@ func (s *Store) remove(p *rec) {
 // nil.
 func (s *Store) makeRoom(now int64, idLen int) *rec {
 	var old *rec
-	need := RecordBytes(idLen)
-	for s.tree.Len() > 0 && (s.max > 0 && s.load() >= s.max || s.maxBytes > 0 && s.Bytes()+need > s.maxBytes) {
+	need := recordBytes(idLen)
+	for s.tree.Len() > 0 && (s.max > 0 && s.load() >= s.max || s.maxBytes > 0 && s.bytesHeld()+need > s.maxBytes) {
 		old = s.evict(now)
 	}
 	return old
@@ -192,7 +192,7 @@ func (s *Store) makeRoom(now int64, idLen int) *rec {
 // grows in place can take it past, sparing keep: it stops rather than
 // evict it.
 func (s *Store) trim(now int64, keep *rec) {
-	for s.maxBytes > 0 && s.Bytes() > s.maxBytes && s.tree.Len() > 1 {
+	for s.maxBytes > 0 && s.bytesHeld() > s.maxBytes && s.tree.Len() > 1 {
 		if s.evict(now) == keep {
 			return
 		}
@@ -201,7 +201,7 @@ func (s *Store) trim(now int64, keep *rec) {
 
 // Bytes is the bytes of the store's records (RecordBytes each) and of its
 // logs' rings, what Options.MaxBytes bounds.
-func (s *Store) Bytes() int { return s.bytes + s.logs.ringBytes }
+func (s *Store) bytesHeld() int { return s.bytes + s.logs.ringBytes }
 
 // recOverhead is what a record costs beside its own allocation: its
 // pointer in a B-tree node (nodes are half to wholly full) and the
@@ -212,10 +212,10 @@ const recOverhead = 16
 // Options.MaxBytes: its allocation (a 32-byte header and the id, in 8-byte
 // words) and its place in the tree. Go's allocator rounds an allocation up
 // to its size class, by at most an eighth for records below 32 KiB.
-func RecordBytes(idLen int) int { return 8*(headerWords+(idLen+7)/8) + recOverhead }
+func recordBytes(idLen int) int { return 8*(headerWords+(idLen+7)/8) + recOverhead }
 
 // size is p's RecordBytes.
-func (p *rec) size() int { return RecordBytes(int(p.meta & MaxIDBytes)) }
+func (p *rec) size() int { return recordBytes(int(p.meta & MaxIDBytes)) }
 
 // insert adds the new record p of id to the tree and the cache.
 func (s *Store) insert(id string, p *rec) {
