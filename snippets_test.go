@@ -157,8 +157,12 @@ func TestDocSnippets(t *testing.T) {
 		require.NoError(t, os.MkdirAll(filepath.Dir(filepath.Join(dir, name)), 0o755))
 		require.NoError(t, os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644))
 	}
-	write("go.mod", "module snippets\n\ngo 1.26.8\n")
-	write("go.work", fmt.Sprintf("go 1.26.8\n\nuse (\n\t.\n\t%q\n)\n", repo))
+	gomod, err := os.ReadFile(filepath.Join(repo, "go.mod"))
+	require.NoError(t, err)
+	goVersion := regexp.MustCompile(`(?m)^go (\S+)$`).FindSubmatch(gomod)
+	require.NotNil(t, goVersion, "go.mod has no go line")
+	write("go.mod", fmt.Sprintf("module snippets\n\ngo %s\n", goVersion[1]))
+	write("go.work", fmt.Sprintf("go %s\n\nuse (\n\t.\n\t%q\n)\n", goVersion[1], repo))
 	for i := range all {
 		s := &all[i]
 		s.pkg = fmt.Sprintf("s%02d", i)
