@@ -58,7 +58,9 @@ func TestMiddlewareWaitsItsTurn(t *testing.T) {
 			for i, at := range reached {
 				want := time.Duration(200*i) * time.Millisecond
 				assert.GreaterOrEqual(t, at, want, "reached the handler at its turn")
-				assert.Less(t, at, want+1500*time.Millisecond)
+				// Only an answer held far past its turn crosses this;
+				// the turns' spacing is in the delays, exactly.
+				assert.Less(t, at, want+10*time.Second)
 			}
 
 			// A requester that leaves while it waits: the handler never runs.
