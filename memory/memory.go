@@ -333,7 +333,10 @@ func (l *Limiter) Sweep(ctx context.Context) (SweepStats, error) {
 // any further call, and tests wait for them with a condition. After Sweep,
 // Reset, Restore and RestoreLog they are current when the call returns.
 // Restarts is counted before the caller whose check panicked is answered.
-// Pending is read at the moment of the call. Shards never changes.
+// Pending is read at the moment of the call: it counts the messages no
+// actor has taken yet, those of callers that gave up included, so it too
+// drains only as the actors run (a test waits for it with a condition).
+// Shards never changes.
 type Stats struct {
 	// Live is the number of live bucket records (eventually consistent).
 	Live int

@@ -239,7 +239,10 @@ func TestSlowedActorAnswers503WithinTimeoutAndLeaksNothing(t *testing.T) {
 			for _, fn := range []string{"actor.(*Actor).call", "api.(*Server).checkRate", "api.(*Server).checkRates", "api.(*Server).healthz", "memory.(*Limiter).CheckRates"} {
 				assert.NotContains(t, dump, fn, "a goroutine still waits in %s", fn)
 			}
-			assert.Zero(t, s.lim.Stats().Pending, "the mailbox drains once the actor runs again")
+			// The callers that gave up left their messages in the mailbox;
+			// the actor skips them once it runs again, which on one
+			// processor may be after this goroutine reads the gauge.
+			assert.Eventually(t, func() bool { return s.lim.Stats().Pending == 0 }, 10*time.Second, time.Millisecond, "the mailbox drains once the actor runs again")
 
 			// Served again: the same burst is answered 200.
 			served("after release")
