@@ -147,6 +147,7 @@ func (s *Server) denyUnread(ctx *fasthttp.RequestCtx, err error) bool {
 		lc.drainHead(unreadHeadBytes, unreadHeadTime)
 	}
 	s.log.Debug("api: /auth request not read: denied", "err", err)
+	s.metrics.check(endpointAuth, rl.Fixed, resultDenied)
 	ctx.SetConnectionClose()
 	ctx.SetStatusCode(status)
 	ctx.SetContentType("application/json")

@@ -264,8 +264,8 @@ func (s *Server) auth(ctx *fasthttp.RequestCtx) {
 	var err error
 	if sc.path, err = policy.CleanPath(&in.Path, target, sc.path[:0]); err != nil {
 		// A path no backend reads alike is refused, never matched
-		// against nothing.
-		s.metrics.check(endpointAuth, rl.Fixed, resultInvalid)
+		// against nothing. The client is denied, and counted so.
+		s.metrics.check(endpointAuth, rl.Fixed, resultDenied)
 		ctx.SetStatusCode(denyStatus)
 		ctx.SetContentType("application/json")
 		ctx.SetBodyString(`{"allowed":false,"error":"api: /auth: the original request's path cannot be decoded (a percent sign without two hex digits, a raw '#', or no path)"}`)

@@ -46,7 +46,7 @@ func Example() {
 	var lim rl.Limiter = c // or memory.New(memory.Config{}): same interface
 	ctx := context.Background()
 	for range 3 {
-		d, err := lim.CheckRate(ctx, rl.Request{ID: "198.51.100.7", Scale: 30 * time.Second, Limit: 2, Hits: 1})
+		d, err := lim.CheckRate(ctx, rl.Request{ID: "198.51.100.7", Scale: 30 * time.Second, Limit: 2})
 		if err != nil {
 			log.Fatal(err)
 		}
@@ -54,7 +54,7 @@ func Example() {
 	}
 
 	// Invalid input is refused before it is sent, with the field named.
-	_, err = lim.CheckRate(ctx, rl.Request{ID: "x", Scale: 0, Limit: 1, Hits: 1})
+	_, err = lim.CheckRate(ctx, rl.Request{ID: "x", Scale: 0, Limit: 1})
 	var fe *rl.FieldError
 	fmt.Println(errors.Is(err, rl.ErrInvalid), errors.As(err, &fe) && fe.Field == "scale")
 	// Output:
@@ -77,9 +77,61 @@ func ExampleConfig_failOpen() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	d, err := c.CheckRate(context.Background(), rl.Request{ID: "u1", Scale: time.Second, Limit: 10, Hits: 1})
+	d, err := c.CheckRate(context.Background(), rl.Request{ID: "u1", Scale: time.Second, Limit: 10})
 	fmt.Println(d.Allowed, d.Remaining, err)
 	// Output:
 	// unavailable: true answered open 1
 	// true 10 <nil>
+}
+
+// CheckRates sends a batch in one POST /check_rates; the sidecar decides it
+// in order.
+func ExampleClient_CheckRates() {
+	url, stop := startSidecar()
+	defer stop()
+	c, err := client.New(client.Config{URL: url})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+
+	ds, err := c.CheckRates(context.Background(), []rl.Request{
+		{ID: "user-42", Scale: time.Hour, Limit: 1000},
+		{ID: "user-42", Scale: time.Second, Limit: 1, Hits: 2},
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, d := range ds {
+		fmt.Println(d.Allowed, d.Count, d.Remaining, d.RetryAfter)
+	}
+	// Output:
+	// true 1 999 0s
+	// false 2 0 1s
+}
+
+// Wait over the sidecar: a leaky bucket of one request per 10 ms with one
+// place in its queue. The sidecar answers at once with the delay, and the
+// client sleeps it, holding no connection.
+func ExampleClient_Wait() {
+	url, stop := startSidecar() // its clock stands still
+	defer stop()
+	c, err := client.New(client.Config{URL: url})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+
+	r := rl.Request{ID: "worker", Scale: 100 * time.Millisecond, Limit: 10, Algo: rl.Leaky, Queue: 1}
+	for range 3 {
+		d, err := c.Wait(context.Background(), r)
+		if err != nil {
+			log.Fatal(err)
+		}
+		fmt.Println(d.Allowed, d.Delay, d.RetryAfter)
+	}
+	// Output:
+	// true 0s 0s
+	// true 10ms 0s
+	// false 0s 10ms
 }

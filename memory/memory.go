@@ -404,11 +404,23 @@ func (l *Limiter) Sweep(ctx context.Context) (SweepStats, error) {
 }
 
 // Stats is a snapshot of the limiter's gauges and counters.
+//
+// Live and Evicted are eventually consistent: an actor may publish them
+// after it has answered the checks it just served (CheckRate, Wait,
+// CheckRates, CheckRatesInto), so a caller that reads them as soon as its
+// check returns may see the values from before it; they catch up without
+// any further call, and tests wait for them with a condition. After Sweep,
+// Reset, Restore and RestoreLog they are current when the call returns.
+// Restarts is counted before the caller whose check panicked is answered.
+// Pending is read at the moment of the call: it counts the messages no
+// actor has taken yet, those of callers that gave up included, so it too
+// drains only as the actors run (a test waits for it with a condition).
+// Shards never changes.
 type Stats struct {
-	// Live is the number of live bucket records.
+	// Live is the number of live bucket records (eventually consistent).
 	Live int
 	// Evicted counts records evicted to stay within MaxBuckets or
-	// MaxBucketBytes.
+	// MaxBucketBytes (eventually consistent).
 	Evicted uint64
 	// Restarts counts actor restarts after a panic.
 	Restarts uint64

@@ -122,7 +122,7 @@ func waitFor(t *testing.T, s *sidecar, line string) {
 	s.WaitUntil(t, 10*time.Second, line, func() bool { return strings.Contains(s.get(t, "/metrics").body, line) })
 }
 
-const recordedPolicies = "policies:\n  - {name: api, key: 'header:X-Api-Key', limit: 2, scale: 24h}\n"
+const recordedPolicies = "policies:\n  - {name: api, key: 'header:X-Api-Key', limit: 2, scale: 8760h}\n"
 
 // recordGateway runs sidecars that only answer /auth (as nginx asks it),
 // one on memory and one on a Redis that does not answer.
@@ -133,8 +133,10 @@ func recordGateway(t *testing.T) (mem, down *recording) {
 	// One shard holding at most 4 records: every round's new key evicts
 	// the least recently counted one once there are 4 (key k, counted
 	// every round, fixed windows counting denials too, is never it).
-	s := start(t, nil, "-policies", pol, "-auth-headers", "nginx", "-shards", "1", "-max-buckets", "4", "-sweep-interval", "1h")
-	d := startRedisDown(t, "-policies", pol, "-auth-headers", "nginx")
+	// Reloads by POST /reload only: a file watch would add reloads as the
+	// test writes the file, when the machine's timing says.
+	s := start(t, nil, "-policies", pol, "-auth-headers", "nginx", "-shards", "1", "-max-buckets", "4", "-sweep-interval", "1h", "-watch-files=false")
+	d := startRedisDown(t, "-policies", pol, "-auth-headers", "nginx", "-watch-files=false")
 	mem = &recording{instance: "gateway", series: map[string][]float64{}}
 	down = &recording{instance: "gateway-redis-down", series: map[string][]float64{}}
 	auth := func(s *sidecar, key string) int {
@@ -163,10 +165,10 @@ func recordGateway(t *testing.T) (mem, down *recording) {
 func recordRLS(t *testing.T) (mem, down *recording) {
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "rls.yaml")
-	const good = "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: day, requests_per_unit: 2}\n"
+	const good = "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: year, requests_per_unit: 2}\n" // a window no run ends
 	require.NoError(t, writeFile(cfg, good))
-	s := start(t, nil, "-rls-listen", "127.0.0.1:0", "-rls-config", cfg)
-	d := startRedisDown(t, "-rls-listen", "127.0.0.1:0", "-rls-config", cfg)
+	s := start(t, nil, "-rls-listen", "127.0.0.1:0", "-rls-config", cfg, "-watch-files=false")
+	d := startRedisDown(t, "-rls-listen", "127.0.0.1:0", "-rls-config", cfg, "-watch-files=false")
 	client := func(s *sidecar) rlspb.RateLimitServiceClient {
 		conn, err := grpc.NewClient(s.listenAddr(t, "rls"), grpc.WithTransportCredentials(insecure.NewCredentials()))
 		require.NoError(t, err)

@@ -159,10 +159,11 @@ func TestRedisStallsCostNoAnswers(t *testing.T) {
 	assert.NotContains(t, s.logs(), "circuit open", "no stall opened the circuit")
 }
 
-// TestRedisOutageEngagesTheFailMode stops redis-server for several seconds:
-// the fail mode (here open) engages once nothing has answered for
-// DownAfter (2 s), and the circuit closes within a probe (100 ms) of Redis
-// answering again.
+// TestRedisOutageEngagesTheFailMode stops redis-server: the fail mode (here
+// open) engages once nothing has answered for DownAfter (2 s), never
+// before, and the circuit closes once Redis answers again (within a probe,
+// 100 ms). How long each took is logged (RELIABILITY.md); the test bounds
+// them only at 10 times what they take, far above a busy machine's stalls.
 func TestRedisOutageEngagesTheFailMode(t *testing.T) {
 	redistest.Available(t)
 	rs := redistest.Start(t)
@@ -182,23 +183,25 @@ func TestRedisOutageEngagesTheFailMode(t *testing.T) {
 	rs.Pause()
 	paused := time.Now()
 	var engaged time.Duration
-	for time.Since(paused) < 6*time.Second {
+	seen := map[int]int{} // status: answers before the fail mode engaged
+	for time.Since(paused) < 30*time.Second {
 		code, mode = get()
 		if mode == "open" {
 			engaged = time.Since(paused)
 			break
 		}
+		seen[code]++
 		assert.Contains(t, []int{200, 503}, code)
 	}
-	require.NotZero(t, engaged, "the fail mode engaged while Redis did not answer")
+	require.NotZero(t, engaged, "the fail mode engaged while Redis did not answer (answers meanwhile, status: count: %v)\n%s", seen, s.logs())
 	assert.GreaterOrEqual(t, engaged, 2*time.Second, "not before DownAfter")
-	assert.Less(t, engaged, 4*time.Second, "within DownAfter and one deadline")
+	assert.Less(t, engaged, 10*(2*time.Second+200*time.Millisecond), "within DownAfter and one deadline, give or take a busy machine")
 	t.Logf("fail mode open after %v", engaged)
 
 	rs.Resume()
 	resumed := time.Now()
 	var recovered time.Duration
-	for time.Since(resumed) < 5*time.Second {
+	for time.Since(resumed) < 30*time.Second {
 		if code, mode = get(); code == 200 && mode == "" {
 			recovered = time.Since(resumed)
 			break
@@ -206,7 +209,7 @@ func TestRedisOutageEngagesTheFailMode(t *testing.T) {
 		time.Sleep(5 * time.Millisecond)
 	}
 	require.NotZero(t, recovered, "the circuit closed once Redis answered")
-	assert.Less(t, recovered, time.Second, "within a probe or so of SIGCONT")
+	assert.Less(t, recovered, 10*time.Second, "within a probe or so of SIGCONT, give or take a busy machine")
 	t.Logf("recovered %v after SIGCONT", recovered)
 	m := s.get(t, "/metrics").body
 	assert.Contains(t, m, `raterlimiter_redis_circuit_transitions_total{reason="no_answer",state="open"} 1`)

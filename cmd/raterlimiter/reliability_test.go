@@ -128,17 +128,22 @@ func goroutineDump() string {
 
 // TestSlowedActorAnswers503WithinTimeoutAndLeaksNothing blocks the only
 // actor and sends many concurrent checks, batches and health checks: each
-// gets 503 within the timeout plus a margin; once the actor is released
-// the goroutine count returns to its baseline and checks are served again.
-// Run with a mailbox large enough to hold every check (they wait in it) and
-// with one so small that most callers wait to get in.
+// gets 503, no sooner than the timeout, and long before the actor is
+// released (within 10 timeouts, a bound only a request that waits for the
+// actor crosses); once the actor is released the goroutine count returns
+// to its baseline and checks are served again. Run with a mailbox large
+// enough to hold every check (they wait in it) and with one so small that
+// most callers wait to get in. How late past the timeout the 503s come is
+// logged: it is a figure of the machine (RELIABILITY.md), not asserted.
 func TestSlowedActorAnswers503WithinTimeoutAndLeaksNothing(t *testing.T) {
 	const (
 		timeout = 500 * time.Millisecond
-		// margin covers the API's shared deadlines (up to a tenth of the
-		// timeout late) and a busy shared machine, where the whole test
-		// process was seen to stall for up to two seconds (fuzzers running).
-		margin  = 3 * time.Second
+		// bound is far above the timeout plus a tenth (the API's shared
+		// deadlines) and the stalls of a busy shared machine (up to 3 s
+		// seen under -race beside other tests); a request that waits for
+		// the actor instead of its deadline waits until the test's own
+		// deadline, 60 timeouts.
+		bound   = 10 * timeout
 		clients = 200
 	)
 	for _, tc := range []struct {
@@ -170,11 +175,39 @@ func TestSlowedActorAnswers503WithinTimeoutAndLeaksNothing(t *testing.T) {
 				var wg sync.WaitGroup
 				for i := range clients {
 					wg.Go(func() {
-						statuses[i], _, elapsed[i], errs[i] = rawExchange(s.addr, request(i), 10*time.Second)
+						statuses[i], _, elapsed[i], errs[i] = rawExchange(s.addr, request(i), 60*timeout)
 					})
 				}
 				wg.Wait()
 				return statuses, elapsed, errs
+			}
+			// served sends the burst while the actor runs: each request is
+			// answered 200. A 503 is the timeout doing its job on a machine
+			// too busy to answer 200 connections within 500 ms; the request
+			// is sent again (a 503 is never counted), for at most a minute.
+			served := func(when string) {
+				t.Helper()
+				statuses, _, errs := burst()
+				retried := 0
+				var wg sync.WaitGroup
+				for i := range clients {
+					require.NoError(t, errs[i], "%s: request %d", when, i)
+					if statuses[i] != 503 {
+						continue
+					}
+					retried++
+					wg.Go(func() {
+						for end := time.Now().Add(time.Minute); statuses[i] == 503 && time.Now().Before(end); {
+							statuses[i], _, _, errs[i] = rawExchange(s.addr, request(i), 60*timeout)
+						}
+					})
+				}
+				wg.Wait()
+				for i := range clients {
+					require.NoError(t, errs[i], "%s: request %d", when, i)
+					require.Equal(t, 200, statuses[i], "%s: request %d", when, i)
+				}
+				t.Logf("%s: %d requests answered 200 (%d sent again after a 503)", when, clients, retried)
 			}
 			// slowed runs a burst while the actor runs a function that
 			// waits for release, and asserts every request got 503 in
@@ -186,18 +219,14 @@ func TestSlowedActorAnswers503WithinTimeoutAndLeaksNothing(t *testing.T) {
 					require.NoError(t, errs[i], "%s: request %d", round, i)
 					assert.Equal(t, 503, statuses[i], "%s: request %d while the actor is blocked", round, i)
 					assert.GreaterOrEqual(t, elapsed[i], timeout, "%s: request %d answered before the timeout: it was not waiting", round, i)
-					assert.Less(t, elapsed[i], timeout+margin, "%s: request %d", round, i)
+					assert.Less(t, elapsed[i], bound, "%s: request %d", round, i)
 				}
 				t.Logf("%s: %d requests on a blocked actor, all 503, fastest after %v, slowest after %v (timeout %v); %d goroutines",
 					round, clients, slices.Min(elapsed).Round(time.Millisecond), slices.Max(elapsed).Round(time.Millisecond), timeout, runtime.NumGoroutine())
 				require.NoError(t, release())
 			}
 
-			statuses, _, errs := burst()
-			for i := range clients {
-				require.NoError(t, errs[i])
-				require.Equal(t, 200, statuses[i], "request %d before the actor is slowed", i)
-			}
+			served("before the actor is slowed")
 			// A first slowed round leaves the server's worker pool holding
 			// one idle goroutine per connection it served at once (fasthttp
 			// keeps idle workers for 10 s): the baseline is taken after it,
@@ -205,39 +234,44 @@ func TestSlowedActorAnswers503WithinTimeoutAndLeaksNothing(t *testing.T) {
 			slowed("round 1")
 			baseline := stableGoroutines()
 			slowed("round 2")
-			got := settleGoroutines(baseline, 5*time.Second)
+			got := settleGoroutines(baseline, time.Minute)
 			t.Logf("goroutines: baseline %d, after round 2 %d", baseline, got)
 			assert.LessOrEqual(t, got, baseline, "goroutines left behind:\n%s", goroutineDump())
 			dump := goroutineDump()
 			for _, fn := range []string{"actor.(*Actor).call", "api.(*Server).checkRate", "api.(*Server).checkRates", "api.(*Server).healthz", "memory.(*Limiter).CheckRates"} {
 				assert.NotContains(t, dump, fn, "a goroutine still waits in %s", fn)
 			}
-			assert.Zero(t, s.lim.Stats().Pending, "the mailbox drains once the actor runs again")
+			// The callers that gave up left their messages in the mailbox;
+			// the actor skips them once it runs again, which on one
+			// processor may be after this goroutine reads the gauge.
+			assert.Eventually(t, func() bool { return s.lim.Stats().Pending == 0 }, 10*time.Second, time.Millisecond, "the mailbox drains once the actor runs again")
 
 			// Served again: the same burst is answered 200.
-			statuses, _, errs = burst()
-			for i := range clients {
-				require.NoError(t, errs[i])
-				assert.Equal(t, 200, statuses[i], "request %d after release", i)
-			}
+			served("after release")
 		})
 	}
 }
 
-// TestHostileClientsDoNotStopHealthyOnes runs a healthy client's checks
-// while other connections send garbage, oversized parts, invalid JSON and
-// headers one byte at a time (slowloris): every hostile request is answered
-// with the limit it hit (or its connection closed), and every healthy check
-// succeeds meanwhile.
+// TestHostileClientsDoNotStopHealthyOnes: while other connections send
+// garbage, oversized parts and invalid JSON, and others hold unfinished
+// requests (headers one byte at a time, headers or a body that never end,
+// nothing at all), every complete hostile request is answered with the
+// limit it hit (or its connection closed), and a healthy client's checks
+// all succeed, twenty of them while every unfinished request is held open.
+// A second server, with a read timeout of a second, ends each unfinished
+// request with 408 or by closing its connection.
+//
+// The limits server's timeouts (30 s) are far above what a small request
+// takes to read, so that on a busy machine a complete request still meets
+// the limit it is sent for and not a read timeout; the test's own deadlines
+// are 20 times the second server's read timeout.
 func TestHostileClientsDoNotStopHealthyOnes(t *testing.T) {
-	// readTimeout is short enough for a fast test and long enough that a
-	// whole small request is read within it on a busy machine.
-	const readTimeout = time.Second
+	const generous = 30 * time.Second
 	s := startRelServer(t, memory.Config{SweepInterval: -1},
-		api.Config{ReadTimeout: readTimeout, WriteTimeout: time.Second, IdleTimeout: 2 * time.Second})
+		api.Config{Timeout: generous, ReadTimeout: generous, WriteTimeout: generous, IdleTimeout: generous})
 
 	// The healthy client: checks on a kept-alive connection until told to
-	// stop, each answered 200 or 429 with a body.
+	// stop, each answered 200 with a body.
 	stop := make(chan struct{})
 	var (
 		healthy   atomic.Int64
@@ -247,7 +281,7 @@ func TestHostileClientsDoNotStopHealthyOnes(t *testing.T) {
 	)
 	tr := &http.Transport{MaxConnsPerHost: 1}
 	defer tr.CloseIdleConnections()
-	hc := &http.Client{Transport: tr, Timeout: 5 * time.Second}
+	hc := &http.Client{Transport: tr, Timeout: 2 * generous}
 	var hw sync.WaitGroup
 	hw.Go(func() {
 		for i := 0; ; i++ {
@@ -275,11 +309,46 @@ func TestHostileClientsDoNotStopHealthyOnes(t *testing.T) {
 			healthy.Add(1)
 		}
 	})
-	// The healthy client is served before anything hostile starts.
-	for healthy.Load() < 10 {
-		runtime.Gosched()
+	// waitHealthy waits until the healthy client has been served n more
+	// checks (bounded far above what they take).
+	waitHealthy := func(n int64, what string) {
+		t.Helper()
+		want := healthy.Load() + n
+		end := time.Now().Add(2 * generous)
+		for healthy.Load() < want {
+			require.True(t, time.Now().Before(end), "the healthy client was not served %d checks %s", n, what)
+			time.Sleep(time.Millisecond) // polling a count: nothing to wait on
+		}
 	}
-	before := healthy.Load()
+	waitHealthy(10, "before anything hostile started")
+
+	// Unfinished requests, held open until held is closed: headers sent a
+	// byte every 20 ms (slowloris), silent connections, headers that never
+	// end, a body that never comes.
+	unfinished := []struct {
+		name string
+		head string
+	}{
+		{"headers never end", "GET /check_rate?id=a&scale=1000&limit=1 HTTP/1.1\r\nHost: x\r\n"},
+		{"body never comes", "POST /check_rate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{"},
+		{"silent connection", ""},
+	}
+	held := make(chan struct{})
+	var holders sync.WaitGroup
+	for range 20 {
+		holders.Go(func() { _, _ = slowlorisConn(s.addr, 20*time.Millisecond, held) })
+		for _, u := range unfinished {
+			holders.Go(func() {
+				c, err := net.Dial("tcp", s.addr)
+				if !assert.NoError(t, err, u.name) {
+					return
+				}
+				defer c.Close()
+				_, _ = io.WriteString(c, u.head)
+				<-held
+			})
+		}
+	}
 
 	big := strings.Repeat("x", 3*defaults.ReadBufferSize)
 	json := func(body string) string {
@@ -300,59 +369,26 @@ func TestHostileClientsDoNotStopHealthyOnes(t *testing.T) {
 		{"binary garbage", "\x00\xff\xfe\x16\x03\x01 garbage\r\n\r\n", []int{400, 0}},
 		{"not HTTP", "HELLO WORLD\r\n\r\n", []int{400, 0}},
 		{"bad content length", "POST /check_rate HTTP/1.1\r\nHost: x\r\nContent-Length: -5\r\nConnection: close\r\n\r\n", []int{400, 0}},
-		{"headers never end", "GET /check_rate?id=a&scale=1000&limit=1 HTTP/1.1\r\nHost: x\r\n", []int{408, 0}},
-		{"body never comes", "POST /check_rate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{", []int{408, 0}},
 	}
 	const rounds = 5
-	var wg sync.WaitGroup
 	type outcome struct {
-		name    string
-		status  int
-		err     error
-		elapsed time.Duration
+		name   string
+		status int
+		err    error
 	}
-	outcomes := make(chan outcome, rounds*len(hostile)+64)
+	outcomes := make(chan outcome, rounds*len(hostile))
+	var wg sync.WaitGroup
 	for range rounds {
 		for _, h := range hostile {
 			wg.Go(func() {
-				st, _, took, err := rawExchange(s.addr, h.req, 10*time.Second)
-				outcomes <- outcome{h.name, st, err, took}
+				st, _, _, err := rawExchange(s.addr, h.req, 2*generous)
+				outcomes <- outcome{h.name, st, err}
 			})
 		}
 	}
-	// Slowloris: connections that send a request's headers one byte every
-	// 20 ms; the read timeout must end each one.
-	const slowloris = 20
-	for range slowloris {
-		wg.Go(func() {
-			start := time.Now()
-			st, err := slowlorisConn(s.addr, 20*time.Millisecond, 10*time.Second)
-			outcomes <- outcome{"slowloris", st, err, time.Since(start)}
-		})
-	}
-	// Connections opened and left silent.
-	for range slowloris {
-		wg.Go(func() {
-			start := time.Now()
-			c, err := net.Dial("tcp", s.addr)
-			if err == nil {
-				_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
-				var b []byte
-				b, err = io.ReadAll(c)
-				c.Close()
-				st := 0
-				if bytes.HasPrefix(b, []byte("HTTP/1.1 408")) {
-					st = 408
-				}
-				outcomes <- outcome{"silent connection", st, err, time.Since(start)}
-				return
-			}
-			outcomes <- outcome{"silent connection", 0, err, time.Since(start)}
-		})
-	}
 	wg.Wait()
 	close(outcomes)
-	want := map[string][]int{"slowloris": {408, 0}, "silent connection": {408, 0}}
+	want := map[string][]int{}
 	for _, h := range hostile {
 		want[h.name] = h.want
 	}
@@ -360,59 +396,134 @@ func TestHostileClientsDoNotStopHealthyOnes(t *testing.T) {
 	for o := range outcomes {
 		assert.NoError(t, o.err, o.name)
 		assert.Contains(t, want[o.name], o.status, o.name)
-		assert.Less(t, o.elapsed, 5*time.Second, "%s: ended by a limit, not by the test's deadline", o.name)
 		if seen[o.name] == nil {
 			seen[o.name] = map[int]int{}
 		}
 		seen[o.name][o.status]++
 	}
-	during := healthy.Load() - before
+	// The unfinished requests are still held: the healthy client is
+	// served beside them.
+	waitHealthy(20, "while the unfinished requests were held")
+	close(held)
+	holders.Wait()
 	close(stop)
 	hw.Wait()
 	for name, st := range seen {
 		t.Logf("%-24s answered %v (status: count; 0 = closed without an answer)", name, st)
 	}
-	t.Logf("healthy client: %d checks served while the hostile ones ran, slowest %v", during, time.Duration(slowest.Load()).Round(time.Millisecond))
+	t.Logf("healthy client: %d checks, slowest %v", healthy.Load(), time.Duration(slowest.Load()).Round(time.Millisecond))
 	assert.Empty(t, failures, "the healthy client's checks failed")
-	// The hostile phase lasts at least the read timeout (slowloris): a
-	// healthy client that was stalled would have done next to nothing.
-	assert.Greater(t, during, int64(20), "the healthy client was not being served")
-
 	r, err := hc.Get("http://" + s.addr + "/check_rate?id=healthy&scale=1000&limit=1000000&hits=0")
 	require.NoError(t, err)
 	resp, _ := io.ReadAll(r.Body)
 	r.Body.Close()
 	assert.Equal(t, 200, r.StatusCode, string(resp))
+
+	// The read timeout ends every unfinished request: 408, or the
+	// connection closed; never the test's deadline (20 read timeouts).
+	const readTimeout = time.Second
+	rt := startRelServer(t, memory.Config{SweepInterval: -1},
+		api.Config{ReadTimeout: readTimeout, WriteTimeout: readTimeout, IdleTimeout: 2 * readTimeout})
+	type ended struct {
+		name   string
+		status int
+		err    error
+	}
+	ends := make(chan ended, 20*(len(unfinished)+1))
+	ctx, cancel := context.WithTimeout(context.Background(), 20*readTimeout)
+	defer cancel()
+	for range 20 {
+		wg.Go(func() {
+			st, err := slowlorisConn(rt.addr, 20*time.Millisecond, ctx.Done())
+			ends <- ended{"slowloris", st, err}
+		})
+		for _, u := range unfinished {
+			wg.Go(func() {
+				st, err := unfinishedRequest(rt.addr, u.head, 20*readTimeout)
+				ends <- ended{u.name, st, err}
+			})
+		}
+	}
+	wg.Wait()
+	close(ends)
+	endSeen := map[string]map[int]int{}
+	for e := range ends {
+		if assert.NoError(t, e.err, "%s: ended by the read timeout, not the test's deadline", e.name) {
+			assert.Contains(t, []int{408, 0}, e.status, e.name)
+		}
+		if endSeen[e.name] == nil {
+			endSeen[e.name] = map[int]int{}
+		}
+		endSeen[e.name][e.status]++
+	}
+	for name, st := range endSeen {
+		t.Logf("%-24s ended %v by a read timeout of %v (status: count; 0 = closed without an answer)", name, st, readTimeout)
+	}
 }
 
-// slowlorisConn sends a request's line and headers one byte per gap, never
-// finishing, and returns the status the server answered (0 for a closed
-// connection) once it stops listening.
-func slowlorisConn(addr string, gap, limit time.Duration) (int, error) {
+// unfinishedRequest sends head on a new connection and nothing more, and
+// returns the status the server answered (0 for a closed connection), or
+// an error if the connection was still open after limit.
+func unfinishedRequest(addr, head string, limit time.Duration) (int, error) {
 	c, err := net.Dial("tcp", addr)
 	if err != nil {
 		return 0, err
 	}
 	defer c.Close()
 	_ = c.SetDeadline(time.Now().Add(limit))
-	got := make(chan []byte, 1)
+	if _, err := io.WriteString(c, head); err != nil {
+		return 0, err
+	}
+	b, err := io.ReadAll(c)
+	if err != nil && !errors.Is(err, syscall.ECONNRESET) {
+		return 0, err
+	}
+	if bytes.HasPrefix(b, []byte("HTTP/1.1 408")) {
+		return 408, nil
+	}
+	if len(b) > 0 {
+		return -1, fmt.Errorf("unexpected answer %q", b)
+	}
+	return 0, nil
+}
+
+// slowlorisConn sends a request's line and headers one byte per gap, never
+// finishing, and returns the status the server answered (0 for a closed
+// connection) once it stops listening. If done is closed first it closes
+// the connection and returns an error.
+func slowlorisConn(addr string, gap time.Duration, done <-chan struct{}) (int, error) {
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		return 0, err
+	}
+	defer c.Close()
+	type read struct {
+		b   []byte
+		err error
+	}
+	got := make(chan read, 1)
 	go func() {
-		b, _ := io.ReadAll(c)
-		got <- b
+		b, err := io.ReadAll(c)
+		got <- read{b, err}
 	}()
 	head := "GET /check_rate?id=slow&scale=1000&limit=1 HTTP/1.1\r\nHost: x\r\nX-Slow: " + strings.Repeat("z", 1000)
 	tick := time.NewTicker(gap)
 	defer tick.Stop()
 	for i := 0; ; i = (i + 1) % len(head) {
 		select {
-		case b := <-got:
-			if bytes.HasPrefix(b, []byte("HTTP/1.1 408")) {
+		case r := <-got:
+			if r.err != nil && !errors.Is(r.err, syscall.ECONNRESET) {
+				return -1, fmt.Errorf("slowloris: %w", r.err)
+			}
+			if bytes.HasPrefix(r.b, []byte("HTTP/1.1 408")) {
 				return 408, nil
 			}
-			if len(b) > 0 {
-				return -1, fmt.Errorf("slowloris: unexpected answer %q", b)
+			if len(r.b) > 0 {
+				return -1, fmt.Errorf("slowloris: unexpected answer %q", r.b)
 			}
 			return 0, nil
+		case <-done:
+			return -1, errors.New("slowloris: still open when the test stopped it")
 		case <-tick.C:
 			// A write on a connection the server closed may fail: the
 			// reader reports how it ended.

@@ -13,6 +13,7 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
@@ -63,7 +64,7 @@ func (f *rlsFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&f.shadow, "rls-shadow-mode", false, "global shadow mode: every descriptor is counted and reported, OVER_LIMIT included, but the overall code is always OK (envoyproxy/ratelimit's SHADOW_MODE)")
 	fs.StringVar(&f.cert, "rls-tls-cert", "", "PEM certificate chain to serve the RLS over TLS with (needs -rls-tls-key); reread when it changes (-watch-files) and on SIGHUP")
 	fs.StringVar(&f.key, "rls-tls-key", "", "PEM private key of -rls-tls-cert")
-	fs.StringVar(&f.clientCA, "rls-tls-client-ca", "", "mutual TLS: PEM CA bundle that RLS clients' certificates must chain to; a client without one is refused (needs -rls-tls-cert)")
+	fs.StringVar(&f.clientCA, "rls-tls-client-ca", "", "mutual TLS: PEM CA bundle that RLS clients' certificates must chain to; a client without one is refused (needs -rls-tls-cert); reread when it changes (-watch-files) and on SIGHUP")
 	fs.StringVar(&f.clientSAN, "rls-tls-client-san", "", "mutual TLS: a client certificate must also name this DNS name or URI (a SPIFFE id, say) among its subject alternative names (needs -rls-tls-client-ca)")
 	fs.IntVar(&f.maxConnsPerIP, "rls-max-conns-per-ip", rls.DefaultMaxConnsPerIP, "most RLS connections one client address may hold at once; more are closed at accept; -1: no bound")
 	fs.IntVar(&f.maxConns, "rls-max-conns", rls.DefaultMaxConns, "most RLS connections open at once over every address; more are closed at accept; -1: no bound")
@@ -135,27 +136,54 @@ func rlsTLS(ctx context.Context, f rlsFlags, watch bool, logger *slog.Logger) (*
 	}
 	certs.reloadOnChange(ctx, watch, logger)
 	tc := &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: certs.get, NextProtos: []string{"h2"}} // gRPC clients require ALPN h2
-	if f.clientCA != "" {
-		pem, err := os.ReadFile(f.clientCA)
-		if err != nil {
-			return nil, fmt.Errorf("-rls-tls-client-ca: %w", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("-rls-tls-client-ca %s: no PEM certificate in it", f.clientCA)
-		}
-		tc.ClientCAs = pool
-		tc.ClientAuth = tls.RequireAndVerifyClientCert
-		if san := f.clientSAN; san != "" {
-			tc.VerifyPeerCertificate = func(_ [][]byte, chains [][]*x509.Certificate) error {
-				if len(chains) > 0 && len(chains[0]) > 0 && certNames(chains[0][0], san) {
-					return nil
-				}
-				return fmt.Errorf("client certificate does not name %q", san)
+	if f.clientCA == "" {
+		return tc, nil
+	}
+	pool, err := loadCAPool(f.clientCA)
+	if err != nil {
+		return nil, err
+	}
+	tc.ClientCAs = pool
+	tc.ClientAuth = tls.RequireAndVerifyClientCert
+	if san := f.clientSAN; san != "" {
+		tc.VerifyPeerCertificate = func(_ [][]byte, chains [][]*x509.Certificate) error {
+			if len(chains) > 0 && len(chains[0]) > 0 && certNames(chains[0][0], san) {
+				return nil
 			}
+			return fmt.Errorf("client certificate does not name %q", san)
 		}
 	}
-	return tc, nil
+	// The CA bundle is reread as the pair is: each handshake takes the
+	// bundle in force, so a rotated CA Secret needs no restart.
+	var cur atomic.Pointer[x509.CertPool]
+	cur.Store(pool)
+	onReload(ctx, logger, watch, []string{f.clientCA}, func(why string) {
+		if p, err := loadCAPool(f.clientCA); err != nil {
+			logger.Warn(why+": RLS client CA not reloaded; the previous one stays", "err", err)
+		} else {
+			cur.Store(p)
+			logger.Info(why+": RLS client CA reloaded", "ca", f.clientCA)
+		}
+	})
+	return &tls.Config{MinVersion: tls.VersionTLS12, NextProtos: tc.NextProtos,
+		GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) {
+			c := tc.Clone()
+			c.ClientCAs = cur.Load()
+			return c, nil
+		}}, nil
+}
+
+// loadCAPool reads a PEM CA bundle.
+func loadCAPool(path string) (*x509.CertPool, error) {
+	pem, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("-rls-tls-client-ca: %w", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("-rls-tls-client-ca %s: no PEM certificate in it", path)
+	}
+	return pool, nil
 }
 
 // certNames reports whether c carries name as a DNS name or a URI among its
@@ -203,7 +231,9 @@ func (r *rlsService) collectors() []prometheus.Collector {
 // openRLS loads -rls-config (a bad one stops the start with exit status 2,
 // naming the file and the field) and listens on -rls-listen. It returns
 // nil without -rls-listen.
-func openRLS(ctx context.Context, f rlsFlags, lis listenFlags, watch bool, lim rl.Limiter, maxKey int, handshake time.Duration, logger *slog.Logger) (*rlsService, error) {
+// maxOverride bounds the window of a request's own limit override
+// (-redis-max-scale on the Redis backend, 0: none).
+func openRLS(ctx context.Context, f rlsFlags, lis listenFlags, watch bool, lim rl.Limiter, maxKey int, handshake, maxOverride time.Duration, logger *slog.Logger) (*rlsService, error) {
 	if f.listen == "" {
 		return nil, nil
 	}
@@ -212,7 +242,7 @@ func openRLS(ctx context.Context, f rlsFlags, lis listenFlags, watch bool, lim r
 		return nil, f.rlsConfigError(err)
 	}
 	srv := rls.New(rls.Options{Limiter: lim, Config: cfg, Load: func() (*rls.Config, error) { return f.load(f.config) },
-		MaxKeyBytes: maxKey, MaxDescriptors: f.maxDescriptors, Logger: logger, Shadow: f.shadow,
+		MaxKeyBytes: maxKey, MaxDescriptors: f.maxDescriptors, Logger: logger, Shadow: f.shadow, MaxOverrideScale: maxOverride,
 		QuotaMode: f.quota, ResponseMetadata: f.metadata})
 	tc, err := rlsTLS(ctx, f, watch, logger)
 	if err != nil {

@@ -34,7 +34,7 @@ const (
 	hostileRLSConfig = `domain: victim
 descriptors:
   - key: user
-    rate_limit: {unit: day, requests_per_unit: 1000000}
+    rate_limit: {unit: year, requests_per_unit: 1000000}
 `
 	attackRLSConfig = `domain: attack
 descriptors:
@@ -73,7 +73,7 @@ func grpcFrom(t *testing.T, from, addr string, opts ...grpc.DialOption) *grpc.Cl
 
 // wellBehaved is a caller that asks about its own descriptor, one call at
 // a time, and checks that each answer is the one it would get alone: the
-// n-th call leaves 1,000,000 - n of the day's limit.
+// n-th call leaves 1,000,000 - n of the year's limit.
 type wellBehaved struct {
 	c              rlspb.RateLimitServiceClient
 	calls          int
@@ -83,9 +83,11 @@ type wellBehaved struct {
 
 func newWellBehaved(t *testing.T, addr string) *wellBehaved {
 	t.Helper()
-	// The day's window must not end during the test.
-	now := time.Now().UTC()
-	if left := now.Truncate(24 * time.Hour).Add(24 * time.Hour).Sub(now); left < 2*time.Minute {
+	// The year's window (365 days from the epoch) must not end during the
+	// test: it does so for two minutes a year, when the test waits.
+	const year = 365 * 24 * time.Hour
+	now := time.Now()
+	if left := year - time.Duration(now.UnixNano())%year; left < 2*time.Minute {
 		time.Sleep(left + time.Second)
 	}
 	cc := grpcFrom(t, "127.0.0.21", addr)

@@ -142,6 +142,16 @@ func TestRLSOverMutualTLS(t *testing.T) {
 
 	c := with(ca.issue(t, envoyID))
 	checkRLS(t, ask(t, c, "d", 0, desc("k", "v")), false, st{rpu: 2, unit: day, remaining: 1}) // the refused calls counted nothing
+
+	// The CA rotated (its Secret updated): new connections are verified
+	// against the new bundle, without a restart.
+	pem, err := os.ReadFile(other.file)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(ca.file+".tmp", pem, 0o600))
+	require.NoError(t, os.Rename(ca.file+".tmp", ca.file))
+	waitLog(t, s, "RLS client CA reloaded", 1)
+	t.Logf("the old CA after the rotation: %v", refused(t, with(ca.issue(t, envoyID))))
+	checkRLS(t, ask(t, with(other.issue(t, envoyID)), "d", 0, desc("k", "v")), false, st{rpu: 2, unit: day, remaining: 0})
 	require.NoError(t, s.stop(t))
 }
 

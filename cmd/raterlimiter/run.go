@@ -86,7 +86,7 @@ func runLogged(ctx context.Context, args []string, lookupEnv func(string) (strin
 		}
 	}()
 
-	rlsSvc, err := openRLS(ctx, cfg.rls, cfg.lis, cfg.watch.on, be.Limiter, cfg.maxIDBytes, cfg.exp.firstByte, logger)
+	rlsSvc, err := openRLS(ctx, cfg.rls, cfg.lis, cfg.watch.on, be.Limiter, cfg.maxIDBytes, cfg.exp.firstByte, apiMaxScale(cfg), logger)
 	if err != nil {
 		return err
 	}

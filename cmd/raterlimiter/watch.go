@@ -168,9 +168,15 @@ func relevant(want watchSet, ev fsnotify.Event) bool {
 		return false
 	}
 	if names == nil {
-		// A directory of files: a change of any name but the editors'
-		// and the kubelet's temporaries, which arrive as a rename later.
-		return !strings.HasPrefix(base, ".") || base == kubeletData
+		// A directory of configuration files: a change of a file the
+		// loader reads (*.yaml, *.yml), or the kubelet's swap. Editors'
+		// temporaries arrive as a rename later; other files beside them
+		// (a snapshot, a backup) are never read, so reload nothing.
+		if base == kubeletData {
+			return true
+		}
+		ext := filepath.Ext(base)
+		return !strings.HasPrefix(base, ".") && (ext == ".yaml" || ext == ".yml")
 	}
 	return names[base]
 }
@@ -199,5 +205,5 @@ func onReload(ctx context.Context, logger *slog.Logger, watch bool, paths []stri
 type watchFlag struct{ on bool }
 
 func (f *watchFlag) register(fs *flag.FlagSet) {
-	fs.BoolVar(&f.on, "watch-files", true, "reload -policies, -rls-config and the -tls-cert pair when their files change, a Kubernetes ConfigMap's update included (a file that does not load keeps the rules in force, as SIGHUP); false: on SIGHUP and POST /reload only")
+	fs.BoolVar(&f.on, "watch-files", true, "reload -policies, -rls-config and the TLS pairs (-tls-cert, -rls-tls-cert) when their files change, a Kubernetes ConfigMap's update included (a file that does not load keeps the rules in force, as SIGHUP); false: on SIGHUP and POST /reload only")
 }

@@ -114,6 +114,8 @@ func (cfg *config) parse(args []string, stderr io.Writer) error {
 		return cli.Usagef("-rls excludes -embedded, -inproc and -batch")
 	case cfg.rls != "" && (cfg.rlsDomain == "" || cfg.rlsKey == ""):
 		return cli.Usagef("-rls-domain and -rls-key must not be empty")
+	case cfg.rls != "" && cfg.hits == 0:
+		return cli.Usagef("-hits 0 peeks, and an RLS request cannot: its hits_addend 0 means 1")
 	case cfg.embedded && cfg.batch:
 		return cli.Usagef("-batch is the HTTP client's mode; -embedded has no HTTP")
 	case !(cfg.maxErrors >= 0 && cfg.maxErrors <= 100):
@@ -132,7 +134,7 @@ func (cfg *config) parse(args []string, stderr io.Writer) error {
 }
 
 func (cfg *config) request(id string, a rl.Algo) rl.Request {
-	return rl.Request{ID: id, Scale: msform.Duration(cfg.scale), Limit: cfg.limit, Hits: cfg.hits, Algo: a}
+	return rl.Request{ID: id, Scale: msform.Duration(cfg.scale), Limit: cfg.limit, Hits: cfg.hits, Peek: cfg.hits == 0, Algo: a}
 }
 
 // result is what a run measured.

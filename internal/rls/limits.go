@@ -223,7 +223,7 @@ func (l *guardListener) Accept() (net.Conn, error) {
 			g.conns[ip]++
 		}
 		g.mu.Unlock()
-		return &guardConn{Conn: c, g: g, ip: ip, hasIP: ok, m: meter{streams: map[uint32]*message{}}}, nil
+		return &guardConn{Conn: c, g: g, ip: ip, hasIP: ok, m: meter{streams: map[uint32]*message{}, maxStreams: trackedStreams(g.lim.MaxStreams)}}, nil
 	}
 }
 
@@ -245,6 +245,16 @@ type guardConn struct {
 // server holds its budget of them.
 var errOverBudget = errors.New("rls: unfinished requests held past the server's budget")
 
+// errTooManyStreams closes a connection sending request bytes on more
+// streams than it may have open.
+var errTooManyStreams = errors.New("rls: request bytes on more streams than a connection may have open")
+
+// trackedStreams is how many streams the meter follows on one connection:
+// the MaxStreams a client may have open, and as many again of streams the
+// server has ended (a receive timeout) while the client still sends, until
+// they go stale.
+func trackedStreams(maxStreams int) int { return 2*maxStreams + 16 }
+
 // Read meters what the connection reads: the bytes of requests begun and
 // not yet whole. Past the budget, a connection holding more than the
 // largest request of them is closed.
@@ -253,6 +263,11 @@ func (c *guardConn) Read(p []byte) (int, error) {
 	if n > 0 {
 		g := c.g
 		c.m.read(p[:n], time.Now(), g.lim.ReceiveTimeout+time.Second)
+		if c.m.overflow {
+			g.overBudget.Inc()
+			_ = c.Close()
+			return 0, errTooManyStreams
+		}
 		c.mu.Lock()
 		if c.closed {
 			c.mu.Unlock()

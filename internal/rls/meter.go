@@ -36,6 +36,12 @@ type meter struct {
 	streams map[uint32]*message
 	pending int64
 	checked time.Time // when streams was last cleared of stale ones
+	// maxStreams bounds the streams followed at once (0: no bound). A
+	// client has at most the server's MaxStreams open; one sending
+	// request bytes on more (streams it never opened, which grpc-go drops
+	// unread) sets overflow, and its connection is closed.
+	maxStreams int
+	overflow   bool
 }
 
 // message is a stream's request being read.
@@ -95,9 +101,6 @@ func (m *meter) begin(now time.Time) {
 	case frameData:
 		m.padByte = m.flags&flagPadded != 0
 		m.data = m.left
-		if _, ok := m.streams[m.id]; !ok {
-			m.streams[m.id] = &message{since: now}
-		}
 	case frameRSTStream:
 		m.close(m.id)
 	}
@@ -131,7 +134,21 @@ func (m *meter) dataBytes(p []byte, now time.Time) {
 	}
 	n := min(m.data, len(p))
 	m.data -= n
+	if n == 0 {
+		return
+	}
+	// A stream is followed from its first request byte, never for an
+	// empty frame: empty DATA frames on fresh stream ids cost a client 9
+	// bytes each and would otherwise each leave an entry here.
 	s := m.streams[m.id]
+	if s == nil {
+		if m.maxStreams > 0 && len(m.streams) >= m.maxStreams {
+			m.overflow = true
+			return
+		}
+		s = &message{since: now}
+		m.streams[m.id] = s
+	}
 	for b := p[:n]; len(b) > 0; {
 		if s.prefixN < len(s.prefix) {
 			if s.prefixN == 0 {

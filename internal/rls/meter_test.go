@@ -61,3 +61,27 @@ func TestMeterCountsUnfinishedRequests(t *testing.T) {
 	m.read(frame(0x6, 0, 0, make([]byte, 8)), t0.Add(2*time.Second), time.Second)
 	assert.Zero(t, m.pending, "a request unfinished past the receive timeout was ended by the server")
 }
+
+// TestMeterFollowsOnlyStreamsThatCarryRequests: empty DATA frames on fresh
+// stream ids (grpc-go drops them unread) leave nothing behind, and request
+// bytes on more streams than a connection may have open overflow the meter,
+// whose connection is then closed.
+func TestMeterFollowsOnlyStreamsThatCarryRequests(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	m := meter{streams: map[uint32]*message{}, checked: t0, maxStreams: trackedStreams(100)}
+	m.read([]byte(clientPreface), t0, time.Second)
+	var wire []byte
+	for id := uint32(1); id < 200_000; id += 2 {
+		wire = append(wire, frame(frameData, 0, id, nil)...)
+		wire = append(wire, frame(frameData, flagPadded, id, []byte{0})...) // a pad length, no message byte
+	}
+	m.read(wire, t0, time.Second)
+	assert.Zero(t, len(m.streams), "no stream is followed for frames without request bytes")
+	assert.False(t, m.overflow)
+
+	for id := uint32(1); id <= 2*uint32(trackedStreams(100))+1; id += 2 { // one more than followed
+		m.read(frame(frameData, 0, id, []byte{0}), t0, time.Second)
+	}
+	assert.True(t, m.overflow, "request bytes on %d streams", trackedStreams(100))
+	assert.Len(t, m.streams, trackedStreams(100), "the streams followed stay bounded")
+}

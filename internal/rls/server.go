@@ -57,6 +57,11 @@ type Options struct {
 	Timeout time.Duration
 	// Logger receives reloads. Default slog.Default().
 	Logger *slog.Logger
+	// MaxOverrideScale, when positive, is the longest window a request's
+	// own limit override may name (the sidecar passes -redis-max-scale on
+	// the Redis backend): a longer unit is refused with InvalidArgument.
+	// Configured rules are the operator's and not bound.
+	MaxOverrideScale time.Duration
 	// Shadow is the global shadow mode (envoyproxy/ratelimit's
 	// SHADOW_MODE): every descriptor is counted and its status reported
 	// as usual, OVER_LIMIT included, but the overall code is always OK.
@@ -86,6 +91,7 @@ type Server struct {
 	m              *metrics
 	scratch        sync.Pool // of *scratch
 	shadow         bool
+	maxOverride    time.Duration // Options.MaxOverrideScale
 }
 
 var _ rlspb.RateLimitServiceServer = (*Server)(nil)
@@ -112,7 +118,7 @@ func New(opts Options) *Server {
 	}
 	s := &Server{load: opts.Load, engine: policy.Engine{Limiter: opts.Limiter, MaxKeyBytes: opts.MaxKeyBytes},
 		maxKey: opts.MaxKeyBytes, maxDescriptors: opts.MaxDescriptors, maxEntries: opts.MaxEntries,
-		timeout: opts.Timeout, log: opts.Logger, m: newMetrics(), shadow: opts.Shadow,
+		timeout: opts.Timeout, log: opts.Logger, m: newMetrics(), shadow: opts.Shadow, maxOverride: opts.MaxOverrideScale,
 		quota: opts.QuotaMode, metadata: opts.ResponseMetadata}
 	s.scratch.New = func() any { return new(scratch) }
 	s.setConfig(opts.Config)
@@ -351,8 +357,14 @@ func (s *Server) validate(req *rlspb.RateLimitRequest) error {
 			return status.Errorf(codes.InvalidArgument, "rls: descriptor %d: hits_addend %d; at most %d", i, d.HitsAddend.Value, bounds.MaxHits)
 		}
 		if d.Limit != nil {
-			if _, ok := unitMillis[rlspb.RateLimitResponse_RateLimit_Unit(d.Limit.Unit)]; !ok {
+			ms, ok := unitMillis[rlspb.RateLimitResponse_RateLimit_Unit(d.Limit.Unit)]
+			if !ok {
 				return status.Errorf(codes.InvalidArgument, "rls: descriptor %d: limit override with unit %v", i, d.Limit.Unit)
+			}
+			// The caller, not the operator, chose this window: it is bound
+			// as a scale a caller names is (-redis-max-scale).
+			if s.maxOverride > 0 && ms > s.maxOverride.Milliseconds() {
+				return status.Errorf(codes.InvalidArgument, "rls: descriptor %d: a limit override's unit %v is longer than the longest window a caller may choose here (%v)", i, d.Limit.Unit, s.maxOverride)
 			}
 		}
 	}

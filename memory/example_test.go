@@ -1,0 +1,95 @@
+package memory_test
+
+import (
+	"context"
+	"fmt"
+	"log"
+	"sync/atomic"
+	"time"
+
+	rl "github.com/raterlimiter/raterlimiter"
+	"github.com/raterlimiter/raterlimiter/memory"
+)
+
+// clock is a settable clock for the examples, which must not depend on the
+// time they run at. Real programs leave Config.Clock out.
+type clock struct{ ms atomic.Int64 }
+
+func newClock() *clock {
+	c := &clock{}
+	c.ms.Store(1_700_000_420_000) // 2023-11-14 22:20:20 UTC
+	return c
+}
+
+func (c *clock) Now() time.Time          { return time.UnixMilli(c.ms.Load()) }
+func (c *clock) Advance(d time.Duration) { c.ms.Add(d.Milliseconds()) }
+
+// A token bucket of three requests per second: a burst of three passes, the
+// fourth waits a third of a second.
+func Example() {
+	clk := newClock()
+	lim := memory.New(memory.Config{Clock: clk.Now})
+	defer lim.Close()
+
+	ctx := context.Background()
+	r := rl.Request{ID: "user-42", Scale: time.Second, Limit: 3, Algo: rl.Token}
+	for range 4 {
+		d, err := lim.CheckRate(ctx, r)
+		if err != nil {
+			log.Fatal(err)
+		}
+		fmt.Println(d.Allowed, d.Remaining, d.RetryAfter)
+	}
+	clk.Advance(334 * time.Millisecond)
+	d, _ := lim.CheckRate(ctx, r)
+	fmt.Println(d.Allowed, d.Remaining, d.RetryAfter)
+	// Output:
+	// true 2 0s
+	// true 1 0s
+	// true 0 0s
+	// false 0 334ms
+	// true 0 0s
+}
+
+// CheckRates decides a batch in order, in one call: a request and its
+// burst limit, say.
+func ExampleLimiter_CheckRates() {
+	lim := memory.New(memory.Config{Clock: newClock().Now})
+	defer lim.Close()
+
+	ds, err := lim.CheckRates(context.Background(), []rl.Request{
+		{ID: "user-42", Scale: time.Hour, Limit: 1000},
+		{ID: "user-42", Scale: time.Second, Limit: 1, Hits: 2},
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, d := range ds {
+		fmt.Println(d.Allowed, d.Count, d.Remaining)
+	}
+	// Output:
+	// true 1 999
+	// false 2 0
+}
+
+// Wait on a leaky bucket (limit 10 per 100 ms: one every 10 ms, two may
+// queue) lets each request go on at its turn; when the queue is full it
+// returns the denied decision at once.
+func ExampleLimiter_Wait() {
+	lim := memory.New(memory.Config{Clock: newClock().Now}) // the clock stands still
+	defer lim.Close()
+
+	r := rl.Request{ID: "worker", Scale: 100 * time.Millisecond, Limit: 10, Algo: rl.Leaky, Queue: 2}
+	for range 4 {
+		d, err := lim.Wait(context.Background(), r)
+		if err != nil {
+			log.Fatal(err)
+		}
+		fmt.Println(d.Allowed, d.Delay, d.RetryAfter)
+	}
+	// Output:
+	// true 0s 0s
+	// true 10ms 0s
+	// true 20ms 0s
+	// false 0s 10ms
+}
