@@ -68,7 +68,7 @@ func TestMiddlewareWaitsItsTurn(t *testing.T) {
 			// requester leaving after 50 ms is never beaten by its turn,
 			// however late a busy machine runs the timer that leaves.
 			slow, err := nethttp.New(nethttp.Config{Config: middleware.Config{Limiter: lim,
-				Policy:  middleware.Policy{Scale: 60_000, Limit: 5, Algo: rl.Leaky, Queue: 3},
+				Policy:  middleware.Policy{Scale: time.Minute, Limit: 5, Algo: rl.Leaky, Queue: 3},
 				MaxWait: 30 * time.Second}})
 			require.NoError(t, err)
 			hs := slow.Handler(next)
