@@ -29,7 +29,7 @@ failed=0
 # hold thousands of connections (seconds a run) run STRESS_E2E_COUNT times.
 e2e=${STRESS_E2E_COUNT:-20}
 timing=(
-  "./snapshot ^TestWriteLeavesOutExpiredRecords$ $count"
+  "./internal/snapshot ^TestWriteLeavesOutExpiredRecords$ $count"
   "./memory ^(TestBatchAcrossShardsKeepsOrder|TestPeriodicSweep|TestConcurrentHitsAllowExactlyTheLimit)$ $count"
   "./cmd/raterlimiter ^(TestHostileClientsDoNotStopHealthyOnes|TestSlowedActorAnswers503WithinTimeoutAndLeaksNothing|TestAbandonedBatchKeepsItsOwnChecks)$ $count"
   "./cmd/raterlimiter ^(TestWellBehavedClientUnderAttack|TestBodyFloodIsBounded|TestE2ESnapshotKill9LosesAtMostOneInterval|TestRedisOutageEngagesTheFailMode)$ $e2e"
@@ -43,7 +43,8 @@ timing=(
 suite() {
   local name=$1 start rc=0
   start=$(date +%s)
-  { go vet ./... && go test -race -count=1 -timeout "$timeout" ./...; } >"$logs/$name.log" 2>&1 || rc=$?
+  { go vet ./... && go test -race -count=1 -timeout "$timeout" ./... &&
+    (cd deploy/kubernetes/check && go vet ./... && go test -race -count=1 -timeout 10m ./...); } >"$logs/$name.log" 2>&1 || rc=$?
   echo "$name rc=$rc $(($(date +%s) - start))s" >"$logs/$name.result"
   return "$rc"
 }
