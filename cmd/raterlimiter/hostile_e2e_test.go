@@ -57,6 +57,11 @@ func TestConnectionHogDoesNotStopOthers(t *testing.T) {
 		}
 	})
 	good := clientFrom("127.0.0.3")
+	// The hog binds 16,500 source ports on its address: one of this
+	// process's own, so that a second copy of the suite running beside it
+	// (scripts/stress-tests.sh) never takes the same address's ports.
+	hogAddr := ownLoopback(2)
+	t.Logf("the hog dials from %s", hogAddr)
 	var served, failed atomic.Int64
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
@@ -86,7 +91,7 @@ func TestConnectionHogDoesNotStopOthers(t *testing.T) {
 	for range 16 {
 		dialers.Go(func() {
 			for range hog / 16 {
-				c, err := dialFrom("127.0.0.2", s.addr)
+				c, err := dialFrom(hogAddr, s.addr)
 				if !assert.NoError(t, err) {
 					return
 				}
@@ -99,7 +104,7 @@ func TestConnectionHogDoesNotStopOthers(t *testing.T) {
 	dialers.Wait()
 	dialed := time.Since(dialStart)
 	for len(conns) < hog {
-		c, err := dialFrom("127.0.0.2", s.addr)
+		c, err := dialFrom(hogAddr, s.addr)
 		require.NoError(t, err)
 		conns = append(conns, c)
 	}
@@ -683,4 +688,13 @@ func TestHardeningOnTheBinary(t *testing.T) {
 	assert.Equal(t, 401, s.get(t, "/buckets?id=planted").status, "the token from the file is required")
 	r = s.do(t, "GET", "/buckets?id=planted", "", "", "Authorization", "Bearer s3cret")
 	assert.Equal(t, 200, r.status, "the trailing newline is not part of the token")
+}
+
+// ownLoopback is a loopback address of this test process's own,
+// 127.P.Q.last with P.Q from its pid, for a test that binds thousands of
+// source ports: the kernel hands out a bound address's ports from one
+// range, which two processes dialing from one address would share.
+func ownLoopback(last byte) string {
+	pid := os.Getpid()
+	return fmt.Sprintf("127.%d.%d.%d", 100+(pid>>8)%100, pid&255, last)
 }
