@@ -104,16 +104,6 @@ type Config struct {
 	Logger *slog.Logger
 }
 
-// The engine's defaults.
-const (
-	// defaultSweepInterval is Config.SweepInterval's default.
-	defaultSweepInterval = sweeper.DefaultInterval
-	// defaultMailbox is Config.Mailbox's default.
-	defaultMailbox = actor.DefaultMailbox
-	// defaultSweepBudget is Config.SweepBudget's default.
-	defaultSweepBudget = actor.DefaultSweepBudget
-)
-
 // ErrTooManyScales refuses a check that would give an id records of more
 // distinct scales than Config.MaxScalesPerID allows. It matches
 // raterlimiter.ErrInvalid.

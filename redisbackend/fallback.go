@@ -10,14 +10,6 @@ import (
 	"github.com/raterlimiter/raterlimiter/internal/ms"
 )
 
-func allIndexes(n int) []int {
-	idx := make([]int, n)
-	for i := range idx {
-		idx[i] = i
-	}
-	return idx
-}
-
 // degrade answers rs[failed] by the fail mode; ds holds Redis's answers to the
 // others.
 func (b *Backend) degrade(ctx context.Context, rs []ms.Request, ds []ms.Decision, failed []int, cause error) ([]ms.Decision, error) {

@@ -47,15 +47,6 @@ func (r Request) Public() rl.Request {
 // Validate validates r as rl.Request.Validate does.
 func (r Request) Validate(maxIDBytes int) error { return r.Public().Validate(maxIDBytes) }
 
-// Counted returns r with Hits 1 when it is 0 and r is not a peek, as
-// rl.Request.Counted.
-func (r Request) Counted() Request {
-	if r.Hits == 0 && !r.Peek {
-		r.Hits = 1
-	}
-	return r
-}
-
 // SlicesOrDefault returns r.Slices, or bounds.DefaultSlices when it is 0.
 func (r Request) SlicesOrDefault() int64 {
 	if r.Slices == 0 {
