@@ -10,8 +10,8 @@ import (
 )
 
 // plumbing is a *Limiter's face for internal/memstore: the snapshots'
-// record iterator and restore calls, Scan, Pause and the batch into
-// lent buffers.
+// record iterator and restore calls, Scan, Pause, the batch into lent
+// buffers, Sweep and Stats.
 type plumbing struct{ l *Limiter }
 
 func (p plumbing) CopyRecords(ctx context.Context, chunk int, fn func(record) error, endVisit func(took time.Duration) error) error {
@@ -36,6 +36,13 @@ func (p plumbing) Pause(ctx context.Context, shard int) (func() error, error) {
 	return p.l.pause(ctx, shard)
 }
 
+func (p plumbing) Sweep(ctx context.Context) (memstore.SweepStats, error) { return p.l.sweep(ctx) }
+
+func (p plumbing) Stats() memstore.Stats { return p.l.stats() }
+
+// newTuned is memstore.New: cfg must be a Config.
+func newTuned(cfg any, t memstore.Tuning) any { return newLimiter(cfg.(Config), t) }
+
 func init() {
 	memstore.Register(func(l any) (memstore.Limiter, bool) {
 		m, ok := l.(*Limiter)
@@ -43,5 +50,5 @@ func init() {
 			return nil, false
 		}
 		return plumbing{m}, true
-	}, newStore)
+	}, newStore, newTuned)
 }

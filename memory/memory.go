@@ -46,12 +46,9 @@ import (
 	"github.com/raterlimiter/raterlimiter/actor"
 	"github.com/raterlimiter/raterlimiter/buckets"
 	"github.com/raterlimiter/raterlimiter/internal/algo"
+	"github.com/raterlimiter/raterlimiter/internal/memstore"
 	"github.com/raterlimiter/raterlimiter/sweeper"
 )
-
-// SweepStats is what one sweep did: the records it examined and deleted,
-// and how long it took.
-type SweepStats = actor.SweepStats
 
 // Config configures a Limiter. The zero value is ready to use: every zero
 // field means the default its comment names.
@@ -68,7 +65,8 @@ type Config struct {
 	// docs/reliability.md).
 	Clock func() time.Time
 	// SweepInterval is the time between sweeps of stale buckets. Default
-	// 10 s; negative disables the sweeper.
+	// 10 s; negative disables the sweeper (records then leave only when
+	// the bounds below evict them or Reset deletes them).
 	SweepInterval time.Duration
 	// MaxIDBytes is the longest id accepted. Default
 	// 1024.
@@ -91,14 +89,6 @@ type Config struct {
 	// ErrTooManyScales (matching raterlimiter.ErrInvalid).
 	// Default 64; negative means no bound.
 	MaxScalesPerID int
-	// Mailbox is about how many messages may wait for each actor; callers
-	// past it wait for room. Default 65,536.
-	Mailbox int
-	// SweepBudget is how many records a sweep step examines before the actor
-	// answers checks again. Default 256.
-	SweepBudget int
-	// OnSweep, if set, is called after each shard's periodic sweep.
-	OnSweep func(shard int, s SweepStats, err error)
 	// Logger receives the actors' and the sweeper's reports. Default
 	// slog.Default().
 	Logger *slog.Logger
@@ -134,6 +124,12 @@ var (
 
 // New starts a limiter. Close stops it.
 func New(cfg Config) *Limiter {
+	return newLimiter(cfg, memstore.Tuning{})
+}
+
+// newLimiter is New with the actors' tuning, which the sidecar and the
+// tests set through internal/memstore (memstore.New).
+func newLimiter(cfg Config, t memstore.Tuning) *Limiter {
 	if cfg.Shards <= 0 {
 		cfg.Shards = max(1, runtime.GOMAXPROCS(0)/2)
 	}
@@ -169,8 +165,8 @@ func New(cfg Config) *Limiter {
 	for i := range cfg.Shards {
 		l.actors = append(l.actors, actor.New(actor.Config{
 			Clock:       clock,
-			Mailbox:     cfg.Mailbox,
-			SweepBudget: cfg.SweepBudget,
+			Mailbox:     t.Mailbox,
+			SweepBudget: t.SweepBudget,
 			Store: buckets.Options{MaxIDBytes: cfg.MaxIDBytes, MaxRecords: perShard, Seed: uint64(i) + 1,
 				MaxScalesPerID: cfg.MaxScalesPerID, MaxBytes: perShardBytes},
 			Logger: cfg.Logger,
@@ -181,9 +177,15 @@ func New(cfg Config) *Limiter {
 		for i, a := range l.actors {
 			targets[i] = a
 		}
+		var onSweep func(int, actor.SweepStats, error)
+		if t.OnSweep != nil {
+			onSweep = func(shard int, s actor.SweepStats, err error) {
+				t.OnSweep(shard, memstore.SweepStats(s), err)
+			}
+		}
 		l.sweeper = sweeper.Start(sweeper.Config{
 			Interval: cfg.SweepInterval,
-			OnSweep:  cfg.OnSweep,
+			OnSweep:  onSweep,
 			Logger:   cfg.Logger,
 		}, targets...)
 	}
@@ -377,11 +379,10 @@ func (l *Limiter) restoreLog(ctx context.Context, id string, scale, created int6
 	return err
 }
 
-// Sweep runs a sweep of every shard now and returns the totals. With
-// Config.SweepInterval negative it is how an application sweeps on a
-// schedule of its own.
-func (l *Limiter) Sweep(ctx context.Context) (SweepStats, error) {
-	var total SweepStats
+// sweep runs a sweep of every shard now and returns the totals
+// (memstore.Limiter.Sweep).
+func (l *Limiter) sweep(ctx context.Context) (memstore.SweepStats, error) {
+	var total memstore.SweepStats
 	for _, a := range l.actors {
 		st, err := a.Sweep(ctx)
 		if err != nil {
@@ -393,36 +394,9 @@ func (l *Limiter) Sweep(ctx context.Context) (SweepStats, error) {
 	return total, nil
 }
 
-// Stats is a snapshot of the limiter's gauges and counters.
-//
-// Live and Evicted are eventually consistent: an actor may publish them
-// after it has answered the checks it just served (CheckRate, Wait,
-// CheckRates, CheckRatesInto), so a caller that reads them as soon as its
-// check returns may see the values from before it; they catch up without
-// any further call, and tests wait for them with a condition. After Sweep,
-// Reset, Restore and RestoreLog they are current when the call returns.
-// Restarts is counted before the caller whose check panicked is answered.
-// Pending is read at the moment of the call: it counts the messages no
-// actor has taken yet, those of callers that gave up included, so it too
-// drains only as the actors run (a test waits for it with a condition).
-// Shards never changes.
-type Stats struct {
-	// Live is the number of live bucket records (eventually consistent).
-	Live int
-	// Evicted counts records evicted to stay within MaxBuckets or
-	// MaxBucketBytes (eventually consistent).
-	Evicted uint64
-	// Restarts counts actor restarts after a panic.
-	Restarts uint64
-	// Pending is the number of messages waiting in the mailboxes.
-	Pending int
-	// Shards is the number of actors.
-	Shards int
-}
-
-// Stats returns the limiter's gauges and counters.
-func (l *Limiter) Stats() Stats {
-	st := Stats{Shards: len(l.actors)}
+// stats returns the limiter's gauges and counters (memstore.Stats).
+func (l *Limiter) stats() memstore.Stats {
+	st := memstore.Stats{Shards: len(l.actors)}
 	for _, a := range l.actors {
 		st.Live += a.Len()
 		st.Evicted += a.Evicted()

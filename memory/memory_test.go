@@ -12,7 +12,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	rl "github.com/raterlimiter/raterlimiter"
-	"github.com/raterlimiter/raterlimiter/actor"
 	"github.com/raterlimiter/raterlimiter/limitertest"
 	"github.com/raterlimiter/raterlimiter/memory"
 )
@@ -62,7 +61,7 @@ func TestBatchAcrossShardsKeepsOrder(t *testing.T) {
 	}
 	// The gauge is published after the answers (actor.Len: as of the last
 	// message handled), so it may lag them by an instant.
-	assert.Eventually(t, func() bool { return l.Stats().Live == 13 }, 5*time.Second, time.Millisecond)
+	assert.Eventually(t, func() bool { return memstore.MustOf(l).Stats().Live == 13 }, 5*time.Second, time.Millisecond)
 }
 
 // TestCheckRatesIntoDecidesAsCheckRates: the same batches, sent to twin
@@ -109,9 +108,9 @@ func TestCheckRatesIntoRefusesWithoutCounting(t *testing.T) {
 
 func TestPeriodicSweep(t *testing.T) {
 	clock := limitertest.NewClock(limitertest.T0)
-	swept := make(chan actor.SweepStats, 16)
-	l := memory.New(memory.Config{Shards: 2, Clock: clock.Now, SweepInterval: time.Millisecond,
-		OnSweep: func(_ int, s actor.SweepStats, err error) {
+	swept := make(chan memstore.SweepStats, 16)
+	l := memstore.New[*memory.Limiter](memory.Config{Shards: 2, Clock: clock.Now, SweepInterval: time.Millisecond},
+		memstore.Tuning{OnSweep: func(_ int, s memstore.SweepStats, err error) {
 			if err == nil && s.Deleted > 0 {
 				swept <- s
 			}

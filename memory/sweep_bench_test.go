@@ -9,6 +9,7 @@ import (
 	"time"
 
 	rl "github.com/raterlimiter/raterlimiter"
+	"github.com/raterlimiter/raterlimiter/internal/memstore"
 	"github.com/raterlimiter/raterlimiter/limitertest"
 	"github.com/raterlimiter/raterlimiter/memory"
 )
@@ -69,7 +70,7 @@ func BenchmarkSweepPause(b *testing.B) {
 			stop := make(chan struct{})
 			go func() {
 				defer close(stop)
-				st, err := l.Sweep(ctx)
+				st, err := memstore.MustOf(l).Sweep(ctx)
 				if err != nil {
 					b.Error(err)
 				}

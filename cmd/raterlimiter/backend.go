@@ -14,6 +14,7 @@ import (
 	"github.com/raterlimiter/raterlimiter/api"
 	"github.com/raterlimiter/raterlimiter/internal/cli"
 	"github.com/raterlimiter/raterlimiter/internal/degrade"
+	"github.com/raterlimiter/raterlimiter/internal/memstore"
 	"github.com/raterlimiter/raterlimiter/internal/policy"
 	"github.com/raterlimiter/raterlimiter/memory"
 	"github.com/raterlimiter/raterlimiter/redisbackend"
@@ -39,7 +40,7 @@ type backend struct {
 func openBackend(cfg config, logger *slog.Logger, onSwept func(n int, took time.Duration)) (backend, error) {
 	switch cfg.backend {
 	case "memory":
-		m := memory.New(memory.Config{
+		m := memstore.New[*memory.Limiter](memory.Config{
 			Shards:         cfg.shards,
 			SweepInterval:  cfg.sweepInterval,
 			MaxIDBytes:     limiterIDBytes(cfg),
@@ -47,7 +48,8 @@ func openBackend(cfg config, logger *slog.Logger, onSwept func(n int, took time.
 			MaxBucketBytes: maxBucketBytes(cfg),
 			MaxScalesPerID: cfg.maxScalesPerID,
 			Logger:         logger,
-			OnSweep: func(_ int, s memory.SweepStats, err error) {
+		}, memstore.Tuning{
+			OnSweep: func(_ int, s memstore.SweepStats, err error) {
 				if err == nil {
 					onSwept(s.Deleted, s.Took)
 				}
@@ -62,7 +64,7 @@ func openBackend(cfg config, logger *slog.Logger, onSwept func(n int, took time.
 		return backend{
 			Limiter: m,
 			Stats: func() api.BackendStats {
-				st := m.Stats()
+				st := memstore.MustOf(m).Stats()
 				return api.BackendStats{Live: st.Live, Restarts: st.Restarts, Pending: st.Pending, Evicted: st.Evicted}
 			},
 			Close:      func() error { return errors.Join(finalSnapshot(), m.Close()) },

@@ -44,7 +44,13 @@ type relServer struct {
 // the test's cleanup shuts the server down, then closes the limiter.
 func startRelServer(t *testing.T, mcfg memory.Config, cfg api.Config) *relServer {
 	t.Helper()
-	lim := memory.New(mcfg)
+	return startTunedRelServer(t, mcfg, memstore.Tuning{}, cfg)
+}
+
+// startTunedRelServer is startRelServer with the actors' tuning.
+func startTunedRelServer(t *testing.T, mcfg memory.Config, tuning memstore.Tuning, cfg api.Config) *relServer {
+	t.Helper()
+	lim := memstore.New[*memory.Limiter](mcfg, tuning)
 	t.Cleanup(func() { lim.Close() })
 	cfg.Limiter = lim
 	return &relServer{lim: lim, addr: strings.TrimPrefix(sidecartest.Serve(t, cfg), "http://")}
@@ -154,8 +160,8 @@ func TestSlowedActorAnswers503WithinTimeoutAndLeaksNothing(t *testing.T) {
 		{"mailbox full, callers wait to enter", 8},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s := startRelServer(t, memory.Config{Shards: 1, SweepInterval: -1, Mailbox: tc.mailbox},
-				api.Config{Timeout: timeout})
+			s := startTunedRelServer(t, memory.Config{Shards: 1, SweepInterval: -1},
+				memstore.Tuning{Mailbox: tc.mailbox}, api.Config{Timeout: timeout})
 			// Checks, batches and health checks, each on its own
 			// connection, the i-th of each with ids of its own.
 			request := func(i int) string {
@@ -244,7 +250,7 @@ func TestSlowedActorAnswers503WithinTimeoutAndLeaksNothing(t *testing.T) {
 			// The callers that gave up left their messages in the mailbox;
 			// the actor skips them once it runs again, which on one
 			// processor may be after this goroutine reads the gauge.
-			assert.Eventually(t, func() bool { return s.lim.Stats().Pending == 0 }, 10*time.Second, time.Millisecond, "the mailbox drains once the actor runs again")
+			assert.Eventually(t, func() bool { return memstore.MustOf(s.lim).Stats().Pending == 0 }, 10*time.Second, time.Millisecond, "the mailbox drains once the actor runs again")
 
 			// Served again: the same burst is answered 200.
 			served("after release")

@@ -1,11 +1,14 @@
 // Package memstore is the memory backend's plumbing for the sidecar and
 // its tools, kept off package memory's public surface: the record
 // iterator and restore calls the snapshots use, a store without an actor
-// for replaying checks at given times, holding a shard for drills, and the
-// batch into lent buffers the sidecar's /check_rates uses.
+// for replaying checks at given times, holding a shard for drills, the
+// batch into lent buffers the sidecar's /check_rates uses, the gauges its
+// metrics and dashboard read (Stats), a sweep on demand (Sweep), and the
+// actors' tuning (New with a Tuning: mailbox size, sweep budget, a hook
+// after each periodic sweep).
 //
 // Package memory registers its implementation when it is linked in (Of,
-// NewStore); a program that imports memstore imports memory too.
+// NewStore, New); a program that imports memstore imports memory too.
 package memstore
 
 import (
@@ -54,6 +57,61 @@ type Limiter interface {
 	// Pause holds shard's goroutine until release is called: checks on
 	// it wait, as they would behind a stalled shard.
 	Pause(ctx context.Context, shard int) (release func() error, err error)
+	// Sweep runs a sweep of every shard now and returns the totals (Took
+	// is zero). With memory.Config.SweepInterval negative it is how a
+	// program sweeps on a schedule of its own.
+	Sweep(ctx context.Context) (SweepStats, error)
+	// Stats returns the limiter's gauges and counters.
+	Stats() Stats
+}
+
+// Stats is a snapshot of a memory limiter's gauges and counters.
+//
+// Live and Evicted are eventually consistent: an actor may publish them
+// after it has answered the checks it just served (CheckRate, Wait,
+// CheckRates, CheckRatesInto), so a caller that reads them as soon as its
+// check returns may see the values from before it; they catch up without
+// any further call, and tests wait for them with a condition. After Sweep,
+// Reset, Restore and RestoreLog they are current when the call returns.
+// Restarts is counted before the caller whose check panicked is answered.
+// Pending is read at the moment of the call: it counts the messages no
+// actor has taken yet, those of callers that gave up included, so it too
+// drains only as the actors run (a test waits for it with a condition).
+// Shards never changes.
+type Stats struct {
+	// Live is the number of live bucket records (eventually consistent).
+	Live int
+	// Evicted counts records evicted to stay within MaxBuckets or
+	// MaxBucketBytes (eventually consistent).
+	Evicted uint64
+	// Restarts counts actor restarts after a panic.
+	Restarts uint64
+	// Pending is the number of messages waiting in the mailboxes.
+	Pending int
+	// Shards is the number of actors.
+	Shards int
+}
+
+// SweepStats is what a sweep did: the records it examined and deleted,
+// and how long it took.
+type SweepStats struct {
+	Examined, Deleted int
+	// Took is the sweep's duration, as the sweeper measured it (zero for
+	// Limiter.Sweep).
+	Took time.Duration
+}
+
+// Tuning is what New sets beyond a memory.Config: the actors' knobs the
+// sidecar and the tests turn. The zero Tuning is memory.New's.
+type Tuning struct {
+	// Mailbox is about how many messages may wait for each actor; callers
+	// past it wait for room. Default 65,536.
+	Mailbox int
+	// SweepBudget is how many records a sweep step examines before the
+	// actor answers checks again. Default 256.
+	SweepBudget int
+	// OnSweep, if set, is called after each shard's periodic sweep.
+	OnSweep func(shard int, s SweepStats, err error)
 }
 
 // Into decides a batch into the caller's buffers: CheckRates writing the
@@ -97,11 +155,24 @@ type StoreConfig struct {
 var (
 	of       func(any) (Limiter, bool)
 	newStore func(StoreConfig) Store
+	newTuned func(cfg any, t Tuning) any
 )
 
-// Register is called by package memory when it is initialized.
-func Register(view func(any) (Limiter, bool), store func(StoreConfig) Store) {
-	of, newStore = view, store
+// Register is called by package memory when it is initialized: view
+// returns a limiter's plumbing, store makes a Store, and tuned starts a
+// limiter of a memory.Config with a Tuning.
+func Register(view func(any) (Limiter, bool), store func(StoreConfig) Store, tuned func(cfg any, t Tuning) any) {
+	of, newStore, newTuned = view, store, tuned
+}
+
+// New starts a memory limiter as memory.New(cfg) does, with t's tuning:
+// memstore.New[*memory.Limiter](cfg, t). It panics when cfg is not a
+// memory.Config or L not a *memory.Limiter.
+func New[L, C any](cfg C, t Tuning) L {
+	if newTuned == nil {
+		panic("memstore: package memory is not linked in")
+	}
+	return newTuned(cfg, t).(L)
 }
 
 // Of returns the plumbing of l, a *memory.Limiter, or false when l is

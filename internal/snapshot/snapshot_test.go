@@ -237,9 +237,9 @@ func TestWriteLeavesOutExpiredRecords(t *testing.T) {
 	_, err = l.CheckRate(ctx, rl.Request{ID: "new", Scale: time.Second, Limit: 1, Hits: 1})
 	require.NoError(t, err)
 	// Live is published by the actor after it answers a check
-	// (memory.Stats), so it may lag the answers by an instant: wait for it.
+	// (memstore.Stats), so it may lag the answers by an instant: wait for it.
 	// Write itself does not depend on the gauge.
-	require.Eventually(t, func() bool { return l.Stats().Live == 2 }, 10*time.Second, time.Millisecond,
+	require.Eventually(t, func() bool { return memstore.MustOf(l).Stats().Live == 2 }, 10*time.Second, time.Millisecond,
 		"the sweeper is off: both records are in the store")
 	ws, err := snapshot.Write(ctx, filepath.Join(t.TempDir(), "snap"), l, snapshot.WriteOptions{Clock: clock.Now})
 	require.NoError(t, err)
@@ -306,7 +306,7 @@ func TestCorruptFilesAreRefusedNamingTheFile(t *testing.T) {
 			assert.ErrorIs(t, err, snapshot.ErrCorrupt)
 			assert.Contains(t, err.Error(), path)
 			assert.Contains(t, err.Error(), tc.msg)
-			assert.Zero(t, l.Stats().Live, "nothing is restored from a refused file")
+			assert.Zero(t, memstore.MustOf(l).Stats().Live, "nothing is restored from a refused file")
 
 			var logs bytes.Buffer
 			st, err := snapshot.Load(context.Background(), path, l, snapshot.LoadOptions{
@@ -315,7 +315,7 @@ func TestCorruptFilesAreRefusedNamingTheFile(t *testing.T) {
 			require.NoError(t, err)
 			assert.True(t, st.Ignored)
 			assert.ErrorIs(t, st.Err, snapshot.ErrCorrupt)
-			assert.Zero(t, l.Stats().Live)
+			assert.Zero(t, memstore.MustOf(l).Stats().Live)
 			assert.Contains(t, logs.String(), "starting empty")
 			assert.Contains(t, logs.String(), path)
 			// The bad file is kept aside, so the next write cannot destroy it.
@@ -425,7 +425,7 @@ func TestLoadCountsIDsTheLimiterRefuses(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, 7, st.Loaded)
 	assert.Equal(t, 7, st.Refused)
-	assert.Equal(t, 7, dst.Stats().Live)
+	assert.Equal(t, 7, memstore.MustOf(dst).Stats().Live)
 }
 
 func TestLoadStopsWhenTheTargetFails(t *testing.T) {
