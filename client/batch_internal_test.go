@@ -10,6 +10,8 @@ import (
 
 	rl "github.com/raterlimiter/raterlimiter"
 	"github.com/raterlimiter/raterlimiter/api"
+	"github.com/raterlimiter/raterlimiter/internal/clienttune"
+	"github.com/raterlimiter/raterlimiter/internal/defaults"
 	"github.com/raterlimiter/raterlimiter/internal/sidecartest"
 	"github.com/raterlimiter/raterlimiter/memory"
 )
@@ -44,4 +46,26 @@ func TestFlushLeavesOutEndedContexts(t *testing.T) {
 	d, err := lim.CheckRate(context.Background(), rl.Request{ID: "u", Scale: time.Minute, Limit: 10, Peek: true})
 	require.NoError(t, err)
 	assert.Equal(t, int64(2), d.Count, "the ended caller was not counted")
+}
+
+// TestTuningReachesTheTransportAndTheBatcher: clienttune.New sets the
+// connection cap and the batches in flight that Config no longer carries;
+// client.New keeps the defaults.
+func TestTuningReachesTheTransportAndTheBatcher(t *testing.T) {
+	c, err := clienttune.New[*Client](Config{URL: "http://127.0.0.1:1", BatchMaxSize: 10},
+		clienttune.Tuning{MaxConns: 3, BatchInFlight: 4})
+	require.NoError(t, err)
+	t.Cleanup(func() { c.Close() })
+	assert.Equal(t, 3, c.hc.MaxConns)
+	require.NotNil(t, c.batch)
+	assert.Equal(t, 4, c.batch.inFlight)
+
+	d, err := New(Config{URL: "http://127.0.0.1:1", BatchMaxSize: 10})
+	require.NoError(t, err)
+	t.Cleanup(func() { d.Close() })
+	assert.Equal(t, defaults.ClientMaxConnsPerHost, d.hc.MaxConns)
+	assert.Equal(t, defaults.BatchInFlight, d.batch.inFlight)
+
+	_, err = clienttune.New[*Client](Config{URL: "ftp://x"}, clienttune.Tuning{})
+	assert.Error(t, err, "New's errors come back")
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"github.com/raterlimiter/raterlimiter/internal/bounds"
 	"github.com/raterlimiter/raterlimiter/internal/check"
+	"github.com/raterlimiter/raterlimiter/internal/defaults"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -35,10 +36,13 @@ func (c *counting) CheckRates(ctx context.Context, rs []rl.Request) ([]rl.Decisi
 	return c.Limiter.CheckRates(ctx, rs)
 }
 
-// batching returns a batching client of the sidecar at url (see clientOf).
+// batching returns a batching client of the sidecar at url (see clientOf):
+// cfg's BatchMaxSize, or the sidecar's -max-batch default.
 func batching(t *testing.T, url string, cfg client.Config) *client.Client {
 	t.Helper()
-	cfg.Batching = true
+	if cfg.BatchMaxSize == 0 {
+		cfg.BatchMaxSize = defaults.BatchMaxSize
+	}
 	return clientOf(t, url, cfg)
 }
 
@@ -49,6 +53,39 @@ func TestBatchingSemantics(t *testing.T) {
 		t.Cleanup(func() { lim.Close() })
 		return batching(t, sidecar(t, lim, "admin-secret"), client.Config{AdminToken: "admin-secret", Clock: clock.Now})
 	})
+}
+
+// TestBatchingIsOnWithASizeOrAWindow: the zero Config sends each check
+// alone (GET /check_rate); a positive BatchMaxSize, or a positive
+// BatchWindow alone, sends them through POST /check_rates.
+func TestBatchingIsOnWithASizeOrAWindow(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		cfg     client.Config
+		batched bool
+	}{
+		{"zero config", client.Config{}, false},
+		{"BatchMaxSize", client.Config{BatchMaxSize: 2}, true},
+		{"BatchWindow", client.Config{BatchWindow: time.Millisecond}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			lim := memory.New(memory.Config{SweepInterval: -1})
+			t.Cleanup(func() { lim.Close() })
+			cl := &counting{Limiter: lim}
+			c := clientOf(t, sidecar(t, cl, ""), tc.cfg)
+			for range 3 {
+				_, err := c.CheckRate(context.Background(), rl.Request{ID: "u", Scale: time.Minute, Limit: 10})
+				require.NoError(t, err)
+			}
+			if tc.batched {
+				assert.Zero(t, cl.single.Load(), "no check went alone")
+				assert.Equal(t, int64(3), cl.items.Load(), "every check went in a batch")
+			} else {
+				assert.Equal(t, int64(3), cl.single.Load(), "every check went alone")
+				assert.Zero(t, cl.batches.Load(), "no batch")
+			}
+		})
+	}
 }
 
 // TestBatchingAllowsExactlyTheLimit: 128 goroutines × 100 hits on one id with

@@ -141,7 +141,11 @@ func BenchmarkBatching(b *testing.B) {
 	for _, callers := range []int{32, 512} {
 		for _, batching := range []bool{false, true} {
 			b.Run("callers="+strconv.Itoa(callers)+"/batching="+strconv.FormatBool(batching), func(b *testing.B) {
-				c, err := client.New(client.Config{URL: base, Timeout: 10 * time.Second, Batching: batching})
+				cfg := client.Config{URL: base, Timeout: 10 * time.Second}
+				if batching {
+					cfg.BatchMaxSize = defaults.BatchMaxSize
+				}
+				c, err := client.New(cfg)
 				if err != nil {
 					b.Fatal(err)
 				}

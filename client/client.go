@@ -26,6 +26,7 @@ import (
 	"fmt"
 	"github.com/raterlimiter/raterlimiter/internal/bounds"
 	"github.com/raterlimiter/raterlimiter/internal/check"
+	"github.com/raterlimiter/raterlimiter/internal/clienttune"
 	"github.com/raterlimiter/raterlimiter/internal/defaults"
 	"io"
 	"net"
@@ -46,8 +47,8 @@ import (
 
 // Defaults of Config's zero fields (see internal/defaults).
 const (
-	defaultTimeout         = defaults.ClientTimeout
-	defaultMaxConnsPerHost = defaults.ClientMaxConnsPerHost
+	defaultTimeout  = defaults.ClientTimeout
+	defaultMaxConns = defaults.ClientMaxConnsPerHost
 	// maxBody bounds what the client reads of one answer.
 	maxBody = 64 << 20
 )
@@ -87,43 +88,36 @@ type Config struct {
 	// MaxIDBytes is the longest id the local validation accepts; keep it equal
 	// to the sidecar's -max-id-bytes. Default 1024.
 	MaxIDBytes int
-	// MaxConnsPerHost caps the connections to the sidecar, all of which are
-	// kept alive when idle; a call that finds them all busy waits for one
-	// until its deadline. Default 256.
-	MaxConnsPerHost int
 	// TLSConfig is used for an https URL. Default: crypto/tls's defaults.
 	TLSConfig *tls.Config
 
-	// Batching turns on the batching mode: concurrent CheckRate calls travel
-	// together, up to BatchMaxSize of them, in one POST /check_rates. A
-	// batch leaves as soon as fewer than BatchInFlight batches are on their
-	// way, taking every check that is waiting by then (plus those arriving
-	// within BatchWindow, if set): under light load a check leaves at once,
-	// under heavy load the checks that arrive while batches travel make the
-	// next one. Each caller gets its own decision and its own error; a
-	// caller whose context ends is left out of its batch and never fails
-	// the others. Ids that are not valid UTF-8 cannot travel in JSON and go
-	// alone.
-	Batching bool
-	// BatchWindow, if positive, is how long a batch that may leave still
-	// waits for more checks. Default 0: the window is the time the previous
-	// batches spend on their way. (Timers under a millisecond tend to fire
-	// a millisecond late, which a fixed window pays on every check.)
-	BatchWindow time.Duration
-	// BatchMaxSize is the most checks in one batch; a full batch leaves as
-	// soon as it may. It must not exceed the sidecar's -max-batch. Default
-	// 500.
+	// BatchMaxSize, if positive, turns batching on, as a positive
+	// BatchWindow does: concurrent CheckRate calls travel together, up to
+	// BatchMaxSize of them, in one POST /check_rates. A batch leaves as
+	// soon as the previous one is back, taking every check that is waiting
+	// by then (plus those arriving within BatchWindow, if set): under light
+	// load a check leaves at once, under heavy load the checks that arrive
+	// while a batch travels make the next one. Each caller gets its own
+	// decision and its own error; a caller whose context ends is left out
+	// of its batch and never fails the others. Ids that are not valid
+	// UTF-8 cannot travel in JSON and go alone. It must not exceed the
+	// sidecar's -max-batch (500 by default; with BatchMaxSize 0 and a
+	// positive BatchWindow, batches hold up to 500). Default 0: no
+	// batching, each check its own GET /check_rate.
 	BatchMaxSize int
-	// BatchInFlight is how many batches may be on their way at once.
-	// Default 1: the checks that arrive while a batch travels make the next one.
-	BatchInFlight int
+	// BatchWindow, if positive, turns batching on (see BatchMaxSize) and is
+	// how long a batch that may leave still waits for more checks. Default
+	// 0: the window is the time the previous batch spends on its way,
+	// which is what to choose: timers under a millisecond tend to fire a
+	// millisecond late, which a fixed window pays on every check.
+	BatchWindow time.Duration
 }
 
 // Client calls a raterlimiter sidecar. It is safe for concurrent use. Close
 // stops it.
 type Client struct {
 	hc         *fasthttp.HostClient
-	batch      *batcher // nil unless Config.Batching
+	batch      *batcher // nil unless Config.BatchMaxSize or BatchWindow is positive
 	closed     atomic.Bool
 	once       sync.Once
 	base       string // URL without a trailing slash
@@ -144,6 +138,12 @@ var (
 // New returns a client of the sidecar at cfg.URL. It fails only on a URL that
 // is not an absolute http or https URL or a unix: socket path.
 func New(cfg Config) (*Client, error) {
+	return newClient(cfg, clienttune.Tuning{})
+}
+
+// newClient is New with the tuning the load tool sets through
+// internal/clienttune (clienttune.New).
+func newClient(cfg Config, t clienttune.Tuning) (*Client, error) {
 	if cfg.FailMode > rl.FailOpen {
 		return nil, fmt.Errorf("client: FailMode %v: the client has no limiter of its own to fall back on; use rl.FailClosed or rl.FailOpen", cfg.FailMode)
 	}
@@ -179,9 +179,9 @@ func New(cfg Config) (*Client, error) {
 	if c.maxID <= 0 {
 		c.maxID = bounds.DefaultMaxIDBytes
 	}
-	conns := cfg.MaxConnsPerHost
+	conns := t.MaxConns
 	if conns <= 0 {
-		conns = defaultMaxConnsPerHost
+		conns = defaultMaxConns
 	}
 	addr := u.Host
 	if u.Port() == "" {
@@ -210,8 +210,8 @@ func New(cfg Config) (*Client, error) {
 		var d net.Dialer
 		c.hc.Dial = func(string) (net.Conn, error) { return d.Dial("unix", sock) }
 	}
-	if cfg.Batching {
-		c.batch = newBatcher(c, cfg.BatchWindow, cfg.BatchMaxSize, cfg.BatchInFlight)
+	if cfg.BatchMaxSize > 0 || cfg.BatchWindow > 0 {
+		c.batch = newBatcher(c, cfg.BatchWindow, cfg.BatchMaxSize, t.BatchInFlight)
 	}
 	return c, nil
 }
@@ -543,14 +543,14 @@ func answer(status int, b []byte, decode func(status int, body []byte) error) er
 			return nil
 		}
 		if err != errUnexpected {
-			return &Error{Status: status, Message: "bad answer: " + err.Error(), Err: err}
+			return &Error{Status: status, msg: "bad answer: " + err.Error(), Err: err}
 		}
 	case status == fasthttp.StatusBadRequest:
 		if err := apiInvalid(b); err != nil {
 			return err
 		}
 	}
-	return &Error{Status: status, Message: errorMessage(b)}
+	return &Error{Status: status, msg: errorMessage(b)}
 }
 
 func (c *Client) exchange(req *fasthttp.Request, resp *fasthttp.Response, deadline time.Time) error {
@@ -611,4 +611,10 @@ func (c *Client) failOpen(ctx context.Context, err error, n int) bool {
 
 func (c *Client) openDecision(r rl.Request) rl.Decision {
 	return rl.Decision{Allowed: true, Limit: r.Limit, Remaining: r.Limit, Now: c.clock()}
+}
+
+func init() {
+	clienttune.Register(func(cfg any, t clienttune.Tuning) (any, error) {
+		return newClient(cfg.(Config), t)
+	})
 }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -245,7 +246,7 @@ func TestAdminCalls(t *testing.T) {
 		var ce *client.Error
 		require.ErrorAs(t, err, &ce)
 		assert.Equal(t, http.StatusUnauthorized, ce.Status)
-		assert.Equal(t, "admin token required", ce.Message)
+		assert.Equal(t, "client: 401 Unauthorized: admin token required", ce.Error())
 		assert.NotErrorIs(t, err, rl.ErrUnavailable)
 		assert.NotErrorIs(t, err, rl.ErrInvalid)
 	})
@@ -299,7 +300,8 @@ func TestErrorsFromAnswers(t *testing.T) {
 			var ce *client.Error
 			require.ErrorAs(t, err, &ce)
 			assert.Equal(t, tt.status, ce.Status)
-			assert.Equal(t, tt.message, ce.Message)
+			assert.Equal(t, "client: "+strconv.Itoa(tt.status)+" "+http.StatusText(tt.status)+": "+tt.message, ce.Error(),
+				"the sidecar's message is in the error's text")
 		})
 	}
 }
@@ -479,7 +481,6 @@ func TestErrorText(t *testing.T) {
 		err  *client.Error
 		want string
 	}{
-		{"status and message", &client.Error{Status: 503, Message: "overloaded"}, "client: 503 Service Unavailable: overloaded"},
 		{"status only", &client.Error{Status: 502}, "client: 502 Bad Gateway"},
 		{"transport", &client.Error{Err: errors.New("dial tcp: refused")}, "client: dial tcp: refused"},
 	}

@@ -19,22 +19,24 @@ import (
 type Error struct {
 	// Status is the HTTP status, 0 when no answer came.
 	Status int
-	// Message is the answer's "error", or the start of its body.
-	Message string
 	// Err is the underlying error, if any (transport, context, decoding).
 	Err error
+	// msg is the answer's "error", or the start of its body; Error
+	// reports it.
+	msg string
 }
 
-// Error returns "client: " and the status, the sidecar's message or the
-// underlying error, whichever are present.
+// Error returns "client: " and the status, the sidecar's message (the
+// answer's "error", or the start of its body) or the underlying error,
+// whichever are present.
 func (e *Error) Error() string {
 	s := "client: "
 	if e.Status != 0 {
 		s += strconv.Itoa(e.Status) + " " + http.StatusText(e.Status)
-		if e.Message != "" {
-			s += ": " + e.Message
+		if e.msg != "" {
+			s += ": " + e.msg
 		}
-		if e.Err != nil && e.Message == "" {
+		if e.Err != nil && e.msg == "" {
 			s += ": " + e.Err.Error()
 		}
 		return s
@@ -42,7 +44,7 @@ func (e *Error) Error() string {
 	if e.Err != nil {
 		return s + e.Err.Error()
 	}
-	return s + e.Message
+	return s + e.msg
 }
 
 // Unwrap returns the underlying error.
