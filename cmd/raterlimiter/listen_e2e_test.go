@@ -185,7 +185,7 @@ func TestE2EUnixSocket(t *testing.T) {
 
 	d := checkThrough(t, rlclient.Config{URL: "unix:" + sock}, "sock-a")
 	assert.EqualValues(t, 1, d.Count)
-	d = checkThrough(t, rlclient.Config{URL: "unix:" + sock, Batching: true}, "sock-a")
+	d = checkThrough(t, rlclient.Config{URL: "unix:" + sock, BatchMaxSize: 10}, "sock-a")
 	assert.EqualValues(t, 2, d.Count)
 	out := curl(t, "--unix-socket", sock, "http://localhost/check_rate?id=sock-a&scale=60000&limit=5")
 	assert.True(t, strings.HasSuffix(out, "\n200"), out)

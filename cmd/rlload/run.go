@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"flag"
 	"fmt"
@@ -23,6 +24,7 @@ import (
 	"github.com/raterlimiter/raterlimiter/api"
 	"github.com/raterlimiter/raterlimiter/client"
 	"github.com/raterlimiter/raterlimiter/internal/cli"
+	"github.com/raterlimiter/raterlimiter/internal/clienttune"
 	msform "github.com/raterlimiter/raterlimiter/internal/ms"
 	"github.com/raterlimiter/raterlimiter/internal/term"
 	"github.com/raterlimiter/raterlimiter/memory"
@@ -263,15 +265,11 @@ func target(cfg *config, stderr io.Writer) (rl.Checker, func(), error) {
 			lim.Close()
 		}
 	}
-	c, err := client.New(client.Config{
-		URL:             url,
-		Timeout:         cfg.timeout,
-		MaxConnsPerHost: cfg.conns,
-		Batching:        cfg.batch,
-		BatchWindow:     cfg.batchWindow,
-		BatchMaxSize:    cfg.batchMax,
-		BatchInFlight:   cfg.batchInFlight,
-	})
+	ccfg := client.Config{URL: url, Timeout: cfg.timeout}
+	if cfg.batch { // a positive size turns the client's batching on
+		ccfg.BatchMaxSize, ccfg.BatchWindow = cmp.Or(cfg.batchMax, defaults.BatchMaxSize), cfg.batchWindow
+	}
+	c, err := clienttune.New[*client.Client](ccfg, clienttune.Tuning{MaxConns: cfg.conns, BatchInFlight: cfg.batchInFlight})
 	if err != nil {
 		closeSidecar()
 		return nil, nil, fmt.Errorf("rlload: %w", err)
