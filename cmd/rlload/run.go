@@ -68,7 +68,7 @@ func (cfg *config) flags(fs *flag.FlagSet) {
 	fs.DurationVar(&cfg.duration, "d", 10*time.Second, "how long to measure")
 	fs.DurationVar(&cfg.warmup, "warmup", 0, "how long to run before measuring (connections, buckets)")
 	fs.BoolVar(&cfg.batch, "batch", false, "use the client's batching mode (POST /check_rates)")
-	fs.IntVar(&cfg.batchMax, "batch-max", 0, "most checks in one batch; 0: the client's default ("+strconv.Itoa(defaults.BatchMaxSize)+")")
+	fs.IntVar(&cfg.batchMax, "batch-max", 0, "most checks in one batch, with -batch; 0: "+strconv.Itoa(defaults.BatchMaxSize)+" (the sidecar's default -max-batch)")
 	fs.IntVar(&cfg.batchInFlight, "batch-inflight", 0, "batches on their way at once; 0: the client's default ("+strconv.Itoa(defaults.BatchInFlight)+")")
 	fs.DurationVar(&cfg.batchWindow, "batch-window", 0, "how long a batch that may leave still waits for more checks; 0: none")
 	fs.IntVar(&cfg.conns, "conns", 0, "most connections to the sidecar; 0: the client's default ("+strconv.Itoa(defaults.ClientMaxConnsPerHost)+")")
