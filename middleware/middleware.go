@@ -36,7 +36,8 @@ type Config struct {
 	// fills it. MaxDelay bounds how long a request waits its turn (algo
 	// Leaky, whose allowed checks may come with a delay): a longer wait is
 	// a 429 that took no place in the queue; 0 means 10 s (the sidecar's
-	// -max-wait). Policy is not used with PolicyName.
+	// -max-wait), and any other value is a whole number of milliseconds up
+	// to ten years, as for any Request. Policy is not used with PolicyName.
 	Policy rl.Request
 	// PolicyName, if set, checks every request by the sidecar's policy of
 	// that name (gateway mode) instead of Policy: the sidecar owns the

@@ -6,7 +6,6 @@ package fasthttpmw
 
 import (
 	"context"
-	"github.com/raterlimiter/raterlimiter/middleware/internal/core"
 	"net"
 	"net/netip"
 
@@ -15,6 +14,7 @@ import (
 	rl "github.com/raterlimiter/raterlimiter"
 	"github.com/raterlimiter/raterlimiter/internal/headers"
 	"github.com/raterlimiter/raterlimiter/middleware"
+	"github.com/raterlimiter/raterlimiter/middleware/internal/core"
 )
 
 // New returns the middleware cfg describes: a function that puts a
