@@ -31,7 +31,7 @@ func Example() {
 			log.Fatal(err) // rl.ErrInvalid: bad input; rl.ErrUnavailable: no answer in time
 		}
 		fmt.Printf("allowed=%v remaining=%d retry-after=%v reset-at=%s\n",
-			d.Allowed, d.Remaining, d.RetryAfter, d.ResetAt().Format(time.TimeOnly))
+			d.Allowed, d.Remaining, d.RetryAfter, d.Now.Add(d.Reset).Format(time.TimeOnly))
 	}
 	// Output:
 	// allowed=true remaining=1 retry-after=0s reset-at=22:21:00
@@ -92,14 +92,17 @@ func ExampleItemError() {
 	// true 1
 }
 
-func ExampleParseAlgo() {
-	for _, s := range []string{"", "token", "leaky", "bucket"} {
-		a, err := rl.ParseAlgo(s)
-		fmt.Println(a, err)
+// Each algorithm has the name the HTTP API, the policy file and the
+// metrics give it.
+func ExampleAlgo() {
+	for _, a := range []rl.Algo{rl.Fixed, rl.Sliding, rl.Token, rl.Log, rl.Slices, rl.Leaky} {
+		fmt.Println(int(a), a)
 	}
 	// Output:
-	// fixed <nil>
-	// token <nil>
-	// leaky <nil>
-	// fixed raterlimiter: invalid algo: must be one of fixed, sliding, token, log, slices, leaky
+	// 0 fixed
+	// 1 sliding
+	// 2 token
+	// 3 log
+	// 4 slices
+	// 5 leaky
 }

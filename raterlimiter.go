@@ -64,46 +64,6 @@ func (a Algo) String() string {
 	return fmt.Sprintf("algo(%d)", uint8(a))
 }
 
-// ParseAlgo returns the algorithm named s ("fixed", "sliding", "token",
-// "log", "slices" or "leaky"). The empty string means Fixed, the default.
-func ParseAlgo(s string) (Algo, error) {
-	switch s {
-	case "", "fixed":
-		return Fixed, nil
-	case "sliding":
-		return Sliding, nil
-	case "token":
-		return Token, nil
-	case "log":
-		return Log, nil
-	case "slices":
-		return Slices, nil
-	case "leaky":
-		return Leaky, nil
-	}
-	return 0, errAlgo
-}
-
-var errAlgo = &FieldError{Field: "algo", Rule: "must be one of fixed, sliding, token, log, slices, leaky"}
-
-// MarshalText implements encoding.TextMarshaler.
-func (a Algo) MarshalText() ([]byte, error) {
-	if a >= numAlgos {
-		return nil, errAlgo
-	}
-	return []byte(a.String()), nil
-}
-
-// UnmarshalText implements encoding.TextUnmarshaler.
-func (a *Algo) UnmarshalText(b []byte) error {
-	v, err := ParseAlgo(string(b))
-	if err != nil {
-		return err
-	}
-	*a = v
-	return nil
-}
-
 // Request is one check_rate call: may ID make Hits more requests against Limit
 // per Scale?
 //
@@ -186,10 +146,6 @@ type Decision struct {
 	Now time.Time `json:"-"`
 }
 
-// ResetAt returns the instant at which the current window ends: Now +
-// Reset.
-func (d Decision) ResetAt() time.Time { return d.Now.Add(d.Reset) }
-
 // Bucket is one stored record of an id, as the admin API shows it.
 type Bucket struct {
 	// Scale and Algo are those of the checks that made the record.
@@ -210,18 +166,13 @@ type Bucket struct {
 	Modified time.Time
 }
 
-// Checker is the one call a middleware needs.
-type Checker interface {
-	// CheckRate decides one request. A request outside the bounds fails with
-	// an error that matches ErrInvalid and changes nothing.
-	CheckRate(ctx context.Context, r Request) (Decision, error)
-}
-
 // Limiter is what every backend implements: the embedded limiter, the client
 // of the sidecar and the Redis backend. Each also has a Wait method (one
 // check that waits its turn) and the Admin methods.
 type Limiter interface {
-	Checker
+	// CheckRate decides one request. A request outside the bounds fails with
+	// an error that matches ErrInvalid and changes nothing.
+	CheckRate(ctx context.Context, r Request) (Decision, error)
 	// CheckRates decides a batch in order. If any request is invalid nothing is
 	// counted and the error (an *ItemError) names the first bad index.
 	CheckRates(ctx context.Context, rs []Request) ([]Decision, error)
@@ -236,15 +187,4 @@ type Admin interface {
 	// Reset deletes the records of id, of every scale when scale is 0, and
 	// returns how many it deleted.
 	Reset(ctx context.Context, id string, scale time.Duration) (int, error)
-}
-
-// PolicyChecker decides checks by the name of a policy that the server owns
-// (the sidecar's gateway mode): the policy, not the caller, sets the
-// algorithm, limit and scale. The sidecar's client implements it.
-type PolicyChecker interface {
-	// CheckPolicy decides hits more requests of id under the policy named
-	// policy (hits 0: the policy's own hits per request). It returns the
-	// decision and the request as the policy made it (ID is id). An unknown
-	// policy or a bad id fails with an error matching ErrInvalid.
-	CheckPolicy(ctx context.Context, policy, id string, hits int64) (Decision, Request, error)
 }

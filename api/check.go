@@ -138,10 +138,10 @@ func (s *Server) parseBody(ctx *fasthttp.RequestCtx, r *rl.Request, shown *strin
 	*shown = string(ids)
 	if pol != nil {
 		r.ID = counterID(pol, ids)
-		return pol, r.Validate(s.maxID + policyOverhead)
+		return pol, check.Validate(*r, s.maxID+policyOverhead)
 	}
 	r.ID = *shown
-	return nil, r.Validate(s.maxID)
+	return nil, check.Validate(*r, s.maxID)
 }
 
 // batch is the reusable state of one POST /check_rates.

@@ -15,6 +15,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	rl "github.com/raterlimiter/raterlimiter"
+	"github.com/raterlimiter/raterlimiter/internal/check"
 	"github.com/raterlimiter/raterlimiter/memory"
 )
 
@@ -87,9 +88,9 @@ func FuzzDecodeCheck(f *testing.F) {
 			assert.Equal(t, n, got, name)
 		}
 		if raw, ok := m["algo"]; ok {
-			var a rl.Algo
+			var a check.AlgoName
 			require.NoError(t, json.Unmarshal(raw, &a))
-			assert.Equal(t, a, r.Algo)
+			assert.Equal(t, rl.Algo(a), r.Algo)
 		}
 		for name, got := range map[string]int64{"slices": r.Slices, "queue": r.Queue, "max_delay_ms": r.MaxDelay.Milliseconds()} {
 			if raw, ok := m[name]; ok {

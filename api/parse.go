@@ -224,7 +224,7 @@ func parseAlgo(b []byte) (rl.Algo, error) {
 	case "leaky":
 		return rl.Leaky, nil
 	}
-	return rl.ParseAlgo(string(b))
+	return check.ParseAlgo(string(b))
 }
 
 // parseArgs reads a check from a query string or a form. Unknown names are
@@ -284,12 +284,12 @@ func parseArgs(args *fasthttp.Args, r *rl.Request, shown *string, maxID int, rs 
 		pc.apply(r, p, seen)
 		applyWait(p, opts)
 		r.ID = counterID(p, id)
-		return p, r.Validate(maxID + policyOverhead)
+		return p, check.Validate(*r, maxID+policyOverhead)
 	}
 	if err := seen.missing(); err != nil {
 		return nil, err
 	}
 	r.ID = string(id)
 	*shown = r.ID
-	return nil, r.Validate(maxID)
+	return nil, check.Validate(*r, maxID)
 }

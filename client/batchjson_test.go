@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	rl "github.com/raterlimiter/raterlimiter"
+	"github.com/raterlimiter/raterlimiter/internal/check"
 	"github.com/raterlimiter/raterlimiter/internal/ms"
 )
 
@@ -146,7 +147,7 @@ func wireRequests(body []byte) ([]rl.Request, error) {
 	var wire []struct {
 		ID                 string
 		Scale, Limit, Hits int64
-		Algo               rl.Algo
+		Algo               check.AlgoName
 		Slices, Queue      int64
 		MaxDelayMS         int64 `json:"max_delay_ms"`
 	}
@@ -155,7 +156,7 @@ func wireRequests(body []byte) ([]rl.Request, error) {
 	}
 	var out []rl.Request
 	for _, w := range wire {
-		out = append(out, ms.Request{ID: w.ID, Scale: w.Scale, Limit: w.Limit, Hits: w.Hits, Algo: w.Algo,
+		out = append(out, ms.Request{ID: w.ID, Scale: w.Scale, Limit: w.Limit, Hits: w.Hits, Algo: rl.Algo(w.Algo),
 			Slices: w.Slices, Queue: w.Queue, MaxDelayMS: w.MaxDelayMS}.Public())
 	}
 	return out, nil

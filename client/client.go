@@ -233,7 +233,7 @@ func (c *Client) Close() error {
 
 // CheckRate asks the sidecar to decide r (GET /check_rate).
 func (c *Client) CheckRate(ctx context.Context, r rl.Request) (rl.Decision, error) {
-	if err := r.Validate(c.maxID); err != nil {
+	if err := check.Validate(r, c.maxID); err != nil {
 		return rl.Decision{}, err
 	}
 	r = check.Counted(r)
@@ -379,7 +379,7 @@ const maxBucketsPages = 1000
 // Buckets lists the live records of id (GET /buckets), sending the admin
 // token if configured.
 func (c *Client) Buckets(ctx context.Context, id string) ([]rl.Bucket, error) {
-	if err := (rl.Request{ID: id, Scale: time.Millisecond}).Validate(c.maxID); err != nil {
+	if err := check.Validate(rl.Request{ID: id, Scale: time.Millisecond}, c.maxID); err != nil {
 		return nil, err
 	}
 	all := []rl.Bucket{}

@@ -20,6 +20,7 @@ import (
 
 	rl "github.com/raterlimiter/raterlimiter"
 	"github.com/raterlimiter/raterlimiter/client"
+	"github.com/raterlimiter/raterlimiter/internal/check"
 )
 
 // fixedClock is a client clock that never moves.
@@ -178,7 +179,7 @@ func TestCheckRatesRequestAndDecisions(t *testing.T) {
 	var wire []struct {
 		ID                 string
 		Scale, Limit, Hits int64
-		Algo               rl.Algo
+		Algo               check.AlgoName
 		Slices, Queue      int64
 		MaxDelayMS         int64 `json:"max_delay_ms"`
 	}
@@ -186,7 +187,7 @@ func TestCheckRatesRequestAndDecisions(t *testing.T) {
 	var sent []rl.Request
 	for _, w := range wire {
 		sent = append(sent, rl.Request{ID: w.ID, Scale: time.Duration(w.Scale) * time.Millisecond, Limit: w.Limit, Hits: w.Hits,
-			Algo: w.Algo, Slices: w.Slices, Queue: w.Queue, MaxDelay: time.Duration(w.MaxDelayMS) * time.Millisecond})
+			Algo: rl.Algo(w.Algo), Slices: w.Slices, Queue: w.Queue, MaxDelay: time.Duration(w.MaxDelayMS) * time.Millisecond})
 	}
 	assert.Equal(t, rs, sent, "the batch body decodes back to the requests")
 

@@ -10,6 +10,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	rl "github.com/raterlimiter/raterlimiter"
+	"github.com/raterlimiter/raterlimiter/internal/check"
 	"github.com/raterlimiter/raterlimiter/internal/ms"
 )
 
@@ -51,15 +52,15 @@ func (c *Client) CheckPolicy(ctx context.Context, policy, id string, hits int64)
 			return err
 		}
 		var p struct {
-			Scale  int64   `json:"scale"`
-			Algo   rl.Algo `json:"algo"`
-			Slices int64   `json:"slices"`
-			Queue  int64   `json:"queue"`
+			Scale  int64          `json:"scale"`
+			Algo   check.AlgoName `json:"algo"`
+			Slices int64          `json:"slices"`
+			Queue  int64          `json:"queue"`
 		}
 		if err := json.Unmarshal(body, &p); err != nil {
 			return err
 		}
-		r.Scale, r.Algo, r.Slices, r.Queue = ms.Duration(p.Scale), p.Algo, p.Slices, p.Queue
+		r.Scale, r.Algo, r.Slices, r.Queue = ms.Duration(p.Scale), rl.Algo(p.Algo), p.Slices, p.Queue
 		return nil
 	})
 	d.Now = c.clock()
@@ -72,5 +73,3 @@ func (c *Client) CheckPolicy(ctx context.Context, policy, id string, hits int64)
 	}
 	return d, r, nil
 }
-
-var _ rl.PolicyChecker = (*Client)(nil)

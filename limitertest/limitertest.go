@@ -69,7 +69,7 @@ func Run(t *testing.T, f Factory) {
 // check that fails is an error of t. With fewer than goroutines×times hits
 // allowed per window, and a window that does not end meanwhile, a limiter
 // that decides atomically allows exactly its limit.
-func Concurrent(t testing.TB, c rl.Checker, r rl.Request, goroutines, times int) (allowed, denied int64) {
+func Concurrent(t testing.TB, c rl.Limiter, r rl.Request, goroutines, times int) (allowed, denied int64) {
 	t.Helper()
 	var a, d atomic.Int64
 	var wg sync.WaitGroup

@@ -11,6 +11,7 @@ import (
 
 	rl "github.com/raterlimiter/raterlimiter"
 	"github.com/raterlimiter/raterlimiter/internal/algo"
+	"github.com/raterlimiter/raterlimiter/internal/check"
 	"github.com/raterlimiter/raterlimiter/memory"
 )
 
@@ -37,7 +38,7 @@ type mapKey struct {
 }
 
 func (m *mutexMap) CheckRate(_ context.Context, r rl.Request, now int64) rl.Decision {
-	if err := r.Validate(0); err != nil {
+	if err := check.Validate(r, 0); err != nil {
 		return rl.Decision{}
 	}
 	m0 := ms.Of(r)

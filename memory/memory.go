@@ -205,7 +205,7 @@ func (l *Limiter) shard(id string) *actor.Actor {
 // the actor skips messages whose caller is gone (so a caller that times out may retry without
 // double counting).
 func (l *Limiter) CheckRate(ctx context.Context, r rl.Request) (rl.Decision, error) {
-	if err := r.Validate(l.maxID); err != nil {
+	if err := check.Validate(r, l.maxID); err != nil {
 		return rl.Decision{}, err
 	}
 	d, err := l.shard(r.ID).CheckRate(ctx, ms.Of(check.Counted(r)))
@@ -338,7 +338,7 @@ func (l *Limiter) checkShards(ctx context.Context, rs []rl.Request) ([]ms.Decisi
 
 // Buckets lists the live records of id.
 func (l *Limiter) Buckets(ctx context.Context, id string) ([]rl.Bucket, error) {
-	if err := (rl.Request{ID: id, Scale: time.Millisecond}).Validate(l.maxID); err != nil {
+	if err := check.Validate(rl.Request{ID: id, Scale: time.Millisecond}, l.maxID); err != nil {
 		return nil, err
 	}
 	var out []ms.Bucket

@@ -39,7 +39,7 @@ func newStore(cfg memstore.StoreConfig) memstore.Store {
 // Invalid requests fail with an error matching raterlimiter.ErrInvalid and
 // change nothing.
 func (s *store) Check(now int64, r rl.Request) (rl.Decision, error) {
-	if err := r.Validate(s.maxID); err != nil {
+	if err := check.Validate(r, s.maxID); err != nil {
 		return rl.Decision{}, err
 	}
 	d, err := s.s.Check(now, ms.Of(check.Counted(r)))

@@ -105,11 +105,15 @@ func TestNewRefusesBadConfig(t *testing.T) {
 		cfg  middleware.Config
 		want string
 	}{
-		{"no limiter", middleware.Config{Policy: middleware.Policy{Scale: time.Second, Limit: 1}}, "Config.Limiter is nil"},
-		{"zero scale", middleware.Config{Limiter: lim, Policy: middleware.Policy{Limit: 1}}, "invalid scale"},
-		{"negative limit", middleware.Config{Limiter: lim, Policy: middleware.Policy{Scale: time.Millisecond, Limit: -1}}, "invalid limit"},
-		{"bad algo", middleware.Config{Limiter: lim, Policy: middleware.Policy{Scale: time.Millisecond, Algo: 9}}, "invalid algo"},
-		{"bad proxy", middleware.Config{Limiter: lim, Policy: middleware.Policy{Scale: time.Millisecond}, TrustedProxies: []string{"x"}}, "trusted proxy"},
+		{"no limiter", middleware.Config{Policy: rl.Request{Scale: time.Second, Limit: 1}}, "Config.Limiter is nil"},
+		{"zero scale", middleware.Config{Limiter: lim, Policy: rl.Request{Limit: 1}}, "invalid scale"},
+		{"negative limit", middleware.Config{Limiter: lim, Policy: rl.Request{Scale: time.Millisecond, Limit: -1}}, "invalid limit"},
+		{"bad algo", middleware.Config{Limiter: lim, Policy: rl.Request{Scale: time.Millisecond, Algo: 9}}, "invalid algo"},
+		{"bad proxy", middleware.Config{Limiter: lim, Policy: rl.Request{Scale: time.Millisecond}, TrustedProxies: []string{"x"}}, "trusted proxy"},
+		{"negative max delay", middleware.Config{Limiter: lim, Policy: rl.Request{Scale: time.Millisecond, MaxDelay: -time.Millisecond}}, "invalid max_delay_ms"},
+		{"max delay of a fraction of a ms", middleware.Config{Limiter: lim, Policy: rl.Request{Scale: time.Millisecond, MaxDelay: 1500 * time.Microsecond}}, "invalid max_delay_ms"},
+		{"a peek with hits", middleware.Config{Limiter: lim, Policy: rl.Request{Scale: time.Millisecond, Peek: true, Hits: 1}}, "invalid hits"},
+		{"policy by name on a limiter without policies", middleware.Config{Limiter: lim, PolicyName: "pages"}, "needs a limiter that checks by policy"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -120,11 +124,44 @@ func TestNewRefusesBadConfig(t *testing.T) {
 	}
 }
 
-// failing is a Checker that always fails with err.
+// TestPolicyIsTheRequest: Config.Policy is the request every check makes,
+// its ID the request's key, its zero Hits one hit and its zero MaxDelay
+// the default bound on the wait, 10 s.
+func TestPolicyIsTheRequest(t *testing.T) {
+	lim := memory.New(memory.Config{SweepInterval: -1})
+	t.Cleanup(func() { lim.Close() })
+	tests := []struct {
+		name   string
+		policy rl.Request
+		want   rl.Request
+	}{
+		{"defaults", rl.Request{ID: "ignored", Scale: time.Second, Limit: 2},
+			rl.Request{ID: "k", Scale: time.Second, Limit: 2, Hits: 1, MaxDelay: 10 * time.Second}},
+		{"a bound on the wait", rl.Request{Scale: time.Second, Limit: 5, Algo: rl.Leaky, Queue: 3, MaxDelay: 300 * time.Millisecond},
+			rl.Request{ID: "k", Scale: time.Second, Limit: 5, Hits: 1, Algo: rl.Leaky, Queue: 3, MaxDelay: 300 * time.Millisecond}},
+		{"a peek counts nothing", rl.Request{Scale: time.Minute, Limit: 2, Peek: true, Algo: rl.Slices, Slices: 6},
+			rl.Request{ID: "k", Scale: time.Minute, Limit: 2, Peek: true, Algo: rl.Slices, Slices: 6, MaxDelay: 10 * time.Second}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := core.New(middleware.Config{Limiter: lim, Policy: tt.policy})
+			require.NoError(t, err)
+			r, _, out := c.Check(context.Background(), "k")
+			require.Equal(t, core.Pass, out)
+			assert.Equal(t, tt.want, r)
+		})
+	}
+}
+
+// failing is a Limiter that always fails with err.
 type failing struct{ err error }
 
 func (f failing) CheckRate(context.Context, rl.Request) (rl.Decision, error) {
 	return rl.Decision{}, f.err
+}
+
+func (f failing) CheckRates(context.Context, []rl.Request) ([]rl.Decision, error) {
+	return nil, f.err
 }
 
 func TestCheckOutcomes(t *testing.T) {
@@ -134,7 +171,7 @@ func TestCheckOutcomes(t *testing.T) {
 	down := fmt.Errorf("sidecar down: %w", rl.ErrUnavailable)
 	tests := []struct {
 		name       string
-		limiter    rl.Checker
+		limiter    rl.Limiter
 		failClosed bool
 		keys       []string
 		want       []core.Outcome
@@ -154,7 +191,7 @@ func TestCheckOutcomes(t *testing.T) {
 			var errs []error
 			c, err := core.New(middleware.Config{
 				Limiter:    tt.limiter,
-				Policy:     middleware.Policy{Scale: time.Second, Limit: 2},
+				Policy:     rl.Request{Scale: time.Second, Limit: 2},
 				FailClosed: tt.failClosed,
 				OnError:    func(err error) { errs = append(errs, err) },
 			})
@@ -174,15 +211,8 @@ func TestCheckOutcomes(t *testing.T) {
 }
 
 func TestDenyBody(t *testing.T) {
-	lim := memory.New(memory.Config{SweepInterval: -1})
-	t.Cleanup(func() { lim.Close() })
-	c, err := core.New(middleware.Config{Limiter: lim, Policy: middleware.Policy{Scale: time.Second, Limit: 1}})
-	require.NoError(t, err)
-	assert.Equal(t, "Too many requests, retry in 3 s\n", c.DenyBody(rl.Decision{RetryAfter: 2001 * time.Millisecond}))
-	assert.Equal(t, "Too many requests, retry in 1 s\n", c.DenyBody(rl.Decision{RetryAfter: 0}))
-	c, err = core.New(middleware.Config{Limiter: lim, Policy: middleware.Policy{Scale: time.Second, Limit: 1}, Message: "slow down\n"})
-	require.NoError(t, err)
-	assert.Equal(t, "slow down\n", c.DenyBody(rl.Decision{RetryAfter: 2001 * time.Millisecond}))
+	assert.Equal(t, "Too many requests, retry in 3 s\n", core.DenyBody(rl.Decision{RetryAfter: 2001 * time.Millisecond}))
+	assert.Equal(t, "Too many requests, retry in 1 s\n", core.DenyBody(rl.Decision{RetryAfter: 0}))
 }
 
 // FuzzClientIP feeds arbitrary header values to ClientIP: it never panics,

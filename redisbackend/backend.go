@@ -278,7 +278,7 @@ func (b *Backend) CheckRate(ctx context.Context, r rl.Request) (rl.Decision, err
 }
 
 func (b *Backend) checkRate(ctx context.Context, r rl.Request) (rl.Decision, error) {
-	if err := r.Validate(b.cfg.MaxIDBytes); err != nil {
+	if err := check.Validate(r, b.cfg.MaxIDBytes); err != nil {
 		return rl.Decision{}, err
 	}
 	ds, err := b.decide(ctx, "check", []ms.Request{ms.Of(check.Counted(r))})

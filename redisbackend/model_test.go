@@ -291,7 +291,7 @@ func TestFixedCounterSaturates(t *testing.T) {
 }
 
 // checkMS is l.CheckRate in milliseconds, to compare with package algo.
-func checkMS(ctx context.Context, l rl.Checker, r ms.Request) (ms.Decision, error) {
+func checkMS(ctx context.Context, l rl.Limiter, r ms.Request) (ms.Decision, error) {
 	d, err := l.CheckRate(ctx, r.Public())
 	return ms.OfDecision(d), err
 }

@@ -23,6 +23,7 @@ import (
 	rl "github.com/raterlimiter/raterlimiter"
 	"github.com/raterlimiter/raterlimiter/api"
 	"github.com/raterlimiter/raterlimiter/client"
+	"github.com/raterlimiter/raterlimiter/internal/check"
 	"github.com/raterlimiter/raterlimiter/internal/cli"
 	"github.com/raterlimiter/raterlimiter/internal/clienttune"
 	msform "github.com/raterlimiter/raterlimiter/internal/ms"
@@ -125,11 +126,11 @@ func (cfg *config) parse(args []string, stderr io.Writer) error {
 	case cfg.batchMax < 0 || cfg.batchInFlight < 0 || cfg.batchWindow < 0 || cfg.conns < 0 || cfg.shards < 0:
 		return cli.Usagef("-batch-max, -batch-inflight, -batch-window, -conns and -shards must not be negative")
 	}
-	a, err := rl.ParseAlgo(cfg.algo)
+	a, err := check.ParseAlgo(cfg.algo)
 	if err != nil {
 		return cli.Usagef("-algo: %v", err)
 	}
-	if err := cfg.request("user-0", a).Validate(bounds.DefaultMaxIDBytes); err != nil {
+	if err := check.Validate(cfg.request("user-0", a), bounds.DefaultMaxIDBytes); err != nil {
 		return cli.Usagef("%v", err)
 	}
 	return nil
@@ -231,8 +232,13 @@ type caller struct {
 	_      [64]byte
 }
 
+// checker is what the callers check: a Limiter, or the RLS checker.
+type checker interface {
+	CheckRate(ctx context.Context, r rl.Request) (rl.Decision, error)
+}
+
 // target builds what the callers check and returns it with its closer.
-func target(cfg *config, stderr io.Writer) (rl.Checker, func(), error) {
+func target(cfg *config, stderr io.Writer) (checker, func(), error) {
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	if cfg.embedded {
 		lim := memory.New(memory.Config{Shards: cfg.shards, Logger: quiet})
@@ -285,7 +291,7 @@ func load(ctx context.Context, cfg *config, stderr io.Writer) (result, error) {
 		return result{}, err
 	}
 	defer closeTarget()
-	a, _ := rl.ParseAlgo(cfg.algo) // checked by parse
+	a, _ := check.ParseAlgo(cfg.algo) // checked by parse
 	ids := make([]string, cfg.ids)
 	for i := range ids {
 		ids[i] = "user-" + strconv.Itoa(i)

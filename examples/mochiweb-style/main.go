@@ -97,7 +97,7 @@ func newApp(c config, log *slog.Logger) (http.Handler, func(), error) {
 	if st, err := os.Stat(c.dir); err != nil || !st.IsDir() {
 		return nil, nil, fmt.Errorf("-dir %s: not a directory", c.dir)
 	}
-	var lim rl.Checker
+	var lim rl.Limiter
 	var release func()
 	if c.sidecar != "" {
 		cl, err := client.New(client.Config{URL: c.sidecar, Clock: c.clock, Timeout: c.timeout})
@@ -113,17 +113,17 @@ func newApp(c config, log *slog.Logger) (http.Handler, func(), error) {
 	if c.proxies != "" {
 		proxies = strings.Split(c.proxies, ",")
 	}
-	mw, err := nethttp.New(nethttp.Config{Config: middleware.Config{
+	mw, err := nethttp.New(middleware.Config{
 		Limiter:        lim,
-		Policy:         middleware.Policy{Scale: c.scale, Limit: c.limit},
+		Policy:         rl.Request{Scale: c.scale, Limit: c.limit},
 		TrustedProxies: proxies,
 		OnError:        func(err error) { log.Warn("rate limiter failed; request let through", "err", err) },
-	}})
+	}, nil)
 	if err != nil {
 		release()
 		return nil, nil, err
 	}
-	return mw.Handler(http.FileServer(http.Dir(c.dir))), release, nil
+	return mw(http.FileServer(http.Dir(c.dir))), release, nil
 }
 
 // run serves until ctx ends. If ready is not nil it receives the address

@@ -1,5 +1,5 @@
 // Package bounds holds the contract's bounds on a request (docs/http-api.md),
-// which raterlimiter.Request.Validate enforces and every wire format,
+// which check.Validate enforces and every wire format,
 // engine and backend of the module shares.
 package bounds
 

@@ -1,7 +1,8 @@
 // Package check holds what every Limiter implementation shares beyond the
 // root package's public vocabulary: applying the default hit, validating a
-// batch or a reset, the bound errors a wire parser reuses, and the one
-// implementation of waiting for a shaped request.
+// request, a batch or a reset, the bound errors a wire parser reuses, the
+// algorithms' names as the wire spells them, and the one implementation
+// of waiting for a shaped request.
 package check
 
 import (
@@ -28,7 +29,7 @@ func Counted(r rl.Request) rl.Request {
 // first one out of bounds.
 func Batch(rs []rl.Request, maxIDBytes int) error {
 	for i := range rs {
-		if err := rs[i].Validate(maxIDBytes); err != nil {
+		if err := Validate(rs[i], maxIDBytes); err != nil {
 			return &rl.ItemError{Index: i, Err: err}
 		}
 	}
@@ -45,10 +46,10 @@ func Reset(id string, scale time.Duration, maxIDBytes int) error {
 	if scale < 0 {
 		return errResetScale
 	}
-	return rl.Request{ID: id, Scale: max(scale, time.Millisecond)}.Validate(maxIDBytes)
+	return Validate(rl.Request{ID: id, Scale: max(scale, time.Millisecond)}, maxIDBytes)
 }
 
-// OutOfBounds returns the error rl.Request.Validate gives when field
+// OutOfBounds returns the error Validate gives when field
 // ("id", "scale", "limit", "hits", "algo", "slices", "queue" or
 // "max_delay_ms") is out of its bounds; for "id", too long for maxIDBytes
 // (bounds.DefaultMaxIDBytes when maxIDBytes <= 0). A parser that cannot read a
@@ -81,7 +82,7 @@ func OutOfBounds(field string, maxIDBytes int) *rl.FieldError {
 	default:
 		return nil
 	}
-	fe, _ := r.Validate(maxIDBytes).(*rl.FieldError)
+	fe, _ := Validate(r, maxIDBytes).(*rl.FieldError)
 	return fe
 }
 
@@ -100,17 +101,17 @@ func OutOfBounds(field string, maxIDBytes int) *rl.FieldError {
 // stays taken.
 //
 // The deadline is read in whole milliseconds, rounded down; one less than
-// a millisecond away fails with rl.ErrDeadlineTooClose and counts nothing.
+// a millisecond away fails with ErrDeadlineTooClose and counts nothing.
 //
 // It is the one implementation of every backend's Wait method.
-func Wait(ctx context.Context, c rl.Checker, r rl.Request) (rl.Decision, error) {
+func Wait(ctx context.Context, c Checker, r rl.Request) (rl.Decision, error) {
 	if err := ctx.Err(); err != nil {
 		return rl.Decision{}, err
 	}
 	if dl, ok := ctx.Deadline(); ok {
 		left := time.Until(dl).Truncate(time.Millisecond)
 		if left < time.Millisecond {
-			return rl.Decision{}, rl.ErrDeadlineTooClose
+			return rl.Decision{}, ErrDeadlineTooClose
 		}
 		left = min(left, bounds.MaxScale)
 		if r.MaxDelay == 0 || r.MaxDelay > left {
@@ -129,6 +130,12 @@ func Wait(ctx context.Context, c rl.Checker, r rl.Request) (rl.Decision, error) 
 	case <-ctx.Done():
 		return d, ctx.Err()
 	}
+}
+
+// Checker is the one call Wait needs: every Limiter's CheckRate, or a
+// part of a backend that decides single checks.
+type Checker interface {
+	CheckRate(ctx context.Context, r rl.Request) (rl.Decision, error)
 }
 
 // Waiter is a Limiter with a Wait method: every backend of this module.

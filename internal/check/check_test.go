@@ -43,7 +43,7 @@ func TestOutOfBoundsIsValidatesError(t *testing.T) {
 		t.Run(tt.field, func(t *testing.T) {
 			r := ok
 			tt.bad(&r)
-			assert.Equal(t, r.Validate(3), error(check.OutOfBounds(tt.field, 3)))
+			assert.Equal(t, check.Validate(r, 3), error(check.OutOfBounds(tt.field, 3)))
 		})
 	}
 	assert.Contains(t, check.OutOfBounds("id", 0).Rule, "1024", "the default id bound")

@@ -64,7 +64,7 @@ func TestWait(t *testing.T) {
 		ctx, cancel := context.WithDeadline(context.Background(), time.Now().Add(500*time.Microsecond))
 		defer cancel()
 		_, err := check.Wait(ctx, c, r)
-		require.ErrorIs(t, err, rl.ErrDeadlineTooClose)
+		require.ErrorIs(t, err, check.ErrDeadlineTooClose)
 		assert.ErrorIs(t, err, context.DeadlineExceeded)
 		assert.Empty(t, c.got)
 	})

@@ -9,10 +9,13 @@
 package ms
 
 import (
-	"github.com/raterlimiter/raterlimiter/internal/bounds"
 	"time"
 
+	json "github.com/go-json-experiment/json/v1"
+
 	rl "github.com/raterlimiter/raterlimiter"
+	"github.com/raterlimiter/raterlimiter/internal/bounds"
+	"github.com/raterlimiter/raterlimiter/internal/check"
 )
 
 // Request is rl.Request with its durations in milliseconds.
@@ -44,8 +47,8 @@ func (r Request) Public() rl.Request {
 	}
 }
 
-// Validate validates r as rl.Request.Validate does.
-func (r Request) Validate(maxIDBytes int) error { return r.Public().Validate(maxIDBytes) }
+// Validate validates r as check.Validate does.
+func (r Request) Validate(maxIDBytes int) error { return check.Validate(r.Public(), maxIDBytes) }
 
 // SlicesOrDefault returns r.Slices, or bounds.DefaultSlices when it is 0.
 func (r Request) SlicesOrDefault() int64 {
@@ -89,15 +92,43 @@ func OfDecision(d rl.Decision) Decision {
 	}
 }
 
-// Bucket is rl.Bucket in milliseconds, as the admin API's JSON spells it.
+// Bucket is rl.Bucket in milliseconds, as the admin API's JSON spells it
+// (MarshalJSON, UnmarshalJSON).
 type Bucket struct {
-	Scale    int64   `json:"scale"`
-	Algo     rl.Algo `json:"algo"`
-	Bucket   int64   `json:"bucket"`
-	Slices   int64   `json:"slices,omitempty"`
-	Count    int64   `json:"count"`
-	Created  int64   `json:"created"`
-	Modified int64   `json:"modified"`
+	Scale    int64
+	Algo     rl.Algo
+	Bucket   int64
+	Slices   int64
+	Count    int64
+	Created  int64
+	Modified int64
+}
+
+// bucketJSON is a Bucket in the admin API's JSON: its algorithm by name.
+type bucketJSON struct {
+	Scale    int64          `json:"scale"`
+	Algo     check.AlgoName `json:"algo"`
+	Bucket   int64          `json:"bucket"`
+	Slices   int64          `json:"slices,omitempty"`
+	Count    int64          `json:"count"`
+	Created  int64          `json:"created"`
+	Modified int64          `json:"modified"`
+}
+
+// MarshalJSON writes b as the admin API does: {"scale":…,"algo":"fixed",
+// "bucket":…,"slices":… (when not 0),"count":…,"created":…,"modified":…}.
+func (b Bucket) MarshalJSON() ([]byte, error) {
+	return json.Marshal(bucketJSON{b.Scale, check.AlgoName(b.Algo), b.Bucket, b.Slices, b.Count, b.Created, b.Modified})
+}
+
+// UnmarshalJSON reads the form MarshalJSON writes.
+func (b *Bucket) UnmarshalJSON(data []byte) error {
+	var j bucketJSON
+	if err := json.Unmarshal(data, &j); err != nil {
+		return err
+	}
+	*b = Bucket{j.Scale, rl.Algo(j.Algo), j.Bucket, j.Slices, j.Count, j.Created, j.Modified}
+	return nil
 }
 
 // Public returns b as a Go caller holds it.

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	rl "github.com/raterlimiter/raterlimiter"
+	"github.com/raterlimiter/raterlimiter/internal/check"
 	"github.com/raterlimiter/raterlimiter/internal/policy"
 )
 
@@ -29,7 +30,7 @@ func FuzzParse(f *testing.F) {
 		}
 		for _, p := range file.Policies {
 			r := rl.Request{ID: "x", Scale: time.Duration(p.Scale) * time.Millisecond, Limit: p.Limit, Hits: p.Hits, Algo: p.Algo}
-			if err := r.Validate(0); err != nil || p.Hits < 1 || len(p.Key) == 0 || file.Lookup(p.Name) == nil {
+			if err := check.Validate(r, 0); err != nil || p.Hits < 1 || len(p.Key) == 0 || file.Lookup(p.Name) == nil {
 				t.Fatalf("policy %+v loaded out of bounds: %v", p, err)
 			}
 			if pp := p.Match.PathPrefix; pp != "" {
@@ -41,7 +42,7 @@ func FuzzParse(f *testing.F) {
 			if p.Plans != nil {
 				for _, l := range p.Plans.Limits {
 					r.Limit = l
-					if r.Validate(0) != nil {
+					if check.Validate(r, 0) != nil {
 						t.Fatalf("plan limit %d out of bounds", l)
 					}
 				}

@@ -14,6 +14,7 @@ import (
 	"github.com/raterlimiter/raterlimiter/internal/yamlmap"
 
 	rl "github.com/raterlimiter/raterlimiter"
+	"github.com/raterlimiter/raterlimiter/internal/check"
 	"github.com/raterlimiter/raterlimiter/internal/ms"
 )
 
@@ -240,7 +241,7 @@ func (p *parser) policy(n *yaml.Node) (Policy, error) {
 		if a.Kind != yaml.ScalarNode {
 			return pol, p.errf(a, "%s: algo must be one of %s", in, algoNames)
 		}
-		if pol.Algo, err = rl.ParseAlgo(a.Value); err != nil {
+		if pol.Algo, err = check.ParseAlgo(a.Value); err != nil {
 			return pol, p.errf(a, "%s: algo %q: must be one of %s", in, a.Value, algoNames)
 		}
 	}

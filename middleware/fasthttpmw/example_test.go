@@ -8,6 +8,7 @@ import (
 
 	"github.com/valyala/fasthttp"
 
+	rl "github.com/raterlimiter/raterlimiter"
 	"github.com/raterlimiter/raterlimiter/memory"
 	"github.com/raterlimiter/raterlimiter/middleware"
 	"github.com/raterlimiter/raterlimiter/middleware/fasthttpmw"
@@ -20,14 +21,14 @@ func Example() {
 	// A fixed clock keeps the output stable; leave Clock out in real use.
 	lim := memory.New(memory.Config{Clock: func() time.Time { return time.UnixMilli(1_700_000_000_000) }})
 	defer lim.Close()
-	mw, err := fasthttpmw.New(fasthttpmw.Config{Config: middleware.Config{
+	mw, err := fasthttpmw.New(middleware.Config{
 		Limiter: lim, // or a *client.Client of a sidecar
-		Policy:  middleware.Policy{Scale: time.Minute, Limit: 2},
-	}})
+		Policy:  rl.Request{Scale: time.Minute, Limit: 2},
+	}, nil) // nil: the key is the client's IP address
 	if err != nil {
 		log.Fatal(err)
 	}
-	app := mw.Handler(func(ctx *fasthttp.RequestCtx) {
+	app := mw(func(ctx *fasthttp.RequestCtx) {
 		fmt.Fprintln(ctx, "hello")
 	})
 	// In a real program: fasthttp.ListenAndServe(addr, app)

@@ -6,7 +6,6 @@ package fasthttpmw
 
 import (
 	"context"
-	"github.com/raterlimiter/raterlimiter/middleware/internal/core"
 	"net"
 	"net/netip"
 
@@ -15,43 +14,46 @@ import (
 	rl "github.com/raterlimiter/raterlimiter"
 	"github.com/raterlimiter/raterlimiter/internal/headers"
 	"github.com/raterlimiter/raterlimiter/middleware"
+	"github.com/raterlimiter/raterlimiter/middleware/internal/core"
 )
 
-// Config configures a Middleware: the shared middleware.Config and the key.
-type Config struct {
-	middleware.Config
-	// Key returns the id a request is limited by; an empty id lets the
-	// request through unchecked. The returned string must not alias a
-	// fasthttp buffer (copy what you Peek). Default: the client's IP
-	// address, as ClientIP finds it.
-	Key func(ctx *fasthttp.RequestCtx) string
+// New returns the middleware cfg describes: a function that puts a
+// handler behind the rate limit. It is safe for concurrent use.
+//
+// key returns the id a request is limited by; an empty id lets the
+// request through unchecked. The returned string must not alias a
+// fasthttp buffer (copy what you Peek). A nil key is the client's IP
+// address: the peer's or, when the peer is one of cfg.TrustedProxies, the
+// address X-Forwarded-For or X-Real-IP names.
+//
+// New fails if cfg is invalid: no limiter, a policy outside the contract's
+// bounds, a PolicyName with a limiter that cannot check by policy, or a
+// trusted proxy that is neither an address nor a network.
+//
+// The check runs under context.Background(), not the RequestCtx, which
+// fasthttp recycles once the handler returns while a limiter (a sidecar
+// client's transport, say) might still hold its context; the limiter's own
+// timeout bounds it.
+func New(cfg middleware.Config, key func(*fasthttp.RequestCtx) string) (func(fasthttp.RequestHandler) fasthttp.RequestHandler, error) {
+	c, err := core.New(cfg)
+	if err != nil {
+		return nil, err
+	}
+	m := &limiter{core: c, key: key}
+	if m.key == nil {
+		m.key = m.clientIP
+	}
+	return m.handler, nil
 }
 
-// Middleware limits the requests to a handler. It is safe for concurrent use.
-type Middleware struct {
+// limiter limits the requests to a handler.
+type limiter struct {
 	core *core.Core
 	key  func(ctx *fasthttp.RequestCtx) string
 }
 
-// New returns the middleware cfg describes, or an error if cfg is invalid
-// (no limiter, a policy outside the contract's bounds, or a trusted proxy that
-// is neither an address nor a network).
-func New(cfg Config) (*Middleware, error) {
-	c, err := core.New(cfg.Config)
-	if err != nil {
-		return nil, err
-	}
-	m := &Middleware{core: c, key: cfg.Key}
-	if m.key == nil {
-		m.key = m.ClientIP
-	}
-	return m, nil
-}
-
-// ClientIP is the default key: the peer's IP address or, when the peer is a
-// trusted proxy, the address X-Forwarded-For or X-Real-IP names (see
-// middleware.Config.TrustedProxies).
-func (m *Middleware) ClientIP(ctx *fasthttp.RequestCtx) string {
+// clientIP is the default key (see New).
+func (m *limiter) clientIP(ctx *fasthttp.RequestCtx) string {
 	var peer netip.Addr
 	switch a := ctx.RemoteAddr().(type) {
 	case *net.TCPAddr:
@@ -74,26 +76,21 @@ func (m *Middleware) ClientIP(ctx *fasthttp.RequestCtx) string {
 	return p.ClientIP(peer, xff, string(ctx.Request.Header.Peek("X-Real-IP"))).String()
 }
 
-// Handler returns next behind the rate limit.
-//
-// The check runs under context.Background(), not the RequestCtx, which
-// fasthttp recycles once the handler returns while a limiter (a sidecar
-// client's transport, say) might still hold its context; the limiter's own
-// timeout bounds it.
-func (m *Middleware) Handler(next fasthttp.RequestHandler) fasthttp.RequestHandler {
+// handler returns next behind the rate limit.
+func (m *limiter) handler(next fasthttp.RequestHandler) fasthttp.RequestHandler {
 	return func(ctx *fasthttp.RequestCtx) {
 		req, d, out := m.core.Check(context.Background(), m.key(ctx))
 		switch out {
 		case core.Pass:
 			// Its turn (leaky): fasthttp tells a handler nothing of a
-			// requester that leaves, so the wait is Config.MaxWait's at most.
+			// requester that leaves, so the wait is Config.Policy.MaxDelay's at most.
 			_ = m.core.Hold(context.Background(), d)
 			setHeaders(ctx, m.core.PolicyName(), req, d)
 			next(ctx)
 		case core.Unlimited:
 			next(ctx)
 		case core.Deny:
-			ctx.Error(m.core.DenyBody(d), fasthttp.StatusTooManyRequests)
+			ctx.Error(core.DenyBody(d), fasthttp.StatusTooManyRequests)
 			setHeaders(ctx, m.core.PolicyName(), req, d) // after Error, which resets the response
 		case core.Unavailable:
 			ctx.Error(core.UnavailableBody, fasthttp.StatusServiceUnavailable)

@@ -11,6 +11,7 @@ import (
 	"github.com/valyala/fasthttp"
 	"github.com/valyala/fasthttp/fasthttputil"
 
+	rl "github.com/raterlimiter/raterlimiter"
 	"github.com/raterlimiter/raterlimiter/memory"
 	"github.com/raterlimiter/raterlimiter/middleware"
 	"github.com/raterlimiter/raterlimiter/middleware/fasthttpmw"
@@ -46,24 +47,24 @@ func serve(t *testing.T, h func(fasthttp.RequestHandler) fasthttp.RequestHandler
 	return resp, reached
 }
 
-func newMW(t *testing.T, cfg fasthttpmw.Config) func(fasthttp.RequestHandler) fasthttp.RequestHandler {
+func newMW(t *testing.T, cfg middleware.Config, key func(*fasthttp.RequestCtx) string) func(fasthttp.RequestHandler) fasthttp.RequestHandler {
 	t.Helper()
-	m, err := fasthttpmw.New(cfg)
+	mw, err := fasthttpmw.New(cfg, key)
 	require.NoError(t, err)
-	return m.Handler
+	return mw
 }
 
 // TestAdapter runs the behaviour every middleware adapter shows: limits and
 // headers, keys, and what a failing limiter gets.
 func TestAdapter(t *testing.T) {
 	mwtest.Run(t, func(t *testing.T, cfg middleware.Config, key mwtest.KeyFunc) func(string, map[string]string) mwtest.Answer {
-		c := fasthttpmw.Config{Config: cfg}
+		var k func(*fasthttp.RequestCtx) string
 		if key != nil {
-			c.Key = func(ctx *fasthttp.RequestCtx) string {
+			k = func(ctx *fasthttp.RequestCtx) string {
 				return key(func(name string) string { return string(ctx.Request.Header.Peek(name)) })
 			}
 		}
-		h := newMW(t, c)
+		h := newMW(t, cfg, k)
 		return func(peer string, hdr map[string]string) mwtest.Answer {
 			resp, reached := serve(t, h, peer, hdr)
 			ans := mwtest.Answer{Status: resp.StatusCode(), Header: http.Header{}, Body: string(resp.Body()), Reached: reached}
@@ -80,7 +81,7 @@ func TestAdapter(t *testing.T) {
 func TestOverAServer(t *testing.T) {
 	lim := memory.New(memory.Config{Clock: clock, SweepInterval: -1})
 	t.Cleanup(func() { lim.Close() })
-	h := newMW(t, fasthttpmw.Config{Config: middleware.Config{Limiter: lim, Policy: middleware.Policy{Scale: 30 * time.Second, Limit: 1}}})
+	h := newMW(t, middleware.Config{Limiter: lim, Policy: rl.Request{Scale: 30 * time.Second, Limit: 1}}, nil)
 	ln := fasthttputil.NewInmemoryListener()
 	srv := &fasthttp.Server{Handler: h(func(ctx *fasthttp.RequestCtx) { ctx.SetBodyString("page") })}
 	done := make(chan error, 1)
@@ -107,6 +108,6 @@ func TestOverAServer(t *testing.T) {
 }
 
 func TestNewRefusesBadConfig(t *testing.T) {
-	_, err := fasthttpmw.New(fasthttpmw.Config{})
+	_, err := fasthttpmw.New(middleware.Config{}, nil)
 	assert.ErrorContains(t, err, "middleware: Config.Limiter is nil")
 }

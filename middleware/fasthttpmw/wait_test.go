@@ -8,17 +8,15 @@ import (
 
 	rl "github.com/raterlimiter/raterlimiter"
 	"github.com/raterlimiter/raterlimiter/middleware"
-	"github.com/raterlimiter/raterlimiter/middleware/fasthttpmw"
 )
 
 // TestMiddlewareWaitsItsTurn: a request the leaky queue admits with a
-// delay reaches the handler after it; past MaxWait it is a 429 at once.
+// delay reaches the handler after it; past Policy.MaxDelay it is a 429 at once.
 func TestMiddlewareWaitsItsTurn(t *testing.T) {
 	for name, lim := range limiters(t) {
 		t.Run(name, func(t *testing.T) {
-			h := newMW(t, fasthttpmw.Config{Config: middleware.Config{Limiter: lim,
-				Policy:  middleware.Policy{Scale: time.Second, Limit: 5, Algo: rl.Leaky, Queue: 3},
-				MaxWait: 300 * time.Millisecond}})
+			h := newMW(t, middleware.Config{Limiter: lim,
+				Policy: rl.Request{Scale: time.Second, Limit: 5, Algo: rl.Leaky, Queue: 3, MaxDelay: 300 * time.Millisecond}}, nil)
 			for i, want := range []time.Duration{0, 200 * time.Millisecond} {
 				start := time.Now()
 				resp, reached := serve(t, h, "192.0.2.1:1000", nil)
@@ -31,7 +29,7 @@ func TestMiddlewareWaitsItsTurn(t *testing.T) {
 			}
 			start := time.Now()
 			resp, reached := serve(t, h, "192.0.2.1:1000", nil)
-			assert.Equal(t, 429, resp.StatusCode(), "400 ms is past MaxWait")
+			assert.Equal(t, 429, resp.StatusCode(), "400 ms is past Policy.MaxDelay")
 			assert.False(t, reached)
 			assert.Less(t, time.Since(start), 10*time.Second, "refused, not left waiting (a bound only a hang crosses)")
 		})

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	rl "github.com/raterlimiter/raterlimiter"
 	"github.com/raterlimiter/raterlimiter/memory"
 	"github.com/raterlimiter/raterlimiter/middleware"
 	"github.com/raterlimiter/raterlimiter/middleware/nethttp"
@@ -19,8 +20,8 @@ import (
 func BenchmarkMiddleware(b *testing.B) {
 	lim := memory.New(memory.Config{SweepInterval: -1})
 	b.Cleanup(func() { lim.Close() })
-	mw, err := nethttp.New(nethttp.Config{Config: middleware.Config{Limiter: lim,
-		Policy: middleware.Policy{Scale: time.Second, Limit: 1 << 30}}})
+	mw, err := nethttp.New(middleware.Config{Limiter: lim,
+		Policy: rl.Request{Scale: time.Second, Limit: 1 << 30}}, nil)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -32,7 +33,7 @@ func BenchmarkMiddleware(b *testing.B) {
 	for _, tc := range []struct {
 		name string
 		h    http.Handler
-	}{{"bare", app}, {"limited", mw.Handler(app)}} {
+	}{{"bare", app}, {"limited", mw(app)}} {
 		b.Run(tc.name, func(b *testing.B) {
 			var n atomic.Int64
 			b.ReportAllocs()

@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"time"
 
+	rl "github.com/raterlimiter/raterlimiter"
 	"github.com/raterlimiter/raterlimiter/memory"
 	"github.com/raterlimiter/raterlimiter/middleware"
 	"github.com/raterlimiter/raterlimiter/middleware/nethttp"
@@ -19,15 +20,15 @@ func Example() {
 	// A fixed clock keeps the output stable; leave Clock out in real use.
 	lim := memory.New(memory.Config{Clock: func() time.Time { return time.UnixMilli(1_700_000_000_000) }})
 	defer lim.Close()
-	mw, err := nethttp.New(nethttp.Config{Config: middleware.Config{
+	mw, err := nethttp.New(middleware.Config{
 		Limiter:        lim, // or a *client.Client of a sidecar
-		Policy:         middleware.Policy{Scale: time.Minute, Limit: 2},
+		Policy:         rl.Request{Scale: time.Minute, Limit: 2},
 		TrustedProxies: []string{"10.0.0.0/8"},
-	}})
+	}, nil) // nil: the key is the client's IP address
 	if err != nil {
 		log.Fatal(err)
 	}
-	app := mw.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	app := mw(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintln(w, "hello")
 	}))
 

@@ -4,53 +4,51 @@
 package nethttp
 
 import (
-	"github.com/raterlimiter/raterlimiter/middleware/internal/core"
 	"net/http"
 	"strconv"
 
 	"github.com/raterlimiter/raterlimiter/internal/headers"
 	"github.com/raterlimiter/raterlimiter/middleware"
+	"github.com/raterlimiter/raterlimiter/middleware/internal/core"
 )
 
-// Config configures a Middleware: the shared middleware.Config and the key.
-type Config struct {
-	middleware.Config
-	// Key returns the id a request is limited by; an empty id lets the
-	// request through unchecked (use it to exempt health checks, say).
-	// Default: the client's IP address, as ClientIP finds it.
-	Key func(r *http.Request) string
+// New returns the middleware cfg describes: a function that puts a handler
+// behind the rate limit. It is safe for concurrent use.
+//
+// key returns the id a request is limited by; an empty id lets the request
+// through unchecked (use it to exempt health checks, say). A nil key is
+// the client's IP address: the peer's or, when the peer is one of
+// cfg.TrustedProxies, the address X-Forwarded-For or X-Real-IP names. A
+// RemoteAddr that is not an IP address (a Unix socket, say) is used as it
+// is.
+//
+// New fails if cfg is invalid: no limiter, a policy outside the contract's
+// bounds, a PolicyName with a limiter that cannot check by policy, or a
+// trusted proxy that is neither an address nor a network.
+func New(cfg middleware.Config, key func(*http.Request) string) (func(http.Handler) http.Handler, error) {
+	c, err := core.New(cfg)
+	if err != nil {
+		return nil, err
+	}
+	m := &limiter{core: c, key: key, canon: map[string]string{}}
+	for _, k := range []string{headers.Policy, headers.RateLimit, headers.Limit, headers.Remaining, headers.Reset, headers.RetryAfter} {
+		m.canon[k] = http.CanonicalHeaderKey(k)
+	}
+	if m.key == nil {
+		m.key = m.clientIP
+	}
+	return m.handler, nil
 }
 
-// Middleware limits the requests to a handler. It is safe for concurrent use.
-type Middleware struct {
+// limiter limits the requests to a handler.
+type limiter struct {
 	core  *core.Core
 	key   func(r *http.Request) string
 	canon map[string]string // header name -> its canonical form, read only
 }
 
-// New returns the middleware cfg describes, or an error if cfg is invalid
-// (no limiter, a policy outside the contract's bounds, or a trusted proxy that
-// is neither an address nor a network).
-func New(cfg Config) (*Middleware, error) {
-	c, err := core.New(cfg.Config)
-	if err != nil {
-		return nil, err
-	}
-	m := &Middleware{core: c, key: cfg.Key, canon: map[string]string{}}
-	for _, k := range []string{headers.Policy, headers.RateLimit, headers.Limit, headers.Remaining, headers.Reset, headers.RetryAfter} {
-		m.canon[k] = http.CanonicalHeaderKey(k)
-	}
-	if m.key == nil {
-		m.key = m.ClientIP
-	}
-	return m, nil
-}
-
-// ClientIP is the default key: the peer's IP address or, when the peer is a
-// trusted proxy, the address X-Forwarded-For or X-Real-IP names (see
-// middleware.Config.TrustedProxies). A RemoteAddr that is not an IP address (a
-// Unix socket, say) is used as it is.
-func (m *Middleware) ClientIP(r *http.Request) string {
+// clientIP is the default key (see New).
+func (m *limiter) clientIP(r *http.Request) string {
 	peer, ok := core.PeerAddr(r.RemoteAddr)
 	if !ok {
 		if r.RemoteAddr == "" {
@@ -61,8 +59,8 @@ func (m *Middleware) ClientIP(r *http.Request) string {
 	return m.core.Proxies().ClientIP(peer, r.Header.Values("X-Forwarded-For"), r.Header.Get("X-Real-IP")).String()
 }
 
-// Handler returns next behind the rate limit.
-func (m *Middleware) Handler(next http.Handler) http.Handler {
+// handler returns next behind the rate limit.
+func (m *limiter) handler(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		req, d, out := m.core.Check(r.Context(), m.key(r))
 		h := w.Header()
@@ -85,7 +83,7 @@ func (m *Middleware) Handler(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 		case core.Deny:
 			headers.SetNamed(set, m.core.PolicyName(), req, d)
-			writeText(w, http.StatusTooManyRequests, m.core.DenyBody(d))
+			writeText(w, http.StatusTooManyRequests, core.DenyBody(d))
 		case core.Unavailable:
 			h.Set("Retry-After", "1")
 			writeText(w, http.StatusServiceUnavailable, core.UnavailableBody)

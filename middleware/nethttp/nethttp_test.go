@@ -41,22 +41,22 @@ func serve(t *testing.T, h func(http.Handler) http.Handler, peer string, hdr map
 	return resp, string(b), reached
 }
 
-func newMW(t *testing.T, cfg nethttp.Config) func(http.Handler) http.Handler {
+func newMW(t *testing.T, cfg middleware.Config, key func(*http.Request) string) func(http.Handler) http.Handler {
 	t.Helper()
-	m, err := nethttp.New(cfg)
+	mw, err := nethttp.New(cfg, key)
 	require.NoError(t, err)
-	return m.Handler
+	return mw
 }
 
 // TestAdapter runs the behaviour every middleware adapter shows: limits and
 // headers, keys, and what a failing limiter gets.
 func TestAdapter(t *testing.T) {
 	mwtest.Run(t, func(t *testing.T, cfg middleware.Config, key mwtest.KeyFunc) func(string, map[string]string) mwtest.Answer {
-		c := nethttp.Config{Config: cfg}
+		var k func(*http.Request) string
 		if key != nil {
-			c.Key = func(r *http.Request) string { return key(r.Header.Get) }
+			k = func(r *http.Request) string { return key(r.Header.Get) }
 		}
-		h := newMW(t, c)
+		h := newMW(t, cfg, k)
 		return func(peer string, hdr map[string]string) mwtest.Answer {
 			resp, body, reached := serve(t, h, peer, hdr)
 			return mwtest.Answer{Status: resp.StatusCode, Header: resp.Header, Body: body, Reached: reached}
@@ -65,6 +65,6 @@ func TestAdapter(t *testing.T) {
 }
 
 func TestNewRefusesBadConfig(t *testing.T) {
-	_, err := nethttp.New(nethttp.Config{})
+	_, err := nethttp.New(middleware.Config{}, nil)
 	assert.ErrorContains(t, err, "middleware: Config.Limiter is nil")
 }

@@ -30,7 +30,7 @@ func TestByPolicyName(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { c.Close() })
 
-	h := newMW(t, nethttp.Config{Config: middleware.Config{Limiter: c, PolicyName: "pages"}})
+	h := newMW(t, middleware.Config{Limiter: c, PolicyName: "pages"}, nil)
 	for i, want := range []int{200, 200, 429} {
 		resp, _, reached := serve(t, h, "198.51.100.7:40000", nil)
 		assert.Equal(t, want, resp.StatusCode, "request %d", i)
@@ -45,6 +45,6 @@ func TestByPolicyName(t *testing.T) {
 	_, _, err = c.CheckPolicy(t.Context(), "nope", "someone", 0)
 	assert.ErrorIs(t, err, rl.ErrInvalid, "an unknown policy")
 
-	_, err = nethttp.New(nethttp.Config{Config: middleware.Config{Limiter: behind, PolicyName: "pages"}})
+	_, err = nethttp.New(middleware.Config{Limiter: behind, PolicyName: "pages"}, nil)
 	assert.ErrorContains(t, err, "checks by policy", "the embedded limiter has no policies")
 }

@@ -19,14 +19,13 @@ import (
 
 // TestMiddlewareWaitsItsTurn: with a leaky policy, requests that find room
 // in the queue reach the handler at their turn, on the embedded limiter and
-// through a sidecar; past MaxWait, or a full queue, is a 429 at once, and
+// through a sidecar; past Policy.MaxDelay, or a full queue, is a 429 at once, and
 // a requester that leaves while waiting never reaches the handler.
 func TestMiddlewareWaitsItsTurn(t *testing.T) {
 	for name, lim := range limiters(t) {
 		t.Run(name, func(t *testing.T) {
-			m, err := nethttp.New(nethttp.Config{Config: middleware.Config{Limiter: lim,
-				Policy:  middleware.Policy{Scale: time.Second, Limit: 5, Algo: rl.Leaky, Queue: 3},
-				MaxWait: 500 * time.Millisecond}})
+			mw, err := nethttp.New(middleware.Config{Limiter: lim,
+				Policy: rl.Request{Scale: time.Second, Limit: 5, Algo: rl.Leaky, Queue: 3, MaxDelay: 500 * time.Millisecond}}, nil)
 			require.NoError(t, err)
 			var mu sync.Mutex
 			var reached []time.Duration
@@ -36,7 +35,7 @@ func TestMiddlewareWaitsItsTurn(t *testing.T) {
 				reached = append(reached, time.Since(start))
 				mu.Unlock()
 			})
-			h := m.Handler(next)
+			h := mw(next)
 			codes := make([]int, 4)
 			var wg sync.WaitGroup
 			for i := range codes {
@@ -51,7 +50,7 @@ func TestMiddlewareWaitsItsTurn(t *testing.T) {
 			wg.Wait()
 			slices.Sort(codes)
 			// The limiter's clock stands still: turns at 0, 200 and 400
-			// ms; the fourth would wait 600 ms, past MaxWait.
+			// ms; the fourth would wait 600 ms, past Policy.MaxDelay.
 			assert.Equal(t, []int{200, 200, 200, 429}, codes)
 			require.Len(t, reached, 3)
 			slices.Sort(reached)
@@ -67,11 +66,10 @@ func TestMiddlewareWaitsItsTurn(t *testing.T) {
 			// runs. Its turn is 12 s away (five a minute), so that the
 			// requester leaving after 50 ms is never beaten by its turn,
 			// however late a busy machine runs the timer that leaves.
-			slow, err := nethttp.New(nethttp.Config{Config: middleware.Config{Limiter: lim,
-				Policy:  middleware.Policy{Scale: time.Minute, Limit: 5, Algo: rl.Leaky, Queue: 3},
-				MaxWait: 30 * time.Second}})
+			slow, err := nethttp.New(middleware.Config{Limiter: lim,
+				Policy: rl.Request{Scale: time.Minute, Limit: 5, Algo: rl.Leaky, Queue: 3, MaxDelay: 30 * time.Second}}, nil)
 			require.NoError(t, err)
-			hs := slow.Handler(next)
+			hs := slow(next)
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
 			req := httptest.NewRequest(http.MethodGet, "/", nil).WithContext(ctx)

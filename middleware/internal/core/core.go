@@ -7,20 +7,28 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/raterlimiter/raterlimiter/internal/bounds"
 	"net/netip"
 	"strconv"
 	"strings"
 	"time"
 
 	rl "github.com/raterlimiter/raterlimiter"
+	"github.com/raterlimiter/raterlimiter/internal/check"
 	"github.com/raterlimiter/raterlimiter/internal/headers"
 	"github.com/raterlimiter/raterlimiter/internal/policy"
 	"github.com/raterlimiter/raterlimiter/middleware"
 )
 
-// DefaultMaxWait is Config.MaxWait's default, the sidecar's -max-wait.
-const DefaultMaxWait = 10 * time.Second
+// DefaultMaxDelay is the bound on a request's wait when
+// Config.Policy.MaxDelay is 0: the sidecar's -max-wait.
+const DefaultMaxDelay = 10 * time.Second
+
+// policyChecker is a limiter that checks by the name of a policy the
+// server owns (the sidecar's client, gateway mode): Config.PolicyName
+// needs one.
+type policyChecker interface {
+	CheckPolicy(ctx context.Context, policy, id string, hits int64) (rl.Decision, rl.Request, error)
+}
 
 // Outcome is what the middleware does with a request.
 type Outcome uint8
@@ -43,41 +51,37 @@ const (
 // Core is the stack-independent middleware: it checks a key and says what
 // to answer. It is safe for concurrent use.
 type Core struct {
-	limiter    rl.Checker
-	policy     middleware.Policy
-	byName     rl.PolicyChecker // with Config.PolicyName
-	name       string           // the headers' policy name
+	limiter    rl.Limiter
+	policy     rl.Request    // its ID is each request's key
+	byName     policyChecker // with Config.PolicyName
+	name       string        // the headers' policy name
 	proxies    policy.Proxies
 	failClosed bool
 	onError    func(error)
-	message    string
-	maxWait    time.Duration // with policy: the bound on a check's delay
 }
 
 // New validates cfg and returns its Core. It fails on a missing limiter, a
-// policy outside the contract's bounds, or a trusted proxy that is neither
-// an address nor a network.
+// policy outside the contract's bounds, a PolicyName with a limiter that
+// cannot check by policy, or a trusted proxy that is neither an address
+// nor a network.
 func New(cfg middleware.Config) (*Core, error) {
 	if cfg.Limiter == nil {
 		return nil, errors.New("middleware: Config.Limiter is nil")
 	}
-	c := &Core{limiter: cfg.Limiter, policy: cfg.Policy, name: headers.PolicyName,
-		failClosed: cfg.FailClosed, onError: cfg.OnError, message: cfg.Message}
-	if cfg.MaxWait <= 0 {
-		cfg.MaxWait = DefaultMaxWait
-	}
-	c.maxWait = min(max(cfg.MaxWait.Truncate(time.Millisecond), time.Millisecond), bounds.MaxScale)
+	c := &Core{limiter: cfg.Limiter, name: headers.PolicyName, failClosed: cfg.FailClosed, onError: cfg.OnError}
 	if cfg.PolicyName != "" {
-		pc, ok := cfg.Limiter.(rl.PolicyChecker)
+		pc, ok := cfg.Limiter.(policyChecker)
 		if !ok {
 			return nil, fmt.Errorf("middleware: Config.PolicyName needs a limiter that checks by policy (the sidecar's client), not %T", cfg.Limiter)
 		}
 		c.byName, c.name = pc, cfg.PolicyName
 	} else {
-		if c.policy.Hits == 0 {
-			c.policy.Hits = 1
+		c.policy = check.Counted(cfg.Policy)
+		c.policy.ID = "x"
+		if c.policy.MaxDelay == 0 {
+			c.policy.MaxDelay = DefaultMaxDelay
 		}
-		if err := c.policy.Request("x").Validate(0); err != nil {
+		if err := check.Validate(c.policy, 0); err != nil {
 			return nil, fmt.Errorf("middleware: bad policy: %w", err)
 		}
 	}
@@ -108,8 +112,8 @@ func (c *Core) Check(ctx context.Context, key string) (rl.Request, rl.Decision, 
 	if c.byName != nil {
 		d, r, err = c.byName.CheckPolicy(ctx, c.name, key, 0)
 	} else {
-		r = c.policy.Request(key)
-		r.MaxDelay = c.maxWait
+		r = c.policy
+		r.ID = key
 		d, err = c.limiter.CheckRate(ctx, r)
 	}
 	switch {
@@ -131,8 +135,8 @@ func (c *Core) Check(ctx context.Context, key string) (rl.Request, rl.Decision, 
 }
 
 // Hold waits the turn of an allowed request whose decision came with a
-// delay (algo Leaky; at most Config.MaxWait, which the check was bounded
-// by) before it goes on, or until ctx ends, whose error it returns: the
+// delay (algo Leaky; at most Config.Policy.MaxDelay, which the check was
+// bounded by) before it goes on, or until ctx ends, whose error it returns: the
 // requester is gone. With PolicyName it returns at once (the sidecar
 // holds the answers of a policy that waits).
 func (c *Core) Hold(ctx context.Context, d rl.Decision) error {
@@ -149,11 +153,9 @@ func (c *Core) Hold(ctx context.Context, d rl.Decision) error {
 	}
 }
 
-// DenyBody returns the body of a 429 answer for d.
-func (c *Core) DenyBody(d rl.Decision) string {
-	if c.message != "" {
-		return c.message
-	}
+// DenyBody returns the body of a 429 answer for d: "Too many requests,
+// retry in N s" and a newline, N being Retry-After.
+func DenyBody(d rl.Decision) string {
 	return "Too many requests, retry in " + strconv.FormatInt(max(1, int64((d.RetryAfter+time.Second-1)/time.Second)), 10) + " s\n"
 }
 

@@ -64,7 +64,7 @@ type KeyFunc func(header func(name string) string) string
 // "page".
 type Adapter func(t *testing.T, cfg middleware.Config, key KeyFunc) func(peer string, hdr map[string]string) Answer
 
-var policy = middleware.Policy{Scale: 30 * time.Second, Limit: 2}
+var policy = rl.Request{Scale: 30 * time.Second, Limit: 2}
 
 // Run runs, on a, the behaviour every adapter shows.
 func Run(t *testing.T, a Adapter) {
@@ -142,7 +142,7 @@ func keys(t *testing.T, a Adapter) {
 				})
 			}
 			t.Run("empty key is not limited", func(t *testing.T) {
-				serve := a(t, middleware.Config{Limiter: lim, Policy: middleware.Policy{Scale: time.Second, Limit: 0}},
+				serve := a(t, middleware.Config{Limiter: lim, Policy: rl.Request{Scale: time.Second, Limit: 0}},
 					func(func(string) string) string { return "" })
 				ans := serve("203.0.113.4:5", nil)
 				assert.Equal(t, 200, ans.Status)
@@ -161,11 +161,15 @@ func keys(t *testing.T, a Adapter) {
 	}
 }
 
-// down is a Checker whose backend is unreachable.
+// down is a Limiter whose backend is unreachable.
 type down struct{}
 
 func (down) CheckRate(context.Context, rl.Request) (rl.Decision, error) {
 	return rl.Decision{}, fmt.Errorf("test: backend down: %w", rl.ErrUnavailable)
+}
+
+func (down) CheckRates(context.Context, []rl.Request) ([]rl.Decision, error) {
+	return nil, fmt.Errorf("test: backend down: %w", rl.ErrUnavailable)
 }
 
 func limiterFailure(t *testing.T, a Adapter) {
@@ -175,7 +179,7 @@ func limiterFailure(t *testing.T, a Adapter) {
 	goneClient, err := client.New(client.Config{URL: gone.URL})
 	require.NoError(t, err)
 	t.Cleanup(func() { goneClient.Close() })
-	for name, lim := range map[string]rl.Checker{"stub": down{}, "client of a stopped sidecar": goneClient} {
+	for name, lim := range map[string]rl.Limiter{"stub": down{}, "client of a stopped sidecar": goneClient} {
 		t.Run(name, func(t *testing.T) {
 			tests := []struct {
 				name       string

@@ -1,17 +1,17 @@
-package raterlimiter_test
+package check_test
 
 import (
-	"encoding/json"
-	"errors"
-	"github.com/raterlimiter/raterlimiter/internal/bounds"
 	"strings"
 	"testing"
 	"time"
 
+	json "github.com/go-json-experiment/json/v1"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	rl "github.com/raterlimiter/raterlimiter"
+	"github.com/raterlimiter/raterlimiter/internal/bounds"
+	"github.com/raterlimiter/raterlimiter/internal/check"
 )
 
 func TestValidate(t *testing.T) {
@@ -76,7 +76,7 @@ func TestValidate(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			err := tt.r.Validate(0)
+			err := check.Validate(tt.r, 0)
 			if tt.field == "" {
 				require.NoError(t, err)
 				return
@@ -88,49 +88,41 @@ func TestValidate(t *testing.T) {
 			assert.True(t, strings.HasPrefix(err.Error(), "raterlimiter: invalid "+tt.field+": "), err.Error())
 		})
 	}
-	assert.Error(t, rl.Request{ID: "abc", Scale: time.Millisecond, Limit: 1}.Validate(2), "a configured id bound")
+	assert.Error(t, check.Validate(rl.Request{ID: "abc", Scale: time.Millisecond, Limit: 1}, 2), "a configured id bound")
 }
 
-// algos lists every algorithm, in the order of their values.
-var algos = []rl.Algo{rl.Fixed, rl.Sliding, rl.Token, rl.Log, rl.Slices, rl.Leaky}
-
-func TestAlgoText(t *testing.T) {
-	for _, a := range algos {
-		b, err := a.MarshalText()
+// TestAlgoName: the wire's names of the algorithms, read by ParseAlgo
+// and written and read by AlgoName in JSON.
+func TestAlgoName(t *testing.T) {
+	for _, a := range check.Algos {
+		b, err := check.AlgoName(a).MarshalText()
 		require.NoError(t, err)
-		var back rl.Algo
+		assert.Equal(t, a.String(), string(b))
+		var back check.AlgoName
 		require.NoError(t, back.UnmarshalText(b))
-		assert.Equal(t, a, back)
-		p, err := rl.ParseAlgo(a.String())
+		assert.Equal(t, a, rl.Algo(back))
+		p, err := check.ParseAlgo(a.String())
 		require.NoError(t, err)
 		assert.Equal(t, a, p)
 	}
-	def, err := rl.ParseAlgo("")
+	def, err := check.ParseAlgo("")
 	require.NoError(t, err)
 	assert.Equal(t, rl.Fixed, def, "the default")
-	for _, bad := range []string{"Fixed", "gcra", " token", "sliding\x00", "slice", "leaky "} {
-		_, err := rl.ParseAlgo(bad)
+	for _, bad := range []string{"Fixed", "gcra", " token", "sliding\x00", "slice", "leaky ", "6"} {
+		_, err := check.ParseAlgo(bad)
 		assert.ErrorIs(t, err, rl.ErrInvalid, "%q", bad)
+		assert.EqualError(t, err, "raterlimiter: invalid algo: must be one of fixed, sliding, token, log, slices, leaky")
 	}
-	_, err = rl.Algo(9).MarshalText()
+	_, err = check.AlgoName(9).MarshalText()
 	assert.Error(t, err)
-	assert.Equal(t, "algo(9)", rl.Algo(9).String())
 
-	var r rl.Request
-	require.NoError(t, json.Unmarshal([]byte(`{"scale":1000,"algo":"token"}`), &r))
-	assert.Equal(t, rl.Request{Algo: rl.Token}, r, "no JSON form of durations: milliseconds are the wire's")
-	assert.Equal(t, []string{"fixed", "sliding", "token", "log", "slices", "leaky"},
-		func() (out []string) {
-			for _, a := range algos {
-				out = append(out, a.String())
-			}
-			return out
-		}(), "every algorithm, in the order of their values")
-}
-
-func TestErrorsAreDistinct(t *testing.T) {
-	assert.False(t, errors.Is(rl.ErrClosed, rl.ErrUnavailable))
-	assert.False(t, errors.Is(&rl.FieldError{Field: "id", Rule: "x"}, rl.ErrUnavailable))
-	d := rl.Decision{Now: time.UnixMilli(1000), Reset: 250 * time.Millisecond}
-	assert.Equal(t, time.UnixMilli(1250), d.ResetAt())
+	var w struct {
+		Algo check.AlgoName `json:"algo"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(`{"algo":"token"}`), &w))
+	assert.Equal(t, rl.Token, rl.Algo(w.Algo))
+	b, err := json.Marshal(w)
+	require.NoError(t, err)
+	assert.Equal(t, `{"algo":"token"}`, string(b))
+	assert.Error(t, json.Unmarshal([]byte(`{"algo":2}`), &w), "a number is not a name")
 }
