@@ -19,6 +19,7 @@ import (
 	rl "github.com/raterlimiter/raterlimiter"
 	"github.com/raterlimiter/raterlimiter/internal/algo"
 	"github.com/raterlimiter/raterlimiter/internal/ms"
+	"github.com/raterlimiter/raterlimiter/internal/redisctl"
 )
 
 // clockSlack is added to every TTL when Config.Clock is set: the client's
@@ -33,6 +34,7 @@ const windowSlack = 2 * time.Second
 // Backend is a raterlimiter.Limiter on Redis. It is safe for concurrent use.
 type Backend struct {
 	cfg    Config
+	opt    redisctl.Options               // the sidecar's (newBackend)
 	client atomic.Pointer[rueidis.Client] // nil until connected
 	done   chan struct{}                  // closed by Close
 	wg     sync.WaitGroup                 // the connecting goroutine
@@ -43,7 +45,7 @@ type Backend struct {
 	// decides, a sidecar whose clock is behind still reads a record a
 	// little after the others have moved on.
 	scriptSlack, windowSlack int64
-	denials                  *denyCache // nil when Config.DenyCache < 0
+	denials                  *denyCache // nil when redisctl.Options.DenyCache < 0
 	closed                   atomic.Bool
 	// slots bounds the calls in flight; queued counts those waiting.
 	slots  chan struct{}
@@ -64,8 +66,15 @@ var _ rl.Admin = (*Backend)(nil)
 
 // New connects to the Redis of cfg.URL (a Cluster is discovered by itself) and
 // returns a Backend. Redis must answer at the start; later outages are
-// handled by the circuit and cfg.Fail.
+// handled by the circuit and cfg.Fail. A cfg New cannot use (FailLocal
+// without a Fallback, say) fails with an error matching
+// raterlimiter.ErrInvalid.
 func New(cfg Config) (*Backend, error) {
+	return newBackend(cfg, redisctl.Options{})
+}
+
+// newBackend is New with the sidecar's options (redisctl.New).
+func newBackend(cfg Config, o redisctl.Options) (*Backend, error) {
 	if cfg.URL == "" {
 		cfg.URL = defaultURL
 	}
@@ -78,8 +87,8 @@ func New(cfg Config) (*Backend, error) {
 	if cfg.Timeout < 0 {
 		cfg.Timeout = defaultTimeout
 	}
-	if cfg.ProbeInterval <= 0 {
-		cfg.ProbeInterval = defaultProbeInterval
+	if o.ProbeInterval <= 0 {
+		o.ProbeInterval = defaultProbeInterval
 	}
 	if cfg.DownAfter <= 0 {
 		cfg.DownAfter = defaultDownAfter
@@ -87,8 +96,8 @@ func New(cfg Config) (*Backend, error) {
 	if cfg.MaxInFlight <= 0 {
 		cfg.MaxInFlight = defaultMaxInFlight
 	}
-	if cfg.MaxQueued <= 0 {
-		cfg.MaxQueued = defaultMaxQueued
+	if o.MaxQueued <= 0 {
+		o.MaxQueued = defaultMaxQueued
 	}
 	if cfg.MaxIDBytes <= 0 {
 		cfg.MaxIDBytes = bounds.DefaultMaxIDBytes
@@ -97,7 +106,7 @@ func New(cfg Config) (*Backend, error) {
 		return nil, fmt.Errorf("redisbackend: unknown fail mode %d", cfg.Fail)
 	}
 	if cfg.Fail == rl.FailLocal && cfg.Fallback == nil {
-		return nil, ErrNoFallback
+		return nil, errNoFallback
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -121,8 +130,9 @@ func New(cfg Config) (*Backend, error) {
 	opt.ClientName = "raterlimiter"
 	b := &Backend{
 		cfg:         cfg,
+		opt:         o,
 		log:         cfg.Logger,
-		br:          breaker{interval: cfg.ProbeInterval, now: time.Now},
+		br:          breaker{interval: o.ProbeInterval, now: time.Now},
 		slots:       make(chan struct{}, cfg.MaxInFlight),
 		scriptSlack: windowSlack.Milliseconds(),
 		windowSlack: windowSlack.Milliseconds(),
@@ -134,14 +144,14 @@ func New(cfg Config) (*Backend, error) {
 	case cfg.Deadlines:
 		b.scriptSlack = 0 // Redis's clock decides and expires
 	}
-	if cfg.DenyCache >= 0 {
-		b.denials = newDenyCache(cmp.Or(cfg.DenyCache, defaultDenyCache))
+	if o.DenyCache >= 0 {
+		b.denials = newDenyCache(cmp.Or(o.DenyCache, defaultDenyCache))
 	}
 	client, err := rueidis.NewClient(opt)
 	switch {
 	case err == nil:
 		b.client.Store(&client)
-	case cfg.StartDown:
+	case o.StartDown:
 		b.fail(fmt.Errorf("connect: %w", err))
 		b.wg.Add(1)
 		go b.connect(opt)
@@ -153,10 +163,10 @@ func New(cfg Config) (*Backend, error) {
 }
 
 // connect tries to connect every probe interval until it succeeds or the
-// backend is closed (Config.StartDown).
+// backend is closed (redisctl.Options.StartDown).
 func (b *Backend) connect(opt rueidis.ClientOption) {
 	defer b.wg.Done()
-	t := time.NewTicker(b.cfg.ProbeInterval)
+	t := time.NewTicker(b.opt.ProbeInterval)
 	defer t.Stop()
 	for {
 		select {
@@ -174,7 +184,8 @@ func (b *Backend) connect(opt rueidis.ClientOption) {
 	}
 }
 
-// conn returns the client, or nil while not connected (Config.StartDown).
+// conn returns the client, or nil while not connected
+// (redisctl.Options.StartDown).
 func (b *Backend) conn() rueidis.Client {
 	if c := b.client.Load(); c != nil {
 		return *c
@@ -200,17 +211,17 @@ func (b *Backend) Close() error {
 
 var errClosed = fmt.Errorf("redisbackend: %w", rl.ErrClosed)
 
-// Up reports whether the circuit is closed: Redis answered the last call
-// that asked it.
-func (b *Backend) Up() bool { return b.br.up() }
+// up reports whether the circuit is closed: Redis answered the last call
+// that asked it (redisctl.Backend.Up).
+func (b *Backend) up() bool { return b.br.up() }
 
-// Ping asks Redis for PING and for a write that changes nothing, within the
+// ping asks Redis for PING and for a write that changes nothing, within the
 // timeout, whatever the circuit's state: a Redis that answers reads but
 // refuses writes (full at maxmemory with noeviction, or after a failed save)
 // cannot count a check, and is unavailable as one that does not answer. A
 // success closes the circuit; Redis unavailable or refusing writes opens it.
-// For health checks.
-func (b *Backend) Ping(ctx context.Context) error {
+// For health checks (redisctl.Backend.Ping, the sidecar's /healthz).
+func (b *Backend) ping(ctx context.Context) error {
 	if b.closed.Load() {
 		return errClosed
 	}
@@ -348,14 +359,14 @@ func (b *Backend) decide(ctx context.Context, op string, rs []ms.Request) ([]ms.
 	now := b.clock()
 	ds := make([]ms.Decision, len(rs))
 	todo, pending := b.denials.answer(rs, now, ds)
-	if b.cfg.OnLocalDenials != nil && len(todo) < len(rs) {
-		b.cfg.OnLocalDenials(len(rs) - len(todo))
+	if b.opt.OnLocalDenials != nil && len(todo) < len(rs) {
+		b.opt.OnLocalDenials(len(rs) - len(todo))
 	}
 	if len(todo) == 0 {
 		return ds, nil
 	}
 	if !b.br.allow() {
-		return b.degrade(ctx, rs, ds, todo, ErrCircuitOpen)
+		return b.degrade(ctx, rs, ds, todo, redisctl.ErrCircuitOpen)
 	}
 	if b.refusing.Load() && !b.br.up() {
 		// This call probes a circuit opened for Redis refusing writes: a
@@ -392,7 +403,7 @@ func (b *Backend) decide(ctx context.Context, op string, rs []ms.Request) ([]ms.
 		if isPastDeadline(err) {
 			// Redis answers, late: not down, and this check counted nothing.
 			b.observe(op, start, err)
-			return nil, &unavailableError{cause: fmt.Errorf("%w: %w", ErrPastDeadline, err)}
+			return nil, &unavailableError{cause: fmt.Errorf("%w: %w", errPastDeadline, err)}
 		}
 		if !b.unavailable(ctx, err) {
 			b.observe(op, start, err)

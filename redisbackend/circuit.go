@@ -53,8 +53,8 @@ func isDeadline(err error) bool {
 }
 
 func (b *Backend) observe(op string, start time.Time, err error) {
-	if b.cfg.OnCall != nil {
-		b.cfg.OnCall(op, time.Since(start), err)
+	if b.opt.OnCall != nil {
+		b.opt.OnCall(op, time.Since(start), err)
 	}
 }
 
@@ -78,12 +78,12 @@ func (e *noAnswerError) Error() string {
 
 func (e *noAnswerError) Unwrap() error { return e.cause }
 
-// Reason names why the circuit changed, for logs and metrics: "refused",
+// reason names why the circuit changed, for logs and metrics: "refused",
 // "reset", "closed" (EOF), "loading", "clusterdown", "masterdown",
 // "tryagain", "readonly", "busy", "noreplicas", "oom" (full, refusing
 // writes), "misconf" (refusing writes after a failed save), "no_answer",
-// "not_connected", or "other".
-func Reason(err error) string {
+// "not_connected", or "other" (redisctl.Reason).
+func reason(err error) string {
 	var na *noAnswerError
 	switch {
 	case err == nil:
@@ -164,10 +164,10 @@ func (b *Backend) fail(err error) {
 		b.refusing.Store(true)
 	}
 	if b.br.failure() {
-		b.log.Warn("redisbackend: redis unavailable, circuit open", "reason", Reason(err), "err", err, "fail", b.cfg.Fail.String(),
-			"probe_interval", b.cfg.ProbeInterval)
-		if b.cfg.OnState != nil {
-			b.cfg.OnState(false, err)
+		b.log.Warn("redisbackend: redis unavailable, circuit open", "reason", reason(err), "err", err, "fail", b.cfg.Fail.String(),
+			"probe_interval", b.opt.ProbeInterval)
+		if b.opt.OnState != nil {
+			b.opt.OnState(false, err)
 		}
 	}
 }
@@ -188,8 +188,8 @@ func (b *Backend) succeed(ctx context.Context) {
 	if b.br.success() {
 		b.refusing.Store(false)
 		b.log.Info("redisbackend: redis answers again, circuit closed")
-		if b.cfg.OnState != nil {
-			b.cfg.OnState(true, nil)
+		if b.opt.OnState != nil {
+			b.opt.OnState(true, nil)
 		}
 	}
 }

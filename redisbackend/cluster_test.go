@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	rl "github.com/raterlimiter/raterlimiter"
+	"github.com/raterlimiter/raterlimiter/internal/redisctl"
 	"github.com/raterlimiter/raterlimiter/internal/redistest"
 	"github.com/raterlimiter/raterlimiter/redisbackend"
 )
@@ -113,7 +114,7 @@ func clusterRequests(prefix string, n int) []rl.Request {
 // replicated (Redis's replication is asynchronous: docs/redis.md).
 func TestClusterFailover(t *testing.T) {
 	c := redistest.StartReplicatedCluster(t)
-	b, err := redisbackend.New(redisbackend.Config{URL: c.URL(), ProbeInterval: 50 * time.Millisecond})
+	b, err := redisctl.New[*redisbackend.Backend](redisbackend.Config{URL: c.URL()}, redisctl.Options{ProbeInterval: 50 * time.Millisecond})
 	require.NoError(t, err)
 	t.Cleanup(func() { b.Close() }) // after the load stops: cleanups run last first
 	rs := clusterRequests("failover-", 120)

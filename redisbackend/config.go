@@ -2,13 +2,11 @@ package redisbackend
 
 import (
 	"crypto/tls"
-	"github.com/raterlimiter/raterlimiter/internal/defaults"
 	"log/slog"
 	"time"
 
-	"github.com/redis/rueidis"
-
 	rl "github.com/raterlimiter/raterlimiter"
+	"github.com/raterlimiter/raterlimiter/internal/defaults"
 )
 
 // Defaults of Config's zero fields.
@@ -22,7 +20,8 @@ const (
 	// defaultCallTimeout bounds a call whose context has no deadline.
 	defaultCallTimeout = time.Second
 	// defaultProbeInterval is how often an open circuit lets one call try
-	// Redis: soon after it opens, and as often after.
+	// Redis: soon after it opens, and as often after
+	// (redisctl.Options.ProbeInterval).
 	defaultProbeInterval = 100 * time.Millisecond
 	// defaultDownAfter is how long calls may go unanswered (their callers'
 	// deadlines passing) with no success at all before the circuit opens:
@@ -33,9 +32,10 @@ const (
 	// their turn (rueidis pipelines what is in flight).
 	defaultMaxInFlight = 512
 	// defaultMaxQueued bounds the calls waiting for a turn; beyond it a
-	// call is shed at once (503, not counted).
+	// call is shed at once (503, not counted) (redisctl.Options.MaxQueued).
 	defaultMaxQueued = 8192
-	// defaultDenyCache is Config.DenyCache's default (internal/defaults).
+	// defaultDenyCache is how many ids' denials the local cache keeps
+	// (redisctl.Options.DenyCache; internal/defaults).
 	defaultDenyCache = defaults.DenyCache
 )
 
@@ -62,9 +62,10 @@ type Config struct {
 	// DownAfter is how long calls may fail to get any answer before the
 	// circuit opens. Default 2 s.
 	DownAfter time.Duration
-	// MaxInFlight and MaxQueued bound the calls to Redis at once and those
-	// waiting for a turn. Defaults 512 and 8192.
-	MaxInFlight, MaxQueued int
+	// MaxInFlight bounds the calls to Redis at once; the rest wait their
+	// turn, and beyond 8,192 waiting a call is shed at once with an error
+	// matching raterlimiter.ErrUnavailable. Default 512.
+	MaxInFlight int
 	// Fail is what to do while Redis does not answer. rl.FailClosed, the
 	// default, fails the call with an error matching
 	// raterlimiter.ErrUnavailable (the sidecar answers 503). rl.FailOpen
@@ -74,11 +75,10 @@ type Config struct {
 	// with a nil error. OnDegraded reports both.
 	Fail rl.FailMode
 	// Fallback decides while Redis does not answer, with Fail = FailLocal
-	// (which requires it). The sidecar passes an embedded limiter.
+	// (which requires it: without it New fails with a
+	// *raterlimiter.FieldError of "Fallback"). The sidecar passes an
+	// embedded limiter.
 	Fallback rl.Limiter
-	// ProbeInterval is how often an open circuit lets one call try Redis.
-	// Default 100 ms.
-	ProbeInterval time.Duration
 	// Clock, if set, gives the time (read to the millisecond) instead of the
 	// wall clock (and of Redis's TIME with Deadlines). For tests. Keys then
 	// live an hour longer than their last window, since Redis still expires
@@ -91,21 +91,9 @@ type Config struct {
 	// commands. It costs Redis 1.2 to 1.4 (the scripts) and 2.3 (fixed)
 	// times as much CPU per check.
 	Deadlines bool
-	// DenyCache bounds the local cache of denials: how many ids' denials
-	// are kept, each answered here, without Redis, until the time Redis
-	// said it ends. Default 65,536; negative turns it off.
-	DenyCache int
-	// OnLocalDenials, if set, is called with the number of requests of a
-	// call that the cache of denials answered without Redis.
-	OnLocalDenials func(n int)
 	// MaxIDBytes is the longest id accepted. Default
 	// 1024.
 	MaxIDBytes int
-	// OnCall, if set, is called after every call to Redis with the operation
-	// ("check", "check_batch", "buckets", "reset", "ping"), how long it took
-	// and its error (nil on success): the hook for latency and error
-	// metrics.
-	OnCall func(op string, d time.Duration, err error)
 	// OnDegraded, if set, is called for every call Redis did not answer
 	// (the circuit open, or Redis failing), with the fail mode that
 	// answered it, the number of checks and why; the same callback as
@@ -113,21 +101,6 @@ type Config struct {
 	// an error (the event then only counts them); under FailOpen and
 	// FailLocal it is the only sign. It must be safe for concurrent use.
 	OnDegraded func(rl.DegradedEvent)
-	// OnState, if set, is called when the circuit changes: up is false when
-	// it opens (Redis failing), true when Redis answers again.
-	OnState func(up bool, err error)
-	// StartDown lets New succeed while Redis cannot be reached: the backend
-	// starts with the circuit open (answering by Fail) and connects in the
-	// background, trying every ProbeInterval. Without it New fails.
-	StartDown bool
 	// Logger receives state changes. Default slog.Default().
 	Logger *slog.Logger
-}
-
-// CheckURL reports whether New would accept url as Config.URL: a
-// redis://, rediss:// or unix:// URL that parses. It does not connect, so
-// a caller can refuse a malformed address before it tries Redis.
-func CheckURL(url string) error {
-	_, err := rueidis.ParseURL(url)
-	return err
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	rl "github.com/raterlimiter/raterlimiter"
+	"github.com/raterlimiter/raterlimiter/internal/redisctl"
 	"github.com/raterlimiter/raterlimiter/redisbackend"
 )
 
@@ -68,8 +69,8 @@ func BenchmarkRedisCost(b *testing.B) {
 	defer c.Close()
 
 	backend := func(name string, cfg redisbackend.Config) *redisbackend.Backend {
-		cfg.URL, cfg.Prefix, cfg.Timeout, cfg.DenyCache = url, "cost"+name, 10*time.Second, -1
-		be, err := redisbackend.New(cfg)
+		cfg.URL, cfg.Prefix, cfg.Timeout = url, "cost"+name, 10*time.Second
+		be, err := redisctl.New[*redisbackend.Backend](cfg, redisctl.Options{DenyCache: -1})
 		require.NoError(b, err)
 		b.Cleanup(func() { be.Close() })
 		return be

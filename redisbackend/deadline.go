@@ -9,10 +9,11 @@ import (
 	"github.com/redis/rueidis"
 )
 
-// ErrPastDeadline is the cause of the unavailable error of a check that Redis
-// ran only after its caller's deadline: the script refused to count it, so
-// the 503 the caller answers is true to the counters.
-var ErrPastDeadline = errors.New("redisbackend: redis ran the check after the caller's deadline; nothing counted")
+// errPastDeadline is the cause of the unavailable error (matching
+// raterlimiter.ErrUnavailable) of a check that Redis ran only after its
+// caller's deadline: the script refused to count it, so the 503 the caller
+// answers is true to the counters.
+var errPastDeadline = errors.New("redisbackend: redis ran the check after the caller's deadline; nothing counted")
 
 // deadlineArg returns the check scripts' deadline argument for a call
 // bounded by ctx, with Config.Deadlines: the deadline in Unix ms on the clock

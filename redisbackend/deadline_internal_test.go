@@ -56,7 +56,7 @@ func evalCheck(b *Backend, r ms.Request, now, nowArg, deadline int64) error {
 
 // TestScriptRefusesPastDeadline: a check that Redis runs after the caller's
 // deadline counts nothing and answers an error that decide turns into
-// ErrPastDeadline (a 503 that is true to the counters); at or before the
+// errPastDeadline (a 503 that is true to the counters); at or before the
 // deadline, or with none, it counts. Every script keeps the rule; fixed
 // windows keep it with Config.Deadlines.
 func TestScriptRefusesPastDeadline(t *testing.T) {

@@ -29,7 +29,7 @@
 // Failures: a call waits as long as its caller's deadline allows
 // (Config.Timeout puts a ceiling on it). When Redis does not answer, a
 // circuit breaker opens: further calls do not wait on Redis, except one
-// probe per Config.ProbeInterval, until Redis answers again. A Redis that
+// probe every 100 ms, until Redis answers again. A Redis that
 // answers reads but refuses writes (OOM at maxmemory with noeviction,
 // MISCONF after a failed save, a replica) cannot count a check: it opens
 // the circuit too, which then closes only once a write succeeds. Meanwhile
@@ -43,5 +43,5 @@
 // release, which CHANGELOG.md then says: the layout of the keys and values
 // in Redis (sidecars of two versions on one Redis then count under
 // different keys, so during a rolling upgrade each version holds the limit
-// on its own), and Reason's list of strings, which may gain a reason.
+// on its own), and the text of its errors.
 package redisbackend

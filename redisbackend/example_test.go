@@ -11,45 +11,68 @@ import (
 	"github.com/raterlimiter/raterlimiter/redisbackend"
 )
 
-// The examples that talk to Redis have no "// Output:" line: go test
-// compiles them (and go doc shows them) but does not run them, since an
-// example cannot skip and the tests must not depend on a Redis someone
-// left running. The behaviour they show is tested, against a redis-server
-// the tests start themselves, in this package's tests.
+// redisURL names the Redis the examples use: yours is likely
+// "redis://127.0.0.1:6379/0" (rediss:// for TLS, ?addr=… for more
+// Cluster nodes). go test starts a private redis-server for them
+// (TestMain) and sets it.
+var redisURL = "redis://127.0.0.1:6379/0"
+
+// t0 is the examples' clock, standing still so that their output does not
+// depend on when they run. Real programs leave Config.Clock out.
+func t0() time.Time { return time.UnixMilli(1_700_000_420_000) } // 2023-11-14 22:20:20 UTC
 
 // Several processes that build the same backend on the same Redis share one
-// limit. (Compiled, not run: it needs a Redis.)
+// limit: here two backends, as two sidecars would, take turns at a limit
+// of three a minute.
 func ExampleNew() {
-	b, err := redisbackend.New(redisbackend.Config{
-		URL:     "redis://127.0.0.1:6379/0", // rediss:// for TLS; ?addr=… for more Cluster nodes
-		Timeout: 50 * time.Millisecond,
-		Fail:    rl.FailOpen,
-	})
+	cfg := redisbackend.Config{URL: redisURL, Clock: t0}
+	a, err := redisbackend.New(cfg)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer a.Close()
+	b, err := redisbackend.New(cfg)
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer b.Close()
-	d, err := b.CheckRate(context.Background(), rl.Request{ID: "user-42", Scale: time.Minute, Limit: 100})
-	if err != nil {
+
+	ctx := context.Background()
+	r := rl.Request{ID: "user-42", Scale: time.Minute, Limit: 3}
+	for i, lim := range []*redisbackend.Backend{a, b, a, b} {
+		d, err := lim.CheckRate(ctx, r)
+		if err != nil {
+			log.Fatal(err)
+		}
+		fmt.Println("process", "ab"[i%2:i%2+1], "allowed:", d.Allowed, "remaining:", d.Remaining)
+	}
+	// Reset, an operator's call, forgets the id's records.
+	if _, err := a.Reset(ctx, "user-42", 0); err != nil {
 		log.Fatal(err)
 	}
-	fmt.Println("allowed:", d.Allowed, "remaining:", d.Remaining)
+	// Output:
+	// process a allowed: true remaining: 2
+	// process b allowed: true remaining: 1
+	// process a allowed: true remaining: 0
+	// process b allowed: false remaining: 0
 }
 
 // With FailLocal, while Redis does not answer an embedded limiter decides,
 // each process on its own; the checks return their decisions with a nil
 // error, as the client's FailOpen does, and OnDegraded hears of them.
-// (Compiled, not run: it needs a Redis.)
+// While Redis answers, as here, Redis decides.
 func ExampleConfig_failLocal() {
 	local := memory.New(memory.Config{})
 	defer local.Close()
 	b, err := redisbackend.New(redisbackend.Config{
-		URL:      "redis://127.0.0.1:6379/0",
+		URL:      redisURL,
+		Timeout:  time.Second, // past this, Redis counts as unavailable
 		Fail:     rl.FailLocal,
 		Fallback: local,
 		OnDegraded: func(e rl.DegradedEvent) {
 			log.Printf("redis unavailable, %d checks answered by %s: %v", e.Checks, e.Mode, e.Err)
 		},
+		Clock: t0,
 	})
 	if err != nil {
 		log.Fatal(err)
@@ -57,30 +80,46 @@ func ExampleConfig_failLocal() {
 	defer b.Close()
 
 	var lim rl.Limiter = b // the same interface as memory and client
-	d, err := lim.CheckRate(context.Background(), rl.Request{ID: "user-42", Scale: time.Minute, Limit: 100})
+	ctx := context.Background()
+	d, err := lim.CheckRate(ctx, rl.Request{ID: "user-7", Scale: time.Minute, Limit: 100})
 	if err != nil {
 		log.Fatal(err) // invalid input, or a cancelled context
 	}
-	fmt.Println("allowed:", d.Allowed, "retry after:", d.RetryAfter)
+	fmt.Println("allowed:", d.Allowed, "remaining:", d.Remaining)
+	if _, err := b.Reset(ctx, "user-7", 0); err != nil {
+		log.Fatal(err)
+	}
+	// Output:
+	// allowed: true remaining: 99
 }
 
 // Wait on a leaky bucket shared by every process: the script in Redis
-// gives each check its turn, and Wait sleeps it here. (Compiled, not run:
-// it needs a Redis.)
+// gives each check its turn (ten a second: one every 100 ms, two may
+// queue), and Wait sleeps it here; when the queue is full it returns the
+// denied decision at once.
 func ExampleBackend_Wait() {
-	b, err := redisbackend.New(redisbackend.Config{URL: "redis://127.0.0.1:6379/0"})
+	b, err := redisbackend.New(redisbackend.Config{URL: redisURL, Clock: t0}) // the clock stands still
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer b.Close()
 
-	// Ten jobs a second across the fleet; up to 20 may wait their turn.
-	r := rl.Request{ID: "job-queue", Scale: time.Second, Limit: 10, Algo: rl.Leaky, Queue: 20}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	d, err := b.Wait(ctx, r)
-	if err != nil {
+	r := rl.Request{ID: "job-queue", Scale: time.Second, Limit: 10, Algo: rl.Leaky, Queue: 2}
+	for range 4 {
+		d, err := b.Wait(ctx, r)
+		if err != nil {
+			log.Fatal(err)
+		}
+		fmt.Println(d.Allowed, d.Delay, d.RetryAfter)
+	}
+	if _, err := b.Reset(ctx, "job-queue", 0); err != nil {
 		log.Fatal(err)
 	}
-	fmt.Println("allowed:", d.Allowed, "waited:", d.Delay)
+	// Output:
+	// true 0s 0s
+	// true 100ms 0s
+	// true 200ms 0s
+	// false 0s 100ms
 }

@@ -18,6 +18,7 @@ import (
 	rl "github.com/raterlimiter/raterlimiter"
 	"github.com/raterlimiter/raterlimiter/internal/algo"
 	"github.com/raterlimiter/raterlimiter/internal/ms"
+	"github.com/raterlimiter/raterlimiter/internal/redisctl"
 	"github.com/raterlimiter/raterlimiter/internal/redistest"
 	"github.com/raterlimiter/raterlimiter/redisbackend"
 )
@@ -138,14 +139,16 @@ func outageTry(t *testing.T, rec *recorder, how string, mode rl.FailMode, late *
 	fb := newLocal()
 	var redisCalls atomic.Int64
 	var ups, downs, degraded atomic.Int64
-	b, err := redisbackend.New(redisbackend.Config{
-		URL: srv.URL(), Timeout: timeout, ProbeInterval: probe, Fail: mode, Fallback: fb,
-		OnCall: func(string, time.Duration, error) { redisCalls.Add(1) },
+	b, err := redisctl.New[*redisbackend.Backend](redisbackend.Config{
+		URL: srv.URL(), Timeout: timeout, Fail: mode, Fallback: fb,
 		OnDegraded: func(e rl.DegradedEvent) {
 			assert.Equal(rec, mode, e.Mode)
 			assert.ErrorIs(rec, e.Err, rl.ErrUnavailable)
 			degraded.Add(int64(e.Checks))
 		},
+	}, redisctl.Options{
+		ProbeInterval: probe,
+		OnCall:        func(string, time.Duration, error) { redisCalls.Add(1) },
 		OnState: func(up bool, _ error) {
 			if up {
 				ups.Add(1)
@@ -222,14 +225,14 @@ func outageTry(t *testing.T, rec *recorder, how string, mode rl.FailMode, late *
 	}
 	upAt := time.Now()
 	deadline := upAt.Add(10 * time.Second)
-	for !b.Up() && time.Now().Before(deadline) {
+	for !redisctl.MustOf(b).Up() && time.Now().Before(deadline) {
 		time.Sleep(5 * time.Millisecond)
 	}
 	recovered := time.Since(upAt)
 	phase(150 * time.Millisecond)
 	halt()
 
-	require.True(rec, b.Up(), "recovered by itself")
+	require.True(rec, redisctl.MustOf(b).Up(), "recovered by itself")
 	t.Logf("recovered %v after Redis came back; %d redis calls during %v down; %d calls in all",
 		recovered, callsDown, downEnd.Sub(downStart), len(outs))
 	// Recovery takes a probe interval or so (2*probe+timeout at most on an
@@ -369,24 +372,25 @@ func TestClusterMasterDown(t *testing.T) {
 func TestStartDown(t *testing.T) {
 	srv := redistest.Start(t)
 	srv.Kill()
-	cfg := redisbackend.Config{URL: srv.URL(), Timeout: time.Second, ProbeInterval: 20 * time.Millisecond, Fail: rl.FailOpen}
-	_, err := redisbackend.New(cfg)
+	cfg := redisbackend.Config{URL: srv.URL(), Timeout: time.Second, Fail: rl.FailOpen}
+	opt := redisctl.Options{ProbeInterval: 20 * time.Millisecond}
+	_, err := redisctl.New[*redisbackend.Backend](cfg, opt)
 	require.Error(t, err, "Redis is down")
 
-	cfg.StartDown = true
+	opt.StartDown = true
 	var degraded atomic.Bool
 	cfg.OnDegraded = func(rl.DegradedEvent) { degraded.Store(true) }
-	b, err := redisbackend.New(cfg)
+	b, err := redisctl.New[*redisbackend.Backend](cfg, opt)
 	require.NoError(t, err)
 	defer b.Close()
-	assert.False(t, b.Up())
+	assert.False(t, redisctl.MustOf(b).Up())
 	ctx := context.Background()
 	r := rl.Request{ID: "u", Scale: time.Minute, Limit: 5, Hits: 1}
 	d, err := b.CheckRate(ctx, r)
 	require.NoError(t, err)
 	assert.True(t, d.Allowed)
 	assert.True(t, degraded.Load(), "answered open, and said so")
-	assert.ErrorIs(t, b.Ping(ctx), rl.ErrUnavailable)
+	assert.ErrorIs(t, redisctl.MustOf(b).Ping(ctx), rl.ErrUnavailable)
 
 	srv.Restart(t)
 	deadline := time.Now().Add(5 * time.Second)
@@ -398,11 +402,11 @@ func TestStartDown(t *testing.T) {
 	}
 	require.False(t, degraded.Load(), "connected by itself")
 	assert.Equal(t, int64(1), d.Count, "decided by Redis")
-	assert.True(t, b.Up())
+	assert.True(t, redisctl.MustOf(b).Up())
 
 	// Closing while still trying to connect stops the trying.
 	srv.Kill()
-	b2, err := redisbackend.New(cfg)
+	b2, err := redisctl.New[*redisbackend.Backend](cfg, opt)
 	require.NoError(t, err)
 	require.NoError(t, b2.Close())
 	_, err = b2.CheckRate(ctx, r)

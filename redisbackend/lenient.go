@@ -45,6 +45,10 @@ func (s strict) Wait(ctx context.Context, r rl.Request) (rl.Decision, error) {
 	return check.Wait(ctx, s, r)
 }
 
+// Ping is the health check the sidecar's /healthz asks of the backend
+// (redisctl.Backend.Ping).
+func (s strict) Ping(ctx context.Context) error { return s.ping(ctx) }
+
 func init() {
 	degrade.Register(func(l rl.Limiter) (rl.Limiter, bool) {
 		if b, ok := l.(*Backend); ok {

@@ -16,6 +16,7 @@ import (
 	rl "github.com/raterlimiter/raterlimiter"
 	"github.com/raterlimiter/raterlimiter/internal/algo"
 	"github.com/raterlimiter/raterlimiter/internal/ms"
+	"github.com/raterlimiter/raterlimiter/internal/redisctl"
 )
 
 // The admin API reads an id's records through the registry of kinds,
@@ -44,7 +45,7 @@ func (b *Backend) records(ctx context.Context, op, id string, scale int64, reset
 		return 0, nil, errClosed
 	}
 	if !b.br.allow() {
-		return 0, nil, &unavailableError{cause: ErrCircuitOpen}
+		return 0, nil, &unavailableError{cause: redisctl.ErrCircuitOpen}
 	}
 	c := b.conn()
 	if c == nil {

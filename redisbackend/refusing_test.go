@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	rl "github.com/raterlimiter/raterlimiter"
+	"github.com/raterlimiter/raterlimiter/internal/redisctl"
 	"github.com/raterlimiter/raterlimiter/internal/redistest"
 	"github.com/raterlimiter/raterlimiter/redisbackend"
 )
@@ -22,10 +23,11 @@ import (
 func TestRefusingWrites(t *testing.T) {
 	srv := redistest.Start(t)
 	var states []bool
-	b, err := redisbackend.New(redisbackend.Config{URL: srv.URL(), Fail: rl.FailOpen, DenyCache: -1,
-		ProbeInterval: 10 * time.Millisecond, OnState: func(up bool, _ error) { states = append(states, up) }})
+	b, err := redisctl.New[*redisbackend.Backend](redisbackend.Config{URL: srv.URL(), Fail: rl.FailOpen},
+		redisctl.Options{DenyCache: -1, ProbeInterval: 10 * time.Millisecond, OnState: func(up bool, _ error) { states = append(states, up) }})
 	require.NoError(t, err)
 	defer b.Close()
+	ctl := redisctl.MustOf(b)
 	ctx := context.Background()
 	r := rl.Request{ID: "u", Scale: time.Minute, Limit: 5, Hits: 1, Algo: rl.Sliding}
 	_, err = b.CheckRate(ctx, r)
@@ -36,10 +38,10 @@ func TestRefusingWrites(t *testing.T) {
 	_, err = srv.Do("CONFIG", "SET", "maxmemory", "1")
 	require.NoError(t, err)
 
-	err = b.Ping(ctx)
+	err = ctl.Ping(ctx)
 	require.ErrorIs(t, err, rl.ErrUnavailable, "PING answers, writes do not")
-	assert.Equal(t, "oom", redisbackend.Reason(err))
-	assert.False(t, b.Up())
+	assert.Equal(t, "oom", redisctl.Reason(err))
+	assert.False(t, ctl.Up())
 	for _, algo := range []rl.Algo{rl.Fixed, rl.Sliding, rl.Token, rl.Log, rl.Slices, rl.Leaky} {
 		d, err := b.CheckRate(ctx, rl.Request{ID: "v", Scale: time.Minute, Limit: 5, Hits: 1, Algo: algo})
 		require.NoError(t, err, "%v", algo)
@@ -53,13 +55,13 @@ func TestRefusingWrites(t *testing.T) {
 		time.Sleep(15 * time.Millisecond)
 		_, _ = b.CheckRate(ctx, peek)
 	}
-	assert.False(t, b.Up(), "a read does not close a circuit opened for refused writes")
+	assert.False(t, ctl.Up(), "a read does not close a circuit opened for refused writes")
 	assert.Equal(t, []bool{false}, states)
 
 	_, err = srv.Do("CONFIG", "SET", "maxmemory", "0")
 	require.NoError(t, err)
-	require.NoError(t, b.Ping(ctx))
-	assert.True(t, b.Up())
+	require.NoError(t, ctl.Ping(ctx))
+	assert.True(t, ctl.Up())
 	d, err := b.CheckRate(ctx, r)
 	require.NoError(t, err)
 	assert.Equal(t, int64(2), d.Count, "counted on Redis again, the first check kept")

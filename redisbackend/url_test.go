@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	rl "github.com/raterlimiter/raterlimiter"
+	"github.com/raterlimiter/raterlimiter/internal/redisctl"
 	"github.com/raterlimiter/raterlimiter/internal/redistest"
 	"github.com/raterlimiter/raterlimiter/redisbackend"
 )
@@ -60,9 +61,23 @@ func TestURL(t *testing.T) {
 			require.NoError(t, err)
 			assert.True(t, d.Allowed)
 			assert.Equal(t, int64(1), d.Count)
-			require.NoError(t, b.Ping(context.Background()))
+			require.NoError(t, redisctl.MustOf(b).Ping(context.Background()))
 		})
 	}
+}
+
+// TestNoFallback: FailLocal without a Fallback is a Config New cannot use,
+// refused before any Redis is dialled with an error matching
+// raterlimiter.ErrInvalid that names the field.
+func TestNoFallback(t *testing.T) {
+	b, err := redisbackend.New(redisbackend.Config{URL: "redis://127.0.0.1:1/0", Fail: rl.FailLocal})
+	require.Error(t, err)
+	assert.Nil(t, b)
+	assert.ErrorIs(t, err, rl.ErrInvalid)
+	var fe *rl.FieldError
+	require.ErrorAs(t, err, &fe)
+	assert.Equal(t, "Fallback", fe.Field)
+	assert.NotErrorIs(t, err, rl.ErrUnavailable)
 }
 
 func TestClose(t *testing.T) {
@@ -80,5 +95,5 @@ func TestClose(t *testing.T) {
 	assert.ErrorIs(t, err, rl.ErrClosed)
 	_, err = b.Reset(ctx, "u", 0)
 	assert.ErrorIs(t, err, rl.ErrClosed)
-	assert.ErrorIs(t, b.Ping(ctx), rl.ErrClosed)
+	assert.ErrorIs(t, redisctl.MustOf(b).Ping(ctx), rl.ErrClosed)
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/raterlimiter/raterlimiter/internal/degrade"
 	"github.com/raterlimiter/raterlimiter/internal/memstore"
 	"github.com/raterlimiter/raterlimiter/internal/policy"
+	"github.com/raterlimiter/raterlimiter/internal/redisctl"
 	"github.com/raterlimiter/raterlimiter/memory"
 	"github.com/raterlimiter/raterlimiter/redisbackend"
 )
@@ -77,12 +78,13 @@ func openBackend(cfg config, logger *slog.Logger, onSwept func(n int, took time.
 			return backend{}, cli.Usagef("-redis-fail must be closed, open or local, not %q", cfg.redisFail) // checked by parse
 		}
 		rc := redisbackend.Config{URL: cfg.redisURL, Timeout: cfg.redisTimeout, Fail: fail,
-			MaxIDBytes: limiterIDBytes(cfg), Logger: logger, Deadlines: cfg.redisDeadlines, DenyCache: cfg.redisDenyCache}
+			MaxIDBytes: limiterIDBytes(cfg), Logger: logger, Deadlines: cfg.redisDeadlines}
+		opt := redisctl.Options{DenyCache: cfg.redisDenyCache}
 		if cfg.redisDenyCache == 0 {
-			rc.DenyCache = -1 // off
+			opt.DenyCache = -1 // off
 		}
 		metrics := newRedisMetrics()
-		metrics.hook(&rc)
+		metrics.hook(&rc, &opt)
 		var fallback *memory.Limiter
 		if fail == rl.FailLocal {
 			fallback = memory.New(memory.Config{Shards: cfg.shards, SweepInterval: cfg.sweepInterval,
@@ -90,7 +92,7 @@ func openBackend(cfg config, logger *slog.Logger, onSwept func(n int, took time.
 				MaxBucketBytes: maxBucketBytes(cfg)})
 			rc.Fallback = fallback
 		}
-		rb, err := redisbackend.New(rc)
+		rb, err := redisctl.New[*redisbackend.Backend](rc, opt)
 		if err != nil {
 			if fallback != nil {
 				fallback.Close()

@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/raterlimiter/raterlimiter/internal/cli"
-	"github.com/raterlimiter/raterlimiter/redisbackend"
+	"github.com/raterlimiter/raterlimiter/internal/redisctl"
 )
 
 // maxIDBytesCap bounds -max-id-bytes: longer ids make no sense as keys, and
@@ -228,7 +228,7 @@ func (cfg *config) check() error {
 		return err
 	}
 	if cfg.backend == "redis" {
-		if err := redisbackend.CheckURL(cfg.redisURL); err != nil {
+		if err := redisctl.CheckURL(cfg.redisURL); err != nil {
 			return bad("invalid value %q for -redis-url: %v", cfg.redisURL, err)
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	rl "github.com/raterlimiter/raterlimiter"
+	"github.com/raterlimiter/raterlimiter/internal/redisctl"
 	"github.com/raterlimiter/raterlimiter/redisbackend"
 )
 
@@ -51,9 +52,9 @@ func newRedisMetrics() *redisMetrics {
 	return m
 }
 
-// hook installs the metrics in a backend's configuration.
-func (m *redisMetrics) hook(rc *redisbackend.Config) {
-	rc.OnCall = func(op string, d time.Duration, err error) {
+// hook installs the metrics in a backend's configuration and options.
+func (m *redisMetrics) hook(rc *redisbackend.Config, opt *redisctl.Options) {
+	opt.OnCall = func(op string, d time.Duration, err error) {
 		result := "ok"
 		if err != nil {
 			result = "error"
@@ -64,14 +65,14 @@ func (m *redisMetrics) hook(rc *redisbackend.Config) {
 	rc.OnDegraded = func(e rl.DegradedEvent) {
 		m.degraded.WithLabelValues(e.Mode.String()).Add(float64(e.Checks))
 	}
-	rc.OnLocalDenials = func(n int) { m.local.Add(float64(n)) }
-	rc.OnState = func(up bool, err error) {
+	opt.OnLocalDenials = func(n int) { m.local.Add(float64(n)) }
+	opt.OnState = func(up bool, err error) {
 		if up {
 			m.up.Set(1)
 			m.transitions.WithLabelValues("closed", "answered").Inc()
 		} else {
 			m.up.Set(0)
-			m.transitions.WithLabelValues("open", redisbackend.Reason(err)).Inc()
+			m.transitions.WithLabelValues("open", redisctl.Reason(err)).Inc()
 		}
 	}
 }

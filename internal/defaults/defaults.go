@@ -45,7 +45,8 @@ const (
 	// deadline allows (the sidecar's -timeout, 1 s by default).
 	RedisTimeout = 0
 	// DenyCache is how many ids' denials the local cache keeps
-	// (Config.DenyCache): a few hundred bytes each.
+	// (redisctl.Options.DenyCache, -redis-deny-cache): a few hundred bytes
+	// each.
 	DenyCache = 65536
 )
 

@@ -94,6 +94,29 @@ func Start(t testing.TB, extra ...string) *Server {
 	return s
 }
 
+// StartMain starts a single-node redis-server for a TestMain, which has
+// no testing.TB (go test's examples need a Redis started before they
+// run): its files go to dir, and the caller stops it with Stop. It
+// returns an error when redis-server is not on PATH or does not start.
+func StartMain(dir string) (*Server, error) {
+	for _, bin := range []string{"redis-server", "redis-cli"} {
+		if _, err := exec.LookPath(bin); err != nil {
+			return nil, fmt.Errorf("redistest: %s not found on PATH: apt-get install -y redis-server", bin)
+		}
+	}
+	s := &Server{dir: dir}
+	var last error
+	for attempt := 0; attempt < 8; attempt++ {
+		if s.Port, last = freePort(); last != nil {
+			continue
+		}
+		if last = s.launch(nil); last == nil {
+			return s, nil
+		}
+	}
+	return nil, fmt.Errorf("redistest: could not start redis-server: %w", last)
+}
+
 func (s *Server) startFresh(t testing.TB, extra []string) {
 	t.Helper()
 	if err := s.start(t, extra); err != nil {
