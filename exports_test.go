@@ -21,13 +21,13 @@ import (
 // method of an exported interface. Tests, main packages and internal/ are
 // not counted; cmd/ is not part of the tree's count.
 //
-// The goal is at most 140 identifiers in the packages a user imports and
-// at most 400 in the whole tree. The ceilings below hold the counts as
-// they are: they may only go down, and a change that removes public names
-// lowers them.
+// The goal was at most 140 identifiers in the packages a user imports and
+// at most 400 in the whole tree; both are met. The ceilings below hold the
+// counts as they are: they may only go down, and a change that removes
+// public names lowers them.
 const (
-	userCeiling = 200 // goal: 140
-	treeCeiling = 343 // goal: 400
+	userCeiling = 138
+	treeCeiling = 281
 )
 
 // userFacing lists the packages a Go user imports: the root vocabulary,
