@@ -92,6 +92,9 @@ type limitListener struct {
 	// back once the flood is over.
 	lastOver   atomic.Int64
 	reclaiming atomic.Bool
+	// watch arms the connections' deadlines as they come near
+	// (lazydeadline.go).
+	watch *watchdog
 }
 
 // reclaimAfter is how long after the flood's last connection closed (by
@@ -124,8 +127,20 @@ func (l *limitListener) reclaimLater() {
 	}()
 }
 
-func newLimitListener(ln net.Listener, lim ConnLimits, most int, pending *atomic.Int64, refused, overBudget prometheus.Counter) *limitListener {
-	return &limitListener{Listener: ln, lim: lim, most: most, open: map[netip.Addr]int{}, pending: pending, refused: refused, overBudget: overBudget}
+// newLimitListener wraps ln; tick is the period of the watchdog that arms
+// its connections' deadlines (watchTick). Close stops the watchdog.
+func newLimitListener(ln net.Listener, lim ConnLimits, most int, pending *atomic.Int64, refused, overBudget prometheus.Counter, tick time.Duration) *limitListener {
+	l := &limitListener{Listener: ln, lim: lim, most: most, open: map[netip.Addr]int{}, pending: pending, refused: refused, overBudget: overBudget,
+		watch: newWatchdog(tick, nil)}
+	go l.watch.run()
+	return l
+}
+
+// Close closes the listener and stops its watchdog: the connections it
+// accepted keep their deadlines as asked from then on.
+func (l *limitListener) Close() error {
+	l.watch.close()
+	return l.Listener.Close()
 }
 
 // Accept returns the next connection within the bounds; the others are
@@ -134,6 +149,9 @@ func (l *limitListener) Accept() (net.Conn, error) {
 	for {
 		c, err := l.Listener.Accept()
 		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				l.watch.close()
+			}
 			return nil, err
 		}
 		ip, ok := remoteIP(c)
@@ -157,6 +175,7 @@ func (l *limitListener) Accept() (net.Conn, error) {
 		l.mu.Unlock()
 		lc := &limitConn{Conn: c, l: l, ip: ip, firstBy: time.Now().Add(l.lim.FirstByteTimeout)}
 		_ = c.SetReadDeadline(lc.firstBy)
+		l.watch.add(lc)
 		return lc, nil
 	}
 }
@@ -189,14 +208,19 @@ func remoteIP(c net.Conn) (netip.Addr, bool) {
 
 // limitConn is an accepted connection: it gives its place back on Close,
 // and until its first byte arrives no read deadline is later than firstBy.
+// From then on its deadlines are lazy (lazydeadline.go).
 type limitConn struct {
 	net.Conn
-	l         *limitListener
-	ip        netip.Addr
-	firstBy   time.Time
-	mu        sync.Mutex
-	started   bool
-	asked     time.Time // the deadline last asked for
+	l       *limitListener
+	ip      netip.Addr
+	firstBy time.Time
+	// mu serialises changes to the socket's read and write deadlines (the
+	// armed words, started).
+	mu sync.Mutex
+	// started is set at the first byte read.
+	started atomic.Bool
+	// rd and wd are the read and write deadlines asked for and armed.
+	rd, wd    lazyDeadline
 	closeOnce sync.Once
 	// pending is the bytes read since the connection last wrote an answer,
 	// and those reserved for the body being read; credit is what is left of
@@ -217,6 +241,8 @@ type limitConn struct {
 // the answer. It is called on the serving goroutine, after fasthttp gave
 // the request up.
 func (c *limitConn) drainHead(limit int, d time.Duration) {
+	c.mu.Lock() // the watchdog leaves the socket alone until the end
+	defer c.mu.Unlock()
 	_ = c.Conn.SetReadDeadline(time.Now().Add(d))
 	var buf [4096]byte
 	var tail []byte // the last bytes of the previous read
@@ -235,6 +261,8 @@ func (c *limitConn) drainHead(limit int, d time.Duration) {
 		}
 	}
 	_ = c.Conn.SetReadDeadline(time.Time{})
+	c.rd.armed.Store(0)
+	c.rd.want.Store(0)
 }
 
 // requestLine returns the request line of the request being read, as far
@@ -277,12 +305,14 @@ func (c *limitConn) Read(p []byte) (int, error) {
 		if c.headN < len(c.head) {
 			c.headN += copy(c.head[c.headN:], p[:n])
 		}
-		c.mu.Lock()
-		if !c.started {
-			c.started = true
-			_ = c.Conn.SetReadDeadline(c.asked) // the server's own, from now on
+		if !c.started.Load() {
+			// The server's own deadline from now on, instead of firstBy.
+			c.mu.Lock()
+			c.started.Store(true)
+			c.rd.armed.Store(-1) // what the socket has is not what is wanted
+			_ = c.settleLocked(true)
+			c.mu.Unlock()
 		}
-		c.mu.Unlock()
 		more := int64(n)
 		if c.credit > 0 { // bytes of a reserved body: counted already
 			used := min(c.credit, more)
@@ -314,25 +344,35 @@ func (c *limitConn) Write(p []byte) (int, error) {
 }
 
 func (c *limitConn) SetReadDeadline(t time.Time) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.asked = t
-	if !c.started && (t.IsZero() || t.After(c.firstBy)) {
-		t = c.firstBy
+	if !c.started.Load() {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if !c.started.Load() {
+			c.rd.want.Store(unixNano(t))
+			if t.IsZero() || t.After(c.firstBy) {
+				t = c.firstBy
+			}
+			return c.Conn.SetReadDeadline(t)
+		}
+		c.rd.want.Store(unixNano(t))
+		return c.settleLocked(true)
 	}
-	return c.Conn.SetReadDeadline(t)
+	return c.want(true, t)
 }
+
+func (c *limitConn) SetWriteDeadline(t time.Time) error { return c.want(false, t) }
 
 func (c *limitConn) SetDeadline(t time.Time) error {
 	if err := c.SetReadDeadline(t); err != nil {
 		return err
 	}
-	return c.Conn.SetWriteDeadline(t)
+	return c.SetWriteDeadline(t)
 }
 
 func (c *limitConn) Close() error {
 	err := c.Conn.Close()
 	c.closeOnce.Do(func() {
+		c.l.watch.remove(c)
 		c.l.release(c.ip)
 		if held := c.pending.Swap(0); held != 0 {
 			c.l.pending.Add(-held)
