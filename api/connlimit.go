@@ -85,8 +85,9 @@ type limitListener struct {
 	// pending is the bytes read (or admitted) and not yet answered, over
 	// every connection of every listener of the server; overBudget counts
 	// connections closed for it.
-	pending    *atomic.Int64
+	pending    *byteCount
 	overBudget prometheus.Counter
+	stripes    uint32 // connections accepted, for their stripe of pending
 	// lastOver is when a connection was last closed for the budget (Unix
 	// ns); reclaiming is set while a goroutine waits to give the memory
 	// back once the flood is over.
@@ -129,7 +130,7 @@ func (l *limitListener) reclaimLater() {
 
 // newLimitListener wraps ln; tick is the period of the watchdog that arms
 // its connections' deadlines (watchTick). Close stops the watchdog.
-func newLimitListener(ln net.Listener, lim ConnLimits, most int, pending *atomic.Int64, refused, overBudget prometheus.Counter, tick time.Duration) *limitListener {
+func newLimitListener(ln net.Listener, lim ConnLimits, most int, pending *byteCount, refused, overBudget prometheus.Counter, tick time.Duration) *limitListener {
 	l := &limitListener{Listener: ln, lim: lim, most: most, open: map[netip.Addr]int{}, pending: pending, refused: refused, overBudget: overBudget,
 		watch: newWatchdog(tick, nil)}
 	go l.watch.run()
@@ -172,8 +173,10 @@ func (l *limitListener) Accept() (net.Conn, error) {
 		}
 		l.open[ip] = n + 1
 		l.total++
+		l.stripes++
+		stripe := l.stripes
 		l.mu.Unlock()
-		lc := &limitConn{Conn: c, l: l, ip: ip, firstBy: time.Now().Add(l.lim.FirstByteTimeout)}
+		lc := &limitConn{Conn: c, l: l, ip: ip, firstBy: time.Now().Add(l.lim.FirstByteTimeout), stripe: stripe}
 		_ = c.SetReadDeadline(lc.firstBy)
 		l.watch.add(lc)
 		return lc, nil
@@ -220,7 +223,9 @@ type limitConn struct {
 	// started is set at the first byte read.
 	started atomic.Bool
 	// rd and wd are the read and write deadlines asked for and armed.
-	rd, wd    lazyDeadline
+	rd, wd lazyDeadline
+	// stripe is the connection's stripe of the listener's pending count.
+	stripe    uint32
 	closeOnce sync.Once
 	// pending is the bytes read since the connection last wrote an answer,
 	// and those reserved for the body being read; credit is what is left of
@@ -284,15 +289,40 @@ func (c *limitConn) requestLine() []byte {
 func (c *limitConn) reserve(n, head int64) bool {
 	ahead := min(max(c.pending.Load()-head, 0), n)
 	more := n - ahead
-	if b := c.l.lim.BodyBudget; b >= 0 && n > bodyAllowance && c.l.pending.Load()+more > b {
+	if b := c.l.lim.BodyBudget; b >= 0 && n > bodyAllowance && c.l.pending.load()+more > b {
 		c.l.overBudget.Inc()
 		c.l.reclaimLater()
 		return false
 	}
 	c.pending.Add(more)
-	c.l.pending.Add(more)
+	c.l.pending.add(c.stripe, more)
 	c.credit = more
 	return true
+}
+
+// byteCount is a total of bytes that every connection adds to on each
+// request and that is read only to check the budget of a big request: it
+// is striped over cache lines, so that connections served on different
+// processors do not contend for one word. Each connection adds to one
+// stripe, and takes back from it what it added.
+type byteCount struct {
+	stripes [8]struct {
+		n atomic.Int64
+		_ [56]byte
+	}
+}
+
+func (b *byteCount) add(stripe uint32, n int64) {
+	b.stripes[stripe%uint32(len(b.stripes))].n.Add(n)
+}
+
+// load returns the total.
+func (b *byteCount) load() int64 {
+	var sum int64
+	for i := range b.stripes {
+		sum += b.stripes[i].n.Load()
+	}
+	return sum
 }
 
 // errOverBudget closes a connection holding a big unanswered request while
@@ -323,8 +353,8 @@ func (c *limitConn) Read(p []byte) (int, error) {
 			return n, err
 		}
 		mine := c.pending.Add(more)
-		all := c.l.pending.Add(more)
-		if b := c.l.lim.BodyBudget; b >= 0 && mine > bodyAllowance && all > b {
+		c.l.pending.add(c.stripe, more)
+		if b := c.l.lim.BodyBudget; b >= 0 && mine > bodyAllowance && c.l.pending.load() > b {
 			c.l.overBudget.Inc()
 			c.l.reclaimLater()
 			_ = c.Close()
@@ -338,7 +368,7 @@ func (c *limitConn) Read(p []byte) (int, error) {
 func (c *limitConn) Write(p []byte) (int, error) {
 	c.credit, c.headN = 0, 0
 	if held := c.pending.Swap(0); held != 0 {
-		c.l.pending.Add(-held)
+		c.l.pending.add(c.stripe, -held)
 	}
 	return c.Conn.Write(p)
 }
@@ -375,7 +405,7 @@ func (c *limitConn) Close() error {
 		c.l.watch.remove(c)
 		c.l.release(c.ip)
 		if held := c.pending.Swap(0); held != 0 {
-			c.l.pending.Add(-held)
+			c.l.pending.add(c.stripe, -held)
 			// A big request left unanswered during a flood the budget
 			// met: its buffers are the flood's too.
 			if held > bodyAllowance && time.Since(time.Unix(0, c.l.lastOver.Load())) < time.Minute {

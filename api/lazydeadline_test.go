@@ -161,7 +161,7 @@ func TestLazyDeadlinesNeverKeepAStaleOne(t *testing.T) {
 func TestLazyDeadlineEndsARead(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
-	l := newLimitListener(ln, ConnLimits{PerIP: -1, FirstByteTimeout: time.Minute, BodyBudget: -1}, 16, new(atomic.Int64), nil, nil, time.Millisecond)
+	l := newLimitListener(ln, ConnLimits{PerIP: -1, FirstByteTimeout: time.Minute, BodyBudget: -1}, 16, new(byteCount), nil, nil, time.Millisecond)
 	defer l.Close()
 	client, err := net.Dial("tcp", ln.Addr().String())
 	require.NoError(t, err)
