@@ -246,9 +246,7 @@ type limitConn struct {
 // the answer. It is called on the serving goroutine, after fasthttp gave
 // the request up.
 func (c *limitConn) drainHead(limit int, d time.Duration) {
-	c.mu.Lock() // the watchdog leaves the socket alone until the end
-	defer c.mu.Unlock()
-	_ = c.Conn.SetReadDeadline(time.Now().Add(d))
+	c.armNow(true, time.Now().Add(d))
 	var buf [4096]byte
 	var tail []byte // the last bytes of the previous read
 	for n := 0; n < limit; {
@@ -265,9 +263,7 @@ func (c *limitConn) drainHead(limit int, d time.Duration) {
 			break
 		}
 	}
-	_ = c.Conn.SetReadDeadline(time.Time{})
-	c.rd.armed.Store(0)
-	c.rd.want.Store(0)
+	c.armNow(true, time.Time{})
 }
 
 // requestLine returns the request line of the request being read, as far

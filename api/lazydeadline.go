@@ -193,6 +193,17 @@ func (c *limitConn) setSocket(read bool, ns int64) error {
 	return c.Conn.SetWriteDeadline(fromUnixNano(ns))
 }
 
+// armNow puts t on the socket at once, as wanted and armed: the watchdog
+// leaves it alone.
+func (c *limitConn) armNow(read bool, t time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	d, ns := c.deadline(read), unixNano(t)
+	d.want.Store(ns)
+	d.armed.Store(ns)
+	_ = c.setSocket(read, ns)
+}
+
 // want records the deadline the server asks for; the socket gets it now
 // only if it is due soon or another is armed.
 func (c *limitConn) want(read bool, t time.Time) error {
