@@ -85,13 +85,17 @@ type limitListener struct {
 	// pending is the bytes read (or admitted) and not yet answered, over
 	// every connection of every listener of the server; overBudget counts
 	// connections closed for it.
-	pending    *atomic.Int64
+	pending    *byteCount
 	overBudget prometheus.Counter
+	stripes    uint32 // connections accepted, for their stripe of pending
 	// lastOver is when a connection was last closed for the budget (Unix
 	// ns); reclaiming is set while a goroutine waits to give the memory
 	// back once the flood is over.
 	lastOver   atomic.Int64
 	reclaiming atomic.Bool
+	// watch arms the connections' deadlines as they come near
+	// (lazydeadline.go).
+	watch *watchdog
 }
 
 // reclaimAfter is how long after the flood's last connection closed (by
@@ -124,8 +128,20 @@ func (l *limitListener) reclaimLater() {
 	}()
 }
 
-func newLimitListener(ln net.Listener, lim ConnLimits, most int, pending *atomic.Int64, refused, overBudget prometheus.Counter) *limitListener {
-	return &limitListener{Listener: ln, lim: lim, most: most, open: map[netip.Addr]int{}, pending: pending, refused: refused, overBudget: overBudget}
+// newLimitListener wraps ln; tick is the period of the watchdog that arms
+// its connections' deadlines (watchTick). Close stops the watchdog.
+func newLimitListener(ln net.Listener, lim ConnLimits, most int, pending *byteCount, refused, overBudget prometheus.Counter, tick time.Duration) *limitListener {
+	l := &limitListener{Listener: ln, lim: lim, most: most, open: map[netip.Addr]int{}, pending: pending, refused: refused, overBudget: overBudget,
+		watch: newWatchdog(tick, nil)}
+	go l.watch.run()
+	return l
+}
+
+// Close closes the listener and stops its watchdog: the connections it
+// accepted keep their deadlines as asked from then on.
+func (l *limitListener) Close() error {
+	l.watch.close()
+	return l.Listener.Close()
 }
 
 // Accept returns the next connection within the bounds; the others are
@@ -134,6 +150,9 @@ func (l *limitListener) Accept() (net.Conn, error) {
 	for {
 		c, err := l.Listener.Accept()
 		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				l.watch.close()
+			}
 			return nil, err
 		}
 		ip, ok := remoteIP(c)
@@ -154,9 +173,12 @@ func (l *limitListener) Accept() (net.Conn, error) {
 		}
 		l.open[ip] = n + 1
 		l.total++
+		l.stripes++
+		stripe := l.stripes
 		l.mu.Unlock()
-		lc := &limitConn{Conn: c, l: l, ip: ip, firstBy: time.Now().Add(l.lim.FirstByteTimeout)}
+		lc := &limitConn{Conn: c, l: l, ip: ip, firstBy: time.Now().Add(l.lim.FirstByteTimeout), stripe: stripe}
 		_ = c.SetReadDeadline(lc.firstBy)
+		l.watch.add(lc)
 		return lc, nil
 	}
 }
@@ -189,14 +211,21 @@ func remoteIP(c net.Conn) (netip.Addr, bool) {
 
 // limitConn is an accepted connection: it gives its place back on Close,
 // and until its first byte arrives no read deadline is later than firstBy.
+// From then on its deadlines are lazy (lazydeadline.go).
 type limitConn struct {
 	net.Conn
-	l         *limitListener
-	ip        netip.Addr
-	firstBy   time.Time
-	mu        sync.Mutex
-	started   bool
-	asked     time.Time // the deadline last asked for
+	l       *limitListener
+	ip      netip.Addr
+	firstBy time.Time
+	// mu serialises changes to the socket's read and write deadlines (the
+	// armed words, started).
+	mu sync.Mutex
+	// started is set at the first byte read.
+	started atomic.Bool
+	// rd and wd are the read and write deadlines asked for and armed.
+	rd, wd lazyDeadline
+	// stripe is the connection's stripe of the listener's pending count.
+	stripe    uint32
 	closeOnce sync.Once
 	// pending is the bytes read since the connection last wrote an answer,
 	// and those reserved for the body being read; credit is what is left of
@@ -217,7 +246,7 @@ type limitConn struct {
 // the answer. It is called on the serving goroutine, after fasthttp gave
 // the request up.
 func (c *limitConn) drainHead(limit int, d time.Duration) {
-	_ = c.Conn.SetReadDeadline(time.Now().Add(d))
+	c.armNow(true, time.Now().Add(d))
 	var buf [4096]byte
 	var tail []byte // the last bytes of the previous read
 	for n := 0; n < limit; {
@@ -234,7 +263,7 @@ func (c *limitConn) drainHead(limit int, d time.Duration) {
 			break
 		}
 	}
-	_ = c.Conn.SetReadDeadline(time.Time{})
+	c.armNow(true, time.Time{})
 }
 
 // requestLine returns the request line of the request being read, as far
@@ -256,15 +285,40 @@ func (c *limitConn) requestLine() []byte {
 func (c *limitConn) reserve(n, head int64) bool {
 	ahead := min(max(c.pending.Load()-head, 0), n)
 	more := n - ahead
-	if b := c.l.lim.BodyBudget; b >= 0 && n > bodyAllowance && c.l.pending.Load()+more > b {
+	if b := c.l.lim.BodyBudget; b >= 0 && n > bodyAllowance && c.l.pending.load()+more > b {
 		c.l.overBudget.Inc()
 		c.l.reclaimLater()
 		return false
 	}
 	c.pending.Add(more)
-	c.l.pending.Add(more)
+	c.l.pending.add(c.stripe, more)
 	c.credit = more
 	return true
+}
+
+// byteCount is a total of bytes that every connection adds to on each
+// request and that is read only to check the budget of a big request: it
+// is striped over cache lines, so that connections served on different
+// processors do not contend for one word. Each connection adds to one
+// stripe, and takes back from it what it added.
+type byteCount struct {
+	stripes [8]struct {
+		n atomic.Int64
+		_ [56]byte
+	}
+}
+
+func (b *byteCount) add(stripe uint32, n int64) {
+	b.stripes[stripe%uint32(len(b.stripes))].n.Add(n)
+}
+
+// load returns the total.
+func (b *byteCount) load() int64 {
+	var sum int64
+	for i := range b.stripes {
+		sum += b.stripes[i].n.Load()
+	}
+	return sum
 }
 
 // errOverBudget closes a connection holding a big unanswered request while
@@ -277,12 +331,14 @@ func (c *limitConn) Read(p []byte) (int, error) {
 		if c.headN < len(c.head) {
 			c.headN += copy(c.head[c.headN:], p[:n])
 		}
-		c.mu.Lock()
-		if !c.started {
-			c.started = true
-			_ = c.Conn.SetReadDeadline(c.asked) // the server's own, from now on
+		if !c.started.Load() {
+			// The server's own deadline from now on, instead of firstBy.
+			c.mu.Lock()
+			c.started.Store(true)
+			c.rd.armed.Store(-1) // what the socket has is not what is wanted
+			_ = c.settleLocked(true)
+			c.mu.Unlock()
 		}
-		c.mu.Unlock()
 		more := int64(n)
 		if c.credit > 0 { // bytes of a reserved body: counted already
 			used := min(c.credit, more)
@@ -293,8 +349,8 @@ func (c *limitConn) Read(p []byte) (int, error) {
 			return n, err
 		}
 		mine := c.pending.Add(more)
-		all := c.l.pending.Add(more)
-		if b := c.l.lim.BodyBudget; b >= 0 && mine > bodyAllowance && all > b {
+		c.l.pending.add(c.stripe, more)
+		if b := c.l.lim.BodyBudget; b >= 0 && mine > bodyAllowance && c.l.pending.load() > b {
 			c.l.overBudget.Inc()
 			c.l.reclaimLater()
 			_ = c.Close()
@@ -308,34 +364,44 @@ func (c *limitConn) Read(p []byte) (int, error) {
 func (c *limitConn) Write(p []byte) (int, error) {
 	c.credit, c.headN = 0, 0
 	if held := c.pending.Swap(0); held != 0 {
-		c.l.pending.Add(-held)
+		c.l.pending.add(c.stripe, -held)
 	}
 	return c.Conn.Write(p)
 }
 
 func (c *limitConn) SetReadDeadline(t time.Time) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.asked = t
-	if !c.started && (t.IsZero() || t.After(c.firstBy)) {
-		t = c.firstBy
+	if !c.started.Load() {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if !c.started.Load() {
+			c.rd.want.Store(unixNano(t))
+			if t.IsZero() || t.After(c.firstBy) {
+				t = c.firstBy
+			}
+			return c.Conn.SetReadDeadline(t)
+		}
+		c.rd.want.Store(unixNano(t))
+		return c.settleLocked(true)
 	}
-	return c.Conn.SetReadDeadline(t)
+	return c.want(true, t)
 }
+
+func (c *limitConn) SetWriteDeadline(t time.Time) error { return c.want(false, t) }
 
 func (c *limitConn) SetDeadline(t time.Time) error {
 	if err := c.SetReadDeadline(t); err != nil {
 		return err
 	}
-	return c.Conn.SetWriteDeadline(t)
+	return c.SetWriteDeadline(t)
 }
 
 func (c *limitConn) Close() error {
 	err := c.Conn.Close()
 	c.closeOnce.Do(func() {
+		c.l.watch.remove(c)
 		c.l.release(c.ip)
 		if held := c.pending.Swap(0); held != 0 {
-			c.l.pending.Add(-held)
+			c.l.pending.add(c.stripe, -held)
 			// A big request left unanswered during a flood the budget
 			// met: its buffers are the flood's too.
 			if held > bodyAllowance && time.Since(time.Unix(0, c.l.lastOver.Load())) < time.Minute {

@@ -2,7 +2,6 @@ package api
 
 import (
 	"bytes"
-	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -63,7 +62,7 @@ type metrics struct {
 	overBudget prometheus.Counter
 	// heldBytes is the request bytes read or admitted and not yet
 	// answered, over every connection: what -body-budget bounds.
-	heldBytes atomic.Int64
+	heldBytes byteCount
 	// sweepSeconds is the time of one shard's sweep.
 	sweepSeconds prometheus.Histogram
 	// held is the answers being held for their turn (wait.go).
@@ -117,7 +116,7 @@ func newMetrics(stats func() BackendStats, extra []prometheus.Collector) *metric
 	held := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "raterlimiter_request_bytes_held",
 		Help: "Request bytes read or admitted and not yet answered, over every connection: what -body-budget bounds.",
-	}, func() float64 { return float64(m.heldBytes.Load()) })
+	}, func() float64 { return float64(m.heldBytes.load()) })
 	m.held = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "raterlimiter_held_answers",
 		Help: "Answers held until their request's turn (wait=1, a policy's wait: true; leaky), bounded by -max-wait, -max-held and -max-held-per-client.",

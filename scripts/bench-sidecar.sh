@@ -10,6 +10,8 @@
 # API_FLAGS are passed to the sidecar and to barecheck -api (both serve
 # package api), e.g. API_FLAGS="-max-conns-per-ip 4096" for more connections
 # than the default bound on one client address allows.
+# BASE_REV=REV adds the sidecar built at git revision REV ("sidecar-base"),
+# alternated with the others, for a before-and-after in one run.
 # Needs wrk (apt-get install -y wrk) and go.
 set -euo pipefail
 ROUNDS=${1:-3}
@@ -23,6 +25,12 @@ me=bench-sidecar
 . "$(dirname "$0")/lib.sh"
 need "apt-get install -y wrk" wrk go
 (cd "$root" && go build -o "$tmp/raterlimiter" ./cmd/raterlimiter && go build -o "$tmp/barecheck" ./scripts/barecheck)
+servers=(bare api-nop sidecar)
+if [ -n "${BASE_REV:-}" ]; then
+  extract "$BASE_REV" "$tmp/base"
+  (cd "$tmp/base" && go build -o "$tmp/raterlimiter-base" ./cmd/raterlimiter)
+  servers+=(sidecar-base)
+fi
 
 start sidecar "$tmp/raterlimiter" -listen 127.0.0.1:0 "${api_flags[@]}"
 sidecar=$addr pid_sidecar=$last_pid
@@ -30,6 +38,10 @@ start bare "$tmp/barecheck" -listen 127.0.0.1:0
 bare=$addr pid_bare=$last_pid
 start apinop "$tmp/barecheck" -api -listen 127.0.0.1:0 "${api_flags[@]}"
 apinop=$addr pid_apinop=$last_pid
+if [ -n "${BASE_REV:-}" ]; then
+  start sidecar-base "$tmp/raterlimiter-base" -listen 127.0.0.1:0 "${api_flags[@]}"
+  base=$addr pid_base=$last_pid
+fi
 
 # ms VALUE: wrk's latency (e.g. 812.00us, 1.50ms, 1.02s) in milliseconds.
 ms() { awk -v v="$1" 'BEGIN { n = v + 0; if (v ~ /us$/) n /= 1000; else if (v ~ /ms$/) n += 0; else if (v ~ /s$/) n *= 1000; printf "%.3f", n }'; }
@@ -61,21 +73,29 @@ for round in $(seq "$ROUNDS"); do
   run bare "$bare" "$pid_bare"
   run api-nop "$apinop" "$pid_apinop"
   run sidecar "$sidecar" "$pid_sidecar"
+  if [ -n "${BASE_REV:-}" ]; then run sidecar-base "$base" "$pid_base"; fi
 done
 
 echo
 echo "| server | median req/s | median p50 ms | median p99 ms | median CPU µs/req |"
 echo "|---|---|---|---|---|"
-for s in bare api-nop sidecar; do
+for s in "${servers[@]}"; do
   printf '| %s | %s | %s | %s | %s |\n' "$s" "$(median_of "$tmp/results" $s 2)" "$(median_of "$tmp/results" $s 3)" \
     "$(median_of "$tmp/results" $s 4)" "$(median_of "$tmp/results" $s 6)"
 done
 b=$(median_of "$tmp/results" bare 2)
 echo
 bc=$(median_of "$tmp/results" bare 6)
-for s in api-nop sidecar; do
+for s in "${servers[@]:1}"; do
   m=$(median_of "$tmp/results" $s 2)
   c=$(median_of "$tmp/results" $s 6)
   awk -v b="$b" -v m="$m" -v bc="$bc" -v c="$c" -v s=$s \
-    'BEGIN { printf "ratio %s / bare: %.3f of the req/s, %.2fx the CPU per request\n", s, m / b, c / bc }'
+    'BEGIN { printf "ratio %s / bare: %.3f of the req/s, %.2fx the CPU per request (bare / %s CPU %.3f)\n", s, m / b, c / bc, s, bc / c }'
+done
+# Per round, bare's CPU over each server's (the servers ran back to back),
+# and the median of those ratios: steadier than the ratio of medians when
+# the machine's load moves between rounds.
+for s in "${servers[@]:1}"; do
+  awk -v s="$s" '$1 == "bare" { b = $6 } $1 == s && b { print b / $6 }' "$tmp/results" | median |
+    awk -v s="$s" '{ printf "median per-round bare / %s CPU: %.3f\n", s, $1 }'
 done
