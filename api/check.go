@@ -46,7 +46,14 @@ func (s *Server) checkRate(ctx *fasthttp.RequestCtx) {
 			r.MaxDelay, opts.wait = ms.Duration(noWaitMS), false
 		}
 	}
-	d, err := s.lim.CheckRate(s.deadlines.get(start), r)
+	var d rl.Decision
+	if s.valid != nil && !opts.wait {
+		// r passed check.Validate above, which the limiter's CheckRate
+		// would call again (a held check's MaxDelay was changed since).
+		d, err = s.valid.CheckValidated(s.deadlines.get(start), r)
+	} else {
+		d, err = s.lim.CheckRate(s.deadlines.get(start), r)
+	}
 	var mode string
 	if err != nil {
 		var ds []rl.Decision
