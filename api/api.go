@@ -243,7 +243,12 @@ type Server struct {
 }
 
 // scratch is a reusable buffer for one response.
-type scratch struct{ b []byte }
+type scratch struct {
+	b []byte
+	// policies keeps the rate-limit headers' values that depend on the
+	// limit and window only (ratehead.go).
+	policies policyCache
+}
 
 // New returns a server for cfg. It panics if cfg.Limiter is nil.
 func New(cfg Config) *Server {

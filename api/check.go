@@ -73,7 +73,7 @@ func (s *Server) checkRate(ctx *fasthttp.RequestCtx) {
 	if pol != nil {
 		name = pol.Name
 	}
-	sc.b = headers.SetOnNamed(&ctx.Response.Header, sc.b, name, r, d)
+	sc.b = setRateHeaders(&ctx.Response.Header, &sc.policies, sc.b, name, r, d)
 	sc.b = appendDecision(sc.b[:0], shown, d)
 	if pol != nil {
 		sc.b = appendPolicyFields(sc.b, pol)
