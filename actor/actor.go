@@ -170,7 +170,7 @@ type msg struct {
 	depth    atomic.Int32
 	deadline int64 // the caller's deadline in Unix ns, 0 if none
 	// ctx is the context of a caller that parked without a select
-	// (CheckRateWatched), for the watcher; nil otherwise.
+	// (a Shared request, watch.go), for the watcher; nil otherwise.
 	ctx     context.Context
 	req     ms.Request
 	reqs    []ms.Request
@@ -225,7 +225,10 @@ func New(cfg Config) *Actor {
 // actor took r, with errExpired if ctx's deadline had passed when the actor
 // came to it, with raterlimiter.ErrClosed after Close, and with errPanicked
 // if the actor panicked on it. After any error but errPanicked, r was not
-// counted: the actor skips messages whose caller is gone.
+// counted: the actor skips messages whose caller is gone. With r.Shared
+// (ctx is shared by many calls) the caller waits without a select on
+// ctx.Done(), the same answers and errors coming from the actor's watcher
+// (watch.go).
 func (a *Actor) CheckRate(ctx context.Context, r ms.Request) (ms.Decision, error) {
 	// A check the actor would deny until its window ends is answered here,
 	// without a message (denied.go); not for a caller already gone, nor
@@ -234,6 +237,9 @@ func (a *Actor) CheckRate(ctx context.Context, r ms.Request) (ms.Decision, error
 		if d, ok := a.fastDeny(r); ok {
 			return d, nil
 		}
+	}
+	if r.Shared && ctx.Done() != nil {
+		return a.checkRateWatched(ctx, r)
 	}
 	m := msgPool.Get().(*msg)
 	m.kind, m.req = kindCheck, r

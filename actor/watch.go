@@ -6,8 +6,9 @@ import (
 	"github.com/raterlimiter/raterlimiter/internal/ms"
 )
 
-// The watched hand-off (CheckRateWatched): a caller parks on its reply
-// channel alone, without a select on ctx.Done(). On this 2-core VM the
+// The watched hand-off (CheckRate of a request with ms.Request.Shared set):
+// a caller parks on its reply channel alone, without a select on
+// ctx.Done(). On this 2-core VM the
 // select cost the sidecar about 0.3 µs a request: every handler shares one
 // deadline context (api/deadline.go), and each select locked its Done
 // channel twice, from both processors (docs/perf-notes.md).
@@ -56,20 +57,12 @@ func (a *Actor) watchCtx(ctx context.Context) {
 	a.watched[i].Store(&watch{ctx: ctx})
 }
 
-// CheckRateWatched is CheckRate for a caller whose context is shared by
-// many calls (one registration of context.AfterFunc serves them all); it
-// answers as CheckRate does, the same errors included, without a select
-// on ctx.Done() per call (see watch.go). A context without Done takes
-// CheckRate's path.
-func (a *Actor) CheckRateWatched(ctx context.Context, r ms.Request) (ms.Decision, error) {
-	if ctx.Done() == nil {
-		return a.CheckRate(ctx, r)
-	}
-	if ctx.Err() == nil && !a.closed.Load() {
-		if d, ok := a.fastDeny(r); ok {
-			return d, nil
-		}
-	}
+// checkRateWatched is CheckRate for a caller whose context is shared by
+// many calls (r.Shared; one registration of context.AfterFunc serves them
+// all) and has a Done channel: it answers as CheckRate does, the same
+// errors included, without a select on ctx.Done() per call. CheckRate has
+// tried the denied fast path.
+func (a *Actor) checkRateWatched(ctx context.Context, r ms.Request) (ms.Decision, error) {
 	a.watchCtx(ctx)
 	m := msgPool.Get().(*msg)
 	m.kind, m.req, m.ctx = kindCheck, r, ctx

@@ -16,7 +16,15 @@ import (
 	rl "github.com/raterlimiter/raterlimiter"
 	"github.com/raterlimiter/raterlimiter/actor"
 	"github.com/raterlimiter/raterlimiter/buckets"
+	"github.com/raterlimiter/raterlimiter/internal/ms"
 )
+
+// shared marks r as sent under a context shared by many calls: the
+// watched hand-off.
+func shared(r ms.Request) ms.Request {
+	r.Shared = true
+	return r
+}
 
 // hold runs a function message on a that blocks until release is called
 // (or the test ends); held is closed once the actor runs it.
@@ -59,9 +67,9 @@ func within[T any](t *testing.T, ch <-chan T, what string) T {
 	}
 }
 
-// TestWatchedCallersAnsweredWhileTheActorIsHeld: callers of
-// CheckRateWatched park without a select on their context; when it ends
-// while the actor is held by a function message, the watcher answers them
+// TestWatchedCallersAnsweredWhileTheActorIsHeld: callers of CheckRate
+// with Shared requests park without a select on their context; when it
+// ends while the actor is held by a function message, the watcher answers them
 // with the context's error, whether their messages wait in the mailbox or
 // the actor had already taken them from it together with the function
 // message (it puts them back first); and none of them is counted.
@@ -79,7 +87,7 @@ func TestWatchedCallersAnsweredWhileTheActorIsHeld(t *testing.T) {
 	const n = 20
 	errs := make(chan error, 2*n)
 	for range n {
-		go func() { _, err := a.CheckRateWatched(ctx, hit("behind")); errs <- err }()
+		go func() { _, err := a.CheckRate(ctx, shared(hit("behind"))); errs <- err }()
 	}
 	waitPending(t, a, n+1)
 	release1()
@@ -88,7 +96,7 @@ func TestWatchedCallersAnsweredWhileTheActorIsHeld(t *testing.T) {
 	// Callers that arrive while the actor is held wait in the mailbox, with
 	// the n it put back.
 	for range n {
-		go func() { _, err := a.CheckRateWatched(ctx, hit("after")); errs <- err }()
+		go func() { _, err := a.CheckRate(ctx, shared(hit("after"))); errs <- err }()
 	}
 	waitPending(t, a, 2*n)
 	cancel()
@@ -112,13 +120,13 @@ func TestWatchedCallerWithAnEndedContext(t *testing.T) {
 	within(t, held, "hold")
 	ctx, cancel := context.WithCancel(context.Background())
 	errs := make(chan error, 1)
-	go func() { _, err := a.CheckRateWatched(ctx, hit("u")); errs <- err }() // registers ctx
+	go func() { _, err := a.CheckRate(ctx, shared(hit("u"))); errs <- err }() // registers ctx
 	waitPending(t, a, 1)
 	cancel()
 	require.ErrorIs(t, within(t, errs, "first caller"), context.Canceled)
 	// ctx is remembered and its watcher has run: a later caller sees the
 	// end itself.
-	go func() { _, err := a.CheckRateWatched(ctx, hit("u")); errs <- err }()
+	go func() { _, err := a.CheckRate(ctx, shared(hit("u"))); errs <- err }()
 	require.ErrorIs(t, within(t, errs, "second caller"), context.Canceled)
 	release()
 	require.NoError(t, within(t, done, "hold's caller"))
@@ -169,11 +177,8 @@ func TestWatchedHandOffRace(t *testing.T) {
 				r := hit(fmt.Sprint("id", id))
 				r.Limit = 1 << 40
 				var err error
-				if watched[i] {
-					_, err = a.CheckRateWatched(ctx, r)
-				} else {
-					_, err = a.CheckRate(ctx, r)
-				}
+				r.Shared = watched[i]
+				_, err = a.CheckRate(ctx, r)
 				if err == nil {
 					counted[id].Add(1)
 					return

@@ -223,7 +223,9 @@ func (l *Limiter) checkValidated(ctx context.Context, r rl.Request) (rl.Decision
 	}
 	// The sidecar's contexts are shared by many requests: the caller parks
 	// without a select on ctx.Done() (actor's watch.go).
-	d, err := l.shard(r.ID).CheckRateWatched(ctx, ms.Of(check.Counted(r)))
+	q := ms.Of(check.Counted(r))
+	q.Shared = true
+	d, err := l.shard(r.ID).CheckRate(ctx, q)
 	return d.Public(), err
 }
 
