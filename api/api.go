@@ -27,6 +27,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	rl "github.com/raterlimiter/raterlimiter"
+	"github.com/raterlimiter/raterlimiter/internal/memstore"
 	"github.com/raterlimiter/raterlimiter/internal/ms"
 	"github.com/raterlimiter/raterlimiter/internal/policy"
 )
@@ -189,7 +190,10 @@ type Config struct {
 
 // Server serves the HTTP API. It is safe for concurrent use.
 type Server struct {
-	lim      rl.Limiter
+	lim rl.Limiter
+	// valid is lim's check without a second validation (a memory
+	// limiter's, internal/memstore), or nil.
+	valid    memstore.Validated
 	timeout  time.Duration
 	maxBatch int
 	maxID    int
@@ -239,7 +243,12 @@ type Server struct {
 }
 
 // scratch is a reusable buffer for one response.
-type scratch struct{ b []byte }
+type scratch struct {
+	b []byte
+	// policies keeps the rate-limit headers' values that depend on the
+	// limit and window only (ratehead.go).
+	policies policyCache
+}
 
 // New returns a server for cfg. It panics if cfg.Limiter is nil.
 func New(cfg Config) *Server {
@@ -285,8 +294,10 @@ func New(cfg Config) *Server {
 	default:
 		panic("api: Config.AuthDenyStatus must be 401, 403 or 429")
 	}
+	valid, _ := memstore.ValidatedOf(cfg.Limiter)
 	s := &Server{
 		lim:      cfg.Limiter,
+		valid:    valid,
 		timeout:  cfg.Timeout,
 		maxBatch: cfg.MaxBatch,
 		maxID:    cfg.MaxIDBytes,

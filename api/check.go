@@ -46,7 +46,14 @@ func (s *Server) checkRate(ctx *fasthttp.RequestCtx) {
 			r.MaxDelay, opts.wait = ms.Duration(noWaitMS), false
 		}
 	}
-	d, err := s.lim.CheckRate(s.deadlines.get(start), r)
+	var d rl.Decision
+	if s.valid != nil && !opts.wait {
+		// r passed check.Validate above, which the limiter's CheckRate
+		// would call again (a held check's MaxDelay was changed since).
+		d, err = s.valid.CheckValidated(s.deadlines.get(start), r)
+	} else {
+		d, err = s.lim.CheckRate(s.deadlines.get(start), r)
+	}
 	var mode string
 	if err != nil {
 		var ds []rl.Decision
@@ -66,7 +73,7 @@ func (s *Server) checkRate(ctx *fasthttp.RequestCtx) {
 	if pol != nil {
 		name = pol.Name
 	}
-	sc.b = headers.SetOnNamed(&ctx.Response.Header, sc.b, name, r, d)
+	sc.b = setRateHeaders(&ctx.Response.Header, &sc.policies, sc.b, name, r, d)
 	sc.b = appendDecision(sc.b[:0], shown, d)
 	if pol != nil {
 		sc.b = appendPolicyFields(sc.b, pol)

@@ -11,7 +11,7 @@ import (
 
 // plumbing is a *Limiter's face for internal/memstore: the snapshots'
 // record iterator and restore calls, Scan, Pause, the batch into lent
-// buffers, Sweep and Stats.
+// buffers, the check without a second validation, Sweep and Stats.
 type plumbing struct{ l *Limiter }
 
 func (p plumbing) CopyRecords(ctx context.Context, chunk int, fn func(record) error, endVisit func(took time.Duration) error) error {
@@ -28,6 +28,10 @@ func (p plumbing) RestoreLog(ctx context.Context, id string, scale, created int6
 
 func (p plumbing) CheckRatesInto(ctx context.Context, rs []rl.Request, out []rl.Decision) error {
 	return p.l.checkRatesInto(ctx, rs, out)
+}
+
+func (p plumbing) CheckValidated(ctx context.Context, r rl.Request) (rl.Decision, error) {
+	return p.l.checkValidated(ctx, r)
 }
 
 func (p plumbing) Scan(ctx context.Context, fn func(record) bool) error { return p.l.scan(ctx, fn) }

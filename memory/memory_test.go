@@ -151,3 +151,31 @@ func TestResetRefusesANegativeScale(t *testing.T) {
 	require.ErrorAs(t, err, &fe)
 	assert.Equal(t, "scale", fe.Field)
 }
+
+// CheckValidated (memstore.Validated, the sidecar's /check_rate) counts in
+// the same records as CheckRate and still holds the id to the limiter's
+// bound, failing as CheckRate does.
+func TestCheckValidated(t *testing.T) {
+	l := memory.New(memory.Config{MaxIDBytes: 8, SweepInterval: -1})
+	t.Cleanup(func() { l.Close() })
+	v, ok := memstore.ValidatedOf(l)
+	require.True(t, ok)
+	ctx := context.Background()
+	r := rl.Request{ID: "u1", Scale: time.Minute, Limit: 2}
+	d, err := l.CheckRate(ctx, r)
+	require.NoError(t, err)
+	assert.Equal(t, int64(1), d.Count)
+	d, err = v.CheckValidated(ctx, r)
+	require.NoError(t, err)
+	assert.Equal(t, int64(2), d.Count)
+	assert.True(t, d.Allowed)
+	d, err = v.CheckValidated(ctx, r)
+	require.NoError(t, err)
+	assert.False(t, d.Allowed)
+
+	long := rl.Request{ID: "123456789", Scale: time.Minute, Limit: 2}
+	_, want := l.CheckRate(ctx, long)
+	require.ErrorIs(t, want, rl.ErrInvalid)
+	_, err = v.CheckValidated(ctx, long)
+	assert.Equal(t, want, err)
+}

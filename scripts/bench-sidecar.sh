@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # Sidecar benchmark: GET /check_rate req/s under wrk on loopback over 10,000
 # distinct ids, alternated in one run with scripts/barecheck (a bare fasthttp
-# handler that only parses the same query) and with scripts/barecheck -api
-# (the sidecar's API on a limiter that answers at once: the API's own cost
+# handler that only parses the same query and answers a short body), with
+# scripts/barecheck -same ("bare-same": the same parse answering the
+# sidecar's bytes for an allowed check, headers and JSON body, without a
+# limiter: issue 36's baseline) and with scripts/barecheck -api (the
+# sidecar's API on a limiter that answers at once: the API's own cost
 # without the actors). Prints every round, then the medians and the ratios
-# to bare, as Markdown tables.
+# to bare and to bare-same, as Markdown tables.
 #
 # Usage: scripts/bench-sidecar.sh [ROUNDS=3] [DURATION=10s] [CONNS=50] [THREADS=2]
 # API_FLAGS are passed to the sidecar and to barecheck -api (both serve
@@ -25,7 +28,7 @@ me=bench-sidecar
 . "$(dirname "$0")/lib.sh"
 need "apt-get install -y wrk" wrk go
 (cd "$root" && go build -o "$tmp/raterlimiter" ./cmd/raterlimiter && go build -o "$tmp/barecheck" ./scripts/barecheck)
-servers=(bare api-nop sidecar)
+servers=(bare bare-same api-nop sidecar)
 if [ -n "${BASE_REV:-}" ]; then
   extract "$BASE_REV" "$tmp/base"
   (cd "$tmp/base" && go build -o "$tmp/raterlimiter-base" ./cmd/raterlimiter)
@@ -36,6 +39,8 @@ start sidecar "$tmp/raterlimiter" -listen 127.0.0.1:0 "${api_flags[@]}"
 sidecar=$addr pid_sidecar=$last_pid
 start bare "$tmp/barecheck" -listen 127.0.0.1:0
 bare=$addr pid_bare=$last_pid
+start bare-same "$tmp/barecheck" -same -listen 127.0.0.1:0
+same=$addr pid_same=$last_pid
 start apinop "$tmp/barecheck" -api -listen 127.0.0.1:0 "${api_flags[@]}"
 apinop=$addr pid_apinop=$last_pid
 if [ -n "${BASE_REV:-}" ]; then
@@ -71,6 +76,7 @@ echo "| round | server | req/s | p50 ms | p99 ms | server CPU µs/req | non-2xx 
 echo "|---|---|---|---|---|---|---|"
 for round in $(seq "$ROUNDS"); do
   run bare "$bare" "$pid_bare"
+  run bare-same "$same" "$pid_same"
   run api-nop "$apinop" "$pid_apinop"
   run sidecar "$sidecar" "$pid_sidecar"
   if [ -n "${BASE_REV:-}" ]; then run sidecar-base "$base" "$pid_base"; fi
@@ -92,10 +98,21 @@ for s in "${servers[@]:1}"; do
   awk -v b="$b" -v m="$m" -v bc="$bc" -v c="$c" -v s=$s \
     'BEGIN { printf "ratio %s / bare: %.3f of the req/s, %.2fx the CPU per request (bare / %s CPU %.3f)\n", s, m / b, c / bc, s, bc / c }'
 done
-# Per round, bare's CPU over each server's (the servers ran back to back),
-# and the median of those ratios: steadier than the ratio of medians when
-# the machine's load moves between rounds.
-for s in "${servers[@]:1}"; do
-  awk -v s="$s" '$1 == "bare" { b = $6 } $1 == s && b { print b / $6 }' "$tmp/results" | median |
-    awk -v s="$s" '{ printf "median per-round bare / %s CPU: %.3f\n", s, $1 }'
+sb=$(median_of "$tmp/results" bare-same 2)
+sc=$(median_of "$tmp/results" bare-same 6)
+for s in "${servers[@]:2}"; do
+  m=$(median_of "$tmp/results" $s 2)
+  c=$(median_of "$tmp/results" $s 6)
+  awk -v b="$sb" -v m="$m" -v bc="$sc" -v c="$c" -v s=$s \
+    'BEGIN { printf "ratio %s / bare-same: %.3f of the req/s, %.2fx the CPU per request (bare-same / %s CPU %.3f)\n", s, m / b, c / bc, s, bc / c }'
+done
+# Per round, each baseline's CPU over each server's (the servers ran back
+# to back), and the median of those ratios: steadier than the ratio of
+# medians when the machine's load moves between rounds.
+for base in bare bare-same; do
+  for s in "${servers[@]:1}"; do
+    [ "$s" = "$base" ] && continue
+    awk -v s="$s" -v base="$base" '$1 == base { b = $6 } $1 == s && b { print b / $6 }' "$tmp/results" | median |
+      awk -v s="$s" -v base="$base" '{ printf "median per-round %s / %s CPU: %.3f\n", base, s, $1 }'
+  done
 done

@@ -2,7 +2,8 @@
 // its tools, kept off package memory's public surface: the record
 // iterator and restore calls the snapshots use, a store without an actor
 // for replaying checks at given times, holding a shard for drills, the
-// batch into lent buffers the sidecar's /check_rates uses, the gauges its
+// batch into lent buffers the sidecar's /check_rates uses, the check
+// without a second validation its /check_rate uses (Validated), the gauges its
 // metrics and dashboard read (Stats), a sweep on demand (Sweep), and the
 // actors' tuning (New with a Tuning: mailbox size, sweep budget, a hook
 // after each periodic sweep).
@@ -41,6 +42,7 @@ type Record struct {
 // Limiter is what a *memory.Limiter offers beyond its public methods.
 type Limiter interface {
 	Into
+	Validated
 	// CopyRecords calls fn with every live record, a chunk at a time per
 	// shard (each chunk one visit to the shard's goroutine, after which
 	// endVisit learns how long it held the shard); records come in key
@@ -122,6 +124,32 @@ type Tuning struct {
 // read and written.
 type Into interface {
 	CheckRatesInto(ctx context.Context, rs []rl.Request, out []rl.Decision) error
+}
+
+// Validated decides a check its caller has already validated: the
+// sidecar's API, which parses and validates every request with
+// check.Validate before it asks the limiter, skips the limiter's second
+// validation this way. CheckValidated is CheckRate for an r that
+// check.Validate accepts with some bound on the id's length: only the id's
+// length is checked again, against the limiter's own bound (an id longer
+// fails as CheckRate fails it). An r that check.Validate refuses otherwise
+// is decided as it stands, which CheckRate never does. The caller waits
+// for the shard without a select on ctx.Done(): ctx should be shared by
+// many calls, as the sidecar's deadline contexts are, since each context
+// new to a shard registers a context.AfterFunc that answers the callers
+// still waiting when it ends (with its error, and nothing counted, as
+// CheckRate).
+type Validated interface {
+	CheckValidated(ctx context.Context, r rl.Request) (rl.Decision, error)
+}
+
+// ValidatedOf returns l's Validated: l itself when it has the method, a
+// memory limiter's through its registered plumbing, or false.
+func ValidatedOf(l any) (Validated, bool) {
+	if v, ok := l.(Validated); ok {
+		return v, true
+	}
+	return Of(l)
 }
 
 // IntoOf returns l's Into: l itself when it has the method, a memory

@@ -9,7 +9,16 @@
 // and the sidecar is the backend's cost (the actors), the difference between
 // it and the bare handler the API's (headers, body, metrics, timeouts).
 //
-// Usage: barecheck [-api] -listen 127.0.0.1:0 (it logs the address it bound).
+// With -same the bare handler answers what the sidecar answers to an allowed
+// check, byte for byte but for the Date: the same status, Server name, the
+// five rate-limit headers with their values formatted per request from the
+// parsed limit, scale and hits and the time, and the same JSON body, with
+// no limiter (count = hits, the window the fixed window of scale that holds
+// the request's time). That is the baseline of issue 36's "a bare fasthttp
+// handler answering the same bytes"; the short answer stays for comparison.
+//
+// Usage: barecheck [-api | -same] -listen 127.0.0.1:0 (it logs the address it
+// bound).
 package main
 
 import (
@@ -38,6 +47,7 @@ func (instant) CheckRate(_ context.Context, r rl.Request) (rl.Decision, error) {
 func main() {
 	listen := flag.String("listen", "127.0.0.1:8081", "address to serve on")
 	withAPI := flag.Bool("api", false, "serve package api on an instant limiter instead of the bare handler")
+	same := flag.Bool("same", false, "answer the sidecar's bytes for an allowed check (headers and JSON body) without a limiter")
 	perIP := flag.Int("max-conns-per-ip", 0, "with -api: the API's bound on connections per client address (0: its default)")
 	flag.Parse()
 	ln, err := net.Listen("tcp", *listen)
@@ -47,6 +57,9 @@ func main() {
 	}
 	slog.Info("barecheck listening", "addr", ln.Addr().String())
 	serve := (&fasthttp.Server{Handler: handle, Name: "barecheck"}).Serve
+	if *same {
+		serve = sameServer(nil).Serve
+	}
 	if *withAPI {
 		serve = api.New(api.Config{Limiter: instant{}, ConnLimits: api.ConnLimits{PerIP: *perIP}}).Serve
 	}
