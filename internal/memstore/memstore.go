@@ -78,7 +78,9 @@ type Limiter interface {
 // Restarts is counted before the caller whose check panicked is answered.
 // Pending is read at the moment of the call: it counts the messages no
 // actor has taken yet, those of callers that gave up included, so it too
-// drains only as the actors run (a test waits for it with a condition).
+// drains as the actors run, or when a watched context ends and its
+// watcher answers the callers still queued (a test waits for it with a
+// condition).
 // Shards never changes.
 type Stats struct {
 	// Live is the number of live bucket records (eventually consistent).
