@@ -395,18 +395,22 @@ func startCluster(t testing.TB, replicas int, extra []string) *Cluster {
 			}
 			byID[strings.TrimSpace(id)] = n
 		}
+		// A master learns of its replica by gossip, which may come after
+		// the replica's own link is up: ask until the deadline.
 		var paired []*Server
 		for _, m := range c.Nodes {
 			id, _ := m.CLI("cluster", "myid")
-			out, err := m.CLI("cluster", "replicas", strings.TrimSpace(id))
-			if err != nil {
-				t.Fatalf("redistest: cluster replicas: %v\n%s", err, out)
+			for {
+				out, err := m.CLI("cluster", "replicas", strings.TrimSpace(id))
+				if fields := strings.Fields(out); err == nil && len(fields) > 0 && byID[fields[0]] != nil {
+					paired = append(paired, byID[fields[0]])
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("redistest: master %s has no replica: %v\n%s", m.Addr(), err, out)
+				}
+				time.Sleep(50 * time.Millisecond)
 			}
-			fields := strings.Fields(out)
-			if len(fields) == 0 || byID[fields[0]] == nil {
-				t.Fatalf("redistest: master %s has no replica: %s", m.Addr(), out)
-			}
-			paired = append(paired, byID[fields[0]])
 		}
 		c.Replicas = paired
 	}
