@@ -203,6 +203,7 @@ func TestCertificateReloadWhenItsFilesChange(t *testing.T) {
 	copyFile(t, second.keyFile, key)
 	require.Eventually(t, func() bool { return servedSerial(t, s.addr).Cmp(second.serial) == 0 }, 20*time.Second, 20*time.Millisecond,
 		"the new certificate not served\n%s", s.logs())
-	assert.Contains(t, s.logs(), "file changed: certificate reloaded")
+	// The pair is stored before the line is logged: wait for the line.
+	waitLog(t, s, "file changed: certificate reloaded", 1)
 	require.NoError(t, s.stop(t))
 }
