@@ -70,13 +70,26 @@ func main() {
 }
 
 func handle(ctx *fasthttp.RequestCtx) {
-	var id string
-	var scale, limit, hits int64 = 0, 0, 1
-	ok := true
+	raw, _, _, _, ok := parseCheck(ctx)
+	if id := string(raw); !ok || id == "" {
+		ctx.SetStatusCode(fasthttp.StatusBadRequest)
+		ctx.SetBodyString(`{"error":"bad request"}`)
+		return
+	}
+	ctx.SetContentType("application/json")
+	ctx.SetBodyString(`{"ok":true}`)
+}
+
+// parseCheck reads a check's query as the sidecar's API does: id, scale,
+// limit and hits (default 1), each number a plain non-negative integer,
+// and algo among those the bare handlers accept; ok is false for anything
+// else, or for a scale under 1.
+func parseCheck(ctx *fasthttp.RequestCtx) (id []byte, scale, limit, hits int64, ok bool) {
+	hits, ok = 1, true
 	for k, v := range ctx.QueryArgs().All() {
 		switch string(k) {
 		case "id":
-			id = string(v)
+			id = v
 		case "scale":
 			scale, ok = num(v)
 		case "limit":
@@ -94,13 +107,8 @@ func handle(ctx *fasthttp.RequestCtx) {
 			break
 		}
 	}
-	if !ok || id == "" || scale < 1 || limit < 0 || hits < 0 {
-		ctx.SetStatusCode(fasthttp.StatusBadRequest)
-		ctx.SetBodyString(`{"error":"bad request"}`)
-		return
-	}
-	ctx.SetContentType("application/json")
-	ctx.SetBodyString(`{"ok":true}`)
+	ok = ok && scale >= 1 && limit >= 0 && hits >= 0
+	return id, scale, limit, hits, ok
 }
 
 func num(b []byte) (int64, bool) {

@@ -28,31 +28,8 @@ func sameServer(now func() time.Time) *fasthttp.Server {
 // body, formatted per request with strconv into a buffer on the stack, the
 // header names sent as spelled (the sidecar's DisableNormalizing).
 func handleSame(ctx *fasthttp.RequestCtx, now time.Time) {
-	var id []byte
-	var scale, limit, hits int64 = 0, 0, 1
-	ok := true
-	for k, v := range ctx.QueryArgs().All() {
-		switch string(k) {
-		case "id":
-			id = v
-		case "scale":
-			scale, ok = num(v)
-		case "limit":
-			limit, ok = num(v)
-		case "hits":
-			hits, ok = num(v)
-		case "algo":
-			switch string(v) {
-			case "", "fixed", "sliding", "token":
-			default:
-				ok = false
-			}
-		}
-		if !ok {
-			break
-		}
-	}
-	if !ok || len(id) == 0 || scale < 1 || limit < 0 || hits < 0 || !utf8.Valid(id) {
+	id, scale, limit, hits, ok := parseCheck(ctx)
+	if !ok || len(id) == 0 || !utf8.Valid(id) {
 		ctx.SetStatusCode(fasthttp.StatusBadRequest)
 		ctx.SetBodyString(`{"error":"bad request"}`)
 		return
