@@ -144,7 +144,17 @@ type Decision struct {
 	// of whoever decided (the limiter's clock, or Redis's). It is not part
 	// of the HTTP body; the client fills it from its own clock.
 	Now time.Time `json:"-"`
+	// FailMode is the fail mode that decided, when the backend could not
+	// (Redis or the sidecar did not answer): FailOpen or FailLocal. It is
+	// FailClosed, the zero value, for every decision the backend made
+	// itself, since a closed fail mode decides nothing (its check fails
+	// with an error matching ErrUnavailable). See Degraded.
+	FailMode FailMode `json:"-"`
 }
+
+// Degraded reports whether the decision was made by the fail mode rather
+// than by the backend (FailMode is FailOpen or FailLocal).
+func (d Decision) Degraded() bool { return d.FailMode != FailClosed }
 
 // Bucket is one stored record of an id, as the admin API shows it.
 type Bucket struct {
@@ -167,8 +177,10 @@ type Bucket struct {
 }
 
 // Limiter is what every backend implements: the embedded limiter, the client
-// of the sidecar and the Redis backend. Each also has a Wait method (one
-// check that waits its turn) and the Admin methods.
+// of the sidecar and the Redis backend. Each also has Buckets and Reset (an
+// operator's view of an id's records, apart from the checks), and a Wait
+// method that is the function Wait, which waits for capacity on any
+// Limiter.
 type Limiter interface {
 	// CheckRate decides one request. A request outside the bounds fails with
 	// an error that matches ErrInvalid and changes nothing.
@@ -176,15 +188,4 @@ type Limiter interface {
 	// CheckRates decides a batch in order. If any request is invalid nothing is
 	// counted and the error (an *ItemError) names the first bad index.
 	CheckRates(ctx context.Context, rs []Request) ([]Decision, error)
-}
-
-// Admin is the operator's view of a backend's records, apart from the
-// checks: every Limiter of this module implements it.
-type Admin interface {
-	// Buckets lists the live records of id, ordered by scale, algo (and
-	// slices) and bucket.
-	Buckets(ctx context.Context, id string) ([]Bucket, error)
-	// Reset deletes the records of id, of every scale when scale is 0, and
-	// returns how many it deleted.
-	Reset(ctx context.Context, id string, scale time.Duration) (int, error)
 }

@@ -14,18 +14,19 @@ import (
 	"github.com/raterlimiter/raterlimiter/internal/policy"
 
 	rl "github.com/raterlimiter/raterlimiter"
-	"github.com/raterlimiter/raterlimiter/internal/degrade"
 )
 
 // DegradedHeader is set, to the backend's fail mode ("open" or "local"), on
 // answers a backend decided without its shared state: the Redis backend
-// under -redis-fail open or local, while Redis does not answer.
+// under -redis-fail open or local, while Redis does not answer
+// (rl.Decision.FailMode).
 const DegradedHeader = "X-RateLimit-Degraded"
 
-// degradedAnswer returns the decisions err carries (internal/degrade), if any.
-func degradedAnswer(err error) (string, []rl.Decision) {
-	mode, ds, _ := degrade.Decisions(err)
-	return mode, ds
+// markDegraded sets DegradedHeader when d was decided by the fail mode.
+func markDegraded(ctx *fasthttp.RequestCtx, d rl.Decision) {
+	if d.Degraded() {
+		ctx.Response.Header.Set(DegradedHeader, d.FailMode.String())
+	}
 }
 
 // limiterFailed answers a request the limiter refused and returns the

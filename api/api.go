@@ -14,8 +14,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"fmt"
-	"github.com/raterlimiter/raterlimiter/internal/bounds"
-	"github.com/raterlimiter/raterlimiter/internal/defaults"
 	"log/slog"
 	"net"
 	"net/netip"
@@ -23,11 +21,13 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/raterlimiter/raterlimiter/internal/bounds"
+	"github.com/raterlimiter/raterlimiter/internal/defaults"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/valyala/fasthttp"
 
 	rl "github.com/raterlimiter/raterlimiter"
-	"github.com/raterlimiter/raterlimiter/internal/memstore"
 	"github.com/raterlimiter/raterlimiter/internal/ms"
 	"github.com/raterlimiter/raterlimiter/internal/policy"
 )
@@ -190,10 +190,7 @@ type Config struct {
 
 // Server serves the HTTP API. It is safe for concurrent use.
 type Server struct {
-	lim rl.Limiter
-	// valid is lim's check without a second validation (a memory
-	// limiter's, internal/memstore), or nil.
-	valid    memstore.Validated
+	lim      rl.Limiter
 	timeout  time.Duration
 	maxBatch int
 	maxID    int
@@ -294,10 +291,8 @@ func New(cfg Config) *Server {
 	default:
 		panic("api: Config.AuthDenyStatus must be 401, 403 or 429")
 	}
-	valid, _ := memstore.ValidatedOf(cfg.Limiter)
 	s := &Server{
 		lim:      cfg.Limiter,
-		valid:    valid,
 		timeout:  cfg.Timeout,
 		maxBatch: cfg.MaxBatch,
 		maxID:    cfg.MaxIDBytes,

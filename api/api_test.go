@@ -4,10 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"github.com/raterlimiter/raterlimiter/internal/bounds"
-	"github.com/raterlimiter/raterlimiter/internal/defaults"
 	"io"
 	"net"
 	"net/url"
@@ -18,6 +15,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/raterlimiter/raterlimiter/internal/bounds"
+	"github.com/raterlimiter/raterlimiter/internal/defaults"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -26,7 +26,6 @@ import (
 
 	rl "github.com/raterlimiter/raterlimiter"
 	"github.com/raterlimiter/raterlimiter/api"
-	"github.com/raterlimiter/raterlimiter/internal/degrade"
 	"github.com/raterlimiter/raterlimiter/limitertest"
 	"github.com/raterlimiter/raterlimiter/memory"
 )
@@ -534,25 +533,20 @@ func TestHostileRequestsGetJSONErrors(t *testing.T) {
 	assert.Equal(t, 200, r.status, r.body)
 }
 
-// degradedErr is what a backend's strict view (internal/degrade) returns
-// with decisions made without its shared state.
-func degradedErr(ds []rl.Decision) error {
-	return &degrade.Error{Mode: "open", Decisions: ds, Err: errors.New("answered fail-open")}
-}
-
-// failOpen answers every check allowed, with a degradedErr.
+// failOpen answers every check allowed by its fail mode, as the Redis
+// backend does with FailOpen while Redis does not answer.
 type failOpen struct{ rl.Limiter }
 
 func (failOpen) CheckRate(_ context.Context, r rl.Request) (rl.Decision, error) {
-	return rl.Decision{}, degradedErr([]rl.Decision{{Allowed: true, Limit: r.Limit, Remaining: r.Limit, Reset: r.Scale, Now: time.UnixMilli(t0)}})
+	return rl.Decision{Allowed: true, Limit: r.Limit, Remaining: r.Limit, Reset: r.Scale, Now: time.UnixMilli(t0), FailMode: rl.FailOpen}, nil
 }
 
 func (failOpen) CheckRates(_ context.Context, rs []rl.Request) ([]rl.Decision, error) {
 	ds := make([]rl.Decision, len(rs))
 	for i, r := range rs {
-		ds[i] = rl.Decision{Allowed: true, Limit: r.Limit, Remaining: r.Limit, Reset: r.Scale, Now: time.UnixMilli(t0)}
+		ds[i] = rl.Decision{Allowed: true, Limit: r.Limit, Remaining: r.Limit, Reset: r.Scale, Now: time.UnixMilli(t0), FailMode: rl.FailOpen}
 	}
-	return nil, degradedErr(ds)
+	return ds, nil
 }
 
 func TestDegradedAnswersAreServedAndSaySo(t *testing.T) {

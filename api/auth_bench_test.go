@@ -1,9 +1,10 @@
 package api
 
 import (
-	"github.com/raterlimiter/raterlimiter/internal/bounds"
 	"strconv"
 	"testing"
+
+	"github.com/raterlimiter/raterlimiter/internal/bounds"
 
 	"github.com/valyala/fasthttp"
 

@@ -3,12 +3,13 @@ package api
 import (
 	"bufio"
 	"context"
-	"github.com/raterlimiter/raterlimiter/internal/bounds"
 	"io"
 	"strconv"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/raterlimiter/raterlimiter/internal/bounds"
 
 	"github.com/valyala/fasthttp"
 

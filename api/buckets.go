@@ -4,8 +4,10 @@ import (
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
-	"github.com/raterlimiter/raterlimiter/internal/defaults"
 	"strconv"
+	"time"
+
+	"github.com/raterlimiter/raterlimiter/internal/defaults"
 
 	"github.com/valyala/fasthttp"
 
@@ -98,7 +100,7 @@ func (s *Server) buckets(ctx *fasthttp.RequestCtx) {
 		s.invalid(ctx, &rl.FieldError{Field: "id", Rule: "is required: /buckets?id=ID reads or resets one id's records; there is no listing of every id (the ids checked most are on /dashboard)"})
 		return
 	}
-	adm, ok := s.lim.(rl.Admin)
+	adm, ok := s.lim.(admin)
 	if !ok {
 		s.fail(ctx, fasthttp.StatusNotImplemented, "this backend has no admin calls")
 		return
@@ -146,4 +148,11 @@ func (s *Server) authorized(ctx *fasthttp.RequestCtx) bool {
 	}
 	got := sha256.Sum256(ctx.Request.Header.Peek("Authorization"))
 	return subtle.ConstantTimeCompare(got[:], s.token[:]) == 1
+}
+
+// admin is a backend's operator view of its records: every backend of this
+// module has it.
+type admin interface {
+	Buckets(ctx context.Context, id string) ([]rl.Bucket, error)
+	Reset(ctx context.Context, id string, scale time.Duration) (int, error)
 }

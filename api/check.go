@@ -3,10 +3,9 @@ package api
 import (
 	"bytes"
 	"errors"
-	"github.com/raterlimiter/raterlimiter/internal/check"
-	"github.com/raterlimiter/raterlimiter/internal/memstore"
-	"slices"
 	"strconv"
+
+	"github.com/raterlimiter/raterlimiter/internal/check"
 
 	"github.com/valyala/fasthttp"
 
@@ -46,28 +45,16 @@ func (s *Server) checkRate(ctx *fasthttp.RequestCtx) {
 			r.MaxDelay, opts.wait = ms.Duration(noWaitMS), false
 		}
 	}
-	var d rl.Decision
-	if s.valid != nil && !opts.wait {
-		// r passed check.Validate above, which the limiter's CheckRate
-		// would call again (a held check's MaxDelay was changed since).
-		d, err = s.valid.CheckValidated(s.deadlines.get(start), r)
-	} else {
-		d, err = s.lim.CheckRate(s.deadlines.get(start), r)
-	}
-	var mode string
+	d, err := s.lim.CheckRate(s.deadlines.get(start), r)
 	if err != nil {
-		var ds []rl.Decision
-		if mode, ds = degradedAnswer(err); len(ds) != 1 {
-			res := s.limiterFailed(ctx, err)
-			s.metrics.check(endpointCheck, r.Algo, res)
-			if pol != nil {
-				s.countPolicy(pc.st, &pol.Rule, res)
-			}
-			return
+		res := s.limiterFailed(ctx, err)
+		s.metrics.check(endpointCheck, r.Algo, res)
+		if pol != nil {
+			s.countPolicy(pc.st, &pol.Rule, res)
 		}
-		d = ds[0]
-		ctx.Response.Header.Set(DegradedHeader, mode)
+		return
 	}
+	markDegraded(ctx, d)
 	sc := s.scratch.Get().(*scratch)
 	name := headers.PolicyName
 	if pol != nil {
@@ -158,18 +145,14 @@ type batch struct {
 	ends []int            // the end of each item's id in ids
 	ids  []byte
 	out  []byte
-	ds   []rl.Decision
 	json jsonReader
-	// lent is set when reqs and ds may still be in the limiter's hands
-	// (it failed after CheckRatesInto): the batch is not reused.
-	lent bool
 }
 
 func (s *Server) checkRates(ctx *fasthttp.RequestCtx) {
 	start := startTime(ctx)
 	b := s.batches.Get().(*batch)
 	defer func() {
-		if !b.lent && cap(b.ids) <= 1<<20 && cap(b.out) <= 1<<20 {
+		if cap(b.ids) <= 1<<20 && cap(b.out) <= 1<<20 {
 			clear(b.reqs) // drop the ids' string
 			s.batches.Put(b)
 		}
@@ -211,27 +194,19 @@ func (s *Server) checkRates(ctx *fasthttp.RequestCtx) {
 		return
 	}
 	s.metrics.batchSize.Observe(float64(len(b.reqs)))
-	var ds []rl.Decision
-	if li, ok := memstore.IntoOf(s.lim); ok { // memory's batch into lent buffers
-		b.ds = slices.Grow(b.ds[:0], len(b.reqs))[:len(b.reqs)]
-		if err = li.CheckRatesInto(s.deadlines.get(start), b.reqs, b.ds); err != nil {
-			b.lent = true
-		}
-		ds = b.ds
-	} else {
-		ds, err = s.lim.CheckRates(s.deadlines.get(start), b.reqs)
-	}
+	ds, err := s.lim.CheckRates(s.deadlines.get(start), b.reqs)
 	if err != nil {
-		mode, dds := degradedAnswer(err)
-		if dds == nil {
-			res := s.limiterFailed(ctx, err)
-			for i := range b.reqs {
-				s.metrics.check(endpointBatch, b.reqs[i].Algo, res)
-			}
-			return
+		res := s.limiterFailed(ctx, err)
+		for i := range b.reqs {
+			s.metrics.check(endpointBatch, b.reqs[i].Algo, res)
 		}
-		ds = dds
-		ctx.Response.Header.Set(DegradedHeader, mode)
+		return
+	}
+	for _, d := range ds {
+		if d.Degraded() {
+			markDegraded(ctx, d)
+			break
+		}
 	}
 	if len(ds) != len(b.reqs) {
 		s.log.Error("api: the limiter answered a batch with the wrong number of decisions", "want", len(b.reqs), "got", len(ds))

@@ -3,7 +3,6 @@ package api
 import (
 	"bytes"
 	"errors"
-	"github.com/raterlimiter/raterlimiter/internal/defaults"
 	"net"
 	"net/netip"
 	"runtime"
@@ -12,6 +11,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/raterlimiter/raterlimiter/internal/defaults"
 
 	"github.com/prometheus/client_golang/prometheus"
 

@@ -7,13 +7,14 @@ import (
 	"crypto/sha256"
 	_ "embed"
 	"encoding/hex"
-	"github.com/raterlimiter/raterlimiter/internal/defaults"
 	"math/rand/v2"
 	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/raterlimiter/raterlimiter/internal/defaults"
 
 	dto "github.com/prometheus/client_model/go"
 	"github.com/valyala/fasthttp"

@@ -17,17 +17,17 @@ func (s *Server) healthz(ctx *fasthttp.RequestCtx) {
 		// backend's circuit, which the peek then answers by.
 		_ = p.Ping(c)
 	}
-	_, err := s.lim.CheckRate(c, rl.Request{ID: healthID, Scale: time.Second, Limit: 1, Peek: true})
-	if mode, ds := degradedAnswer(err); len(ds) > 0 {
-		// Checks are answered, without the shared state: healthy enough to
-		// keep serving, and saying so.
-		ctx.Response.Header.Set(DegradedHeader, mode)
-		ctx.SetContentType("text/plain; charset=utf-8")
-		ctx.SetBodyString("degraded: " + mode)
-		return
-	}
+	d, err := s.lim.CheckRate(c, rl.Request{ID: healthID, Scale: time.Second, Limit: 1, Peek: true})
 	if err != nil {
 		s.limiterFailed(ctx, err)
+		return
+	}
+	if d.Degraded() {
+		// Checks are answered, without the shared state: healthy enough to
+		// keep serving, and saying so.
+		markDegraded(ctx, d)
+		ctx.SetContentType("text/plain; charset=utf-8")
+		ctx.SetBodyString("degraded: " + d.FailMode.String())
 		return
 	}
 	ctx.SetContentType("text/plain; charset=utf-8")

@@ -1,8 +1,9 @@
 package api
 
 import (
-	"github.com/raterlimiter/raterlimiter/internal/check"
 	"github.com/valyala/fasthttp"
+
+	"github.com/raterlimiter/raterlimiter/internal/check"
 
 	rl "github.com/raterlimiter/raterlimiter"
 	"github.com/raterlimiter/raterlimiter/internal/ms"

@@ -292,49 +292,22 @@ func (s *Server) auth(ctx *fasthttp.RequestCtx) {
 	}
 	sc.results, err = engine.Decide(s.deadlines.get(start), sc.checks, sc.results[:0])
 	if err != nil {
-		mode, ds := degradedAnswer(err)
-		if len(ds) != countedChecks(sc.checks) {
-			res := s.limiterFailed(ctx, err)
-			for i := range sc.checks {
-				s.countPolicy(st, sc.checks[i].Rule, res)
-				s.metrics.check(endpointAuth, sc.checks[i].Rule.Algo, res)
-			}
-			return
-		}
-		// Decided without the shared state (Redis's fail mode): the
-		// engine's results are rebuilt from the degraded decisions.
-		sc.results = sc.results[:0]
-		j := 0
+		res := s.limiterFailed(ctx, err)
 		for i := range sc.checks {
-			c := &sc.checks[i]
-			switch {
-			case c.MissingKey || c.BadKey != policy.KeyFine:
-				sc.results = append(sc.results, policy.Result{Rule: c.Rule, MissingKey: c.MissingKey, BadKey: c.BadKey})
-				continue
-			case c.Rule.Unlimited:
-				sc.results = append(sc.results, policy.Result{Rule: c.Rule, Decision: rl.Decision{Allowed: true}})
-				continue
-			}
-			sc.results = append(sc.results, policy.Result{Rule: c.Rule, Decision: ds[j],
-				Request: rl.Request{Limit: ds[j].Limit, Scale: ms.Duration(c.Rule.Scale)}})
-			j++
+			s.countPolicy(st, sc.checks[i].Rule, res)
+			s.metrics.check(endpointAuth, sc.checks[i].Rule.Algo, res)
 		}
-		ctx.Response.Header.Set(DegradedHeader, mode)
+		return
+	}
+	for i := range sc.results {
+		if sc.results[i].Decision.Degraded() {
+			markDegraded(ctx, sc.results[i].Decision)
+			break
+		}
 	}
 	s.writeAuth(ctx, st, sc, denyStatus)
 	s.metrics.latency(endpointAuth, start)
 	s.holdAuth(sc.results)
-}
-
-// countedChecks is how many of checks go to the limiter.
-func countedChecks(checks []policy.Check) int {
-	n := 0
-	for i := range checks {
-		if !checks[i].MissingKey && checks[i].BadKey == policy.KeyFine && !checks[i].Rule.Unlimited {
-			n++
-		}
-	}
-	return n
 }
 
 // writeAuth answers /auth from sc.results: the RateLimit headers with one

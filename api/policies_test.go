@@ -2,13 +2,14 @@ package api_test
 
 import (
 	"encoding/json"
-	"github.com/raterlimiter/raterlimiter/internal/bounds"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/raterlimiter/raterlimiter/internal/bounds"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"

@@ -2,12 +2,13 @@ package api
 
 import (
 	"cmp"
-	"github.com/raterlimiter/raterlimiter/internal/bounds"
-	"github.com/raterlimiter/raterlimiter/internal/defaults"
 	"net/netip"
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/raterlimiter/raterlimiter/internal/bounds"
+	"github.com/raterlimiter/raterlimiter/internal/defaults"
 
 	"github.com/valyala/fasthttp"
 

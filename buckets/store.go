@@ -50,7 +50,7 @@ type Options struct {
 // Options.MaxScalesPerID: one id planted under thousands of scales, or of
 // slice counts, would make its listing, and its memory, unbounded. It
 // matches raterlimiter.ErrInvalid.
-var ErrTooManyScales = &rl.FieldError{Field: "scale", Rule: "this id already has records of as many scales (each slices count of a scale counting as one) as the sidecar allows (-max-scales-per-id)"}
+var ErrTooManyScales = &rl.FieldError{Field: "scale", Rule: "this id already has records of as many distinct scales as the limiter allows (MaxScalesPerID; each slices count of a scale counts as one)"}
 
 // evictSamples is how many records an eviction looks at.
 const evictSamples = 8

@@ -4,10 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/raterlimiter/raterlimiter/internal/defaults"
 	"sync"
 	"time"
 	"unicode/utf8"
+
+	"github.com/raterlimiter/raterlimiter/internal/defaults"
 
 	"github.com/valyala/fasthttp"
 

@@ -10,7 +10,6 @@ import (
 
 	rl "github.com/raterlimiter/raterlimiter"
 	"github.com/raterlimiter/raterlimiter/api"
-	"github.com/raterlimiter/raterlimiter/internal/clienttune"
 	"github.com/raterlimiter/raterlimiter/internal/defaults"
 	"github.com/raterlimiter/raterlimiter/internal/sidecartest"
 	"github.com/raterlimiter/raterlimiter/memory"
@@ -48,12 +47,10 @@ func TestFlushLeavesOutEndedContexts(t *testing.T) {
 	assert.Equal(t, int64(2), d.Count, "the ended caller was not counted")
 }
 
-// TestTuningReachesTheTransportAndTheBatcher: clienttune.New sets the
-// connection cap and the batches in flight that Config no longer carries;
-// client.New keeps the defaults.
-func TestTuningReachesTheTransportAndTheBatcher(t *testing.T) {
-	c, err := clienttune.New[*Client](Config{URL: "http://127.0.0.1:1", BatchMaxSize: 10},
-		clienttune.Tuning{MaxConns: 3, BatchInFlight: 4})
+// TestConnectionSettingsReachTheTransportAndTheBatcher: Config's
+// connection cap and batches in flight are used; zero keeps the defaults.
+func TestConnectionSettingsReachTheTransportAndTheBatcher(t *testing.T) {
+	c, err := New(Config{URL: "http://127.0.0.1:1", BatchMaxSize: 10, MaxConns: 3, BatchInFlight: 4})
 	require.NoError(t, err)
 	t.Cleanup(func() { c.Close() })
 	assert.Equal(t, 3, c.hc.MaxConns)
@@ -65,7 +62,4 @@ func TestTuningReachesTheTransportAndTheBatcher(t *testing.T) {
 	t.Cleanup(func() { d.Close() })
 	assert.Equal(t, defaults.ClientMaxConnsPerHost, d.hc.MaxConns)
 	assert.Equal(t, defaults.BatchInFlight, d.batch.inFlight)
-
-	_, err = clienttune.New[*Client](Config{URL: "ftp://x"}, clienttune.Tuning{})
-	assert.Error(t, err, "New's errors come back")
 }

@@ -3,7 +3,6 @@ package client_test
 import (
 	"context"
 	"errors"
-	"github.com/raterlimiter/raterlimiter/internal/bounds"
 	"math/rand/v2"
 	"slices"
 	"strconv"
@@ -12,6 +11,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/raterlimiter/raterlimiter/internal/bounds"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"

@@ -2,13 +2,14 @@ package client_test
 
 import (
 	"context"
-	"github.com/raterlimiter/raterlimiter/internal/bounds"
-	"github.com/raterlimiter/raterlimiter/internal/check"
-	"github.com/raterlimiter/raterlimiter/internal/defaults"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/raterlimiter/raterlimiter/internal/bounds"
+	"github.com/raterlimiter/raterlimiter/internal/check"
+	"github.com/raterlimiter/raterlimiter/internal/defaults"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"

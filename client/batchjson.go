@@ -3,10 +3,11 @@ package client
 import (
 	"bytes"
 	"errors"
-	"github.com/raterlimiter/raterlimiter/internal/check"
 	"io"
 	"strconv"
 	"sync"
+
+	"github.com/raterlimiter/raterlimiter/internal/check"
 
 	"github.com/go-json-experiment/json/jsontext"
 

@@ -2,10 +2,11 @@ package client
 
 import (
 	"encoding/json"
-	"github.com/raterlimiter/raterlimiter/internal/bounds"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/raterlimiter/raterlimiter/internal/bounds"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"

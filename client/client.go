@@ -24,10 +24,6 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"github.com/raterlimiter/raterlimiter/internal/bounds"
-	"github.com/raterlimiter/raterlimiter/internal/check"
-	"github.com/raterlimiter/raterlimiter/internal/clienttune"
-	"github.com/raterlimiter/raterlimiter/internal/defaults"
 	"io"
 	"net"
 	"net/url"
@@ -37,6 +33,10 @@ import (
 	"sync/atomic"
 	"time"
 	"unicode/utf8"
+
+	"github.com/raterlimiter/raterlimiter/internal/bounds"
+	"github.com/raterlimiter/raterlimiter/internal/check"
+	"github.com/raterlimiter/raterlimiter/internal/defaults"
 
 	json "github.com/go-json-experiment/json/v1"
 	"github.com/valyala/fasthttp"
@@ -90,6 +90,10 @@ type Config struct {
 	MaxIDBytes int
 	// TLSConfig is used for an https URL. Default: crypto/tls's defaults.
 	TLSConfig *tls.Config
+	// MaxConns caps the connections to the sidecar, each kept alive when
+	// idle; a call that finds them all busy waits for one until its
+	// deadline. Default 256.
+	MaxConns int
 
 	// BatchMaxSize, if positive, turns batching on, as a positive
 	// BatchWindow does: concurrent CheckRate calls travel together, up to
@@ -101,8 +105,8 @@ type Config struct {
 	// decision and its own error; a caller whose context ends is left out
 	// of its batch and never fails the others. Ids that are not valid
 	// UTF-8 cannot travel in JSON and go alone. It must not exceed the
-	// sidecar's -max-batch (500 by default; with BatchMaxSize 0 and a
-	// positive BatchWindow, batches hold up to 500). Default 0: no
+	// sidecar's -max-batch (1,000 by default). With BatchMaxSize 0 and a
+	// positive BatchWindow, batches hold up to 500. Default 0: no
 	// batching, each check its own GET /check_rate.
 	BatchMaxSize int
 	// BatchWindow, if positive, turns batching on (see BatchMaxSize) and is
@@ -111,10 +115,15 @@ type Config struct {
 	// which is what to choose: timers under a millisecond tend to fire a
 	// millisecond late, which a fixed window pays on every check.
 	BatchWindow time.Duration
+	// BatchInFlight is how many batches may be on their way at once, with
+	// batching on. Default 1: the checks that arrive while a batch
+	// travels make the next one.
+	BatchInFlight int
 }
 
 // Client calls a raterlimiter sidecar. It is safe for concurrent use. Close
-// stops it.
+// stops it. A Client must be made with New: the zero value's methods fail
+// with an error that says so.
 type Client struct {
 	hc         *fasthttp.HostClient
 	batch      *batcher // nil unless Config.BatchMaxSize or BatchWindow is positive
@@ -130,20 +139,12 @@ type Client struct {
 }
 
 var (
-	_ rl.Limiter   = (*Client)(nil)
-	_ check.Waiter = (*Client)(nil)
-	_ rl.Admin     = (*Client)(nil)
+	_ rl.Limiter = (*Client)(nil)
 )
 
 // New returns a client of the sidecar at cfg.URL. It fails only on a URL that
 // is not an absolute http or https URL or a unix: socket path.
 func New(cfg Config) (*Client, error) {
-	return newClient(cfg, clienttune.Tuning{})
-}
-
-// newClient is New with the tuning the load tool sets through
-// internal/clienttune (clienttune.New).
-func newClient(cfg Config, t clienttune.Tuning) (*Client, error) {
 	if cfg.FailMode > rl.FailOpen {
 		return nil, fmt.Errorf("client: FailMode %v: the client has no limiter of its own to fall back on; use rl.FailClosed or rl.FailOpen", cfg.FailMode)
 	}
@@ -179,7 +180,7 @@ func newClient(cfg Config, t clienttune.Tuning) (*Client, error) {
 	if c.maxID <= 0 {
 		c.maxID = bounds.DefaultMaxIDBytes
 	}
-	conns := t.MaxConns
+	conns := cfg.MaxConns
 	if conns <= 0 {
 		conns = defaultMaxConns
 	}
@@ -211,7 +212,7 @@ func newClient(cfg Config, t clienttune.Tuning) (*Client, error) {
 		c.hc.Dial = func(string) (net.Conn, error) { return d.Dial("unix", sock) }
 	}
 	if cfg.BatchMaxSize > 0 || cfg.BatchWindow > 0 {
-		c.batch = newBatcher(c, cfg.BatchWindow, cfg.BatchMaxSize, t.BatchInFlight)
+		c.batch = newBatcher(c, cfg.BatchWindow, cfg.BatchMaxSize, cfg.BatchInFlight)
 	}
 	return c, nil
 }
@@ -220,6 +221,9 @@ func newClient(cfg Config, t clienttune.Tuning) (*Client, error) {
 // connections. Later calls fail with raterlimiter.ErrClosed. Close is
 // idempotent.
 func (c *Client) Close() error {
+	if c.hc == nil {
+		return nil // not made by New: nothing to close
+	}
 	c.once.Do(func() {
 		c.closed.Store(true)
 		if c.batch != nil {
@@ -231,8 +235,14 @@ func (c *Client) Close() error {
 	return nil
 }
 
+// errNotNew is the error of a Client's methods when it was not made by New.
+var errNotNew = errors.New("client: a Client must be made with client.New")
+
 // CheckRate asks the sidecar to decide r (GET /check_rate).
 func (c *Client) CheckRate(ctx context.Context, r rl.Request) (rl.Decision, error) {
+	if c.hc == nil {
+		return rl.Decision{}, errNotNew
+	}
 	if err := check.Validate(r, c.maxID); err != nil {
 		return rl.Decision{}, err
 	}
@@ -253,13 +263,15 @@ func (c *Client) CheckRate(ctx context.Context, r rl.Request) (rl.Decision, erro
 	return d, nil
 }
 
-// Wait decides r and, when it is allowed with a delay (algo Leaky), sleeps
-// here until its turn (raterlimiter.Wait): the check carries the bound of
-// ctx's deadline (max_delay_ms), so the sidecar refuses a longer delay
-// before it takes a place in the queue. The sleep is the client's: it holds
-// no connection to the sidecar, and -max-wait does not bound it.
+// Wait waits for capacity: it returns once r is allowed (after its delay,
+// with algo Leaky), checking again after each denial's RetryAfter, or with
+// an error once ctx ends. It is raterlimiter.Wait(ctx, c, r); see there. A
+// check carries the bound of ctx's deadline (max_delay_ms), so the sidecar
+// refuses a longer delay before it takes a place in the queue. The sleeps
+// are the client's: they hold no connection to the sidecar, and -max-wait
+// does not bound them.
 func (c *Client) Wait(ctx context.Context, r rl.Request) (rl.Decision, error) {
-	return check.Wait(ctx, c, r)
+	return rl.Wait(ctx, c, r)
 }
 
 func (c *Client) checkRate(ctx context.Context, r rl.Request) (rl.Decision, error) {
@@ -311,6 +323,9 @@ func decodeDecision(status int, body []byte, d *rl.Decision) error {
 // JSON, whose strings are text: an id that is not valid UTF-8 is refused
 // with an ItemError on field "id" (CheckRate carries such ids).
 func (c *Client) CheckRates(ctx context.Context, rs []rl.Request) ([]rl.Decision, error) {
+	if c.hc == nil {
+		return nil, errNotNew
+	}
 	if err := check.Batch(rs, c.maxID); err != nil {
 		return nil, err
 	}
@@ -379,6 +394,9 @@ const maxBucketsPages = 1000
 // Buckets lists the live records of id (GET /buckets), sending the admin
 // token if configured.
 func (c *Client) Buckets(ctx context.Context, id string) ([]rl.Bucket, error) {
+	if c.hc == nil {
+		return nil, errNotNew
+	}
 	if err := check.Validate(rl.Request{ID: id, Scale: time.Millisecond}, c.maxID); err != nil {
 		return nil, err
 	}
@@ -429,6 +447,9 @@ func decodeBuckets(status int, b []byte, bs *[]ms.Bucket) error {
 // /buckets), sending the admin token if configured, and returns how many
 // the sidecar deleted.
 func (c *Client) Reset(ctx context.Context, id string, scale time.Duration) (int, error) {
+	if c.hc == nil {
+		return 0, errNotNew
+	}
 	if err := check.Reset(id, scale, c.maxID); err != nil {
 		return 0, err
 	}
@@ -611,10 +632,4 @@ func (c *Client) failOpen(ctx context.Context, err error, n int) bool {
 
 func (c *Client) openDecision(r rl.Request) rl.Decision {
 	return rl.Decision{Allowed: true, Limit: r.Limit, Remaining: r.Limit, Now: c.clock()}
-}
-
-func init() {
-	clienttune.Register(func(cfg any, t clienttune.Tuning) (any, error) {
-		return newClient(cfg.(Config), t)
-	})
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"github.com/raterlimiter/raterlimiter/internal/bounds"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -14,6 +13,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/raterlimiter/raterlimiter/internal/bounds"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -491,4 +492,25 @@ func TestErrorText(t *testing.T) {
 			assert.True(t, strings.HasPrefix(tt.err.Error(), "client: "))
 		})
 	}
+}
+
+// TestZeroClient: a Client not made by New says so, never a nil
+// dereference.
+func TestZeroClient(t *testing.T) {
+	var c client.Client
+	ctx := context.Background()
+	r := rl.Request{ID: "u", Scale: time.Second, Limit: 1}
+	_, err := c.CheckRate(ctx, r)
+	assert.ErrorContains(t, err, "client.New")
+	_, err = c.Wait(ctx, r)
+	assert.ErrorContains(t, err, "client.New")
+	_, err = c.CheckRates(ctx, []rl.Request{r})
+	assert.ErrorContains(t, err, "client.New")
+	_, _, err = c.CheckPolicy(ctx, "p", "u", 1)
+	assert.ErrorContains(t, err, "client.New")
+	_, err = c.Buckets(ctx, "u")
+	assert.ErrorContains(t, err, "client.New")
+	_, err = c.Reset(ctx, "u", 0)
+	assert.ErrorContains(t, err, "client.New")
+	assert.NoError(t, c.Close())
 }

@@ -2,9 +2,10 @@ package client
 
 import (
 	"context"
-	"github.com/raterlimiter/raterlimiter/internal/bounds"
 	"net/url"
 	"strconv"
+
+	"github.com/raterlimiter/raterlimiter/internal/bounds"
 
 	json "github.com/go-json-experiment/json/v1"
 	"github.com/valyala/fasthttp"
@@ -27,6 +28,8 @@ import (
 func (c *Client) CheckPolicy(ctx context.Context, policy, id string, hits int64) (rl.Decision, rl.Request, error) {
 	r := rl.Request{ID: id, Hits: hits}
 	switch {
+	case c.hc == nil:
+		return rl.Decision{}, r, errNotNew
 	case policy == "":
 		return rl.Decision{}, r, &rl.FieldError{Field: "policy", Rule: "must not be empty"}
 	case id == "":

@@ -3,11 +3,12 @@ package client_test
 import (
 	"context"
 	"errors"
-	"github.com/raterlimiter/raterlimiter/internal/bounds"
-	"github.com/raterlimiter/raterlimiter/internal/defaults"
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/raterlimiter/raterlimiter/internal/bounds"
+	"github.com/raterlimiter/raterlimiter/internal/defaults"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"

@@ -2,12 +2,13 @@ package limitertest
 
 import (
 	"context"
-	"github.com/raterlimiter/raterlimiter/internal/bounds"
-	"github.com/raterlimiter/raterlimiter/internal/check"
-	"github.com/raterlimiter/raterlimiter/internal/ms"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/raterlimiter/raterlimiter/internal/bounds"
+	"github.com/raterlimiter/raterlimiter/internal/check"
+	"github.com/raterlimiter/raterlimiter/internal/ms"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -261,7 +262,7 @@ func commonCases() []tcase {
 			{Do: func(t *testing.T, lim rl.Limiter) {
 				ctx := context.Background()
 				l, ok := lim.(admin)
-				require.True(t, ok, "every backend has the admin calls (rl.Admin)")
+				require.True(t, ok, "every backend has the admin calls (Buckets, Reset)")
 				other := r
 				other.Scale = time.Minute
 				for _, x := range []rl.Request{r, r, other} {
@@ -365,5 +366,6 @@ func counts(ds []rl.Decision) []int64 {
 // admin is a Limiter with the admin calls, as every backend is.
 type admin interface {
 	rl.Limiter
-	rl.Admin
+	Buckets(ctx context.Context, id string) ([]rl.Bucket, error)
+	Reset(ctx context.Context, id string, scale time.Duration) (int, error)
 }

@@ -62,6 +62,7 @@ func Run(t *testing.T, f Factory) {
 			c.run(t, l, clock)
 		})
 	}
+	runWait(t, f)
 }
 
 // Concurrent checks r on c from goroutines goroutines at once, times

@@ -1,15 +1,10 @@
 package limitertest
 
 import (
-	"context"
-	"github.com/raterlimiter/raterlimiter/internal/bounds"
-	"github.com/raterlimiter/raterlimiter/internal/check"
-	"github.com/raterlimiter/raterlimiter/internal/ms"
-	"testing"
 	"time"
 
-	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
+	"github.com/raterlimiter/raterlimiter/internal/bounds"
+	"github.com/raterlimiter/raterlimiter/internal/ms"
 
 	rl "github.com/raterlimiter/raterlimiter"
 )
@@ -179,31 +174,6 @@ func leakyCases() []tcase {
 			{Req: qreq(1, bounds.MaxLimit, 1, bounds.MaxQueue), Want: lallow(1, bounds.MaxLimit, 1, 0)},
 			{Req: qreq(1000, 5, 1, bounds.MaxQueue+1), WantErr: rl.ErrInvalid},
 			{Req: rl.Request{ID: "u", Scale: time.Second, Limit: 5, Hits: 1, Queue: 1}, WantErr: rl.ErrInvalid},
-		}},
-		{Name: "leaky/Wait refuses a delay past its deadline before taking a place", Start: t0, Steps: []step{
-			{Req: qreq(60_000, 1, 1, 5), Want: lallow(1, 1, 60_000, 0)},
-			{Do: func(t *testing.T, l rl.Limiter) {
-				w, ok := l.(check.Waiter)
-				if !ok {
-					t.Logf("%T has no Wait", l)
-					return
-				}
-				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-				defer cancel()
-				start := time.Now()
-				d, err := w.Wait(ctx, qreq(60_000, 1, 1, 5))
-				require.NoError(t, err)
-				assert.False(t, d.Allowed, "a minute's wait does not fit in 5 s")
-				assert.Less(t, time.Since(start), 4*time.Second, "refused at once, not slept")
-				assert.Equal(t, int64(1), d.Count, "no place taken")
-				d, err = w.Wait(context.Background(), qreq(60_000, 1, 0, 5))
-				require.NoError(t, err)
-				assert.Equal(t, int64(1), d.Count)
-				d, err = w.Wait(ctx, qreq(1, 1000, 1, 0))
-				require.NoError(t, err)
-				assert.True(t, d.Allowed, "an empty queue passes at once")
-				assert.Zero(t, d.Delay)
-			}},
 		}},
 	}
 }

@@ -1,10 +1,11 @@
 package limitertest
 
 import (
+	"time"
+
 	rl "github.com/raterlimiter/raterlimiter"
 	"github.com/raterlimiter/raterlimiter/internal/bounds"
 	"github.com/raterlimiter/raterlimiter/internal/ms"
-	"time"
 )
 
 func sreq(scale, limit, hits int64) rl.Request {

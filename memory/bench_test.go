@@ -2,12 +2,13 @@ package memory_test
 
 import (
 	"context"
-	"github.com/raterlimiter/raterlimiter/internal/ms"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/raterlimiter/raterlimiter/internal/ms"
 
 	rl "github.com/raterlimiter/raterlimiter"
 	"github.com/raterlimiter/raterlimiter/internal/algo"

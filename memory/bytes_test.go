@@ -11,7 +11,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	rl "github.com/raterlimiter/raterlimiter"
-	"github.com/raterlimiter/raterlimiter/internal/memstore"
 	"github.com/raterlimiter/raterlimiter/memory"
 )
 
@@ -28,9 +27,9 @@ func TestMaxBucketBytesBindsLongIDs(t *testing.T) {
 		_, err := l.CheckRate(ctx, rl.Request{ID: pad + strconv.Itoa(i), Scale: time.Hour, Limit: 10, Hits: 1, Algo: rl.Slices, Slices: 600})
 		require.NoError(t, err)
 	}
-	_, err := memstore.MustOf(l).Sweep(ctx) // the shards publish their gauges before they answer it
+	_, err := l.Sweep(ctx) // the shards publish their gauges before they answer it
 	require.NoError(t, err)
-	st := memstore.MustOf(l).Stats()
+	st := l.Stats()
 	perRecord := 48 + 1000
 	assert.LessOrEqual(t, st.Live, budget/perRecord+2, "records past the byte budget")
 	assert.Greater(t, st.Live, budget/perRecord/2, "the budget is used")

@@ -2,10 +2,11 @@ package memory_test
 
 import (
 	"context"
-	"github.com/raterlimiter/raterlimiter/internal/check"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/raterlimiter/raterlimiter/internal/check"
 
 	"github.com/stretchr/testify/require"
 

@@ -10,15 +10,23 @@ import (
 	rl "github.com/raterlimiter/raterlimiter"
 	"github.com/raterlimiter/raterlimiter/buckets"
 	"github.com/raterlimiter/raterlimiter/internal/algo"
-	"github.com/raterlimiter/raterlimiter/internal/memstore"
 )
 
-// The store and memstore agree on the longest id a record holds.
-var _ = [1]struct{}{}[memstore.MaxIDBytes-buckets.MaxIDBytes]
-
 // record is one record of the store, as copyRecords hands it out and a
-// snapshot file holds it (see memstore.Record).
-type record = memstore.Record
+// snapshot file holds it .
+type record struct {
+	// ID is the record's id.
+	ID string
+	// Scale is the window, in milliseconds.
+	Scale int64
+	// Algo is the algorithm that counts in it.
+	Algo rl.Algo
+	// State is the record itself.
+	State algo.Record
+	// Log is, for a Log record, its timestamps in the store's own
+	// encoding (lent for the call only); nil otherwise.
+	Log []byte
+}
 
 // copyRecords hands fn every record of the limiter that has not expired,
 // shard by shard, each shard's in the store's order (id, scale, algorithm,

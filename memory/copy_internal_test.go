@@ -2,10 +2,11 @@ package memory
 
 import (
 	"fmt"
-	"github.com/raterlimiter/raterlimiter/internal/ms"
 	"math/rand/v2"
 	"strings"
 	"testing"
+
+	"github.com/raterlimiter/raterlimiter/internal/ms"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"

@@ -2,8 +2,8 @@
 // own process. It spreads ids over shards, each an actor (package actor)
 // that alone owns its B-tree of buckets (package buckets), and sweeps them
 // periodically (package sweeper). No other package imports those three:
-// the sidecar's snapshots and replay tools reach the store through
-// internal/memstore, which this package registers itself with.
+// what an application or the sidecar needs of the store (its gauges, a
+// sweep on demand, snapshots) is a method of Limiter.
 //
 // # Memory
 //
@@ -30,11 +30,7 @@ package memory
 
 import (
 	"context"
-	"fmt"
-	"github.com/raterlimiter/raterlimiter/internal/bounds"
-	"github.com/raterlimiter/raterlimiter/internal/check"
-	"github.com/raterlimiter/raterlimiter/internal/defaults"
-	"github.com/raterlimiter/raterlimiter/internal/ms"
+	"errors"
 	"hash/maphash"
 	"log/slog"
 	"math"
@@ -42,11 +38,15 @@ import (
 	"sync"
 	"time"
 
+	"github.com/raterlimiter/raterlimiter/internal/bounds"
+	"github.com/raterlimiter/raterlimiter/internal/check"
+	"github.com/raterlimiter/raterlimiter/internal/defaults"
+	"github.com/raterlimiter/raterlimiter/internal/ms"
+
 	rl "github.com/raterlimiter/raterlimiter"
 	"github.com/raterlimiter/raterlimiter/actor"
 	"github.com/raterlimiter/raterlimiter/buckets"
 	"github.com/raterlimiter/raterlimiter/internal/algo"
-	"github.com/raterlimiter/raterlimiter/internal/memstore"
 	"github.com/raterlimiter/raterlimiter/sweeper"
 )
 
@@ -85,19 +85,49 @@ type Config struct {
 	// 256 MiB; negative means no bound.
 	MaxBucketBytes int64
 	// MaxScalesPerID bounds the distinct scales one id may have records
-	// of; a check that would add another is refused with
-	// ErrTooManyScales (matching raterlimiter.ErrInvalid).
+	// of; a check that would add another is refused with a
+	// *raterlimiter.FieldError of "scale" (matching
+	// raterlimiter.ErrInvalid).
 	// Default 64; negative means no bound.
 	MaxScalesPerID int
+	// OnSweep, if set, is called after each periodic sweep of a shard with
+	// what it did: the hook for sweep metrics. It runs on the sweeper's
+	// goroutine and must not block.
+	OnSweep func(SweepStats)
 	// Logger receives the actors' and the sweeper's reports. Default
 	// slog.Default().
 	Logger *slog.Logger
 }
 
-// ErrTooManyScales refuses a check that would give an id records of more
-// distinct scales than Config.MaxScalesPerID allows. It matches
-// raterlimiter.ErrInvalid.
-var ErrTooManyScales = buckets.ErrTooManyScales
+// Stats is a snapshot of a Limiter's gauges and counters.
+//
+// Live and Evicted are eventually consistent: an actor may publish them
+// after it has answered the checks it just served, so a caller that reads
+// them as soon as its check returns may see the values from before it; they
+// catch up without any further call. After Sweep and Reset they are current
+// when the call returns.
+type Stats struct {
+	// Live is the number of live bucket records.
+	Live int
+	// Evicted counts the records evicted to stay within MaxBuckets or
+	// MaxBucketBytes.
+	Evicted uint64
+	// Restarts counts the shards' restarts after a panic (a shard keeps
+	// its records through one).
+	Restarts uint64
+	// Pending is the number of checks waiting for their shard, read at the
+	// moment of the call.
+	Pending int
+}
+
+// SweepStats is what a sweep did.
+type SweepStats struct {
+	// Examined and Deleted are the records the sweep looked at and those it
+	// deleted (no decision could read them any more).
+	Examined, Deleted int
+	// Took is how long the sweep took.
+	Took time.Duration
+}
 
 // The defaults of Config's bounds (internal/defaults names them for the
 // sidecar's flags).
@@ -107,7 +137,15 @@ const (
 	defaultMaxScalesPerID = defaults.MaxScalesPerID
 )
 
-// Limiter is the embedded rate limiter. It is safe for concurrent use.
+// tuning is what the tests set beyond a Config: the actors' mailbox size
+// and sweep budget. The zero tuning is New's.
+type tuning struct {
+	mailbox, sweepBudget int
+}
+
+// Limiter is the embedded rate limiter. It is safe for concurrent use. A
+// Limiter must be made with New: the zero value's methods fail with an
+// error that says so.
 type Limiter struct {
 	actors  []*actor.Actor
 	sweeper *sweeper.Sweeper
@@ -117,19 +155,16 @@ type Limiter struct {
 }
 
 var (
-	_ rl.Limiter   = (*Limiter)(nil)
-	_ check.Waiter = (*Limiter)(nil)
-	_ rl.Admin     = (*Limiter)(nil)
+	_ rl.Limiter = (*Limiter)(nil)
 )
 
 // New starts a limiter. Close stops it.
 func New(cfg Config) *Limiter {
-	return newLimiter(cfg, memstore.Tuning{})
+	return newLimiter(cfg, tuning{})
 }
 
-// newLimiter is New with the actors' tuning, which the sidecar and the
-// tests set through internal/memstore (memstore.New).
-func newLimiter(cfg Config, t memstore.Tuning) *Limiter {
+// newLimiter is New with the actors' tuning (the tests').
+func newLimiter(cfg Config, t tuning) *Limiter {
 	if cfg.Shards <= 0 {
 		cfg.Shards = max(1, runtime.GOMAXPROCS(0)/2)
 	}
@@ -165,8 +200,8 @@ func newLimiter(cfg Config, t memstore.Tuning) *Limiter {
 	for i := range cfg.Shards {
 		l.actors = append(l.actors, actor.New(actor.Config{
 			Clock:       clock,
-			Mailbox:     t.Mailbox,
-			SweepBudget: t.SweepBudget,
+			Mailbox:     t.mailbox,
+			SweepBudget: t.sweepBudget,
 			Store: buckets.Options{MaxIDBytes: cfg.MaxIDBytes, MaxRecords: perShard, Seed: uint64(i) + 1,
 				MaxScalesPerID: cfg.MaxScalesPerID, MaxBytes: perShardBytes},
 			Logger: cfg.Logger,
@@ -178,9 +213,11 @@ func newLimiter(cfg Config, t memstore.Tuning) *Limiter {
 			targets[i] = a
 		}
 		var onSweep func(int, actor.SweepStats, error)
-		if t.OnSweep != nil {
-			onSweep = func(shard int, s actor.SweepStats, err error) {
-				t.OnSweep(shard, memstore.SweepStats(s), err)
+		if cfg.OnSweep != nil {
+			onSweep = func(_ int, s actor.SweepStats, err error) {
+				if err == nil {
+					cfg.OnSweep(SweepStats(s))
+				}
 			}
 		}
 		l.sweeper = sweeper.Start(sweeper.Config{
@@ -205,6 +242,9 @@ func (l *Limiter) shard(id string) *actor.Actor {
 // the actor skips messages whose caller is gone (so a caller that times out may retry without
 // double counting).
 func (l *Limiter) CheckRate(ctx context.Context, r rl.Request) (rl.Decision, error) {
+	if l.actors == nil {
+		return rl.Decision{}, errNotNew
+	}
 	if err := check.Validate(r, l.maxID); err != nil {
 		return rl.Decision{}, err
 	}
@@ -212,29 +252,11 @@ func (l *Limiter) CheckRate(ctx context.Context, r rl.Request) (rl.Decision, err
 	return d.Public(), err
 }
 
-// checkValidated is CheckRate for a request its caller has validated with
-// check.Validate (memstore.Validated, the sidecar's /check_rate): of the
-// bounds only the id's length, which the caller may have held to another
-// bound, is checked again. ctx should be shared by many calls, as the
-// sidecar's are: each new context registers a context.AfterFunc.
-func (l *Limiter) checkValidated(ctx context.Context, r rl.Request) (rl.Decision, error) {
-	if len(r.ID) > l.maxID {
-		return rl.Decision{}, check.Validate(r, l.maxID)
-	}
-	// The sidecar's contexts are shared by many requests: the caller parks
-	// without a select on ctx.Done() (actor's watch.go).
-	q := ms.Of(check.Counted(r))
-	q.Shared = true
-	d, err := l.shard(r.ID).CheckRate(ctx, q)
-	return d.Public(), err
-}
-
-// Wait decides r and, when it is allowed with a delay (algo Leaky), sleeps
-// until its turn (raterlimiter.Wait): a delay that would outlast ctx's
-// deadline is refused before it takes a place in the queue, and a ctx that
-// ends during the sleep returns early with its error.
+// Wait waits for capacity: it returns once r is allowed (after its delay,
+// with algo Leaky), checking again after each denial's RetryAfter, or with
+// an error once ctx ends. It is raterlimiter.Wait(ctx, l, r); see there.
 func (l *Limiter) Wait(ctx context.Context, r rl.Request) (rl.Decision, error) {
-	return check.Wait(ctx, l, r)
+	return rl.Wait(ctx, l, r)
 }
 
 // CheckRates decides a batch, one message per shard, the shards in parallel.
@@ -242,6 +264,9 @@ func (l *Limiter) Wait(ctx context.Context, r rl.Request) (rl.Decision, error) {
 // ctx ended was not counted on a single shard; over several shards, a shard
 // that had already taken its part counted it.
 func (l *Limiter) CheckRates(ctx context.Context, rs []rl.Request) ([]rl.Decision, error) {
+	if l.actors == nil {
+		return nil, errNotNew
+	}
 	if err := check.Batch(rs, l.maxID); err != nil {
 		return nil, err
 	}
@@ -256,41 +281,6 @@ func (l *Limiter) CheckRates(ctx context.Context, rs []rl.Request) ([]rl.Decisio
 	}
 	ds, err := l.checkShards(ctx, rs)
 	return public(ds), err
-}
-
-// checkRatesInto is CheckRates writing the decisions into out, which must be
-// as long as rs, without copying rs: both are lent to the limiter until it
-// returns nil, and each request of rs is left counted (check.Counted).
-// After an error the caller must not touch rs or out again: a part already
-// taken by a shard's actor may still be read and written. A server that
-// reuses its buffers saves two allocations per batch this way; the sidecar
-// reaches it through internal/memstore.
-func (l *Limiter) checkRatesInto(ctx context.Context, rs []rl.Request, out []rl.Decision) error {
-	if len(out) != len(rs) {
-		return fmt.Errorf("memory: %d requests but room for %d decisions", len(rs), len(out))
-	}
-	if err := check.Batch(rs, l.maxID); err != nil {
-		return err
-	}
-	if len(rs) == 0 {
-		return nil
-	}
-	for i := range rs {
-		rs[i] = check.Counted(rs[i])
-	}
-	var ds []ms.Decision
-	var err error
-	if len(l.actors) == 1 {
-		ds, err = l.actors[0].Decide(ctx, counted(rs))
-	} else {
-		ds, err = l.checkShards(ctx, rs)
-	}
-	if err == nil {
-		for i, d := range ds {
-			out[i] = d.Public()
-		}
-	}
-	return err
 }
 
 // counted is a copy of rs as the limiter decides it (Request.Counted).
@@ -355,6 +345,9 @@ func (l *Limiter) checkShards(ctx context.Context, rs []rl.Request) ([]ms.Decisi
 
 // Buckets lists the live records of id.
 func (l *Limiter) Buckets(ctx context.Context, id string) ([]rl.Bucket, error) {
+	if l.actors == nil {
+		return nil, errNotNew
+	}
 	if err := check.Validate(rl.Request{ID: id, Scale: time.Millisecond}, l.maxID); err != nil {
 		return nil, err
 	}
@@ -366,6 +359,9 @@ func (l *Limiter) Buckets(ctx context.Context, id string) ([]rl.Bucket, error) {
 // Reset deletes the records of id (of every scale when scale is 0) and
 // returns how many it deleted.
 func (l *Limiter) Reset(ctx context.Context, id string, scale time.Duration) (int, error) {
+	if l.actors == nil {
+		return 0, errNotNew
+	}
 	if err := check.Reset(id, scale, l.maxID); err != nil {
 		return 0, err
 	}
@@ -396,10 +392,16 @@ func (l *Limiter) restoreLog(ctx context.Context, id string, scale, created int6
 	return err
 }
 
-// sweep runs a sweep of every shard now and returns the totals
-// (memstore.Limiter.Sweep).
-func (l *Limiter) sweep(ctx context.Context) (memstore.SweepStats, error) {
-	var total memstore.SweepStats
+// Sweep deletes now, on every shard, the records no decision can read any
+// more, and returns the totals. The periodic sweeper does the same every
+// Config.SweepInterval; with a negative SweepInterval, Sweep is how an
+// application sweeps on a schedule of its own.
+func (l *Limiter) Sweep(ctx context.Context) (SweepStats, error) {
+	start := time.Now()
+	if l.actors == nil {
+		return SweepStats{}, errNotNew
+	}
+	var total SweepStats
 	for _, a := range l.actors {
 		st, err := a.Sweep(ctx)
 		if err != nil {
@@ -408,12 +410,13 @@ func (l *Limiter) sweep(ctx context.Context) (memstore.SweepStats, error) {
 		total.Examined += st.Examined
 		total.Deleted += st.Deleted
 	}
+	total.Took = time.Since(start)
 	return total, nil
 }
 
-// stats returns the limiter's gauges and counters (memstore.Stats).
-func (l *Limiter) stats() memstore.Stats {
-	st := memstore.Stats{Shards: len(l.actors)}
+// Stats returns the limiter's gauges and counters.
+func (l *Limiter) Stats() Stats {
+	var st Stats
 	for _, a := range l.actors {
 		st.Live += a.Len()
 		st.Evicted += a.Evicted()
@@ -422,6 +425,9 @@ func (l *Limiter) stats() memstore.Stats {
 	}
 	return st
 }
+
+// errNotNew is the error of a Limiter's methods when it was not made by New.
+var errNotNew = errors.New("memory: a Limiter must be made with memory.New")
 
 // Close stops the sweeper and the actors; later calls fail with
 // raterlimiter.ErrClosed. It is idempotent.

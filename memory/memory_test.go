@@ -2,11 +2,11 @@ package memory_test
 
 import (
 	"context"
-	"github.com/raterlimiter/raterlimiter/internal/check"
-	"github.com/raterlimiter/raterlimiter/internal/memstore"
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/raterlimiter/raterlimiter/internal/check"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -61,57 +61,15 @@ func TestBatchAcrossShardsKeepsOrder(t *testing.T) {
 	}
 	// The gauge is published after the answers (actor.Len: as of the last
 	// message handled), so it may lag them by an instant.
-	assert.Eventually(t, func() bool { return memstore.MustOf(l).Stats().Live == 13 }, 5*time.Second, time.Millisecond)
-}
-
-// TestCheckRatesIntoDecidesAsCheckRates: the same batches, sent to twin
-// limiters through CheckRates and CheckRatesInto, get the same decisions,
-// with one shard (the batch lent to the actor) and with several.
-func TestCheckRatesIntoDecidesAsCheckRates(t *testing.T) {
-	for _, shards := range []int{1, 3} {
-		t.Run(strconv.Itoa(shards), func(t *testing.T) {
-			clock := limitertest.NewClock(limitertest.T0)
-			a := memory.New(memory.Config{Shards: shards, Clock: clock.Now, SweepInterval: -1})
-			defer a.Close()
-			b := memory.New(memory.Config{Shards: shards, Clock: clock.Now, SweepInterval: -1})
-			defer b.Close()
-			for round := range 5 {
-				var rs []rl.Request
-				for i := range 150 { // more than the actor decides at once
-					rs = append(rs, rl.Request{ID: "id" + strconv.Itoa(i%17), Scale: time.Second, Limit: 20, Hits: 1, Algo: check.Algos[i%len(check.Algos)]})
-				}
-				want, err := a.CheckRates(context.Background(), rs)
-				require.NoError(t, err)
-				got := make([]rl.Decision, len(rs))
-				require.NoError(t, memstore.MustOf(b).CheckRatesInto(context.Background(), rs, got))
-				require.Equal(t, want, got, "round %d", round)
-				clock.Advance(300 * time.Millisecond)
-			}
-		})
-	}
-}
-
-func TestCheckRatesIntoRefusesWithoutCounting(t *testing.T) {
-	clock := limitertest.NewClock(limitertest.T0)
-	l := memory.New(memory.Config{Clock: clock.Now, SweepInterval: -1})
-	defer l.Close()
-	ok := rl.Request{ID: "a", Scale: time.Second, Limit: 5, Hits: 1}
-	err := memstore.MustOf(l).CheckRatesInto(context.Background(), []rl.Request{ok, ok}, make([]rl.Decision, 1))
-	require.ErrorContains(t, err, "2 requests but room for 1 decisions")
-	err = memstore.MustOf(l).CheckRatesInto(context.Background(), []rl.Request{ok, {ID: "a", Scale: 0, Limit: 5, Hits: 1}}, make([]rl.Decision, 2))
-	require.ErrorIs(t, err, rl.ErrInvalid)
-	require.NoError(t, memstore.MustOf(l).CheckRatesInto(context.Background(), nil, nil))
-	d, err := l.CheckRate(context.Background(), rl.Request{ID: "a", Scale: time.Second, Limit: 5, Peek: true})
-	require.NoError(t, err)
-	assert.Zero(t, d.Count, "refused batches counted nothing")
+	assert.Eventually(t, func() bool { return l.Stats().Live == 13 }, 5*time.Second, time.Millisecond)
 }
 
 func TestPeriodicSweep(t *testing.T) {
 	clock := limitertest.NewClock(limitertest.T0)
-	swept := make(chan memstore.SweepStats, 16)
-	l := memstore.New[*memory.Limiter](memory.Config{Shards: 2, Clock: clock.Now, SweepInterval: time.Millisecond},
-		memstore.Tuning{OnSweep: func(_ int, s memstore.SweepStats, err error) {
-			if err == nil && s.Deleted > 0 {
+	swept := make(chan memory.SweepStats, 16)
+	l := memory.New(memory.Config{Shards: 2, Clock: clock.Now, SweepInterval: time.Millisecond,
+		OnSweep: func(s memory.SweepStats) {
+			if s.Deleted > 0 {
 				swept <- s
 			}
 		}})
@@ -152,30 +110,24 @@ func TestResetRefusesANegativeScale(t *testing.T) {
 	assert.Equal(t, "scale", fe.Field)
 }
 
-// CheckValidated (memstore.Validated, the sidecar's /check_rate) counts in
-// the same records as CheckRate and still holds the id to the limiter's
-// bound, failing as CheckRate does.
-func TestCheckValidated(t *testing.T) {
-	l := memory.New(memory.Config{MaxIDBytes: 8, SweepInterval: -1})
-	t.Cleanup(func() { l.Close() })
-	v, ok := memstore.ValidatedOf(l)
-	require.True(t, ok)
+// TestZeroLimiter: a Limiter not made by New says so, never a panic from
+// inside.
+func TestZeroLimiter(t *testing.T) {
+	var l memory.Limiter
 	ctx := context.Background()
-	r := rl.Request{ID: "u1", Scale: time.Minute, Limit: 2}
-	d, err := l.CheckRate(ctx, r)
-	require.NoError(t, err)
-	assert.Equal(t, int64(1), d.Count)
-	d, err = v.CheckValidated(ctx, r)
-	require.NoError(t, err)
-	assert.Equal(t, int64(2), d.Count)
-	assert.True(t, d.Allowed)
-	d, err = v.CheckValidated(ctx, r)
-	require.NoError(t, err)
-	assert.False(t, d.Allowed)
-
-	long := rl.Request{ID: "123456789", Scale: time.Minute, Limit: 2}
-	_, want := l.CheckRate(ctx, long)
-	require.ErrorIs(t, want, rl.ErrInvalid)
-	_, err = v.CheckValidated(ctx, long)
-	assert.Equal(t, want, err)
+	r := rl.Request{ID: "u", Scale: time.Second, Limit: 1}
+	_, err := l.CheckRate(ctx, r)
+	assert.ErrorContains(t, err, "memory.New")
+	_, err = l.Wait(ctx, r)
+	assert.ErrorContains(t, err, "memory.New")
+	_, err = l.CheckRates(ctx, []rl.Request{r})
+	assert.ErrorContains(t, err, "memory.New")
+	_, err = l.Buckets(ctx, "u")
+	assert.ErrorContains(t, err, "memory.New")
+	_, err = l.Reset(ctx, "u", 0)
+	assert.ErrorContains(t, err, "memory.New")
+	_, err = l.Sweep(ctx)
+	assert.ErrorContains(t, err, "memory.New")
+	assert.Zero(t, l.Stats())
+	assert.NoError(t, l.Close())
 }

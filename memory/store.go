@@ -3,65 +3,11 @@ package memory
 import (
 	"context"
 	"fmt"
-	"github.com/raterlimiter/raterlimiter/internal/bounds"
-	"github.com/raterlimiter/raterlimiter/internal/check"
-	"github.com/raterlimiter/raterlimiter/internal/ms"
 
 	rl "github.com/raterlimiter/raterlimiter"
 	"github.com/raterlimiter/raterlimiter/buckets"
 	"github.com/raterlimiter/raterlimiter/internal/algo"
-	"github.com/raterlimiter/raterlimiter/internal/memstore"
 )
-
-// store is one shard's store without its goroutine: it decides checks on
-// its caller's goroutine at the time the caller passes. Tools that replay a
-// trace at simulated times (cmd/rlaccuracy) use it to judge the decisions
-// the Limiter makes, without a clock or a hand-off between them. It is not
-// safe for concurrent use.
-type store struct {
-	s     *buckets.Store
-	maxID int
-}
-
-// newStore returns an empty store.
-func newStore(cfg memstore.StoreConfig) memstore.Store {
-	if cfg.MaxIDBytes <= 0 {
-		cfg.MaxIDBytes = bounds.DefaultMaxIDBytes
-	}
-	o := buckets.Options{MaxIDBytes: min(cfg.MaxIDBytes, buckets.MaxIDBytes)}
-	if cfg.NoCache {
-		o.CacheSlots = -1
-	}
-	return &store{s: buckets.New(o), maxID: o.MaxIDBytes}
-}
-
-// Check decides r at now (Unix milliseconds), as a Limiter's shard would.
-// Invalid requests fail with an error matching raterlimiter.ErrInvalid and
-// change nothing.
-func (s *store) Check(now int64, r rl.Request) (rl.Decision, error) {
-	if err := check.Validate(r, s.maxID); err != nil {
-		return rl.Decision{}, err
-	}
-	d, err := s.s.Check(now, ms.Of(check.Counted(r)))
-	return d.Public(), err
-}
-
-// Sweep deletes the records no decision at now or later can read, looking
-// at most at budget records (0: all) from where the last sweep stopped. It
-// reports whether it reached the end of the store.
-func (s *store) Sweep(now int64, budget int) (examined, deleted int, done bool) {
-	return s.s.Sweep(now, budget)
-}
-
-// Scan calls fn for every record, expired or not, in the store's order (id,
-// scale, algorithm, bucket), until fn returns false. A record's Log is nil;
-// its ID shares the store's memory until the store next changes: clone it
-// to keep it longer. fn must not call the store.
-func (s *store) Scan(fn func(record) bool) {
-	s.s.Scan(func(id string, scale int64, a rl.Algo, r algo.Record) bool {
-		return fn(record{ID: id, Scale: scale, Algo: a, State: r})
-	})
-}
 
 // scan calls fn for every record of the limiter, expired or not, shard by
 // shard, each shard's in the store's order (id, scale, algorithm, bucket),

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	rl "github.com/raterlimiter/raterlimiter"
-	"github.com/raterlimiter/raterlimiter/internal/memstore"
 	"github.com/raterlimiter/raterlimiter/limitertest"
 	"github.com/raterlimiter/raterlimiter/memory"
 )
@@ -70,7 +69,7 @@ func BenchmarkSweepPause(b *testing.B) {
 			stop := make(chan struct{})
 			go func() {
 				defer close(stop)
-				st, err := memstore.MustOf(l).Sweep(ctx)
+				st, err := l.Sweep(ctx)
 				if err != nil {
 					b.Error(err)
 				}

@@ -15,7 +15,7 @@ var errShed = errors.New("redisbackend: overloaded: too many calls waiting for r
 const minBudget = time.Millisecond
 
 // admit waits for a slot among Config.MaxInFlight, as long as ctx allows;
-// a call beyond redisctl.Options.MaxQueued waiting, or with less than
+// a call beyond options.maxQueued waiting, or with less than
 // minBudget left, is shed at once with an error matching
 // raterlimiter.ErrUnavailable (nothing sent, nothing counted).
 func (b *Backend) admit(ctx context.Context) error {
@@ -27,7 +27,7 @@ func (b *Backend) admit(ctx context.Context) error {
 		return nil
 	default:
 	}
-	if b.queued.Add(1) > int64(b.opt.MaxQueued) {
+	if b.queued.Add(1) > int64(b.opt.maxQueued) {
 		b.queued.Add(-1)
 		return &unavailableError{cause: errShed}
 	}

@@ -5,8 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/raterlimiter/raterlimiter/internal/bounds"
-	"github.com/raterlimiter/raterlimiter/internal/check"
 	"log/slog"
 	"net"
 	"strings"
@@ -14,12 +12,14 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/raterlimiter/raterlimiter/internal/bounds"
+	"github.com/raterlimiter/raterlimiter/internal/check"
+
 	"github.com/redis/rueidis"
 
 	rl "github.com/raterlimiter/raterlimiter"
 	"github.com/raterlimiter/raterlimiter/internal/algo"
 	"github.com/raterlimiter/raterlimiter/internal/ms"
-	"github.com/raterlimiter/raterlimiter/internal/redisctl"
 )
 
 // clockSlack is added to every TTL when Config.Clock is set: the client's
@@ -34,7 +34,7 @@ const windowSlack = 2 * time.Second
 // Backend is a raterlimiter.Limiter on Redis. It is safe for concurrent use.
 type Backend struct {
 	cfg    Config
-	opt    redisctl.Options               // the sidecar's (newBackend)
+	opt    options                        // the tests' (newBackend)
 	client atomic.Pointer[rueidis.Client] // nil until connected
 	done   chan struct{}                  // closed by Close
 	wg     sync.WaitGroup                 // the connecting goroutine
@@ -45,7 +45,7 @@ type Backend struct {
 	// decides, a sidecar whose clock is behind still reads a record a
 	// little after the others have moved on.
 	scriptSlack, windowSlack int64
-	denials                  *denyCache // nil when redisctl.Options.DenyCache < 0
+	denials                  *denyCache // nil when Config.DenyCache < 0
 	closed                   atomic.Bool
 	// slots bounds the calls in flight; queued counts those waiting.
 	slots  chan struct{}
@@ -62,19 +62,26 @@ type Backend struct {
 }
 
 var _ rl.Limiter = (*Backend)(nil)
-var _ rl.Admin = (*Backend)(nil)
 
-// New connects to the Redis of cfg.URL (a Cluster is discovered by itself) and
-// returns a Backend. Redis must answer at the start; later outages are
-// handled by the circuit and cfg.Fail. A cfg New cannot use (FailLocal
-// without a Fallback, say) fails with an error matching
-// raterlimiter.ErrInvalid.
+// New returns a Backend on the Redis of cfg.URL (a Cluster is discovered by
+// itself). It does not wait for Redis: when Redis cannot be reached yet, the
+// Backend starts with its circuit open, answers by cfg.Fail meanwhile, and
+// connects in the background, trying again after a pause that doubles from
+// 100 ms to 10 s and logging each failure; Ping tells when Redis answers.
+// Later outages are handled by the circuit and cfg.Fail as well. A cfg New
+// cannot use (a malformed URL, FailLocal without a Fallback) fails with an
+// error, one outside the bounds matching raterlimiter.ErrInvalid; so does a
+// Redis that answers and refuses the connection (a wrong password, a
+// certificate not trusted).
+//
+// A Backend must be made with New: the zero value's methods fail with an
+// error that says so.
 func New(cfg Config) (*Backend, error) {
-	return newBackend(cfg, redisctl.Options{})
+	return newBackend(cfg, options{})
 }
 
-// newBackend is New with the sidecar's options (redisctl.New).
-func newBackend(cfg Config, o redisctl.Options) (*Backend, error) {
+// newBackend is New with the tests' options.
+func newBackend(cfg Config, o options) (*Backend, error) {
 	if cfg.URL == "" {
 		cfg.URL = defaultURL
 	}
@@ -87,8 +94,8 @@ func newBackend(cfg Config, o redisctl.Options) (*Backend, error) {
 	if cfg.Timeout < 0 {
 		cfg.Timeout = defaultTimeout
 	}
-	if o.ProbeInterval <= 0 {
-		o.ProbeInterval = defaultProbeInterval
+	if o.probeInterval <= 0 {
+		o.probeInterval = defaultProbeInterval
 	}
 	if cfg.DownAfter <= 0 {
 		cfg.DownAfter = defaultDownAfter
@@ -96,8 +103,8 @@ func newBackend(cfg Config, o redisctl.Options) (*Backend, error) {
 	if cfg.MaxInFlight <= 0 {
 		cfg.MaxInFlight = defaultMaxInFlight
 	}
-	if o.MaxQueued <= 0 {
-		o.MaxQueued = defaultMaxQueued
+	if o.maxQueued <= 0 {
+		o.maxQueued = defaultMaxQueued
 	}
 	if cfg.MaxIDBytes <= 0 {
 		cfg.MaxIDBytes = bounds.DefaultMaxIDBytes
@@ -132,7 +139,7 @@ func newBackend(cfg Config, o redisctl.Options) (*Backend, error) {
 		cfg:         cfg,
 		opt:         o,
 		log:         cfg.Logger,
-		br:          breaker{interval: o.ProbeInterval, now: time.Now},
+		br:          breaker{interval: o.probeInterval, now: time.Now},
 		slots:       make(chan struct{}, cfg.MaxInFlight),
 		scriptSlack: windowSlack.Milliseconds(),
 		windowSlack: windowSlack.Milliseconds(),
@@ -144,48 +151,68 @@ func newBackend(cfg Config, o redisctl.Options) (*Backend, error) {
 	case cfg.Deadlines:
 		b.scriptSlack = 0 // Redis's clock decides and expires
 	}
-	if o.DenyCache >= 0 {
-		b.denials = newDenyCache(cmp.Or(o.DenyCache, defaultDenyCache))
+	if cfg.DenyCache >= 0 {
+		b.denials = newDenyCache(cmp.Or(cfg.DenyCache, defaultDenyCache))
 	}
 	client, err := rueidis.NewClient(opt)
 	switch {
 	case err == nil:
 		b.client.Store(&client)
-	case o.StartDown:
-		b.fail(fmt.Errorf("connect: %w", err))
+	case !unreachable(err):
+		// Redis answered, and refused us (a password, TLS): a Config to
+		// fix, not an outage to wait out.
+		return nil, fmt.Errorf("redisbackend: connect: %w", err)
+	default:
+		err = fmt.Errorf("connect: %w", err)
+		b.log.Warn("redisbackend: cannot connect to redis yet; answering by the fail mode and trying again",
+			"err", err, "fail", cfg.Fail.String(), "retry_in", o.probeInterval.String())
+		b.fail(err)
 		b.wg.Add(1)
 		go b.connect(opt)
-	default:
-		return nil, fmt.Errorf("redisbackend: connect: %w", err)
 	}
 	b.startSenders()
 	return b, nil
 }
 
-// connect tries to connect every probe interval until it succeeds or the
-// backend is closed (redisctl.Options.StartDown).
+// unreachable reports whether err is Redis not reachable at all (a dial
+// that failed, a name that does not resolve): Redis not up yet, or a
+// network down, which the backend waits out.
+func unreachable(err error) bool {
+	var op *net.OpError
+	if errors.As(err, &op) && op.Op == "dial" {
+		return true
+	}
+	var dns *net.DNSError
+	return errors.As(err, &dns)
+}
+
+// connect tries to connect until it succeeds or the backend is closed,
+// pausing between attempts for the probe interval, then twice as long each
+// time up to maxConnectBackoff, and logging each failure.
 func (b *Backend) connect(opt rueidis.ClientOption) {
 	defer b.wg.Done()
-	t := time.NewTicker(b.opt.ProbeInterval)
-	defer t.Stop()
-	for {
+	pause := b.opt.probeInterval
+	for attempt := 2; ; attempt++ {
+		t := time.NewTimer(pause)
 		select {
 		case <-b.done:
+			t.Stop()
 			return
 		case <-t.C:
 		}
 		client, err := rueidis.NewClient(opt)
 		if err != nil {
+			pause = min(2*pause, max(maxConnectBackoff, b.opt.probeInterval))
+			b.log.Warn("redisbackend: cannot connect to redis yet", "attempt", attempt, "err", err, "retry_in", pause.String())
 			continue
 		}
 		b.client.Store(&client)
-		b.log.Info("redisbackend: connected")
+		b.log.Info("redisbackend: connected", "attempt", attempt)
 		return
 	}
 }
 
-// conn returns the client, or nil while not connected
-// (redisctl.Options.StartDown).
+// conn returns the client, or nil while not connected.
 func (b *Backend) conn() rueidis.Client {
 	if c := b.client.Load(); c != nil {
 		return *c
@@ -193,12 +220,19 @@ func (b *Backend) conn() rueidis.Client {
 	return nil
 }
 
+// errCircuitOpen is the cause given while the circuit is open: Redis failed
+// recently and was not asked.
+var errCircuitOpen = errors.New("redisbackend: circuit open, redis not asked")
+
 // errNotConnected is the cause of failures before the first connection.
 var errNotConnected = errors.New("redisbackend: not connected to redis yet")
 
 // Close closes the connections; later calls fail with
 // raterlimiter.ErrClosed. It is idempotent.
 func (b *Backend) Close() error {
+	if b.done == nil {
+		return nil // not made by New: nothing to close
+	}
 	if b.closed.CompareAndSwap(false, true) {
 		close(b.done)
 		b.wg.Wait()
@@ -211,19 +245,25 @@ func (b *Backend) Close() error {
 
 var errClosed = fmt.Errorf("redisbackend: %w", rl.ErrClosed)
 
-// up reports whether the circuit is closed: Redis answered the last call
-// that asked it (redisctl.Backend.Up).
-func (b *Backend) up() bool { return b.br.up() }
+// Up reports whether the circuit is closed: Redis answered the last call
+// that asked it (and a Backend still connecting is not up).
+func (b *Backend) Up() bool {
+	if b.done == nil {
+		return false
+	}
+	return b.br.up()
+}
 
-// ping asks Redis for PING and for a write that changes nothing, within the
+// Ping asks Redis for PING and for a write that changes nothing, within the
 // timeout, whatever the circuit's state: a Redis that answers reads but
 // refuses writes (full at maxmemory with noeviction, or after a failed save)
 // cannot count a check, and is unavailable as one that does not answer. A
-// success closes the circuit; Redis unavailable or refusing writes opens it.
-// For health checks (redisctl.Backend.Ping, the sidecar's /healthz).
-func (b *Backend) ping(ctx context.Context) error {
-	if b.closed.Load() {
-		return errClosed
+// success closes the circuit; Redis unavailable or refusing writes opens it
+// and fails with an error matching raterlimiter.ErrUnavailable. For health
+// checks, and to wait for Redis after New.
+func (b *Backend) Ping(ctx context.Context) error {
+	if err := b.usable(); err != nil {
+		return err
 	}
 	c := b.conn()
 	if c == nil {
@@ -282,23 +322,35 @@ func (b *Backend) writable(ctx context.Context) error {
 // matching raterlimiter.ErrInvalid and reaches no Redis.
 //
 // Under FailOpen and FailLocal, a check Redis does not answer returns the
-// fail mode's decision and a nil error; Config.OnDegraded reports it.
+// fail mode's decision (its FailMode says which) and a nil error;
+// Config.OnDegraded reports it.
 func (b *Backend) CheckRate(ctx context.Context, r rl.Request) (rl.Decision, error) {
-	d, err := b.checkRate(ctx, r)
-	return d, lenient(err)
-}
-
-func (b *Backend) checkRate(ctx context.Context, r rl.Request) (rl.Decision, error) {
+	if err := b.usable(); err != nil {
+		return rl.Decision{}, err
+	}
 	if err := check.Validate(r, b.cfg.MaxIDBytes); err != nil {
 		return rl.Decision{}, err
 	}
 	ds, err := b.decide(ctx, "check", []ms.Request{ms.Of(check.Counted(r))})
-	if ds == nil {
+	if err != nil {
 		return rl.Decision{}, err
 	}
-	pub := ds[0].Public()
-	return pub, withDecisions(err, []rl.Decision{pub})
+	return ds[0].Public(), nil
 }
+
+// usable fails when b was not made by New, or is closed.
+func (b *Backend) usable() error {
+	switch {
+	case b.done == nil:
+		return errNotNew
+	case b.closed.Load():
+		return errClosed
+	}
+	return nil
+}
+
+// errNotNew is the error of a Backend's methods when it was not made by New.
+var errNotNew = errors.New("redisbackend: a Backend must be made with redisbackend.New")
 
 // CheckRates decides a batch, pipelined: each request's commands sent
 // together (to each Cluster node its own). Requests of one id are decided in
@@ -306,11 +358,9 @@ func (b *Backend) checkRate(ctx context.Context, r rl.Request) (rl.Decision, err
 // Under FailOpen and FailLocal, as CheckRate, the fail mode's decisions come
 // with a nil error.
 func (b *Backend) CheckRates(ctx context.Context, rs []rl.Request) ([]rl.Decision, error) {
-	ds, err := b.checkRates(ctx, rs)
-	return ds, lenient(err)
-}
-
-func (b *Backend) checkRates(ctx context.Context, rs []rl.Request) ([]rl.Decision, error) {
+	if err := b.usable(); err != nil {
+		return nil, err
+	}
 	if err := check.Batch(rs, b.cfg.MaxIDBytes); err != nil {
 		return nil, err
 	}
@@ -322,14 +372,14 @@ func (b *Backend) checkRates(ctx context.Context, rs []rl.Request) ([]rl.Decisio
 		counted[i] = ms.Of(check.Counted(r))
 	}
 	ds, err := b.decide(ctx, "check_batch", counted)
-	if ds == nil {
+	if err != nil {
 		return nil, err
 	}
 	pub := make([]rl.Decision, len(ds))
 	for i, d := range ds {
 		pub[i] = d.Public()
 	}
-	return pub, withDecisions(err, pub)
+	return pub, nil
 }
 
 // clock is the client's time in Unix ms: Config.Clock, or the wall clock.
@@ -359,14 +409,14 @@ func (b *Backend) decide(ctx context.Context, op string, rs []ms.Request) ([]ms.
 	now := b.clock()
 	ds := make([]ms.Decision, len(rs))
 	todo, pending := b.denials.answer(rs, now, ds)
-	if b.opt.OnLocalDenials != nil && len(todo) < len(rs) {
-		b.opt.OnLocalDenials(len(rs) - len(todo))
+	if b.cfg.OnLocalDenials != nil && len(todo) < len(rs) {
+		b.cfg.OnLocalDenials(len(rs) - len(todo))
 	}
 	if len(todo) == 0 {
 		return ds, nil
 	}
 	if !b.br.allow() {
-		return b.degrade(ctx, rs, ds, todo, redisctl.ErrCircuitOpen)
+		return b.degrade(ctx, rs, ds, todo, errCircuitOpen)
 	}
 	if b.refusing.Load() && !b.br.up() {
 		// This call probes a circuit opened for Redis refusing writes: a

@@ -53,8 +53,8 @@ func isDeadline(err error) bool {
 }
 
 func (b *Backend) observe(op string, start time.Time, err error) {
-	if b.opt.OnCall != nil {
-		b.opt.OnCall(op, time.Since(start), err)
+	if b.cfg.OnCall != nil {
+		b.cfg.OnCall(op, time.Since(start), err)
 	}
 }
 
@@ -82,7 +82,7 @@ func (e *noAnswerError) Unwrap() error { return e.cause }
 // "reset", "closed" (EOF), "loading", "clusterdown", "masterdown",
 // "tryagain", "readonly", "busy", "noreplicas", "oom" (full, refusing
 // writes), "misconf" (refusing writes after a failed save), "no_answer",
-// "not_connected", or "other" (redisctl.Reason).
+// "not_connected", or "other" (Config.OnCircuit).
 func reason(err error) string {
 	var na *noAnswerError
 	switch {
@@ -165,9 +165,9 @@ func (b *Backend) fail(err error) {
 	}
 	if b.br.failure() {
 		b.log.Warn("redisbackend: redis unavailable, circuit open", "reason", reason(err), "err", err, "fail", b.cfg.Fail.String(),
-			"probe_interval", b.opt.ProbeInterval)
-		if b.opt.OnState != nil {
-			b.opt.OnState(false, err)
+			"probe_interval", b.opt.probeInterval)
+		if b.cfg.OnCircuit != nil {
+			b.cfg.OnCircuit(true, reason(err))
 		}
 	}
 }
@@ -188,8 +188,8 @@ func (b *Backend) succeed(ctx context.Context) {
 	if b.br.success() {
 		b.refusing.Store(false)
 		b.log.Info("redisbackend: redis answers again, circuit closed")
-		if b.opt.OnState != nil {
-			b.opt.OnState(true, nil)
+		if b.cfg.OnCircuit != nil {
+			b.cfg.OnCircuit(false, "answered")
 		}
 	}
 }

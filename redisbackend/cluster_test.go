@@ -3,19 +3,19 @@ package redisbackend_test
 import (
 	"context"
 	"encoding/base64"
-	"github.com/raterlimiter/raterlimiter/internal/bounds"
-	"github.com/raterlimiter/raterlimiter/internal/check"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/raterlimiter/raterlimiter/internal/bounds"
+	"github.com/raterlimiter/raterlimiter/internal/check"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	rl "github.com/raterlimiter/raterlimiter"
-	"github.com/raterlimiter/raterlimiter/internal/redisctl"
 	"github.com/raterlimiter/raterlimiter/internal/redistest"
 	"github.com/raterlimiter/raterlimiter/redisbackend"
 )
@@ -114,7 +114,7 @@ func clusterRequests(prefix string, n int) []rl.Request {
 // replicated (Redis's replication is asynchronous: docs/redis.md).
 func TestClusterFailover(t *testing.T) {
 	c := redistest.StartReplicatedCluster(t)
-	b, err := redisctl.New[*redisbackend.Backend](redisbackend.Config{URL: c.URL()}, redisctl.Options{ProbeInterval: 50 * time.Millisecond})
+	b, err := redisbackend.NewWithProbe(redisbackend.Config{URL: c.URL()}, 50*time.Millisecond)
 	require.NoError(t, err)
 	t.Cleanup(func() { b.Close() }) // after the load stops: cleanups run last first
 	rs := clusterRequests("failover-", 120)

@@ -20,9 +20,11 @@ const (
 	// defaultCallTimeout bounds a call whose context has no deadline.
 	defaultCallTimeout = time.Second
 	// defaultProbeInterval is how often an open circuit lets one call try
-	// Redis: soon after it opens, and as often after
-	// (redisctl.Options.ProbeInterval).
+	// Redis: soon after it opens, and as often after.
 	defaultProbeInterval = 100 * time.Millisecond
+	// maxConnectBackoff is the longest pause between two attempts to make
+	// the first connection.
+	maxConnectBackoff = 10 * time.Second
 	// defaultDownAfter is how long calls may go unanswered (their callers'
 	// deadlines passing) with no success at all before the circuit opens:
 	// well beyond a stall (a fork, a pause, a blip), which costs latency,
@@ -32,10 +34,10 @@ const (
 	// their turn (rueidis pipelines what is in flight).
 	defaultMaxInFlight = 512
 	// defaultMaxQueued bounds the calls waiting for a turn; beyond it a
-	// call is shed at once (503, not counted) (redisctl.Options.MaxQueued).
+	// call is shed at once (503, not counted).
 	defaultMaxQueued = 8192
 	// defaultDenyCache is how many ids' denials the local cache keeps
-	// (redisctl.Options.DenyCache; internal/defaults).
+	// (Config.DenyCache; internal/defaults).
 	defaultDenyCache = defaults.DenyCache
 )
 
@@ -94,6 +96,12 @@ type Config struct {
 	// MaxIDBytes is the longest id accepted. Default
 	// 1024.
 	MaxIDBytes int
+	// DenyCache bounds the local cache of denials: how many ids' denials
+	// are remembered, each answered without asking Redis until the time
+	// Redis said it ends (a denied id keeps being denied until then
+	// whatever other sidecars do, so nothing is allowed that Redis would
+	// deny). Default 65,536; negative turns the cache off.
+	DenyCache int
 	// OnDegraded, if set, is called for every call Redis did not answer
 	// (the circuit open, or Redis failing), with the fail mode that
 	// answered it, the number of checks and why; the same callback as
@@ -101,6 +109,32 @@ type Config struct {
 	// an error (the event then only counts them); under FailOpen and
 	// FailLocal it is the only sign. It must be safe for concurrent use.
 	OnDegraded func(rl.DegradedEvent)
+	// OnCall, if set, is called after every call to Redis with the
+	// operation ("check", "check_batch", "buckets", "reset", "ping"), how
+	// long it took and its error (nil on success): the hook for latency and
+	// error metrics. It must be quick and safe for concurrent use.
+	OnCall func(op string, took time.Duration, err error)
+	// OnCircuit, if set, is called when the circuit changes: open, with
+	// why ("refused", "reset", "closed" (EOF), "loading", "clusterdown",
+	// "masterdown", "tryagain", "readonly", "busy", "noreplicas", "oom"
+	// (full, refusing writes), "misconf" (refusing writes after a failed
+	// save), "no_answer", "not_connected" or "other"; the list may grow),
+	// or closed again (reason "answered"). It must be quick and safe for
+	// concurrent use.
+	OnCircuit func(open bool, reason string)
+	// OnLocalDenials, if set, is called with the number of checks of a
+	// call that the cache of denials answered without Redis.
+	OnLocalDenials func(n int)
 	// Logger receives state changes. Default slog.Default().
 	Logger *slog.Logger
+}
+
+// options are the knobs the tests turn beyond a Config.
+type options struct {
+	// probeInterval is how often an open circuit lets one call try Redis,
+	// and the first pause between two attempts to connect. Default 100 ms.
+	probeInterval time.Duration
+	// maxQueued bounds the calls waiting for a turn among MaxInFlight.
+	// Default 8,192.
+	maxQueued int
 }

@@ -5,7 +5,6 @@ import (
 	"crypto/sha1"
 	"encoding/hex"
 	"fmt"
-	"github.com/raterlimiter/raterlimiter/internal/bounds"
 	"os"
 	"regexp"
 	"slices"
@@ -15,11 +14,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/raterlimiter/raterlimiter/internal/bounds"
+
 	"github.com/redis/rueidis"
 	"github.com/stretchr/testify/require"
 
 	rl "github.com/raterlimiter/raterlimiter"
-	"github.com/raterlimiter/raterlimiter/internal/redisctl"
 	"github.com/raterlimiter/raterlimiter/redisbackend"
 )
 
@@ -69,8 +69,8 @@ func BenchmarkRedisCost(b *testing.B) {
 	defer c.Close()
 
 	backend := func(name string, cfg redisbackend.Config) *redisbackend.Backend {
-		cfg.URL, cfg.Prefix, cfg.Timeout = url, "cost"+name, 10*time.Second
-		be, err := redisctl.New[*redisbackend.Backend](cfg, redisctl.Options{DenyCache: -1})
+		cfg.URL, cfg.Prefix, cfg.Timeout, cfg.DenyCache = url, "cost"+name, 10*time.Second, -1
+		be, err := redisbackend.New(cfg)
 		require.NoError(b, err)
 		b.Cleanup(func() { be.Close() })
 		return be

@@ -3,10 +3,11 @@ package redisbackend
 import (
 	"context"
 	"errors"
-	"github.com/raterlimiter/raterlimiter/internal/check"
 	"os"
 	"testing"
 	"time"
+
+	"github.com/raterlimiter/raterlimiter/internal/check"
 
 	"github.com/redis/rueidis"
 	"github.com/stretchr/testify/assert"

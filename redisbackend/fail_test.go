@@ -3,8 +3,6 @@ package redisbackend_test
 import (
 	"context"
 	"fmt"
-	"github.com/raterlimiter/raterlimiter/internal/bounds"
-	"github.com/raterlimiter/raterlimiter/internal/check"
 	"runtime"
 	"strconv"
 	"sync"
@@ -12,13 +10,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/raterlimiter/raterlimiter/internal/bounds"
+	"github.com/raterlimiter/raterlimiter/internal/check"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	rl "github.com/raterlimiter/raterlimiter"
 	"github.com/raterlimiter/raterlimiter/internal/algo"
 	"github.com/raterlimiter/raterlimiter/internal/ms"
-	"github.com/raterlimiter/raterlimiter/internal/redisctl"
 	"github.com/raterlimiter/raterlimiter/internal/redistest"
 	"github.com/raterlimiter/raterlimiter/redisbackend"
 )
@@ -139,24 +139,22 @@ func outageTry(t *testing.T, rec *recorder, how string, mode rl.FailMode, late *
 	fb := newLocal()
 	var redisCalls atomic.Int64
 	var ups, downs, degraded atomic.Int64
-	b, err := redisctl.New[*redisbackend.Backend](redisbackend.Config{
+	b, err := redisbackend.NewWithProbe(redisbackend.Config{
 		URL: srv.URL(), Timeout: timeout, Fail: mode, Fallback: fb,
 		OnDegraded: func(e rl.DegradedEvent) {
 			assert.Equal(rec, mode, e.Mode)
 			assert.ErrorIs(rec, e.Err, rl.ErrUnavailable)
 			degraded.Add(int64(e.Checks))
 		},
-	}, redisctl.Options{
-		ProbeInterval: probe,
-		OnCall:        func(string, time.Duration, error) { redisCalls.Add(1) },
-		OnState: func(up bool, _ error) {
-			if up {
-				ups.Add(1)
-			} else {
+		OnCall: func(string, time.Duration, error) { redisCalls.Add(1) },
+		OnCircuit: func(open bool, _ string) {
+			if open {
 				downs.Add(1)
+			} else {
+				ups.Add(1)
 			}
 		},
-	})
+	}, probe)
 	require.NoError(rec, err)
 	defer b.Close()
 
@@ -225,14 +223,14 @@ func outageTry(t *testing.T, rec *recorder, how string, mode rl.FailMode, late *
 	}
 	upAt := time.Now()
 	deadline := upAt.Add(10 * time.Second)
-	for !redisctl.MustOf(b).Up() && time.Now().Before(deadline) {
+	for !b.Up() && time.Now().Before(deadline) {
 		time.Sleep(5 * time.Millisecond)
 	}
 	recovered := time.Since(upAt)
 	phase(150 * time.Millisecond)
 	halt()
 
-	require.True(rec, redisctl.MustOf(b).Up(), "recovered by itself")
+	require.True(rec, b.Up(), "recovered by itself")
 	t.Logf("recovered %v after Redis came back; %d redis calls during %v down; %d calls in all",
 		recovered, callsDown, downEnd.Sub(downStart), len(outs))
 	// Recovery takes a probe interval or so (2*probe+timeout at most on an
@@ -366,49 +364,59 @@ func TestClusterMasterDown(t *testing.T) {
 	assert.Equal(t, len(rs), fromRedis+failedOpen)
 }
 
-// TestStartDown starts a backend while its Redis is down: without StartDown
-// New fails; with it the backend answers by its fail mode and connects by
-// itself once Redis is up.
+// TestStartDown starts a backend while its Redis is down: New succeeds, the
+// backend answers by its fail mode and connects by itself once Redis is up.
 func TestStartDown(t *testing.T) {
 	srv := redistest.Start(t)
 	srv.Kill()
 	cfg := redisbackend.Config{URL: srv.URL(), Timeout: time.Second, Fail: rl.FailOpen}
-	opt := redisctl.Options{ProbeInterval: 20 * time.Millisecond}
-	_, err := redisctl.New[*redisbackend.Backend](cfg, opt)
-	require.Error(t, err, "Redis is down")
-
-	opt.StartDown = true
 	var degraded atomic.Bool
 	cfg.OnDegraded = func(rl.DegradedEvent) { degraded.Store(true) }
-	b, err := redisctl.New[*redisbackend.Backend](cfg, opt)
-	require.NoError(t, err)
+	b, err := redisbackend.NewWithProbe(cfg, 20*time.Millisecond)
+	require.NoError(t, err, "Redis down at the start is an outage like any other")
 	defer b.Close()
-	assert.False(t, redisctl.MustOf(b).Up())
+	assert.False(t, b.Up())
 	ctx := context.Background()
 	r := rl.Request{ID: "u", Scale: time.Minute, Limit: 5, Hits: 1}
 	d, err := b.CheckRate(ctx, r)
 	require.NoError(t, err)
 	assert.True(t, d.Allowed)
+	assert.Equal(t, rl.FailOpen, d.FailMode, "the decision says the fail mode made it")
+	assert.True(t, d.Degraded())
 	assert.True(t, degraded.Load(), "answered open, and said so")
-	assert.ErrorIs(t, redisctl.MustOf(b).Ping(ctx), rl.ErrUnavailable)
+	assert.ErrorIs(t, b.Ping(ctx), rl.ErrUnavailable)
 
 	srv.Restart(t)
-	deadline := time.Now().Add(5 * time.Second)
-	for degraded.Load() && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-		degraded.Store(false)
-		d, err = b.CheckRate(ctx, r)
-		require.NoError(t, err)
-	}
-	require.False(t, degraded.Load(), "connected by itself")
+	require.Eventually(t, func() bool { return b.Ping(ctx) == nil }, 10*time.Second, 10*time.Millisecond, "connected by itself")
+	d, err = b.CheckRate(ctx, r)
+	require.NoError(t, err)
 	assert.Equal(t, int64(1), d.Count, "decided by Redis")
-	assert.True(t, redisctl.MustOf(b).Up())
+	assert.False(t, d.Degraded())
+	assert.True(t, b.Up())
 
 	// Closing while still trying to connect stops the trying.
 	srv.Kill()
-	b2, err := redisctl.New[*redisbackend.Backend](cfg, opt)
+	b2, err := redisbackend.NewWithProbe(cfg, 20*time.Millisecond)
 	require.NoError(t, err)
 	require.NoError(t, b2.Close())
 	_, err = b2.CheckRate(ctx, r)
 	assert.ErrorIs(t, err, rl.ErrClosed)
+}
+
+// TestZeroBackend: a Backend not made by New says so, never a nil
+// dereference.
+func TestZeroBackend(t *testing.T) {
+	var b redisbackend.Backend
+	ctx := context.Background()
+	_, err := b.CheckRate(ctx, rl.Request{ID: "u", Scale: time.Second, Limit: 1})
+	assert.ErrorContains(t, err, "redisbackend.New")
+	_, err = b.CheckRates(ctx, []rl.Request{{ID: "u", Scale: time.Second, Limit: 1}})
+	assert.ErrorContains(t, err, "redisbackend.New")
+	assert.ErrorContains(t, b.Ping(ctx), "redisbackend.New")
+	_, err = b.Buckets(ctx, "u")
+	assert.ErrorContains(t, err, "redisbackend.New")
+	_, err = b.Reset(ctx, "u", 0)
+	assert.ErrorContains(t, err, "redisbackend.New")
+	assert.False(t, b.Up())
+	assert.NoError(t, b.Close())
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 
 	rl "github.com/raterlimiter/raterlimiter"
-	"github.com/raterlimiter/raterlimiter/internal/degrade"
 	"github.com/raterlimiter/raterlimiter/internal/ms"
 )
 
@@ -20,7 +19,7 @@ func (b *Backend) degrade(ctx context.Context, rs []ms.Request, ds []ms.Decision
 	case rl.FailOpen:
 		now := b.clock()
 		for _, i := range failed {
-			ds[i] = ms.Decision{Allowed: true, Limit: rs[i].Limit, Remaining: rs[i].Limit, Now: now}
+			ds[i] = ms.Decision{Allowed: true, Limit: rs[i].Limit, Remaining: rs[i].Limit, Now: now, FailMode: rl.FailOpen}
 		}
 	case rl.FailLocal:
 		sub := make([]rl.Request, len(failed))
@@ -33,9 +32,10 @@ func (b *Backend) degrade(ctx context.Context, rs []ms.Request, ds []ms.Decision
 		}
 		for j, i := range failed {
 			ds[i] = ms.OfDecision(local[j])
+			ds[i].FailMode = rl.FailLocal
 		}
 	default:
 		return nil, &unavailableError{cause: cause}
 	}
-	return ds, &degrade.Error{Mode: b.cfg.Fail.String(), Err: &unavailableError{cause: cause}}
+	return ds, nil
 }

@@ -2,7 +2,6 @@ package redisbackend_test
 
 import (
 	"context"
-	"github.com/raterlimiter/raterlimiter/internal/check"
 	"regexp"
 	"strconv"
 	"sync"
@@ -10,11 +9,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/raterlimiter/raterlimiter/internal/check"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	rl "github.com/raterlimiter/raterlimiter"
-	"github.com/raterlimiter/raterlimiter/internal/redisctl"
 	"github.com/raterlimiter/raterlimiter/internal/redistest"
 	"github.com/raterlimiter/raterlimiter/redisbackend"
 )
@@ -32,8 +32,8 @@ func TestDeniedFloodStaysLocal(t *testing.T) {
 			var local atomic.Int64
 			var bs []*redisbackend.Backend
 			for range 2 {
-				b, err := redisctl.New[*redisbackend.Backend](redisbackend.Config{URL: srv.URL(), Prefix: "flood", Timeout: 5 * time.Second},
-					redisctl.Options{OnLocalDenials: func(n int) { local.Add(int64(n)) }})
+				b, err := redisbackend.New(redisbackend.Config{URL: srv.URL(), Prefix: "flood", Timeout: 5 * time.Second,
+					OnLocalDenials: func(n int) { local.Add(int64(n)) }})
 				require.NoError(t, err)
 				t.Cleanup(func() { b.Close() })
 				bs = append(bs, b)

@@ -4,11 +4,12 @@ import (
 	"context"
 	"encoding/base64"
 	"errors"
+	"strings"
+	"testing"
+
 	"github.com/raterlimiter/raterlimiter/internal/bounds"
 	"github.com/raterlimiter/raterlimiter/internal/check"
 	"github.com/raterlimiter/raterlimiter/internal/ms"
-	"strings"
-	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"

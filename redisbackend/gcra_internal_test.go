@@ -2,19 +2,19 @@ package redisbackend
 
 import (
 	"context"
-	"github.com/raterlimiter/raterlimiter/internal/bounds"
 	"math/bits"
 	"math/rand/v2"
 	"strconv"
 	"testing"
 	"time"
 
+	"github.com/raterlimiter/raterlimiter/internal/bounds"
+
 	"github.com/stretchr/testify/require"
 
 	rl "github.com/raterlimiter/raterlimiter"
 	"github.com/raterlimiter/raterlimiter/internal/algo"
 	"github.com/raterlimiter/raterlimiter/internal/ms"
-	"github.com/raterlimiter/raterlimiter/internal/redisctl"
 	"github.com/raterlimiter/raterlimiter/internal/redistest"
 	"github.com/raterlimiter/raterlimiter/limitertest"
 )
@@ -33,7 +33,7 @@ func TestGCRAScriptWritesWhatAlgoWrites(t *testing.T) {
 	rnd := rand.New(rand.NewPCG(uint64(seed), 2))
 	srv := redistest.Start(t)
 	clock := limitertest.NewClock(limitertest.T0)
-	b, err := newBackend(Config{URL: srv.URL(), Prefix: "gc", Clock: clock.Now, Timeout: 5 * time.Second}, redisctl.Options{DenyCache: -1})
+	b, err := newBackend(Config{URL: srv.URL(), Prefix: "gc", Clock: clock.Now, Timeout: 5 * time.Second, DenyCache: -1}, options{})
 	require.NoError(t, err)
 	defer b.Close()
 	ctx := context.Background()

@@ -2,11 +2,12 @@ package redisbackend
 
 import (
 	"context"
-	"github.com/raterlimiter/raterlimiter/internal/check"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/raterlimiter/raterlimiter/internal/check"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"

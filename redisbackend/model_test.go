@@ -4,8 +4,6 @@ import (
 	"cmp"
 	"context"
 	"encoding/base64"
-	"github.com/raterlimiter/raterlimiter/internal/bounds"
-	"github.com/raterlimiter/raterlimiter/internal/check"
 	"math/rand/v2"
 	"slices"
 	"strconv"
@@ -14,13 +12,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/raterlimiter/raterlimiter/internal/bounds"
+	"github.com/raterlimiter/raterlimiter/internal/check"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	rl "github.com/raterlimiter/raterlimiter"
 	"github.com/raterlimiter/raterlimiter/internal/algo"
 	"github.com/raterlimiter/raterlimiter/internal/ms"
-	"github.com/raterlimiter/raterlimiter/internal/redisctl"
 	"github.com/raterlimiter/raterlimiter/internal/redistest"
 	"github.com/raterlimiter/raterlimiter/limitertest"
 	"github.com/raterlimiter/raterlimiter/redisbackend"
@@ -167,13 +167,13 @@ func TestMatchesAlgo(t *testing.T) {
 			rnd := rand.New(rand.NewPCG(uint64(seed), 0))
 			clock := limitertest.NewClock(limitertest.T0)
 			var local atomic.Int64
-			cfg := redisbackend.Config{URL: srv.URL(), Prefix: "m" + mode, Clock: clock.Now, Timeout: 5 * time.Second}
-			opt := redisctl.Options{OnLocalDenials: func(n int) { local.Add(int64(n)) }}
+			cfg := redisbackend.Config{URL: srv.URL(), Prefix: "m" + mode, Clock: clock.Now, Timeout: 5 * time.Second,
+				OnLocalDenials: func(n int) { local.Add(int64(n)) }}
 			cached := !strings.HasSuffix(mode, "-script-nocache")
 			if !cached {
-				cfg.Deadlines, opt.DenyCache = true, -1
+				cfg.Deadlines, cfg.DenyCache = true, -1
 			}
-			b, err := redisctl.New[*redisbackend.Backend](cfg, opt)
+			b, err := redisbackend.New(cfg)
 			require.NoError(t, err)
 			defer b.Close()
 			ref := &model{recs: map[mkey]algo.Record{}, logs: map[mkey]*algo.Log{}}
@@ -261,8 +261,8 @@ func TestFixedCounterSaturates(t *testing.T) {
 		t.Run(map[bool]string{false: "counter", true: "script"}[script], func(t *testing.T) {
 			clock := limitertest.NewClock(limitertest.T0)
 			prefix := "sat" + strconv.FormatBool(script)
-			b, err := redisctl.New[*redisbackend.Backend](redisbackend.Config{URL: srv.URL(), Prefix: prefix, Clock: clock.Now,
-				Timeout: 5 * time.Second, Deadlines: script}, redisctl.Options{DenyCache: -1})
+			b, err := redisbackend.New(redisbackend.Config{URL: srv.URL(), Prefix: prefix, Clock: clock.Now,
+				Timeout: 5 * time.Second, Deadlines: script, DenyCache: -1})
 			require.NoError(t, err)
 			defer b.Close()
 			tag := prefix + ":{" + base64.RawURLEncoding.EncodeToString([]byte("big")) + "}:"

@@ -13,7 +13,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	rl "github.com/raterlimiter/raterlimiter"
-	"github.com/raterlimiter/raterlimiter/internal/redisctl"
 	"github.com/raterlimiter/raterlimiter/internal/redistest"
 	"github.com/raterlimiter/raterlimiter/redisbackend"
 )
@@ -37,8 +36,8 @@ func TestUnansweredChecksAreNotCounted(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			srv := redistest.Start(t)
-			b, err := redisctl.New[*redisbackend.Backend](redisbackend.Config{URL: srv.URL(), Prefix: "nc", Timeout: 10 * time.Second,
-				Deadlines: true}, redisctl.Options{ProbeInterval: 20 * time.Millisecond})
+			b, err := redisbackend.NewWithProbe(redisbackend.Config{URL: srv.URL(), Prefix: "nc", Timeout: 10 * time.Second,
+				Deadlines: true}, 20*time.Millisecond)
 			require.NoError(t, err)
 			defer b.Close()
 			// Load the script and make the connections before the stall.
@@ -61,10 +60,10 @@ func unanswered(t *testing.T, srv *redistest.Server, b *redisbackend.Backend, a 
 		// machine the end of a dropped connection (EOF) has been seen to
 		// open the circuit until its probe's answer (once in six runs of
 		// the suite beside a second copy): it must close again at once.
-		if !redisctl.MustOf(b).Up() {
+		if !b.Up() {
 			t.Logf("attempt %d: the stall opened the circuit; waiting for its probe", attempt)
 		}
-		require.Eventually(t, redisctl.MustOf(b).Up, 5*time.Second, 10*time.Millisecond, "attempt %d: the circuit stayed open after the stall", attempt)
+		require.Eventually(t, b.Up, 5*time.Second, 10*time.Millisecond, "attempt %d: the circuit stayed open after the stall", attempt)
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		peek := r
 		peek.Hits, peek.Peek = 0, true

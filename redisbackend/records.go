@@ -4,19 +4,19 @@ import (
 	"cmp"
 	"context"
 	"fmt"
-	"github.com/raterlimiter/raterlimiter/internal/bounds"
-	"github.com/raterlimiter/raterlimiter/internal/check"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/raterlimiter/raterlimiter/internal/bounds"
+	"github.com/raterlimiter/raterlimiter/internal/check"
 
 	"github.com/redis/rueidis"
 
 	rl "github.com/raterlimiter/raterlimiter"
 	"github.com/raterlimiter/raterlimiter/internal/algo"
 	"github.com/raterlimiter/raterlimiter/internal/ms"
-	"github.com/raterlimiter/raterlimiter/internal/redisctl"
 )
 
 // The admin API reads an id's records through the registry of kinds,
@@ -45,7 +45,7 @@ func (b *Backend) records(ctx context.Context, op, id string, scale int64, reset
 		return 0, nil, errClosed
 	}
 	if !b.br.allow() {
-		return 0, nil, &unavailableError{cause: redisctl.ErrCircuitOpen}
+		return 0, nil, &unavailableError{cause: errCircuitOpen}
 	}
 	c := b.conn()
 	if c == nil {
@@ -225,6 +225,9 @@ func live(now int64, ls []listed) []ms.Bucket {
 // open it fails with an error matching raterlimiter.ErrUnavailable whatever
 // the fail mode.
 func (b *Backend) Buckets(ctx context.Context, id string) ([]rl.Bucket, error) {
+	if err := b.usable(); err != nil {
+		return nil, err
+	}
 	if err := (ms.Request{ID: id, Scale: 1}).Validate(b.cfg.MaxIDBytes); err != nil {
 		return nil, err
 	}
@@ -240,6 +243,9 @@ func (b *Backend) Buckets(ctx context.Context, id string) ([]rl.Bucket, error) {
 // backend's cache of denials forgets the id; other sidecars' keep their
 // denials of it until each ends (docs/redis.md).
 func (b *Backend) Reset(ctx context.Context, id string, scale time.Duration) (int, error) {
+	if err := b.usable(); err != nil {
+		return 0, err
+	}
 	if err := check.Reset(id, scale, b.cfg.MaxIDBytes); err != nil {
 		return 0, err
 	}

@@ -9,7 +9,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	rl "github.com/raterlimiter/raterlimiter"
-	"github.com/raterlimiter/raterlimiter/internal/redisctl"
 	"github.com/raterlimiter/raterlimiter/internal/redistest"
 	"github.com/raterlimiter/raterlimiter/redisbackend"
 )
@@ -23,11 +22,13 @@ import (
 func TestRefusingWrites(t *testing.T) {
 	srv := redistest.Start(t)
 	var states []bool
-	b, err := redisctl.New[*redisbackend.Backend](redisbackend.Config{URL: srv.URL(), Fail: rl.FailOpen},
-		redisctl.Options{DenyCache: -1, ProbeInterval: 10 * time.Millisecond, OnState: func(up bool, _ error) { states = append(states, up) }})
+	var reasons []string
+	b, err := redisbackend.NewWithProbe(redisbackend.Config{URL: srv.URL(), Fail: rl.FailOpen, DenyCache: -1,
+		OnCircuit: func(open bool, reason string) { states = append(states, !open); reasons = append(reasons, reason) }},
+		10*time.Millisecond)
 	require.NoError(t, err)
 	defer b.Close()
-	ctl := redisctl.MustOf(b)
+	ctl := b
 	ctx := context.Background()
 	r := rl.Request{ID: "u", Scale: time.Minute, Limit: 5, Hits: 1, Algo: rl.Sliding}
 	_, err = b.CheckRate(ctx, r)
@@ -40,7 +41,8 @@ func TestRefusingWrites(t *testing.T) {
 
 	err = ctl.Ping(ctx)
 	require.ErrorIs(t, err, rl.ErrUnavailable, "PING answers, writes do not")
-	assert.Equal(t, "oom", redisctl.Reason(err))
+	require.NotEmpty(t, reasons)
+	assert.Equal(t, "oom", reasons[len(reasons)-1], "the circuit opened for Redis full")
 	assert.False(t, ctl.Up())
 	for _, algo := range []rl.Algo{rl.Fixed, rl.Sliding, rl.Token, rl.Log, rl.Slices, rl.Leaky} {
 		d, err := b.CheckRate(ctx, rl.Request{ID: "v", Scale: time.Minute, Limit: 5, Hits: 1, Algo: algo})

@@ -9,7 +9,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	rl "github.com/raterlimiter/raterlimiter"
-	"github.com/raterlimiter/raterlimiter/internal/redisctl"
 	"github.com/raterlimiter/raterlimiter/internal/redistest"
 	"github.com/raterlimiter/raterlimiter/redisbackend"
 )
@@ -21,7 +20,7 @@ import (
 // which holds the counts replicated before the failover.
 func TestSentinelFailover(t *testing.T) {
 	st := redistest.StartSentinel(t)
-	b, err := redisctl.New[*redisbackend.Backend](redisbackend.Config{URL: st.URL()}, redisctl.Options{ProbeInterval: 50 * time.Millisecond})
+	b, err := redisbackend.NewWithProbe(redisbackend.Config{URL: st.URL()}, 50*time.Millisecond)
 	require.NoError(t, err)
 	defer b.Close()
 	ctx := context.Background()

@@ -2,12 +2,13 @@ package redisbackend_test
 
 import (
 	"context"
-	"github.com/raterlimiter/raterlimiter/internal/bounds"
-	"github.com/raterlimiter/raterlimiter/internal/check"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/raterlimiter/raterlimiter/internal/bounds"
+	"github.com/raterlimiter/raterlimiter/internal/check"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"

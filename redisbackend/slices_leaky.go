@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
-	"github.com/raterlimiter/raterlimiter/internal/check"
 
 	"github.com/redis/rueidis"
 
@@ -122,11 +121,9 @@ func leakyDecide(r ms.Request, a answer) (ms.Decision, state, int64, error) {
 	return gcraDecide(r, a, algo.Leaky)
 }
 
-// Wait decides r and, when it is allowed with a delay (algo Leaky), sleeps
-// until its turn (raterlimiter.Wait): a delay that would outlast ctx's
-// deadline is refused before it takes a place in the queue.
+// Wait waits for capacity: it returns once r is allowed (after its delay,
+// with algo Leaky), checking again after each denial's RetryAfter, or with
+// an error once ctx ends. It is raterlimiter.Wait(ctx, b, r); see there.
 func (b *Backend) Wait(ctx context.Context, r rl.Request) (rl.Decision, error) {
-	return check.Wait(ctx, b, r)
+	return rl.Wait(ctx, b, r)
 }
-
-var _ check.Waiter = (*Backend)(nil)

@@ -15,7 +15,6 @@ import (
 	rl "github.com/raterlimiter/raterlimiter"
 	"github.com/raterlimiter/raterlimiter/internal/algo"
 	"github.com/raterlimiter/raterlimiter/internal/ms"
-	"github.com/raterlimiter/raterlimiter/internal/redisctl"
 	"github.com/raterlimiter/raterlimiter/internal/redistest"
 	"github.com/raterlimiter/raterlimiter/limitertest"
 )
@@ -48,7 +47,7 @@ func TestSlicesRecord(t *testing.T) {
 	rnd := rand.New(rand.NewPCG(uint64(seed), 1))
 	srv := redistest.Start(t)
 	clock := limitertest.NewClock(limitertest.T0)
-	b, err := newBackend(Config{URL: srv.URL(), Prefix: "sr", Clock: clock.Now, Timeout: 5 * time.Second}, redisctl.Options{DenyCache: -1})
+	b, err := newBackend(Config{URL: srv.URL(), Prefix: "sr", Clock: clock.Now, Timeout: 5 * time.Second, DenyCache: -1}, options{})
 	require.NoError(t, err)
 	defer b.Close()
 	ctx := context.Background()
@@ -170,7 +169,7 @@ func TestSlicesNeverRewind(t *testing.T) {
 func TestCheapScripts(t *testing.T) {
 	srv := redistest.Start(t)
 	clock := limitertest.NewClock(limitertest.T0)
-	b, err := newBackend(Config{URL: srv.URL(), Prefix: "cs", Clock: clock.Now, Timeout: 5 * time.Second}, redisctl.Options{DenyCache: -1})
+	b, err := newBackend(Config{URL: srv.URL(), Prefix: "cs", Clock: clock.Now, Timeout: 5 * time.Second, DenyCache: -1}, options{})
 	require.NoError(t, err)
 	defer b.Close()
 	ctx := context.Background()

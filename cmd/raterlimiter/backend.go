@@ -3,9 +3,10 @@ package main
 import (
 	"context"
 	"errors"
-	rlcheck "github.com/raterlimiter/raterlimiter/internal/check"
 	"log/slog"
 	"time"
+
+	rlcheck "github.com/raterlimiter/raterlimiter/internal/check"
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
@@ -13,10 +14,7 @@ import (
 	rl "github.com/raterlimiter/raterlimiter"
 	"github.com/raterlimiter/raterlimiter/api"
 	"github.com/raterlimiter/raterlimiter/internal/cli"
-	"github.com/raterlimiter/raterlimiter/internal/degrade"
-	"github.com/raterlimiter/raterlimiter/internal/memstore"
 	"github.com/raterlimiter/raterlimiter/internal/policy"
-	"github.com/raterlimiter/raterlimiter/internal/redisctl"
 	"github.com/raterlimiter/raterlimiter/memory"
 	"github.com/raterlimiter/raterlimiter/redisbackend"
 )
@@ -41,20 +39,15 @@ type backend struct {
 func openBackend(cfg config, logger *slog.Logger, onSwept func(n int, took time.Duration)) (backend, error) {
 	switch cfg.backend {
 	case "memory":
-		m := memstore.New[*memory.Limiter](memory.Config{
+		m := memory.New(memory.Config{
 			Shards:         cfg.shards,
 			SweepInterval:  cfg.sweepInterval,
 			MaxIDBytes:     limiterIDBytes(cfg),
 			MaxBuckets:     maxBuckets(cfg),
 			MaxBucketBytes: maxBucketBytes(cfg),
 			MaxScalesPerID: cfg.maxScalesPerID,
+			OnSweep:        func(s memory.SweepStats) { onSwept(s.Deleted, s.Took) },
 			Logger:         logger,
-		}, memstore.Tuning{
-			OnSweep: func(_ int, s memstore.SweepStats, err error) {
-				if err == nil {
-					onSwept(s.Deleted, s.Took)
-				}
-			},
 		})
 		snaps := newSnapshotState(cfg.snap.interval)
 		finalSnapshot, err := openSnapshots(context.Background(), cfg.snap, m, snaps, logger)
@@ -65,7 +58,7 @@ func openBackend(cfg config, logger *slog.Logger, onSwept func(n int, took time.
 		return backend{
 			Limiter: m,
 			Stats: func() api.BackendStats {
-				st := memstore.MustOf(m).Stats()
+				st := m.Stats()
 				return api.BackendStats{Live: st.Live, Restarts: st.Restarts, Pending: st.Pending, Evicted: st.Evicted}
 			},
 			Close:      func() error { return errors.Join(finalSnapshot(), m.Close()) },
@@ -79,12 +72,12 @@ func openBackend(cfg config, logger *slog.Logger, onSwept func(n int, took time.
 		}
 		rc := redisbackend.Config{URL: cfg.redisURL, Timeout: cfg.redisTimeout, Fail: fail,
 			MaxIDBytes: limiterIDBytes(cfg), Logger: logger, Deadlines: cfg.redisDeadlines}
-		opt := redisctl.Options{DenyCache: cfg.redisDenyCache}
+		rc.DenyCache = cfg.redisDenyCache
 		if cfg.redisDenyCache == 0 {
-			opt.DenyCache = -1 // off
+			rc.DenyCache = -1 // off
 		}
 		metrics := newRedisMetrics()
-		metrics.hook(&rc, &opt)
+		metrics.hook(&rc)
 		var fallback *memory.Limiter
 		if fail == rl.FailLocal {
 			fallback = memory.New(memory.Config{Shards: cfg.shards, SweepInterval: cfg.sweepInterval,
@@ -92,7 +85,7 @@ func openBackend(cfg config, logger *slog.Logger, onSwept func(n int, took time.
 				MaxBucketBytes: maxBucketBytes(cfg)})
 			rc.Fallback = fallback
 		}
-		rb, err := redisctl.New[*redisbackend.Backend](rc, opt)
+		rb, err := redisbackend.New(rc)
 		if err != nil {
 			if fallback != nil {
 				fallback.Close()
@@ -100,11 +93,7 @@ func openBackend(cfg config, logger *slog.Logger, onSwept func(n int, took time.
 			return backend{}, err
 		}
 		return backend{
-			// The sidecar's view of the backend: decisions made without
-			// Redis (-redis-fail open or local) come inside a
-			// *degrade.Error, which the API serves with an
-			// X-RateLimit-Degraded header.
-			Limiter:    degrade.Strict(rb),
+			Limiter:    rb,
 			Collectors: metrics.collectors(),
 			State: func() api.BackendState {
 				var m dto.Metric

@@ -3,8 +3,6 @@ package main
 import (
 	"flag"
 	"fmt"
-	"github.com/raterlimiter/raterlimiter/internal/bounds"
-	"github.com/raterlimiter/raterlimiter/internal/defaults"
 	"io"
 	"net"
 	"os"
@@ -14,8 +12,12 @@ import (
 	"strings"
 	"time"
 
+	"github.com/raterlimiter/raterlimiter/internal/bounds"
+	"github.com/raterlimiter/raterlimiter/internal/defaults"
+
+	"github.com/redis/rueidis"
+
 	"github.com/raterlimiter/raterlimiter/internal/cli"
-	"github.com/raterlimiter/raterlimiter/internal/redisctl"
 )
 
 // maxIDBytesCap bounds -max-id-bytes: longer ids make no sense as keys, and
@@ -228,7 +230,7 @@ func (cfg *config) check() error {
 		return err
 	}
 	if cfg.backend == "redis" {
-		if err := redisctl.CheckURL(cfg.redisURL); err != nil {
+		if _, err := rueidis.ParseURL(cfg.redisURL); err != nil {
 			return bad("invalid value %q for -redis-url: %v", cfg.redisURL, err)
 		}
 	}

@@ -3,11 +3,12 @@ package main
 import (
 	"flag"
 	"fmt"
-	"github.com/raterlimiter/raterlimiter/internal/defaults"
 	"net"
 	"os"
 	"strings"
 	"time"
+
+	"github.com/raterlimiter/raterlimiter/internal/defaults"
 
 	"github.com/raterlimiter/raterlimiter/api"
 	"github.com/raterlimiter/raterlimiter/internal/cli"

@@ -15,9 +15,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/raterlimiter/raterlimiter/internal/tooltest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/raterlimiter/raterlimiter/internal/tooltest"
 )
 
 // The gateway tests drive the real nginx and Caddy with the configurations

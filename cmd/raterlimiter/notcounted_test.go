@@ -31,7 +31,7 @@ func TestServiceUnavailableIsNotCounted(t *testing.T) {
 	}
 	for round := range 3 {
 		id := fmt.Sprintf("retry%d", round)
-		release := blockActor(s.lim)
+		release := blockActor(s)
 		st, body := check(id, 1)
 		require.Equal(t, 503, st, body)
 		require.NoError(t, release())

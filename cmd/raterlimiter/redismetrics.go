@@ -6,7 +6,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	rl "github.com/raterlimiter/raterlimiter"
-	"github.com/raterlimiter/raterlimiter/internal/redisctl"
 	"github.com/raterlimiter/raterlimiter/redisbackend"
 )
 
@@ -53,8 +52,8 @@ func newRedisMetrics() *redisMetrics {
 }
 
 // hook installs the metrics in a backend's configuration and options.
-func (m *redisMetrics) hook(rc *redisbackend.Config, opt *redisctl.Options) {
-	opt.OnCall = func(op string, d time.Duration, err error) {
+func (m *redisMetrics) hook(rc *redisbackend.Config) {
+	rc.OnCall = func(op string, d time.Duration, err error) {
 		result := "ok"
 		if err != nil {
 			result = "error"
@@ -65,14 +64,14 @@ func (m *redisMetrics) hook(rc *redisbackend.Config, opt *redisctl.Options) {
 	rc.OnDegraded = func(e rl.DegradedEvent) {
 		m.degraded.WithLabelValues(e.Mode.String()).Add(float64(e.Checks))
 	}
-	opt.OnLocalDenials = func(n int) { m.local.Add(float64(n)) }
-	opt.OnState = func(up bool, err error) {
-		if up {
-			m.up.Set(1)
-			m.transitions.WithLabelValues("closed", "answered").Inc()
-		} else {
+	rc.OnLocalDenials = func(n int) { m.local.Add(float64(n)) }
+	rc.OnCircuit = func(open bool, reason string) {
+		if open {
 			m.up.Set(0)
-			m.transitions.WithLabelValues("open", redisctl.Reason(err)).Inc()
+			m.transitions.WithLabelValues("open", reason).Inc()
+		} else {
+			m.up.Set(1)
+			m.transitions.WithLabelValues("closed", reason).Inc()
 		}
 	}
 }

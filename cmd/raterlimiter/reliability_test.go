@@ -11,8 +11,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/raterlimiter/raterlimiter/internal/defaults"
-	"github.com/raterlimiter/raterlimiter/internal/memstore"
 	"io"
 	"net"
 	"net/http"
@@ -26,9 +24,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/raterlimiter/raterlimiter/internal/defaults"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	rl "github.com/raterlimiter/raterlimiter"
 	"github.com/raterlimiter/raterlimiter/api"
 	"github.com/raterlimiter/raterlimiter/internal/sidecartest"
 	"github.com/raterlimiter/raterlimiter/memory"
@@ -37,33 +38,70 @@ import (
 // relServer is an api.Server over a memory.Limiter on 127.0.0.1.
 type relServer struct {
 	lim  *memory.Limiter
+	gate *clockGate
 	addr string
 }
 
-// startRelServer serves cfg (its Limiter set here) over a limiter of mcfg;
-// the test's cleanup shuts the server down, then closes the limiter.
+// startRelServer serves cfg (its Limiter set here) over a limiter of mcfg,
+// whose clock is a gate the test can close (blockActor); the test's
+// cleanup shuts the server down, then closes the limiter.
 func startRelServer(t *testing.T, mcfg memory.Config, cfg api.Config) *relServer {
 	t.Helper()
-	return startTunedRelServer(t, mcfg, memstore.Tuning{}, cfg)
-}
-
-// startTunedRelServer is startRelServer with the actors' tuning.
-func startTunedRelServer(t *testing.T, mcfg memory.Config, tuning memstore.Tuning, cfg api.Config) *relServer {
-	t.Helper()
-	lim := memstore.New[*memory.Limiter](mcfg, tuning)
+	gate := &clockGate{open: make(chan struct{})}
+	close(gate.open)
+	mcfg.Clock = gate.now
+	lim := memory.New(mcfg)
 	t.Cleanup(func() { lim.Close() })
 	cfg.Limiter = lim
-	return &relServer{lim: lim, addr: strings.TrimPrefix(sidecartest.Serve(t, cfg), "http://")}
+	return &relServer{lim: lim, gate: gate, addr: strings.TrimPrefix(sidecartest.Serve(t, cfg), "http://")}
 }
 
-// blockActor holds lim's first shard and returns once it does. release
-// lets the shard go on and returns the error of the held visit.
-func blockActor(lim *memory.Limiter) (release func() error) {
-	release, err := memstore.MustOf(lim).Pause(context.Background(), 0)
-	if err != nil {
-		panic("blockActor: " + err.Error())
+// clockGate is a limiter's clock that a test can hold shut: an actor
+// reads the clock before it decides what it took from its mailbox, so a
+// shut gate holds the shard's goroutine there, as a stalled shard.
+type clockGate struct {
+	mu      sync.Mutex
+	open    chan struct{} // closed while the clock answers
+	entered chan struct{} // closed when an actor waits at the shut gate
+}
+
+func (g *clockGate) now() time.Time {
+	g.mu.Lock()
+	open, entered := g.open, g.entered
+	g.mu.Unlock()
+	select {
+	case <-open:
+	default:
+		if entered != nil {
+			g.mu.Lock()
+			if g.entered == entered {
+				close(entered)
+				g.entered = nil
+			}
+			g.mu.Unlock()
+		}
+		<-open
 	}
-	return release
+	return time.Now()
+}
+
+// blockActor holds the single shard of s's limiter and returns once it
+// does: a check on a probe id of its own takes the shard to the shut
+// gate. release opens the gate and returns the error of that probe check.
+func blockActor(s *relServer) (release func() error) {
+	g := s.gate
+	entered := make(chan struct{})
+	g.mu.Lock()
+	g.open, g.entered = make(chan struct{}), entered
+	open := g.open
+	g.mu.Unlock()
+	done := make(chan error, 1)
+	go func() {
+		_, err := s.lim.CheckRate(context.Background(), rl.Request{ID: "blockActor-probe", Scale: time.Hour, Limit: 1 << 30})
+		done <- err
+	}()
+	<-entered
+	return func() error { close(open); return <-done }
 }
 
 // rawExchange sends req on a new connection and reads the whole answer
@@ -152,16 +190,11 @@ func TestSlowedActorAnswers503WithinTimeoutAndLeaksNothing(t *testing.T) {
 		bound   = 10 * timeout
 		clients = 200
 	)
-	for _, tc := range []struct {
-		name    string
-		mailbox int
-	}{
-		{"checks wait in the mailbox", 1024},
-		{"mailbox full, callers wait to enter", 8},
+	for _, tc := range []struct{ name string }{
+		{"checks wait in the mailbox"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s := startTunedRelServer(t, memory.Config{Shards: 1, SweepInterval: -1},
-				memstore.Tuning{Mailbox: tc.mailbox}, api.Config{Timeout: timeout})
+			s := startRelServer(t, memory.Config{Shards: 1, SweepInterval: -1}, api.Config{Timeout: timeout})
 			// Checks, batches and health checks, each on its own
 			// connection, the i-th of each with ids of its own.
 			request := func(i int) string {
@@ -219,7 +252,7 @@ func TestSlowedActorAnswers503WithinTimeoutAndLeaksNothing(t *testing.T) {
 			// waits for release, and asserts every request got 503 in
 			// time. It returns once the actor runs again.
 			slowed := func(round string) {
-				release := blockActor(s.lim)
+				release := blockActor(s)
 				statuses, elapsed, errs := burst()
 				for i := range clients {
 					require.NoError(t, errs[i], "%s: request %d", round, i)
@@ -250,7 +283,7 @@ func TestSlowedActorAnswers503WithinTimeoutAndLeaksNothing(t *testing.T) {
 			// The callers that gave up left their messages in the mailbox;
 			// the actor skips them once it runs again, which on one
 			// processor may be after this goroutine reads the gauge.
-			assert.Eventually(t, func() bool { return memstore.MustOf(s.lim).Stats().Pending == 0 }, 10*time.Second, time.Millisecond, "the mailbox drains once the actor runs again")
+			assert.Eventually(t, func() bool { return s.lim.Stats().Pending == 0 }, 10*time.Second, time.Millisecond, "the mailbox drains once the actor runs again")
 
 			// Served again: the same burst is answered 200.
 			served("after release")
@@ -584,7 +617,7 @@ func TestAbandonedBatchKeepsItsOwnChecks(t *testing.T) {
 		return fmt.Sprintf("POST /check_rates HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(b), b)
 	}
 	for round := range 5 {
-		release := blockActor(s.lim)
+		release := blockActor(s)
 		// A: given up on while the actor is blocked.
 		st, body, _, err := rawExchange(s.addr, batch(fmt.Sprintf("a%d-", round)), 10*time.Second)
 		require.NoError(t, err)

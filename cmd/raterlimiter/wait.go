@@ -2,9 +2,10 @@ package main
 
 import (
 	"flag"
+	"time"
+
 	"github.com/raterlimiter/raterlimiter/internal/bounds"
 	"github.com/raterlimiter/raterlimiter/internal/defaults"
-	"time"
 
 	"github.com/raterlimiter/raterlimiter/internal/cli"
 )

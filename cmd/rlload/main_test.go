@@ -4,13 +4,14 @@ import (
 	"bytes"
 	"context"
 	"flag"
-	"github.com/raterlimiter/raterlimiter/internal/bounds"
 	"net"
 	"regexp"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/raterlimiter/raterlimiter/internal/bounds"
 
 	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/prometheus/client_golang/prometheus"

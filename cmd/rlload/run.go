@@ -5,8 +5,6 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"github.com/raterlimiter/raterlimiter/internal/bounds"
-	"github.com/raterlimiter/raterlimiter/internal/defaults"
 	"io"
 	"log/slog"
 	"math/rand/v2"
@@ -20,12 +18,14 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/raterlimiter/raterlimiter/internal/bounds"
+	"github.com/raterlimiter/raterlimiter/internal/defaults"
+
 	rl "github.com/raterlimiter/raterlimiter"
 	"github.com/raterlimiter/raterlimiter/api"
 	"github.com/raterlimiter/raterlimiter/client"
 	"github.com/raterlimiter/raterlimiter/internal/check"
 	"github.com/raterlimiter/raterlimiter/internal/cli"
-	"github.com/raterlimiter/raterlimiter/internal/clienttune"
 	msform "github.com/raterlimiter/raterlimiter/internal/ms"
 	"github.com/raterlimiter/raterlimiter/internal/term"
 	"github.com/raterlimiter/raterlimiter/memory"
@@ -271,11 +271,11 @@ func target(cfg *config, stderr io.Writer) (checker, func(), error) {
 			lim.Close()
 		}
 	}
-	ccfg := client.Config{URL: url, Timeout: cfg.timeout}
+	ccfg := client.Config{URL: url, Timeout: cfg.timeout, MaxConns: cfg.conns, BatchInFlight: cfg.batchInFlight}
 	if cfg.batch { // a positive size turns the client's batching on
 		ccfg.BatchMaxSize, ccfg.BatchWindow = cmp.Or(cfg.batchMax, defaults.BatchMaxSize), cfg.batchWindow
 	}
-	c, err := clienttune.New[*client.Client](ccfg, clienttune.Tuning{MaxConns: cfg.conns, BatchInFlight: cfg.batchInFlight})
+	c, err := client.New(ccfg)
 	if err != nil {
 		closeSidecar()
 		return nil, nil, fmt.Errorf("rlload: %w", err)

@@ -6,11 +6,11 @@
 package check
 
 import (
-	"context"
-	"github.com/raterlimiter/raterlimiter/internal/bounds"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/raterlimiter/raterlimiter/internal/bounds"
 
 	rl "github.com/raterlimiter/raterlimiter"
 )
@@ -84,63 +84,6 @@ func OutOfBounds(field string, maxIDBytes int) *rl.FieldError {
 	}
 	fe, _ := Validate(r, maxIDBytes).(*rl.FieldError)
 	return fe
-}
-
-// Wait decides r on c and, when it is allowed with a delay (Leaky's
-// Decision.Delay), sleeps that long before returning, so that the caller
-// goes on at its turn, as x/time/rate's Wait and nginx's limit_req without
-// nodelay.
-//
-// A context with a deadline bounds the delay (rl.Request.MaxDelay, the
-// smaller of the two when r sets one): a check whose delay would outlast
-// the deadline is denied before it takes a place in the queue, and Wait
-// returns that denied decision with a nil error, as CheckRate would. A
-// denied decision, an error, or an allowed one with no delay return at
-// once. If the context ends during the sleep, Wait returns early with the
-// decision and the context's error: the place in the queue was taken and
-// stays taken.
-//
-// The deadline is read in whole milliseconds, rounded down; one less than
-// a millisecond away fails with ErrDeadlineTooClose and counts nothing.
-//
-// It is the one implementation of every backend's Wait method.
-func Wait(ctx context.Context, c Checker, r rl.Request) (rl.Decision, error) {
-	if err := ctx.Err(); err != nil {
-		return rl.Decision{}, err
-	}
-	if dl, ok := ctx.Deadline(); ok {
-		left := time.Until(dl).Truncate(time.Millisecond)
-		if left < time.Millisecond {
-			return rl.Decision{}, ErrDeadlineTooClose
-		}
-		left = min(left, bounds.MaxScale)
-		if r.MaxDelay == 0 || r.MaxDelay > left {
-			r.MaxDelay = left
-		}
-	}
-	d, err := c.CheckRate(ctx, r)
-	if err != nil || !d.Allowed || d.Delay <= 0 {
-		return d, err
-	}
-	t := time.NewTimer(d.Delay)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return d, nil
-	case <-ctx.Done():
-		return d, ctx.Err()
-	}
-}
-
-// Checker is the one call Wait needs: every Limiter's CheckRate, or a
-// part of a backend that decides single checks.
-type Checker interface {
-	CheckRate(ctx context.Context, r rl.Request) (rl.Decision, error)
-}
-
-// Waiter is a Limiter with a Wait method: every backend of this module.
-type Waiter interface {
-	Wait(ctx context.Context, r rl.Request) (rl.Decision, error)
 }
 
 // Algos lists every algorithm, in the order of their values.

@@ -1,9 +1,10 @@
 package check_test
 
 import (
-	"github.com/raterlimiter/raterlimiter/internal/bounds"
 	"testing"
 	"time"
+
+	"github.com/raterlimiter/raterlimiter/internal/bounds"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"

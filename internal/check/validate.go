@@ -1,8 +1,6 @@
 package check
 
 import (
-	"context"
-	"fmt"
 	"strconv"
 	"time"
 
@@ -30,11 +28,6 @@ var (
 	errQueueLen = &rl.FieldError{Field: "queue", Rule: "must drain in at most ten years: queue × scale / limit ≤ " + strconv.FormatInt(maxScaleMS, 10) + " ms"}
 	errMaxDelay = &rl.FieldError{Field: "max_delay_ms", Rule: "must be an integer from 0 (no bound) to " + strconv.FormatInt(maxScaleMS, 10)}
 )
-
-// ErrDeadlineTooClose is what Wait returns when the context's deadline is
-// less than a millisecond away: nothing is counted. It matches
-// context.DeadlineExceeded.
-var ErrDeadlineTooClose = fmt.Errorf("raterlimiter: Wait: the context's deadline is less than 1 ms away; nothing counted: %w", context.DeadlineExceeded)
 
 // idTooLong is the error of an id longer than maxIDBytes.
 func idTooLong(maxIDBytes int) *rl.FieldError {

@@ -73,6 +73,9 @@ type Decision struct {
 	RetryAfterMS int64
 	DelayMS      int64
 	Now          int64
+	// FailMode is the fail mode that decided, when the backend could not
+	// (rl.Decision.FailMode).
+	FailMode rl.FailMode
 }
 
 // ResetAt returns the Unix millisecond at which the current window ends.
@@ -83,7 +86,7 @@ func (d Decision) Public() rl.Decision {
 	return rl.Decision{
 		Allowed: d.Allowed, Count: d.Count, Limit: d.Limit, Remaining: d.Remaining,
 		Reset: Duration(d.ResetMS), RetryAfter: Duration(d.RetryAfterMS), Delay: Duration(d.DelayMS),
-		Now: time.UnixMilli(d.Now),
+		Now: time.UnixMilli(d.Now), FailMode: d.FailMode,
 	}
 }
 
@@ -93,7 +96,7 @@ func OfDecision(d rl.Decision) Decision {
 	return Decision{
 		Allowed: d.Allowed, Count: d.Count, Limit: d.Limit, Remaining: d.Remaining,
 		ResetMS: Ceil(d.Reset), RetryAfterMS: Ceil(d.RetryAfter), DelayMS: Ceil(d.Delay),
-		Now: d.Now.UnixMilli(),
+		Now: d.Now.UnixMilli(), FailMode: d.FailMode,
 	}
 }
 

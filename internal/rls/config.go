@@ -14,12 +14,13 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"github.com/raterlimiter/raterlimiter/internal/bounds"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/raterlimiter/raterlimiter/internal/bounds"
 
 	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"go.yaml.in/yaml/v3"

@@ -2,8 +2,9 @@ package rls
 
 import (
 	"context"
-	"github.com/raterlimiter/raterlimiter/internal/bounds"
 	"testing"
+
+	"github.com/raterlimiter/raterlimiter/internal/bounds"
 
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"

@@ -4,13 +4,14 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
-	"github.com/raterlimiter/raterlimiter/internal/bounds"
 	"log/slog"
 	"math"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/raterlimiter/raterlimiter/internal/bounds"
 
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
@@ -21,7 +22,6 @@ import (
 
 	rl "github.com/raterlimiter/raterlimiter"
 	"github.com/raterlimiter/raterlimiter/internal/checkmetric"
-	"github.com/raterlimiter/raterlimiter/internal/degrade"
 	"github.com/raterlimiter/raterlimiter/internal/policy"
 )
 
@@ -250,22 +250,15 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitReques
 	var err error
 	sc.results, err = s.engine.Decide(cctx, sc.checks, sc.results[:0])
 	if err != nil {
-		if ds := degraded(err); len(ds) == len(sc.checks) {
-			sc.results = sc.results[:0]
-			for j := range sc.checks {
-				sc.results = append(sc.results, policy.Result{Rule: sc.checks[j].Rule, Decision: ds[j]})
-			}
-		} else {
-			code := codes.Unavailable
-			if errors.Is(err, rl.ErrInvalid) {
-				code = codes.InvalidArgument
-			}
-			s.m.requests.WithLabelValues(code.String()).Inc()
-			for j := range sc.checks {
-				s.m.family.Inc(sc.checks[j].Rule.Algo, failedResult(code))
-			}
-			return nil, status.Error(code, "rls: "+err.Error())
+		code := codes.Unavailable
+		if errors.Is(err, rl.ErrInvalid) {
+			code = codes.InvalidArgument
 		}
+		s.m.requests.WithLabelValues(code.String()).Inc()
+		for j := range sc.checks {
+			s.m.family.Inc(sc.checks[j].Rule.Algo, failedResult(code))
+		}
+		return nil, status.Error(code, "rls: "+err.Error())
 	}
 	resp := &rlspb.RateLimitResponse{OverallCode: rlspb.RateLimitResponse_OK,
 		Statuses: make([]*rlspb.RateLimitResponse_DescriptorStatus, len(req.Descriptors))}
@@ -391,13 +384,6 @@ func overrideRule(domain string, d *ratelimitv3.RateLimitDescriptor) *Rule {
 	r.Name = ruleName(domain, "override:"+unit.String()+":"+path.String())
 	r.Algo, r.Rule.Limit, r.Scale = rl.Fixed, int64(d.Limit.RequestsPerUnit), unitMillis[unit]
 	return r
-}
-
-// degraded returns the decisions a backend made without its shared state
-// (Redis's fail modes), if err carries them.
-func degraded(err error) []rl.Decision {
-	_, ds, _ := degrade.Decisions(err)
-	return ds
 }
 
 // metrics are the service's series: by domain and rule (the descriptor
