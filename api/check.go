@@ -132,10 +132,10 @@ func (s *Server) parseBody(ctx *fasthttp.RequestCtx, r *rl.Request, shown *strin
 	*shown = string(ids)
 	if pol != nil {
 		r.ID = counterID(pol, ids)
-		return pol, check.Validate(*r, s.maxID+policyOverhead)
+		return pol, check.ValidateWire(*r, s.maxID+policyOverhead)
 	}
 	r.ID = *shown
-	return nil, check.Validate(*r, s.maxID)
+	return nil, check.ValidateWire(*r, s.maxID)
 }
 
 // batch is the reusable state of one POST /check_rates.
@@ -188,7 +188,7 @@ func (s *Server) checkRates(ctx *fasthttp.RequestCtx) {
 	if anyPolicy {
 		maxID += policyOverhead // explicit ids were held to s.maxID as they were read
 	}
-	if err := check.Batch(b.reqs, maxID); err != nil {
+	if err := check.BatchWire(b.reqs, maxID); err != nil {
 		s.metrics.check(endpointBatch, rl.Fixed, resultInvalid)
 		s.invalid(ctx, err)
 		return

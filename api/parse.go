@@ -285,12 +285,12 @@ func parseArgs(args *fasthttp.Args, r *rl.Request, shown *string, maxID int, rs 
 		pc.apply(r, p, seen)
 		applyWait(p, opts)
 		r.ID = counterID(p, id)
-		return p, check.Validate(*r, maxID+policyOverhead)
+		return p, check.ValidateWire(*r, maxID+policyOverhead)
 	}
 	if err := seen.missing(); err != nil {
 		return nil, err
 	}
 	r.ID = string(id)
 	*shown = r.ID
-	return nil, check.Validate(*r, maxID)
+	return nil, check.ValidateWire(*r, maxID)
 }

@@ -316,12 +316,12 @@ func TestInvalidRequestsAreRefusedLocally(t *testing.T) {
 		r     rl.Request
 		field string
 	}{
-		{"empty id", rl.Request{Scale: time.Millisecond, Limit: 1}, "id"},
-		{"id over the configured max", rl.Request{ID: "123456789", Scale: time.Millisecond, Limit: 1}, "id"},
-		{"scale 0", rl.Request{ID: "u", Limit: 1}, "scale"},
-		{"limit past the max", rl.Request{ID: "u", Scale: time.Millisecond, Limit: bounds.MaxLimit + 1}, "limit"},
-		{"negative hits", rl.Request{ID: "u", Scale: time.Millisecond, Hits: -1}, "hits"},
-		{"unknown algo", rl.Request{ID: "u", Scale: time.Millisecond, Algo: 9}, "algo"},
+		{"empty id", rl.Request{Scale: time.Millisecond, Limit: 1}, "ID"},
+		{"id over the configured max", rl.Request{ID: "123456789", Scale: time.Millisecond, Limit: 1}, "ID"},
+		{"scale 0", rl.Request{ID: "u", Limit: 1}, "Scale"},
+		{"limit past the max", rl.Request{ID: "u", Scale: time.Millisecond, Limit: bounds.MaxLimit + 1}, "Limit"},
+		{"negative hits", rl.Request{ID: "u", Scale: time.Millisecond, Hits: -1}, "Hits"},
+		{"unknown algo", rl.Request{ID: "u", Scale: time.Millisecond, Algo: 9}, "Algo"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -18,7 +18,13 @@ import (
 // -listen 127.0.0.1:0` would, and returns its URL and a stop function.
 func startSidecar() (string, func()) {
 	// A fixed clock keeps the example's output stable.
-	lim := memory.New(memory.Config{Clock: func() time.Time { return time.UnixMilli(1_700_000_000_000) }})
+	return startSidecarAt(func() time.Time { return time.UnixMilli(1_700_000_000_000) })
+}
+
+// startSidecarAt is startSidecar with the limiter's clock (nil: the wall
+// clock).
+func startSidecarAt(clock func() time.Time) (string, func()) {
+	lim := memory.New(memory.Config{Clock: clock})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		log.Fatal(err)
@@ -56,7 +62,7 @@ func Example() {
 	// Invalid input is refused before it is sent, with the field named.
 	_, err = lim.CheckRate(ctx, rl.Request{ID: "x", Scale: 0, Limit: 1})
 	var fe *rl.FieldError
-	fmt.Println(errors.Is(err, rl.ErrInvalid), errors.As(err, &fe) && fe.Field == "scale")
+	fmt.Println(errors.Is(err, rl.ErrInvalid), errors.As(err, &fe) && fe.Field == "Scale")
 	// Output:
 	// allowed=true count=1 remaining=1 retry-later=false
 	// allowed=true count=2 remaining=0 retry-later=false
@@ -110,11 +116,12 @@ func ExampleClient_CheckRates() {
 	// false 2 0 1s
 }
 
-// Wait over the sidecar: a leaky bucket of one request per 10 ms with one
-// place in its queue. The sidecar answers at once with the delay, and the
-// client sleeps it, holding no connection.
+// Wait over the sidecar holds a worker back until each request may go:
+// two per 100 ms here, so five requests take three windows. The sidecar
+// answers at once; the client sleeps until the RetryAfter (plus a jitter),
+// holding no connection, and checks again.
 func ExampleClient_Wait() {
-	url, stop := startSidecar() // its clock stands still
+	url, stop := startSidecarAt(nil) // the wall clock: Wait sleeps real time
 	defer stop()
 	c, err := client.New(client.Config{URL: url})
 	if err != nil {
@@ -122,16 +129,21 @@ func ExampleClient_Wait() {
 	}
 	defer c.Close()
 
-	r := rl.Request{ID: "worker", Scale: 100 * time.Millisecond, Limit: 10, Algo: rl.Leaky, Queue: 1}
-	for range 3 {
-		d, err := c.Wait(context.Background(), r)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	r := rl.Request{ID: "worker", Scale: 100 * time.Millisecond, Limit: 2}
+	start := time.Now()
+	var allowed []bool
+	for range 5 {
+		d, err := c.Wait(ctx, r)
 		if err != nil {
 			log.Fatal(err)
 		}
-		fmt.Println(d.Allowed, d.Delay, d.RetryAfter)
+		allowed = append(allowed, d.Allowed)
 	}
+	fmt.Println(allowed)
+	fmt.Println("waited at least a window:", time.Since(start) >= 100*time.Millisecond)
 	// Output:
-	// true 0s 0s
-	// true 10ms 0s
-	// false 0s 10ms
+	// [true true true true true]
+	// waited at least a window: true
 }

@@ -162,20 +162,20 @@ func invalid() []struct {
 		field string
 		r     rl.Request
 	}{
-		{"id", with(func(r *rl.Request) { r.ID = "" })},
-		{"id", with(func(r *rl.Request) { r.ID = strings.Repeat("x", bounds.DefaultMaxIDBytes+1) })},
-		{"scale", with(func(r *rl.Request) { r.Scale = 0 })},
-		{"scale", with(func(r *rl.Request) { r.Scale = -time.Millisecond })},
-		{"scale", with(func(r *rl.Request) { r.Scale = time.Second + time.Nanosecond })},
-		{"scale", with(func(r *rl.Request) { r.Scale = bounds.MaxScale + time.Millisecond })},
-		{"limit", with(func(r *rl.Request) { r.Limit = -1 })},
-		{"limit", with(func(r *rl.Request) { r.Limit = bounds.MaxLimit + 1 })},
-		{"hits", with(func(r *rl.Request) { r.Hits = -1 })},
-		{"hits", with(func(r *rl.Request) { r.Hits = bounds.MaxHits + 1 })},
-		{"algo", with(func(r *rl.Request) { r.Algo = rl.Algo(7) })},
-		{"slices", with(func(r *rl.Request) { r.Slices = bounds.MaxSlices + 1 })},
-		{"queue", with(func(r *rl.Request) { r.Queue = bounds.MaxQueue + 1 })},
-		{"max_delay_ms", with(func(r *rl.Request) { r.MaxDelay = -time.Millisecond })},
+		{"ID", with(func(r *rl.Request) { r.ID = "" })},
+		{"ID", with(func(r *rl.Request) { r.ID = strings.Repeat("x", bounds.DefaultMaxIDBytes+1) })},
+		{"Scale", with(func(r *rl.Request) { r.Scale = 0 })},
+		{"Scale", with(func(r *rl.Request) { r.Scale = -time.Millisecond })},
+		{"Scale", with(func(r *rl.Request) { r.Scale = time.Second + time.Nanosecond })},
+		{"Scale", with(func(r *rl.Request) { r.Scale = bounds.MaxScale + time.Millisecond })},
+		{"Limit", with(func(r *rl.Request) { r.Limit = -1 })},
+		{"Limit", with(func(r *rl.Request) { r.Limit = bounds.MaxLimit + 1 })},
+		{"Hits", with(func(r *rl.Request) { r.Hits = -1 })},
+		{"Hits", with(func(r *rl.Request) { r.Hits = bounds.MaxHits + 1 })},
+		{"Algo", with(func(r *rl.Request) { r.Algo = rl.Algo(7) })},
+		{"Slices", with(func(r *rl.Request) { r.Slices = bounds.MaxSlices + 1 })},
+		{"Queue", with(func(r *rl.Request) { r.Queue = bounds.MaxQueue + 1 })},
+		{"MaxDelay", with(func(r *rl.Request) { r.MaxDelay = -time.Millisecond })},
 	}
 }
 
@@ -225,7 +225,7 @@ func commonCases() []tcase {
 				_, err = l.CheckRate(ctx, bad)
 				var fe *rl.FieldError
 				require.ErrorAs(t, err, &fe, "a peek that counts is a contradiction")
-				assert.Equal(t, "hits", fe.Field)
+				assert.Equal(t, "Hits", fe.Field)
 				d, err := l.CheckRate(ctx, peek)
 				require.NoError(t, err)
 				assert.Equal(t, int64(3), d.Count)

@@ -72,24 +72,29 @@ func ExampleLimiter_CheckRates() {
 	// false 2 0
 }
 
-// Wait on a leaky bucket (limit 10 per 100 ms: one every 10 ms, two may
-// queue) lets each request go on at its turn; when the queue is full it
-// returns the denied decision at once.
+// Wait holds a worker back until each request may go: two per 100 ms
+// here, so five requests take three windows. A denied check sleeps until
+// its RetryAfter (plus a jitter that spreads the waiters of one window) and
+// checks again; the context bounds the whole wait.
 func ExampleLimiter_Wait() {
-	lim := memory.New(memory.Config{Clock: newClock().Now}) // the clock stands still
+	lim := memory.New(memory.Config{})
 	defer lim.Close()
 
-	r := rl.Request{ID: "worker", Scale: 100 * time.Millisecond, Limit: 10, Algo: rl.Leaky, Queue: 2}
-	for range 4 {
-		d, err := lim.Wait(context.Background(), r)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	r := rl.Request{ID: "worker", Scale: 100 * time.Millisecond, Limit: 2}
+	start := time.Now()
+	var allowed []bool
+	for range 5 {
+		d, err := lim.Wait(ctx, r)
 		if err != nil {
 			log.Fatal(err)
 		}
-		fmt.Println(d.Allowed, d.Delay, d.RetryAfter)
+		allowed = append(allowed, d.Allowed)
 	}
+	fmt.Println(allowed)
+	fmt.Println("waited at least a window:", time.Since(start) >= 100*time.Millisecond)
 	// Output:
-	// true 0s 0s
-	// true 10ms 0s
-	// true 20ms 0s
-	// false 0s 10ms
+	// [true true true true true]
+	// waited at least a window: true
 }

@@ -93,33 +93,35 @@ func ExampleConfig_failLocal() {
 	// allowed: true remaining: 99
 }
 
-// Wait on a leaky bucket shared by every process: the script in Redis
-// gives each check its turn (ten a second: one every 100 ms, two may
-// queue), and Wait sleeps it here; when the queue is full it returns the
-// denied decision at once.
+// Wait holds a worker back until each request may go, on a limit every
+// process shares: two per 100 ms here, so five requests take three
+// windows. A denied check sleeps until its RetryAfter (plus a jitter that
+// spreads the waiters of one window) and checks again.
 func ExampleBackend_Wait() {
-	b, err := redisbackend.New(redisbackend.Config{URL: redisURL, Clock: t0}) // the clock stands still
+	b, err := redisbackend.New(redisbackend.Config{URL: redisURL})
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer b.Close()
 
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	r := rl.Request{ID: "job-queue", Scale: time.Second, Limit: 10, Algo: rl.Leaky, Queue: 2}
-	for range 4 {
+	r := rl.Request{ID: "job-queue", Scale: 100 * time.Millisecond, Limit: 2}
+	start := time.Now()
+	var allowed []bool
+	for range 5 {
 		d, err := b.Wait(ctx, r)
 		if err != nil {
 			log.Fatal(err)
 		}
-		fmt.Println(d.Allowed, d.Delay, d.RetryAfter)
+		allowed = append(allowed, d.Allowed)
 	}
+	fmt.Println(allowed)
+	fmt.Println("waited at least a window:", time.Since(start) >= 100*time.Millisecond)
 	if _, err := b.Reset(ctx, "job-queue", 0); err != nil {
 		log.Fatal(err)
 	}
 	// Output:
-	// true 0s 0s
-	// true 100ms 0s
-	// true 200ms 0s
-	// false 0s 100ms
+	// [true true true true true]
+	// waited at least a window: true
 }

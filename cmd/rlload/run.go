@@ -130,7 +130,7 @@ func (cfg *config) parse(args []string, stderr io.Writer) error {
 	if err != nil {
 		return cli.Usagef("-algo: %v", err)
 	}
-	if err := check.Validate(cfg.request("user-0", a), bounds.DefaultMaxIDBytes); err != nil {
+	if err := check.ValidateWire(cfg.request("user-0", a), bounds.DefaultMaxIDBytes); err != nil {
 		return cli.Usagef("%v", err)
 	}
 	return nil

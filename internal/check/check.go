@@ -6,7 +6,6 @@
 package check
 
 import (
-	"strconv"
 	"strings"
 	"time"
 
@@ -25,26 +24,31 @@ func Counted(r rl.Request) rl.Request {
 	return r
 }
 
-// Batch validates every request of rs and returns an *rl.ItemError for the
-// first one out of bounds.
+// Batch validates every request of rs for a Go caller (Validate) and
+// returns an *rl.ItemError for the first one out of bounds.
 func Batch(rs []rl.Request, maxIDBytes int) error {
+	return batch(rs, maxIDBytes, Validate)
+}
+
+// BatchWire is Batch in the HTTP API's words (ValidateWire).
+func BatchWire(rs []rl.Request, maxIDBytes int) error {
+	return batch(rs, maxIDBytes, ValidateWire)
+}
+
+func batch(rs []rl.Request, maxIDBytes int, validate func(rl.Request, int) error) error {
 	for i := range rs {
-		if err := Validate(rs[i], maxIDBytes); err != nil {
+		if err := validate(rs[i], maxIDBytes); err != nil {
 			return &rl.ItemError{Index: i, Err: err}
 		}
 	}
 	return nil
 }
 
-// errResetScale refuses a negative scale in a reset.
-var errResetScale = &rl.FieldError{Field: "scale", Rule: "must be 0 (every scale) or an integer from 1 to " +
-	strconv.FormatInt(bounds.MaxScale.Milliseconds(), 10)}
-
-// Reset checks the arguments of an admin Reset: an id within the bounds,
-// and a scale of 0 (every scale) or within the bounds.
+// Reset checks the arguments of an admin Reset for a Go caller: an id
+// within the bounds, and a scale of 0 (every scale) or within the bounds.
 func Reset(id string, scale time.Duration, maxIDBytes int) error {
 	if scale < 0 {
-		return errResetScale
+		return &rl.FieldError{Field: "scale", Rule: scale.String() + " is negative: 0 resets every scale"}
 	}
 	return Validate(rl.Request{ID: id, Scale: max(scale, time.Millisecond)}, maxIDBytes)
 }
@@ -82,7 +86,7 @@ func OutOfBounds(field string, maxIDBytes int) *rl.FieldError {
 	default:
 		return nil
 	}
-	fe, _ := Validate(r, maxIDBytes).(*rl.FieldError)
+	fe, _ := ValidateWire(r, maxIDBytes).(*rl.FieldError)
 	return fe
 }
 

@@ -20,12 +20,16 @@ func TestBatchNamesTheItem(t *testing.T) {
 	require.ErrorAs(t, err, &ie)
 	assert.Equal(t, 2, ie.Index)
 	assert.ErrorIs(t, err, rl.ErrInvalid)
-	assert.Equal(t, "raterlimiter: item 2: invalid scale: must be an integer from 1 to 315360000000 (milliseconds)", err.Error())
+	assert.Equal(t, "raterlimiter: item 2: invalid Scale: 0s is outside 1ms to ten years (87600h)", err.Error())
 	assert.NoError(t, check.Batch(rs[:2], 0))
+	err = check.BatchWire(rs, 0)
+	require.ErrorAs(t, err, &ie)
+	assert.Equal(t, 2, ie.Index)
+	assert.Equal(t, "raterlimiter: item 2: invalid scale: must be an integer from 1 to 315360000000 (milliseconds)", err.Error())
 }
 
 // TestOutOfBoundsIsValidatesError: the errors a parser takes from
-// OutOfBounds are the ones Validate gives for each field.
+// OutOfBounds are the ones ValidateWire gives for each field.
 func TestOutOfBoundsIsValidatesError(t *testing.T) {
 	ok := rl.Request{ID: "u", Scale: time.Second, Limit: 5, Hits: 1}
 	for _, tt := range []struct {
@@ -44,7 +48,7 @@ func TestOutOfBoundsIsValidatesError(t *testing.T) {
 		t.Run(tt.field, func(t *testing.T) {
 			r := ok
 			tt.bad(&r)
-			assert.Equal(t, check.Validate(r, 3), error(check.OutOfBounds(tt.field, 3)))
+			assert.Equal(t, check.ValidateWire(r, 3), error(check.OutOfBounds(tt.field, 3)))
 		})
 	}
 	assert.Contains(t, check.OutOfBounds("id", 0).Rule, "1024", "the default id bound")

@@ -34,43 +34,149 @@ func idTooLong(maxIDBytes int) *rl.FieldError {
 	return &rl.FieldError{Field: "id", Rule: "must be at most " + strconv.Itoa(maxIDBytes) + " bytes"}
 }
 
-// Validate checks r against the bounds, with ids up to maxIDBytes long
-// (bounds.DefaultMaxIDBytes, 1024, when maxIDBytes <= 0). The error is a
-// *rl.FieldError naming the first field out of bounds. Every Limiter
-// validates with it before it counts.
-func Validate(r rl.Request, maxIDBytes int) error {
+// fault names the first bound a request breaks.
+type fault uint8
+
+const (
+	noFault fault = iota
+	emptyID
+	longID
+	badScale
+	badLimit
+	badHits
+	peekHits
+	badAlgo
+	logLimit
+	slicesOf
+	badSlices
+	queueOf
+	badQueue
+	queueLen
+	badMaxDelay
+)
+
+// faultOf returns the first bound r breaks with ids up to maxIDBytes long
+// (bounds.DefaultMaxIDBytes, 1024, when maxIDBytes <= 0), or noFault.
+func faultOf(r rl.Request, maxIDBytes int) fault {
 	if maxIDBytes <= 0 {
 		maxIDBytes = bounds.DefaultMaxIDBytes
 	}
 	switch {
 	case len(r.ID) == 0:
-		return errEmptyID
+		return emptyID
 	case len(r.ID) > maxIDBytes:
-		return idTooLong(maxIDBytes)
+		return longID
 	case r.Scale < time.Millisecond || r.Scale > bounds.MaxScale || r.Scale%time.Millisecond != 0:
-		return errScale
+		return badScale
 	case r.Limit < 0 || r.Limit > bounds.MaxLimit:
-		return errLimit
+		return badLimit
 	case r.Hits < 0 || r.Hits > bounds.MaxHits:
-		return errHits
+		return badHits
 	case r.Peek && r.Hits != 0:
-		return errPeekHits
+		return peekHits
 	case !ValidAlgo(r.Algo):
-		return errAlgo
+		return badAlgo
 	case r.Algo == rl.Log && r.Limit > bounds.MaxLogLimit:
-		return errLogLimit
+		return logLimit
 	case r.Slices != 0 && r.Algo != rl.Slices:
-		return errSlicesOf
+		return slicesOf
 	case r.Slices != 0 && (r.Slices < bounds.MinSlices || r.Slices > bounds.MaxSlices):
-		return errSlices
+		return badSlices
 	case r.Queue != 0 && r.Algo != rl.Leaky:
-		return errQueueOf
+		return queueOf
 	case r.Queue < 0 || r.Queue > bounds.MaxQueue:
-		return errQueue
+		return badQueue
 	case r.Queue > 0 && r.Limit > 0 && queueTooLong(r.Queue, int64(r.Scale/time.Millisecond), r.Limit):
-		return errQueueLen
+		return queueLen
 	case r.MaxDelay < 0 || r.MaxDelay > bounds.MaxScale || r.MaxDelay%time.Millisecond != 0:
-		return errMaxDelay
+		return badMaxDelay
+	}
+	return noFault
+}
+
+// Validate checks r against the bounds for a Go caller, with ids up to
+// maxIDBytes long (bounds.DefaultMaxIDBytes, 1024, when maxIDBytes <= 0).
+// The error is a *rl.FieldError naming the first field out of bounds as Go
+// spells it (ID, Scale, ...), with its value and the rule in Go's terms
+// (durations, not milliseconds). Every Limiter validates with it before it
+// counts.
+func Validate(r rl.Request, maxIDBytes int) error {
+	f := faultOf(r, maxIDBytes)
+	if f == noFault {
+		return nil
+	}
+	if maxIDBytes <= 0 {
+		maxIDBytes = bounds.DefaultMaxIDBytes
+	}
+	return goError(f, r, maxIDBytes)
+}
+
+// ValidateWire is Validate in the HTTP API's words: the field as the wire
+// names it (id, scale, ...) and its rule in milliseconds, as a parser that
+// refuses a value it cannot read gives it (OutOfBounds). The errors are
+// shared: refusing a request allocates nothing (but for a long id).
+func ValidateWire(r rl.Request, maxIDBytes int) error {
+	switch f := faultOf(r, maxIDBytes); f {
+	case noFault:
+		return nil
+	case longID:
+		if maxIDBytes <= 0 {
+			maxIDBytes = bounds.DefaultMaxIDBytes
+		}
+		return idTooLong(maxIDBytes)
+	default:
+		return wireErrors[f]
+	}
+}
+
+// wireErrors are ValidateWire's errors.
+var wireErrors = [...]*rl.FieldError{
+	emptyID: errEmptyID, badScale: errScale, badLimit: errLimit, badHits: errHits, peekHits: errPeekHits,
+	badAlgo: errAlgo, logLimit: errLogLimit, slicesOf: errSlicesOf, badSlices: errSlices, queueOf: errQueueOf,
+	badQueue: errQueue, queueLen: errQueueLen, badMaxDelay: errMaxDelay,
+}
+
+// tenYears is bounds.MaxScale as a Go caller reads it.
+const tenYears = "ten years (87600h)"
+
+// goError is the error of fault f of r for a Go caller.
+func goError(f fault, r rl.Request, maxIDBytes int) *rl.FieldError {
+	i := strconv.FormatInt
+	switch f {
+	case emptyID:
+		return &rl.FieldError{Field: "ID", Rule: "must not be empty"}
+	case longID:
+		return &rl.FieldError{Field: "ID", Rule: "is " + strconv.Itoa(len(r.ID)) + " bytes, more than the limiter's MaxIDBytes (" + strconv.Itoa(maxIDBytes) + ")"}
+	case badScale:
+		if r.Scale%time.Millisecond != 0 && r.Scale > 0 && r.Scale <= bounds.MaxScale {
+			return &rl.FieldError{Field: "Scale", Rule: r.Scale.String() + " is not a whole number of milliseconds"}
+		}
+		return &rl.FieldError{Field: "Scale", Rule: r.Scale.String() + " is outside 1ms to " + tenYears}
+	case badLimit:
+		return &rl.FieldError{Field: "Limit", Rule: i(r.Limit, 10) + " is outside 0 to " + i(bounds.MaxLimit, 10)}
+	case badHits:
+		return &rl.FieldError{Field: "Hits", Rule: i(r.Hits, 10) + " is outside 0 to " + i(bounds.MaxHits, 10)}
+	case peekHits:
+		return &rl.FieldError{Field: "Hits", Rule: "must be 0 with Peek, which counts nothing, not " + i(r.Hits, 10)}
+	case badAlgo:
+		return &rl.FieldError{Field: "Algo", Rule: r.Algo.String() + " is none of Fixed, Sliding, Token, Log, Slices, Leaky"}
+	case logLimit:
+		return &rl.FieldError{Field: "Limit", Rule: i(r.Limit, 10) + " is more than Algo Log allows (" + i(bounds.MaxLogLimit, 10) + ")"}
+	case slicesOf:
+		return &rl.FieldError{Field: "Slices", Rule: "is for Algo Slices only, not " + r.Algo.String()}
+	case badSlices:
+		return &rl.FieldError{Field: "Slices", Rule: i(r.Slices, 10) + " is outside " + i(bounds.MinSlices, 10) + " to " + i(bounds.MaxSlices, 10) + " (0 means " + i(bounds.DefaultSlices, 10) + ")"}
+	case queueOf:
+		return &rl.FieldError{Field: "Queue", Rule: "is for Algo Leaky only, not " + r.Algo.String()}
+	case badQueue:
+		return &rl.FieldError{Field: "Queue", Rule: i(r.Queue, 10) + " is outside 0 to " + i(bounds.MaxQueue, 10)}
+	case queueLen:
+		return &rl.FieldError{Field: "Queue", Rule: i(r.Queue, 10) + " waiting, one every Scale/Limit (" + (r.Scale / time.Duration(r.Limit)).String() + "), take more than " + tenYears + " to drain"}
+	case badMaxDelay:
+		if r.MaxDelay%time.Millisecond != 0 && r.MaxDelay > 0 && r.MaxDelay <= bounds.MaxScale {
+			return &rl.FieldError{Field: "MaxDelay", Rule: r.MaxDelay.String() + " is not a whole number of milliseconds"}
+		}
+		return &rl.FieldError{Field: "MaxDelay", Rule: r.MaxDelay.String() + " is outside 0 (no bound) to " + tenYears}
 	}
 	return nil
 }

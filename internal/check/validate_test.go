@@ -74,21 +74,61 @@ func TestValidate(t *testing.T) {
 		{"log past its largest limit", with(func(r *rl.Request) { r.Algo, r.Limit = rl.Log, bounds.MaxLogLimit+1 }), "limit"},
 		{"fixed past the log's largest limit", with(func(r *rl.Request) { r.Limit = bounds.MaxLogLimit + 1 }), ""},
 	}
+	// The wire names a field as the HTTP API does; a Go caller reads the
+	// Go field's name.
+	goName := map[string]string{"id": "ID", "scale": "Scale", "limit": "Limit", "hits": "Hits", "algo": "Algo",
+		"slices": "Slices", "queue": "Queue", "max_delay_ms": "MaxDelay"}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			err := check.Validate(tt.r, 0)
-			if tt.field == "" {
-				require.NoError(t, err)
-				return
+			for _, v := range []struct {
+				validate func(rl.Request, int) error
+				field    string
+			}{{check.ValidateWire, tt.field}, {check.Validate, goName[tt.field]}} {
+				err := v.validate(tt.r, 0)
+				if tt.field == "" {
+					require.NoError(t, err)
+					continue
+				}
+				require.ErrorIs(t, err, rl.ErrInvalid)
+				var fe *rl.FieldError
+				require.ErrorAs(t, err, &fe)
+				assert.Equal(t, v.field, fe.Field)
+				assert.True(t, strings.HasPrefix(err.Error(), "raterlimiter: invalid "+v.field+": "), err.Error())
 			}
-			require.ErrorIs(t, err, rl.ErrInvalid)
-			var fe *rl.FieldError
-			require.ErrorAs(t, err, &fe)
-			assert.Equal(t, tt.field, fe.Field)
-			assert.True(t, strings.HasPrefix(err.Error(), "raterlimiter: invalid "+tt.field+": "), err.Error())
 		})
 	}
 	assert.Error(t, check.Validate(rl.Request{ID: "abc", Scale: time.Millisecond, Limit: 1}, 2), "a configured id bound")
+	assert.Error(t, check.ValidateWire(rl.Request{ID: "abc", Scale: time.Millisecond, Limit: 1}, 2), "a configured id bound")
+}
+
+// TestValidateSpeaksGo: a Go caller reads its own values and Go's units;
+// the wire keeps its words.
+func TestValidateSpeaksGo(t *testing.T) {
+	ok := rl.Request{ID: "u", Scale: time.Second, Limit: 5}
+	with := func(f func(*rl.Request)) rl.Request { r := ok; f(&r); return r }
+	for _, tt := range []struct {
+		r           rl.Request
+		goMsg, wire string
+	}{
+		{with(func(r *rl.Request) { r.Scale = 1500 * time.Microsecond }),
+			"raterlimiter: invalid Scale: 1.5ms is not a whole number of milliseconds",
+			"raterlimiter: invalid scale: must be an integer from 1 to 315360000000 (milliseconds)"},
+		{with(func(r *rl.Request) { r.Scale = 0 }),
+			"raterlimiter: invalid Scale: 0s is outside 1ms to ten years (87600h)",
+			"raterlimiter: invalid scale: must be an integer from 1 to 315360000000 (milliseconds)"},
+		{with(func(r *rl.Request) { r.ID = "abcd" }),
+			"raterlimiter: invalid ID: is 4 bytes, more than the limiter's MaxIDBytes (3)",
+			"raterlimiter: invalid id: must be at most 3 bytes"},
+		{with(func(r *rl.Request) { r.Slices = 60 }),
+			"raterlimiter: invalid Slices: is for Algo Slices only, not fixed",
+			"raterlimiter: invalid slices: is for algo=slices only"},
+		{with(func(r *rl.Request) { r.MaxDelay = 2500 * time.Microsecond }),
+			"raterlimiter: invalid MaxDelay: 2.5ms is not a whole number of milliseconds",
+			"raterlimiter: invalid max_delay_ms: must be an integer from 0 (no bound) to 315360000000"},
+	} {
+		assert.EqualError(t, check.Validate(tt.r, 3), tt.goMsg)
+		assert.EqualError(t, check.ValidateWire(tt.r, 3), tt.wire)
+	}
 }
 
 // TestAlgoName: the wire's names of the algorithms, read by ParseAlgo

@@ -53,7 +53,7 @@ func (p *parser) shaping(fs map[string]*yaml.Node, in string, pol *Policy) error
 		}
 		for _, l := range limits {
 			r := rl.Request{ID: "x", Scale: ms.Duration(pol.Scale), Limit: l, Algo: rl.Leaky, Queue: pol.Queue}
-			if err := check.Validate(r, 0); err != nil {
+			if err := check.ValidateWire(r, 0); err != nil {
 				var fe *rl.FieldError
 				if errors.As(err, &fe) && fe.Field == "queue" {
 					return p.errf(qn, "%s: queue %d with limit %d: %s", in, pol.Queue, l, fe.Rule)
