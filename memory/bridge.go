@@ -14,8 +14,8 @@ import (
 // buffers, the check without a second validation, Sweep and Stats.
 type plumbing struct{ l *Limiter }
 
-func (p plumbing) CopyRecords(ctx context.Context, chunk int, fn func(record) error, endVisit func(took time.Duration) error) error {
-	return p.l.copyRecords(ctx, chunk, fn, endVisit)
+func (p plumbing) CopyRecords(ctx context.Context, chunk int, fn func(memstore.Record) error, endVisit func(took time.Duration) error) error {
+	return p.l.copyRecords(ctx, chunk, func(r record) error { return fn(memstore.Record(r)) }, endVisit)
 }
 
 func (p plumbing) Restore(ctx context.Context, id string, scale int64, a rl.Algo, r algo.Record) error {
@@ -34,7 +34,9 @@ func (p plumbing) CheckValidated(ctx context.Context, r rl.Request) (rl.Decision
 	return p.l.checkValidated(ctx, r)
 }
 
-func (p plumbing) Scan(ctx context.Context, fn func(record) bool) error { return p.l.scan(ctx, fn) }
+func (p plumbing) Scan(ctx context.Context, fn func(memstore.Record) bool) error {
+	return p.l.scan(ctx, func(r record) bool { return fn(memstore.Record(r)) })
+}
 
 func (p plumbing) Pause(ctx context.Context, shard int) (func() error, error) {
 	return p.l.pause(ctx, shard)

@@ -10,15 +10,23 @@ import (
 	rl "github.com/raterlimiter/raterlimiter"
 	"github.com/raterlimiter/raterlimiter/buckets"
 	"github.com/raterlimiter/raterlimiter/internal/algo"
-	"github.com/raterlimiter/raterlimiter/internal/memstore"
 )
 
-// The store and memstore agree on the longest id a record holds.
-var _ = [1]struct{}{}[memstore.MaxIDBytes-buckets.MaxIDBytes]
-
-// record is one record of the store, as copyRecords hands it out and a
-// snapshot file holds it (see memstore.Record).
-type record = memstore.Record
+// record is one record of a store, as copyRecords hands it out and a
+// snapshot holds it.
+type record struct {
+	// ID is the record's id.
+	ID string
+	// Scale is the window, in milliseconds.
+	Scale int64
+	// Algo is the algorithm that counts in it.
+	Algo rl.Algo
+	// State is the record itself.
+	State algo.Record
+	// Log is, for a Log record, its entries as algo.Log.AppendBinary
+	// writes them; nil otherwise.
+	Log []byte
+}
 
 // copyRecords hands fn every record of the limiter that has not expired,
 // shard by shard, each shard's in the store's order (id, scale, algorithm,
@@ -31,7 +39,7 @@ type record = memstore.Record
 // visit's duration, and an error from it stops the copy.
 func (l *Limiter) copyRecords(ctx context.Context, chunk int, fn func(record) error, endVisit func(took time.Duration) error) error {
 	if chunk <= 0 {
-		return fmt.Errorf("memory: CopyRecords: chunk must be positive, not %d", chunk)
+		return fmt.Errorf("memory: copyRecords: chunk must be positive, not %d", chunk)
 	}
 	for i, a := range l.actors {
 		var c cursor
@@ -121,7 +129,7 @@ func (c *cursor) visit(s *buckets.Store, now int64, chunk int, fn func(record) e
 			return true // the record the previous visit ended on
 		}
 		if n > 0 && k.compare(prev) <= 0 {
-			err = fmt.Errorf("memory: the store's scan order is not the key order CopyRecords relies on")
+			err = fmt.Errorf("memory: the store's scan order is not the key order copyRecords relies on")
 			return false
 		}
 		if n == chunk {

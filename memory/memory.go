@@ -113,6 +113,7 @@ type Limiter struct {
 	sweeper *sweeper.Sweeper
 	seed    maphash.Seed
 	maxID   int
+	logger  *slog.Logger // Config.Logger: nil means slog.Default()
 	once    sync.Once
 }
 
@@ -161,7 +162,7 @@ func newLimiter(cfg Config, t memstore.Tuning) *Limiter {
 	if cfg.Clock != nil {
 		clock = ms.Clock(cfg.Clock)
 	}
-	l := &Limiter{seed: maphash.MakeSeed(), maxID: cfg.MaxIDBytes} // MaxIDBytes > 0 here
+	l := &Limiter{seed: maphash.MakeSeed(), maxID: cfg.MaxIDBytes, logger: cfg.Logger} // MaxIDBytes > 0 here
 	for i := range cfg.Shards {
 		l.actors = append(l.actors, actor.New(actor.Config{
 			Clock:       clock,

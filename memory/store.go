@@ -57,9 +57,9 @@ func (s *store) Sweep(now int64, budget int) (examined, deleted int, done bool) 
 // scale, algorithm, bucket), until fn returns false. A record's Log is nil;
 // its ID shares the store's memory until the store next changes: clone it
 // to keep it longer. fn must not call the store.
-func (s *store) Scan(fn func(record) bool) {
+func (s *store) Scan(fn func(memstore.Record) bool) {
 	s.s.Scan(func(id string, scale int64, a rl.Algo, r algo.Record) bool {
-		return fn(record{ID: id, Scale: scale, Algo: a, State: r})
+		return fn(memstore.Record{ID: id, Scale: scale, Algo: a, State: r})
 	})
 }
 
