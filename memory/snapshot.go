@@ -155,24 +155,24 @@ func (l *Limiter) save(ctx context.Context, w io.Writer, chunk int) (saveStats, 
 	return st, nil
 }
 
-// Load restores into l the snapshot of size bytes that Save wrote to r (an
-// *os.File and its size, a *bytes.Reader and its Len) and returns how many
-// records it restored.
+// Load restores into l a snapshot that Save wrote, read from r, size bytes
+// long (an *os.File and its size, a *bytes.Reader and its Len), and returns
+// how many records it restored.
 //
 // The whole snapshot is verified before anything is restored: its checksum,
 // its structure, and that each record is one a limiter could have written
 // (no negative count, no window from the future, at most 1 MiB - 1 bytes of
 // id). Bytes that fail are refused with an error matching
-// ErrCorruptSnapshot, and l is left as it was. Memory used while reading is
-// bounded by the longest id plus a small constant, whatever the length
-// fields claim.
+// ErrCorruptSnapshot, and l is left as it was. What Load allocates follows
+// what the records hold, never what a length field claims.
 //
 // Records expired at l's clock are left out, as are records whose id is
 // longer than l's Config.MaxIDBytes, which no check of l could reach
 // (Config.Logger is told how many). A restored record replaces l's record
-// of the same key; l's other records stay. Load is meant for a limiter
-// that serves no checks yet. An error after the verification (ctx ended, l
-// closed) may leave part of the snapshot restored, n records.
+// of the same id, window and algorithm; l's other records stay. Load is
+// meant for a limiter that serves no checks yet. An error after the
+// verification (ctx ended, l closed) may leave part of the snapshot
+// restored, n records.
 func (l *Limiter) Load(ctx context.Context, r io.ReaderAt, size int64) (n int, err error) {
 	if _, err := readSnapshot(r, size, nil); err != nil {
 		return 0, err
