@@ -12,8 +12,8 @@ import (
 	"github.com/raterlimiter/raterlimiter/internal/algo"
 )
 
-// record is one record of the store, as copyRecords hands it out and a
-// snapshot file holds it .
+// record is one record of a store, as copyRecords hands it out and a
+// snapshot holds it.
 type record struct {
 	// ID is the record's id.
 	ID string
@@ -23,8 +23,8 @@ type record struct {
 	Algo rl.Algo
 	// State is the record itself.
 	State algo.Record
-	// Log is, for a Log record, its timestamps in the store's own
-	// encoding (lent for the call only); nil otherwise.
+	// Log is, for a Log record, its entries as algo.Log.AppendBinary
+	// writes them; nil otherwise.
 	Log []byte
 }
 
@@ -39,7 +39,7 @@ type record struct {
 // visit's duration, and an error from it stops the copy.
 func (l *Limiter) copyRecords(ctx context.Context, chunk int, fn func(record) error, endVisit func(took time.Duration) error) error {
 	if chunk <= 0 {
-		return fmt.Errorf("memory: CopyRecords: chunk must be positive, not %d", chunk)
+		return fmt.Errorf("memory: copyRecords: chunk must be positive, not %d", chunk)
 	}
 	for i, a := range l.actors {
 		var c cursor
@@ -129,7 +129,7 @@ func (c *cursor) visit(s *buckets.Store, now int64, chunk int, fn func(record) e
 			return true // the record the previous visit ended on
 		}
 		if n > 0 && k.compare(prev) <= 0 {
-			err = fmt.Errorf("memory: the store's scan order is not the key order CopyRecords relies on")
+			err = fmt.Errorf("memory: the store's scan order is not the key order copyRecords relies on")
 			return false
 		}
 		if n == chunk {

@@ -1,6 +1,7 @@
 package memory_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"log"
@@ -97,4 +98,34 @@ func ExampleLimiter_Wait() {
 	// Output:
 	// [true true true true true]
 	// waited at least a window: true
+}
+
+// Save writes the counts to any io.Writer (a file, usually, written to a
+// temporary name and renamed into place); Load restores them, in a new
+// process for instance, from an io.ReaderAt and its size.
+func ExampleLimiter_Save() {
+	clk := newClock()
+	ctx := context.Background()
+	r := rl.Request{ID: "user-42", Scale: time.Hour, Limit: 100, Hits: 30}
+
+	before := memory.New(memory.Config{Clock: clk.Now})
+	if _, err := before.CheckRate(ctx, r); err != nil {
+		log.Fatal(err)
+	}
+	var snap bytes.Buffer
+	if err := before.Save(ctx, &snap); err != nil {
+		log.Fatal(err)
+	}
+	before.Close()
+
+	after := memory.New(memory.Config{Clock: clk.Now})
+	defer after.Close()
+	n, err := after.Load(ctx, bytes.NewReader(snap.Bytes()), int64(snap.Len()))
+	if err != nil {
+		log.Fatal(err) // errors.Is(err, memory.ErrCorruptSnapshot): nothing was restored
+	}
+	d, _ := after.CheckRate(ctx, r)
+	fmt.Println(n, "record restored;", d.Count, "hits counted,", d.Remaining, "left")
+	// Output:
+	// 1 record restored; 60 hits counted, 40 left
 }

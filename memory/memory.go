@@ -46,7 +46,6 @@ import (
 	rl "github.com/raterlimiter/raterlimiter"
 	"github.com/raterlimiter/raterlimiter/actor"
 	"github.com/raterlimiter/raterlimiter/buckets"
-	"github.com/raterlimiter/raterlimiter/internal/algo"
 	"github.com/raterlimiter/raterlimiter/sweeper"
 )
 
@@ -151,6 +150,7 @@ type Limiter struct {
 	sweeper *sweeper.Sweeper
 	seed    maphash.Seed
 	maxID   int
+	logger  *slog.Logger // Config.Logger: nil means slog.Default()
 	once    sync.Once
 }
 
@@ -196,7 +196,7 @@ func newLimiter(cfg Config, t tuning) *Limiter {
 	if cfg.Clock != nil {
 		clock = ms.Clock(cfg.Clock)
 	}
-	l := &Limiter{seed: maphash.MakeSeed(), maxID: cfg.MaxIDBytes} // MaxIDBytes > 0 here
+	l := &Limiter{seed: maphash.MakeSeed(), maxID: cfg.MaxIDBytes, logger: cfg.Logger} // MaxIDBytes > 0 here
 	for i := range cfg.Shards {
 		l.actors = append(l.actors, actor.New(actor.Config{
 			Clock:       clock,
@@ -368,28 +368,6 @@ func (l *Limiter) Reset(ctx context.Context, id string, scale time.Duration) (in
 	var n int
 	err := l.shard(id).Do(ctx, func(s *buckets.Store, _ int64) { n = s.Delete(id, scale.Milliseconds()) })
 	return n, err
-}
-
-// restore stores a record, as read from a snapshot, in the shard that owns
-// id, replacing the record with the same key.
-func (l *Limiter) restore(ctx context.Context, id string, scale int64, a rl.Algo, r algo.Record) error {
-	var err error
-	if derr := l.shard(id).Do(ctx, func(s *buckets.Store, _ int64) { err = s.Put(id, scale, a, r) }); derr != nil {
-		return derr
-	}
-	return err
-}
-
-// restoreLog stores a Log record, as read from a snapshot (its entries
-// marshalled by algo.Log.AppendBinary), in the shard that owns id. Entries
-// that do not decode are refused with an error matching
-// raterlimiter.ErrInvalid.
-func (l *Limiter) restoreLog(ctx context.Context, id string, scale, created int64, data []byte) error {
-	var err error
-	if derr := l.shard(id).Do(ctx, func(s *buckets.Store, _ int64) { err = s.PutLog(id, scale, created, data) }); derr != nil {
-		return derr
-	}
-	return err
 }
 
 // Sweep deletes now, on every shard, the records no decision can read any

@@ -2,7 +2,9 @@ package memory_test
 
 import (
 	"context"
+	"io"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -127,6 +129,9 @@ func TestZeroLimiter(t *testing.T) {
 	_, err = l.Reset(ctx, "u", 0)
 	assert.ErrorContains(t, err, "memory.New")
 	_, err = l.Sweep(ctx)
+	assert.ErrorContains(t, err, "memory.New")
+	assert.ErrorContains(t, l.Save(ctx, io.Discard), "memory.New")
+	_, err = l.Load(ctx, strings.NewReader(""), 0)
 	assert.ErrorContains(t, err, "memory.New")
 	assert.Zero(t, l.Stats())
 	assert.NoError(t, l.Close())

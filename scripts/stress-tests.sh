@@ -29,7 +29,6 @@ failed=0
 # hold thousands of connections (seconds a run) run STRESS_E2E_COUNT times.
 e2e=${STRESS_E2E_COUNT:-20}
 timing=(
-  "./internal/snapshot ^TestWriteLeavesOutExpiredRecords$ $count"
   "./memory ^(TestBatchAcrossShardsKeepsOrder|TestPeriodicSweep|TestConcurrentHitsAllowExactlyTheLimit)$ $count"
   "./cmd/raterlimiter ^(TestHostileClientsDoNotStopHealthyOnes|TestSlowedActorAnswers503WithinTimeoutAndLeaksNothing|TestAbandonedBatchKeepsItsOwnChecks)$ $count"
   "./cmd/raterlimiter ^(TestWellBehavedClientUnderAttack|TestBodyFloodIsBounded|TestE2ESnapshotKill9LosesAtMostOneInterval|TestRedisOutageEngagesTheFailMode)$ $e2e"

@@ -163,7 +163,7 @@ func TestE2ECorruptSnapshotIsRefused(t *testing.T) {
 		{name: "flipped byte", data: flipped, msg: "checksum mismatch"},
 		{name: "truncated", data: data[:len(data)-3], msg: "checksum mismatch"},
 		{name: "foreign", data: []byte("PK\x03\x04 not a snapshot"), msg: "bad magic"},
-		{name: "empty", data: []byte{}, msg: "empty file"},
+		{name: "empty", data: []byte{}, msg: "empty"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "limits.snap")

@@ -1,15 +1,52 @@
-package snapshot_test
+package memory
 
 import (
+	"bytes"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
 	"testing"
+
+	"github.com/raterlimiter/raterlimiter/internal/check"
+	"github.com/raterlimiter/raterlimiter/internal/ms"
 )
 
-// TestWriteFuzzCorpus regenerates testdata/fuzz/FuzzRead when
+// FuzzReadSnapshot: any bytes are read without a panic; a failure is
+// ErrCorruptSnapshot; what is accepted is made of records in range, as many
+// as the trailer says. The seed corpus in testdata/fuzz/FuzzReadSnapshot
+// holds valid snapshots (versions 1 and 3) and the corruption cases.
+func FuzzReadSnapshot(f *testing.F) {
+	f.Add(goodSnapshot(f))
+	fixture, err := os.ReadFile("testdata/v3.snap")
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(fixture)
+	f.Fuzz(func(t *testing.T, data []byte) {
+		n := 0
+		info, err := readSnapshot(bytes.NewReader(data), int64(len(data)), func(r record) error {
+			n++
+			if r.ID == "" || len(r.ID) > snapshotMaxID || r.Scale < 1 || r.Scale > ms.MaxScale || !check.ValidAlgo(r.Algo) {
+				t.Fatalf("record out of range accepted: %d-byte id, scale %d, algo %d", len(r.ID), r.Scale, r.Algo)
+			}
+			return nil
+		})
+		if err != nil {
+			if !errors.Is(err, ErrCorruptSnapshot) {
+				t.Fatalf("an error that is not ErrCorruptSnapshot: %v", err)
+			}
+			return
+		}
+		if info.records != n {
+			t.Fatalf("info says %d records, fn saw %d", info.records, n)
+		}
+	})
+}
+
+// TestWriteFuzzCorpus regenerates testdata/fuzz/FuzzReadSnapshot when
 // SNAPSHOT_WRITE_CORPUS=1.
 func TestWriteFuzzCorpus(t *testing.T) {
 	if os.Getenv("SNAPSHOT_WRITE_CORPUS") != "1" {
@@ -22,7 +59,7 @@ func TestWriteFuzzCorpus(t *testing.T) {
 	hostile = binary.AppendUvarint(hostile, 1<<40)
 	hostile = withCRC(append(hostile, 'a', 0, 0, 0, 0))
 	seeds := map[string][]byte{
-		"good":              good,
+		"good_v3":           good,
 		"empty":             {},
 		"wrong_magic":       mutate(func(b []byte) []byte { b[0] = 'X'; return b }),
 		"wrong_version":     withCRC(mutate(func(b []byte) []byte { b[7] = 4; return b })),
@@ -33,7 +70,7 @@ func TestWriteFuzzCorpus(t *testing.T) {
 		"bad_shared_prefix": withCRC(mutate(func(b []byte) []byte { b[16] = 9; return b })),
 		"huge_id_length":    hostile,
 	}
-	dir := filepath.Join("testdata", "fuzz", "FuzzRead")
+	dir := filepath.Join("testdata", "fuzz", "FuzzReadSnapshot")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}

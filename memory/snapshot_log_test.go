@@ -1,12 +1,8 @@
-package snapshot_test
+package memory
 
 import (
-	"bytes"
 	"context"
 	"encoding/binary"
-	"github.com/raterlimiter/raterlimiter/internal/memstore"
-	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"testing"
@@ -16,10 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	rl "github.com/raterlimiter/raterlimiter"
-	"github.com/raterlimiter/raterlimiter/internal/algo"
-	"github.com/raterlimiter/raterlimiter/internal/snapshot"
 	"github.com/raterlimiter/raterlimiter/limitertest"
-	"github.com/raterlimiter/raterlimiter/memory"
 )
 
 func logCheck(id string, limit, hits int64) rl.Request {
@@ -31,7 +24,7 @@ func logCheck(id string, limit, hits int64) rl.Request {
 func TestLogRecordsRoundTrip(t *testing.T) {
 	ctx := context.Background()
 	clock := limitertest.NewClock(time.UnixMilli(t0))
-	src := newLimiter(t, clock, 2)
+	src := snapLimiter(t, clock, 2)
 	for i := range 40 {
 		clock.Advance(time.Duration(37*(i%5)) * time.Millisecond)
 		for _, id := range []string{"a", "b", "c\xff"} {
@@ -39,15 +32,13 @@ func TestLogRecordsRoundTrip(t *testing.T) {
 			require.NoError(t, err)
 		}
 	}
-	path := filepath.Join(t.TempDir(), "snap")
-	ws, err := snapshot.Write(ctx, path, src, snapshot.WriteOptions{Clock: clock.Now})
-	require.NoError(t, err)
-	assert.Equal(t, 3, ws.Records)
+	b, st := saved(t, src, 0)
+	assert.Equal(t, 3, st.records)
 
-	dst := newLimiter(t, clock, 3) // another shard count: ids move
-	st, err := snapshot.Load(ctx, path, dst, snapshot.LoadOptions{Clock: clock.Now})
+	dst := snapLimiter(t, clock, 3) // another shard count: ids move
+	n, err := load(dst, b)
 	require.NoError(t, err)
-	assert.Equal(t, 3, st.Loaded)
+	assert.Equal(t, 3, n)
 	for i := range 200 {
 		clock.Advance(time.Duration(13+i%50) * time.Millisecond)
 		for _, id := range []string{"a", "b", "c\xff"} {
@@ -64,7 +55,7 @@ func TestLogRecordsRoundTrip(t *testing.T) {
 // encodeOld writes records in the format of version 1 or 2, whose scale
 // field holds the algorithm in two bits, as the builds before version 3
 // wrote them (no id prefixes shared, which the format allows).
-func encodeOld(version uint16, base int64, recs []snapshot.Record) []byte {
+func encodeOld(version uint16, base int64, recs []record) []byte {
 	b := []byte("RLSNAP")
 	b = binary.BigEndian.AppendUint16(b, version)
 	b = binary.BigEndian.AppendUint64(b, uint64(base))
@@ -86,12 +77,12 @@ func encodeOld(version uint16, base int64, recs []snapshot.Record) []byte {
 	return withCRC(append(b, 0, 0, 0, 0))
 }
 
-// TestOlderVersionsStillLoad: files of versions 1 and 2, written before the
-// algorithm took three bits, load into the records they held.
+// TestOlderVersionsStillLoad: snapshots of versions 1 and 2, written before
+// the algorithm took three bits, load into the records they held.
 func TestOlderVersionsStillLoad(t *testing.T) {
 	ctx := context.Background()
 	clock := limitertest.NewClock(time.UnixMilli(t0))
-	src := newLimiter(t, clock, 1)
+	src := snapLimiter(t, clock, 1)
 	for i, a := range []rl.Algo{rl.Fixed, rl.Sliding, rl.Token, rl.Log} {
 		_, err := src.CheckRate(ctx, rl.Request{ID: "id" + strconv.Itoa(i), Scale: time.Minute, Limit: 10, Hits: 3, Algo: a})
 		require.NoError(t, err)
@@ -100,85 +91,72 @@ func TestOlderVersionsStillLoad(t *testing.T) {
 	want := dump(t, src)
 	for i := range want {
 		if want[i].Algo == rl.Log {
-			var err error
-			want[i].Log, err = logOf(src, want[i])
-			require.NoError(t, err)
+			want[i].Log = logOf(t, src, want[i])
 		}
 	}
 	for _, version := range []uint16{1, 2} {
 		t.Run("version "+strconv.Itoa(int(version)), func(t *testing.T) {
 			recs := want
 			if version == 1 {
-				recs = slices.DeleteFunc(slices.Clone(want), func(r snapshot.Record) bool { return r.Algo == rl.Log })
+				recs = slices.DeleteFunc(slices.Clone(want), func(r record) bool { return r.Algo == rl.Log })
 			}
-			path := filepath.Join(t.TempDir(), "old.snap")
-			require.NoError(t, os.WriteFile(path, encodeOld(version, t0, recs), 0o600))
-			dst := newLimiter(t, clock, 2)
-			st, err := snapshot.Load(ctx, path, dst, snapshot.LoadOptions{Clock: clock.Now})
+			dst := snapLimiter(t, clock, 2)
+			n, err := load(dst, encodeOld(version, t0, recs))
 			require.NoError(t, err)
-			assert.Equal(t, len(recs), st.Loaded)
-			got := dump(t, dst)
-			for i := range got {
-				got[i].Log = nil
-			}
+			assert.Equal(t, len(recs), n)
 			plain := slices.Clone(recs)
 			for i := range plain {
 				plain[i].Log = nil
 			}
-			assert.Equal(t, plain, got)
+			assert.Equal(t, plain, dump(t, dst))
 		})
 	}
 }
 
 // logOf returns the marshalled entries of a Log record of l, as a snapshot
 // holds them.
-func logOf(l *memory.Limiter, r snapshot.Record) ([]byte, error) {
+func logOf(t *testing.T, l *Limiter, r record) []byte {
+	t.Helper()
 	var out []byte
-	err := memstore.MustOf(l).CopyRecords(context.Background(), 100, func(c memstore.Record) error {
+	require.NoError(t, l.copyRecords(context.Background(), 100, func(c record) error {
 		if c.ID == r.ID && c.Scale == r.Scale && c.Algo == rl.Log {
 			out = slices.Clone(c.Log)
 		}
 		return nil
-	}, func(time.Duration) error { return nil })
-	return out, err
+	}, func(time.Duration) error { return nil }))
+	return out
 }
 
 func TestLogRecordsRefusedWhereTheyCannotBe(t *testing.T) {
 	ctx := context.Background()
 	clock := limitertest.NewClock(time.UnixMilli(t0))
-	src := newLimiter(t, clock, 1)
+	src := snapLimiter(t, clock, 1)
 	_, err := src.CheckRate(ctx, logCheck("a", 5, 2))
 	require.NoError(t, err)
 	clock.Advance(10 * time.Millisecond)
 	_, err = src.CheckRate(ctx, logCheck("a", 5, 1))
 	require.NoError(t, err)
-	path := filepath.Join(t.TempDir(), "snap")
-	_, err = snapshot.Write(ctx, path, src, snapshot.WriteOptions{Clock: clock.Now})
-	require.NoError(t, err)
-	good, err := os.ReadFile(path)
-	require.NoError(t, err)
+	good, _ := saved(t, src, 0)
 
-	// The file ends with the log's entries, the end marker (0, 0), the
+	// The snapshot ends with the log's entries, the end marker (0, 0), the
 	// record count (1) and the checksum (4): b[len-8] is the last entry byte.
 	for _, tc := range []struct {
 		name string
 		data []byte
 		msg  string
 	}{
-		{"a log record in a version 1 file", func() []byte { b := clone(good); b[7] = 1; return withCRC(b) }(), "a log record in a version 1 file"},
-		{"log entries that do not decode", func() []byte { b := clone(good); b[len(b)-4-4] ^= 0x80; return withCRC(b) }(), "log entries"},
+		{"a log record in a version 1 snapshot", func() []byte { b := slices.Clone(good); b[7] = 1; return withCRC(b) }(), "a log record in a version 1 snapshot"},
+		{"log entries that do not decode", func() []byte { b := slices.Clone(good); b[len(b)-4-4] ^= 0x80; return withCRC(b) }(), "log entries"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			p := filepath.Join(t.TempDir(), "bad.snap")
-			require.NoError(t, os.WriteFile(p, tc.data, 0o600))
-			_, err := snapshot.Load(ctx, p, newLimiter(t, clock, 1), snapshot.LoadOptions{Clock: clock.Now})
-			require.ErrorIs(t, err, snapshot.ErrCorrupt)
+			l := snapLimiter(t, clock, 1)
+			_, err := load(l, tc.data)
+			require.ErrorIs(t, err, ErrCorruptSnapshot)
 			assert.Contains(t, err.Error(), tc.msg)
+			assert.Empty(t, dump(t, l))
 		})
 	}
 }
-
-func clone(b []byte) []byte { return append([]byte(nil), b...) }
 
 // TestSlicesAndLeakyRoundTrip: a limiter loaded from a snapshot of slices
 // (several slice counts, many slices each) and leaky queues decides every
@@ -187,7 +165,7 @@ func clone(b []byte) []byte { return append([]byte(nil), b...) }
 func TestSlicesAndLeakyRoundTrip(t *testing.T) {
 	ctx := context.Background()
 	clock := limitertest.NewClock(time.UnixMilli(t0))
-	src := newLimiter(t, clock, 1)
+	src := snapLimiter(t, clock, 1)
 	checks := func(id string, i int) []rl.Request {
 		return []rl.Request{
 			{ID: id, Scale: time.Minute, Limit: 40, Hits: int64(1 + i%3), Algo: rl.Slices, Slices: 6},
@@ -206,12 +184,10 @@ func TestSlicesAndLeakyRoundTrip(t *testing.T) {
 			}
 		}
 	}
-	path := filepath.Join(t.TempDir(), "snap")
-	st, err := snapshot.Write(ctx, path, src, snapshot.WriteOptions{Clock: clock.Now})
-	require.NoError(t, err)
-	assert.Greater(t, st.Records, 3*20, "many slices of each limit")
-	dst := newLimiter(t, clock, 3)
-	_, err = snapshot.Load(ctx, path, dst, snapshot.LoadOptions{Clock: clock.Now})
+	b, st := saved(t, src, 0)
+	assert.Greater(t, st.records, 3*20, "many slices of each limit")
+	dst := snapLimiter(t, clock, 3)
+	_, err := load(dst, b)
 	require.NoError(t, err)
 	assert.Equal(t, dump(t, src), dump(t, dst))
 	for i := range 200 {
@@ -225,28 +201,5 @@ func TestSlicesAndLeakyRoundTrip(t *testing.T) {
 				require.Equal(t, want, got, "check %d of %q: %+v", i, id, r)
 			}
 		}
-	}
-}
-
-// TestImplausibleSliceCounts: a slices record whose slice count no check
-// could make is refused.
-func TestImplausibleSliceCounts(t *testing.T) {
-	for _, n := range []int64{0, 1, 601, 1 << 20} {
-		rec := snapshot.Record{ID: "u", Scale: 60_000, Algo: rl.Slices, State: algo.SlicesRecord(n, 3, t0, t0)}
-		var b []byte
-		b = append(b, "RLSNAP"...)
-		b = binary.BigEndian.AppendUint16(b, snapshot.Version)
-		b = binary.BigEndian.AppendUint64(b, uint64(t0))
-		b = binary.AppendUvarint(b, 0)
-		b = binary.AppendUvarint(b, 1)
-		b = append(b, 'u')
-		b = binary.AppendUvarint(b, uint64(rec.Scale)<<3|uint64(rec.Algo))
-		b = binary.AppendVarint(b, rec.State.Count)
-		b = binary.AppendVarint(b, 0)
-		b = binary.AppendVarint(b, 0)
-		b = append(b, 0, 0, 1, 0, 0, 0, 0)
-		_, err := snapshot.Read(bytes.NewReader(withCRC(b)), int64(len(b)), nil)
-		require.ErrorIs(t, err, snapshot.ErrCorrupt, "slice count %d", n)
-		assert.Contains(t, err.Error(), "slice count")
 	}
 }
