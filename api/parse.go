@@ -1,10 +1,10 @@
 package api
 
 import (
-	"github.com/raterlimiter/raterlimiter/internal/check"
 	"github.com/valyala/fasthttp"
 
 	rl "github.com/raterlimiter/raterlimiter"
+	"github.com/raterlimiter/raterlimiter/internal/check"
 	"github.com/raterlimiter/raterlimiter/internal/ms"
 	"github.com/raterlimiter/raterlimiter/internal/policy"
 )
@@ -96,6 +96,36 @@ func (f fields) set(r *rl.Request, n int64) {
 	case fieldMaxDelay:
 		r.MaxDelay = ms.Duration(n)
 	}
+}
+
+// The parameters each endpoint reads, for the error of one it does not
+// (unknown): a typo such as alog= must not fall back to a default unseen.
+const (
+	checkParams  = "id, scale, limit, hits, algo, slices, queue, max_delay_ms, wait and policy"
+	batchFields  = "id, scale, limit, hits, algo, slices, queue, max_delay_ms and policy"
+	bucketsGet   = "id, limit and cursor"
+	bucketsDel   = "id and scale"
+	authParams   = "deny_status"
+	maxShownName = 64 // bytes of an unknown name an error repeats
+)
+
+// unknown returns the error for a parameter or field name that what (an
+// endpoint's parameters, a check's fields) does not hold, naming it and
+// the known ones, which known lists. It allocates, on the error's path only.
+func unknown(name []byte, what, known string) error {
+	return &rl.FieldError{Field: shownName(name), Rule: "is not " + what + "; the known ones are " + known}
+}
+
+// shownName is a name as an error repeats it: "" quoted when empty, cut
+// after maxShownName bytes.
+func shownName(name []byte) string {
+	switch {
+	case len(name) == 0:
+		return `""`
+	case len(name) > maxShownName:
+		return string(name[:maxShownName]) + "..."
+	}
+	return string(name)
 }
 
 // once is the error for a field given twice: which one counts would be a
@@ -227,8 +257,9 @@ func parseAlgo(b []byte) (rl.Algo, error) {
 	return check.ParseAlgo(string(b))
 }
 
-// parseArgs reads a check from a query string or a form. Unknown names are
-// ignored (a cache buster is harmless); a known name given twice is refused.
+// parseArgs reads a check from a query string or a form. An unknown name
+// is refused (a typo must not fall back to a default), and so is a known
+// name given twice.
 // It copies the id: nothing it returns refers to args. A check by policy
 // (policy=NAME) takes its scale, limit, algo and default hits from the
 // policy found in pc, and its id becomes the policy's counter id; *shown is
@@ -241,7 +272,7 @@ func parseArgs(args *fasthttp.Args, r *rl.Request, shown *string, maxID int, rs 
 	for k, v := range args.All() {
 		f := fieldOf(k)
 		if f == 0 {
-			continue
+			return nil, unknown(k, "a parameter of /check_rate", checkParams)
 		}
 		if seen&f != 0 {
 			return nil, f.once()
