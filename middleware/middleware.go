@@ -14,8 +14,8 @@
 //
 // A request whose key is empty is answered 400 ("Bad request: missing
 // X-Api-Key", as Config.KeyName names it), unless Config.MissingKey lets
-// it through or counts it by the client's address: leaving a key out never
-// escapes the limit by default.
+// it through ("skip") or counts it by the client's address ("key:ip"):
+// leaving a key out never escapes the limit by default.
 //
 // When the limiter fails (it is down, overloaded, or times out) the
 // request is answered 503 with Retry-After: 1, and Config.OnError hears of
@@ -28,11 +28,7 @@
 // the fail mode, since the requester controls it.
 package middleware
 
-import (
-	"strconv"
-
-	rl "github.com/raterlimiter/raterlimiter"
-)
+import rl "github.com/raterlimiter/raterlimiter"
 
 // Config is what both middlewares share: nethttp.New and fasthttpmw.New
 // take it. Limiter and Policy (or PolicyName) are required; every other
@@ -64,13 +60,26 @@ type Config struct {
 	// TrustedProxies lists the addresses ("10.0.0.1") and networks
 	// ("10.0.0.0/8", "::1/128") of the proxies in front of the application.
 	// Only when the peer is one of them does the client's address (the
-	// default key, and MissingKeyIP's) believe X-Forwarded-For (or,
+	// default key, and MissingKey "key:ip"'s) believe X-Forwarded-For (or,
 	// without it, X-Real-IP). Default: none, so it is always the peer's
 	// address.
 	TrustedProxies []string
 	// MissingKey is what a request whose key is empty or only white space
-	// gets. Default: MissingKeyDeny, a 400.
-	MissingKey MissingKey
+	// gets (a custom key function returned "", say for a request without
+	// its X-Api-Key header; the client's address, the default key, is
+	// never empty), in the words of a gateway policy's missing_key:
+	//   - "deny" (or "", the default): 400 with the body "Bad request:
+	//     missing " and KeyName, counting nothing, so that leaving the key
+	//     out never escapes the limit;
+	//   - "skip": the request goes on unchecked, without rate-limit headers
+	//     (for requests the limit does not concern, such as health checks);
+	//   - "key:ip": the request is counted by the client's address (as the
+	//     default key reads it) instead, under counters of their own: the
+	//     id is the address after "\x00missing_key\x00", which no header
+	//     can hold, so a client that sends an address as its key never
+	//     spends the budget of the callers without one.
+	// New refuses any other value.
+	MissingKey string
 	// KeyName is what the answer to a request without its key calls the
 	// key: "X-Api-Key" answers "Bad request: missing X-Api-Key". Default:
 	// "rate-limit key".
@@ -79,41 +88,4 @@ type Config struct {
 	// answered 503 (the limiter failed) or 400 (it refused the key). It
 	// must be safe for concurrent use.
 	OnError func(error)
-}
-
-// MissingKey is what the middleware does with a request whose key is
-// empty (or only white space): a custom key function returned "", say for
-// a request without its X-Api-Key header. The client's address, the
-// default key, is never empty. The values mirror a gateway policy's
-// missing_key (deny, skip, key:ip).
-type MissingKey uint8
-
-const (
-	// MissingKeyDeny answers 400 with the body "Bad request: missing " and
-	// Config.KeyName, counting nothing: the default, so that leaving the
-	// key out never escapes the limit.
-	MissingKeyDeny MissingKey = iota
-	// MissingKeySkip lets the request through unchecked, without
-	// rate-limit headers: for requests the limit does not concern (a
-	// health check, say, whose key function returns "").
-	MissingKeySkip
-	// MissingKeyIP counts the request by the client's address instead (as
-	// the default key reads it), under counters of their own: the id is
-	// the address after "\x00missing_key\x00", which no header can hold,
-	// so a client that sends an address as its key never spends the
-	// budget of the callers without one.
-	MissingKeyIP
-)
-
-// String returns the policies file's spelling: "deny", "skip" or "key:ip".
-func (m MissingKey) String() string {
-	switch m {
-	case MissingKeyDeny:
-		return "deny"
-	case MissingKeySkip:
-		return "skip"
-	case MissingKeyIP:
-		return "key:ip"
-	}
-	return "MissingKey(" + strconv.Itoa(int(m)) + ")"
 }

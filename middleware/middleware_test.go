@@ -126,7 +126,9 @@ func TestNewRefusesBadConfig(t *testing.T) {
 		{"policy by name on a limiter without policies", middleware.Config{Limiter: lim, PolicyName: "pages"}, "needs a limiter that checks by policy"},
 		{"a policy beside its name", middleware.Config{Limiter: lim, PolicyName: "pages", Policy: sec}, "Config.Policy is set beside Config.PolicyName"},
 		{"a bound on the wait beside a name", middleware.Config{Limiter: lim, PolicyName: "pages", Policy: rl.Request{MaxDelay: time.Second}}, "Config.Policy is set beside"},
-		{"unknown missing-key mode", middleware.Config{Limiter: lim, Policy: sec, MissingKey: 3}, "Config.MissingKey is MissingKey(3)"},
+		{"unknown missing-key mode", middleware.Config{Limiter: lim, Policy: sec, MissingKey: "allow"}, `Config.MissingKey is "allow": it must be "deny" (or empty), "skip" or "key:ip"`},
+		{"missing-key modes are spelt as in a policies file", middleware.Config{Limiter: lim, Policy: sec, MissingKey: "Skip"}, `Config.MissingKey is "Skip"`},
+		{"a fallback other than the address", middleware.Config{Limiter: lim, Policy: sec, MissingKey: "key:header:X-User"}, `Config.MissingKey is "key:header:X-User"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -186,24 +188,24 @@ func TestCheckOutcomes(t *testing.T) {
 	tests := []struct {
 		name    string
 		limiter rl.Limiter
-		missing middleware.MissingKey
+		missing string
 		keys    []string
 		want    []core.Outcome
 		errs    int
 	}{
-		{"allows to the limit then denies", lim, 0, []string{"a", "a", "a", "b"},
+		{"allows to the limit then denies", lim, "", []string{"a", "a", "a", "b"},
 			[]core.Outcome{core.Pass, core.Pass, core.Deny, core.Pass}, 0},
-		{"a missing key is refused", lim, 0, []string{"", " ", "\t\r\n", "\u00a0"},
+		{"a missing key is refused", lim, "", []string{"", " ", "\t\r\n", "\u00a0"},
 			[]core.Outcome{core.NoKey, core.NoKey, core.NoKey, core.NoKey}, 0},
-		{"a missing key is let through", lim, middleware.MissingKeySkip, []string{"", " "},
+		{"a missing key is let through", lim, "skip", []string{"", " "},
 			[]core.Outcome{core.Unlimited, core.Unlimited}, 0},
-		{"a missing key counts by the address", lim, middleware.MissingKeyIP, []string{"", " ", ""},
+		{"a missing key counts by the address", lim, "key:ip", []string{"", " ", ""},
 			[]core.Outcome{core.Pass, core.Pass, core.Deny}, 0},
-		{"a missing key is checked before the limiter", failing{down}, 0, []string{""}, []core.Outcome{core.NoKey}, 0},
-		{"limiter down", failing{down}, 0, []string{"a"}, []core.Outcome{core.Unavailable}, 1},
-		{"unknown error", failing{errors.New("odd")}, 0, []string{"a"}, []core.Outcome{core.Unavailable}, 1},
-		{"key refused", lim, 0, []string{strings.Repeat("k", 40)}, []core.Outcome{core.BadKey}, 1},
-		{"key refused, whatever the limiter's error", failing{fmt.Errorf("%w", rl.ErrInvalid)}, 0, []string{"a"}, []core.Outcome{core.BadKey}, 1},
+		{"a missing key is checked before the limiter", failing{down}, "", []string{""}, []core.Outcome{core.NoKey}, 0},
+		{"limiter down", failing{down}, "", []string{"a"}, []core.Outcome{core.Unavailable}, 1},
+		{"unknown error", failing{errors.New("odd")}, "", []string{"a"}, []core.Outcome{core.Unavailable}, 1},
+		{"key refused", lim, "", []string{strings.Repeat("k", 40)}, []core.Outcome{core.BadKey}, 1},
+		{"key refused, whatever the limiter's error", failing{fmt.Errorf("%w", rl.ErrInvalid)}, "", []string{"a"}, []core.Outcome{core.BadKey}, 1},
 	}
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

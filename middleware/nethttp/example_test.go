@@ -48,8 +48,8 @@ func Example() {
 
 // An API key in a header is the key: two requests per minute per key. A
 // request without the key is answered 400, not let through unlimited
-// (MissingKey: MissingKeySkip would let it through, MissingKeyIP would
-// count it by the client's address).
+// (MissingKey: "skip" would let it through, "key:ip" would count it by the
+// client's address).
 func Example_apiKey() {
 	lim := memory.New(memory.Config{Clock: func() time.Time { return time.UnixMilli(1_700_000_000_000) }})
 	defer lim.Close()

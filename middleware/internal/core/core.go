@@ -37,7 +37,7 @@ const (
 	// Pass lets the request go on, with the decision's headers.
 	Pass Outcome = iota
 	// Unlimited lets the request go on without rate-limit headers: its key
-	// is missing and Config.MissingKey is MissingKeySkip, or the limiter
+	// is missing and Config.MissingKey is "skip", or the limiter
 	// allowed it without saying by which policy (the client failing open
 	// under PolicyName).
 	Unlimited
@@ -48,9 +48,21 @@ const (
 	// BadKey answers 400: the limiter refused the key as invalid.
 	BadKey
 	// NoKey answers 400 with NoKeyBody: the request's key is missing and
-	// Config.MissingKey is MissingKeyDeny.
+	// Config.MissingKey is "deny".
 	NoKey
 )
+
+// missingKey is Config.MissingKey, read.
+type missingKey uint8
+
+const (
+	missingDeny missingKey = iota
+	missingSkip
+	missingIP
+)
+
+// missingKeys reads Config.MissingKey.
+var missingKeys = map[string]missingKey{"": missingDeny, "deny": missingDeny, "skip": missingSkip, "key:ip": missingIP}
 
 // Core is the stack-independent middleware: it checks a key and says what
 // to answer. It is safe for concurrent use.
@@ -60,7 +72,7 @@ type Core struct {
 	byName    policyChecker // with Config.PolicyName
 	name      string        // the headers' policy name
 	proxies   policy.Proxies
-	missing   middleware.MissingKey
+	missing   missingKey
 	noKeyBody string
 	onError   func(error)
 }
@@ -74,14 +86,15 @@ func New(cfg middleware.Config) (*Core, error) {
 	if cfg.Limiter == nil {
 		return nil, errors.New("middleware: Config.Limiter is nil")
 	}
-	if cfg.MissingKey > middleware.MissingKeyIP {
-		return nil, fmt.Errorf("middleware: Config.MissingKey is %v: use MissingKeyDeny, MissingKeySkip or MissingKeyIP", cfg.MissingKey)
+	missing, ok := missingKeys[cfg.MissingKey]
+	if !ok {
+		return nil, fmt.Errorf("middleware: Config.MissingKey is %q: it must be \"deny\" (or empty), \"skip\" or \"key:ip\"", cfg.MissingKey)
 	}
 	keyName := cfg.KeyName
 	if keyName == "" {
 		keyName = "rate-limit key"
 	}
-	c := &Core{limiter: cfg.Limiter, name: headers.PolicyName, missing: cfg.MissingKey,
+	c := &Core{limiter: cfg.Limiter, name: headers.PolicyName, missing: missing,
 		noKeyBody: "Bad request: missing " + keyName + "\n", onError: cfg.OnError}
 	if cfg.PolicyName != "" {
 		if cfg.Policy != (rl.Request{}) {
@@ -128,20 +141,20 @@ func (c *Core) Proxies() policy.Proxies { return c.proxies }
 // Config.KeyName and a newline.
 func (c *Core) NoKeyBody() string { return c.noKeyBody }
 
-// fallbackPrefix starts the id MissingKeyIP counts a request under: HTTP
+// fallbackPrefix starts the id Config.MissingKey "key:ip" counts a request under: HTTP
 // header values cannot hold a NUL (net/http and fasthttp refuse them), so
 // no key read from a header is ever one of these ids.
 const fallbackPrefix = "\x00missing_key\x00"
 
 // Check decides the request whose key is key; clientIP returns the
-// client's address, for Config.MissingKey MissingKeyIP. The request and
+// client's address, for Config.MissingKey "key:ip". The request and
 // decision are meaningful for Pass and Deny only.
 func (c *Core) Check(ctx context.Context, key string, clientIP func() string) (rl.Request, rl.Decision, Outcome) {
 	if strings.TrimSpace(key) == "" {
 		switch c.missing {
-		case middleware.MissingKeySkip:
+		case missingSkip:
 			return rl.Request{}, rl.Decision{}, Unlimited
-		case middleware.MissingKeyIP:
+		case missingIP:
 			key = fallbackPrefix + clientIP()
 		default:
 			return rl.Request{}, rl.Decision{}, NoKey

@@ -172,8 +172,8 @@ func (down) CheckRates(context.Context, []rl.Request) ([]rl.Decision, error) {
 // missingKey: a request whose key is missing never escapes the limit
 // unseen. The key is an API key from a header; the header left out, sent
 // empty or as white space is answered 400 naming it by default, let
-// through unchecked with MissingKeySkip, and counted by the client's
-// address, under counters of its own, with MissingKeyIP.
+// through unchecked with MissingKey "skip", and counted by the client's
+// address, under counters of its own, with "key:ip".
 func missingKey(t *testing.T, a Adapter) {
 	apiKey := func(header func(string) string) string { return header("X-Api-Key") }
 	missing := []struct {
@@ -215,7 +215,7 @@ func missingKey(t *testing.T, a Adapter) {
 				assert.Len(t, bs, 1, "counted under the key as it is")
 			})
 			t.Run("skipped", func(t *testing.T) {
-				serve := a(t, middleware.Config{Limiter: lim, Policy: policy, MissingKey: middleware.MissingKeySkip}, apiKey)
+				serve := a(t, middleware.Config{Limiter: lim, Policy: policy, MissingKey: "skip"}, apiKey)
 				for _, m := range missing {
 					for range 3 {
 						ans := serve("198.51.100.8:1", m.hdr)
@@ -230,7 +230,7 @@ func missingKey(t *testing.T, a Adapter) {
 				}
 			})
 			t.Run("by the client's address", func(t *testing.T) {
-				serve := a(t, middleware.Config{Limiter: lim, Policy: policy, MissingKey: middleware.MissingKeyIP,
+				serve := a(t, middleware.Config{Limiter: lim, Policy: policy, MissingKey: "key:ip",
 					TrustedProxies: []string{"10.0.0.0/8"}}, apiKey)
 				for i, want := range []int{200, 200, 429, 429, 429} {
 					hdr := map[string]string{"X-Forwarded-For": "198.51.100.9"}
