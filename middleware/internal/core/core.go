@@ -61,8 +61,18 @@ const (
 	missingIP
 )
 
-// missingKeys reads Config.MissingKey.
-var missingKeys = map[string]missingKey{"": missingDeny, "deny": missingDeny, "skip": missingSkip, "key:ip": missingIP}
+// parseMissingKey reads Config.MissingKey.
+func parseMissingKey(s string) (missingKey, error) {
+	switch s {
+	case "", "deny":
+		return missingDeny, nil
+	case "skip":
+		return missingSkip, nil
+	case "key:ip":
+		return missingIP, nil
+	}
+	return 0, fmt.Errorf("middleware: Config.MissingKey is %q: it must be \"deny\" (or empty), \"skip\" or \"key:ip\"", s)
+}
 
 // Core is the stack-independent middleware: it checks a key and says what
 // to answer. It is safe for concurrent use.
@@ -86,9 +96,9 @@ func New(cfg middleware.Config) (*Core, error) {
 	if cfg.Limiter == nil {
 		return nil, errors.New("middleware: Config.Limiter is nil")
 	}
-	missing, ok := missingKeys[cfg.MissingKey]
-	if !ok {
-		return nil, fmt.Errorf("middleware: Config.MissingKey is %q: it must be \"deny\" (or empty), \"skip\" or \"key:ip\"", cfg.MissingKey)
+	missing, err := parseMissingKey(cfg.MissingKey)
+	if err != nil {
+		return nil, err
 	}
 	keyName := cfg.KeyName
 	if keyName == "" {
@@ -141,9 +151,9 @@ func (c *Core) Proxies() policy.Proxies { return c.proxies }
 // Config.KeyName and a newline.
 func (c *Core) NoKeyBody() string { return c.noKeyBody }
 
-// fallbackPrefix starts the id Config.MissingKey "key:ip" counts a request under: HTTP
-// header values cannot hold a NUL (net/http and fasthttp refuse them), so
-// no key read from a header is ever one of these ids.
+// fallbackPrefix starts the id Config.MissingKey "key:ip" counts a request
+// under: HTTP header values cannot hold a NUL (net/http and fasthttp refuse
+// them), so no key read from a header is ever one of these ids.
 const fallbackPrefix = "\x00missing_key\x00"
 
 // Check decides the request whose key is key; clientIP returns the
