@@ -101,19 +101,19 @@ func (f fields) set(r *rl.Request, n int64) {
 // The parameters each endpoint reads, for the error of one it does not
 // (unknown): a typo such as alog= must not fall back to a default unseen.
 const (
-	checkParams  = "id, scale, limit, hits, algo, slices, queue, max_delay_ms, wait and policy"
-	batchFields  = "id, scale, limit, hits, algo, slices, queue, max_delay_ms and policy"
-	bucketsGet   = "id, limit and cursor"
-	bucketsDel   = "id and scale"
-	authParams   = "deny_status"
+	checkParams  = "the known ones are id, scale, limit, hits, algo, slices, queue, max_delay_ms, wait and policy"
+	batchFields  = "the known ones are id, scale, limit, hits, algo, slices, queue, max_delay_ms and policy"
+	bucketsGet   = "the known ones are id, limit and cursor"
+	bucketsDel   = "the known ones are id and scale"
+	authParams   = "the only one is deny_status"
 	maxShownName = 64 // bytes of an unknown name an error repeats
 )
 
 // unknown returns the error for a parameter or field name that what (an
-// endpoint's parameters, a check's fields) does not hold, naming it and
-// the known ones, which known lists. It allocates, on the error's path only.
+// endpoint's parameters, a check's fields) does not hold, naming it and,
+// in known, the ones it does. It allocates, on the error's path only.
 func unknown(name []byte, what, known string) error {
-	return &rl.FieldError{Field: shownName(name), Rule: "is not " + what + "; the known ones are " + known}
+	return &rl.FieldError{Field: shownName(name), Rule: "is not " + what + "; " + known}
 }
 
 // shownName is a name as an error repeats it: "" quoted when empty, cut

@@ -112,8 +112,8 @@ func TestAuthQuery(t *testing.T) {
 		status      int
 		field, rule string
 	}{
-		{"typo", "/auth?deny_stauts=403", 400, "deny_stauts", "the known ones are deny_status"},
-		{"beside deny_status", "/auth?deny_status=403&x=1", 400, "x", "the known ones are deny_status"},
+		{"typo", "/auth?deny_stauts=403", 400, "deny_stauts", "is not a parameter of /auth; the only one is deny_status"},
+		{"beside deny_status", "/auth?deny_status=403&x=1", 400, "x", "the only one is deny_status"},
 		{"deny_status twice", "/auth?deny_status=403&deny_status=401", 400, "deny_status", "must be given once"},
 		{"bad deny_status", "/auth?deny_status=500", 400, "deny_status", "must be 401, 403 or 429"},
 		{"stray separators", "/auth?&deny_status=403&", 200, "", ""},
