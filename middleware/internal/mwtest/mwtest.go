@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -293,6 +294,16 @@ func limiterFailure(t *testing.T, a Adapter) {
 			assert.Equal(t, 1, degraded, "the limiter's OnDegraded hears of it")
 		})
 	}
+	t.Run("a key refused is a 400 whatever the fail mode", func(t *testing.T) {
+		for name, lim := range map[string]rl.Limiter{"FailClosed": closed, "FailOpen": open} {
+			serve := a(t, middleware.Config{Limiter: lim, Policy: policy},
+				func(header func(string) string) string { return header("X-Api-Key") })
+			ans := serve("198.51.100.7:1", map[string]string{"X-Api-Key": strings.Repeat("k", 2000)})
+			assert.Equal(t, 400, ans.Status, name)
+			assert.False(t, ans.Reached, name)
+			assert.Equal(t, core.BadKeyBody, ans.Body, name)
+		}
+	})
 }
 
 // MissingKeyHeads are request heads whose X-Api-Key is missing as a
