@@ -26,8 +26,8 @@ import (
 // counts as they are: they may only go down, and a change that removes
 // public names lowers them.
 const (
-	userCeiling = 141
-	treeCeiling = 284
+	userCeiling = 139
+	treeCeiling = 282
 )
 
 // userFacing lists the packages a Go user imports: the root vocabulary,

@@ -28,25 +28,66 @@ const (
 	NextCursorHeader = "X-Next-Cursor"
 )
 
-// pageArgs reads GET /buckets' limit (1 to MaxBucketsPage) and cursor (the
-// records already seen).
-func pageArgs(args *fasthttp.Args, page int) (limit, cursor int, err error) {
-	limit = page
-	if v := args.Peek("limit"); v != nil {
-		n, ok := parseUint(v)
-		if !ok || n < 1 || n > MaxBucketsPage {
-			return 0, 0, &rl.FieldError{Field: "limit", Rule: "must be an integer from 1 to " + strconv.Itoa(MaxBucketsPage)}
-		}
-		limit = int(n)
+// bucketsArgs is what a /buckets request asks: GET id[, limit][, cursor],
+// DELETE id[, scale].
+type bucketsArgs struct {
+	id     string
+	scale  int64 // DELETE: 0 or absent, every scale
+	limit  int   // GET: records in a page, 1 to MaxBucketsPage
+	cursor int   // GET: the records already seen
+}
+
+// parseBucketsArgs reads /buckets' query: id is required; scale is for
+// DELETE, limit and cursor for GET; any other name, or a name given twice,
+// is refused.
+func parseBucketsArgs(args *fasthttp.Args, get bool, page int, rs *rules) (bucketsArgs, error) {
+	a := bucketsArgs{limit: page}
+	known := bucketsDel
+	if get {
+		known = bucketsGet
 	}
-	if v := args.Peek("cursor"); v != nil {
-		n, ok := parseUint(v)
-		if !ok || n > 1<<31 {
-			return 0, 0, &rl.FieldError{Field: "cursor", Rule: "must be a cursor an earlier page's " + NextCursorHeader + " gave"}
+	seen := make(map[string]bool, 3)
+	for k, v := range args.All() {
+		name := string(k)
+		switch {
+		case name != "id" && name != "scale" && name != "limit" && name != "cursor":
+			return a, unknown(k, "a parameter of /buckets", known)
+		case seen[name]:
+			return a, &rl.FieldError{Field: name, Rule: "must be given once"}
+		case get && name == "scale":
+			return a, &rl.FieldError{Field: name, Rule: "is only for DELETE"}
+		case !get && (name == "limit" || name == "cursor"):
+			return a, &rl.FieldError{Field: name, Rule: "is only for GET"}
 		}
-		cursor = int(n)
+		seen[name] = true
+		n, ok := parseUint(v)
+		switch name {
+		case "id":
+			a.id = string(v)
+		case "scale":
+			if !ok || n < 1 || n > ms.MaxScale {
+				return a, rs.scale
+			}
+			a.scale = n
+		case "limit":
+			if !ok || n < 1 || n > MaxBucketsPage {
+				return a, &rl.FieldError{Field: "limit", Rule: "must be an integer from 1 to " + strconv.Itoa(MaxBucketsPage)}
+			}
+			a.limit = int(n)
+		case "cursor":
+			if !ok || n > 1<<31 {
+				return a, &rl.FieldError{Field: "cursor", Rule: "must be a cursor an earlier page's " + NextCursorHeader + " gave"}
+			}
+			a.cursor = int(n)
+		}
 	}
-	return limit, cursor, nil
+	if !seen["id"] {
+		// No listing of every id: a sidecar may hold millions, and on
+		// Redis they are other sidecars' too. The hottest are on the
+		// dashboard.
+		return a, &rl.FieldError{Field: "id", Rule: "is required: /buckets?id=ID reads or resets one id's records; there is no listing of every id (the ids checked most are on /dashboard)"}
+	}
+	return a, nil
 }
 
 // requireAdmin answers 401 and returns false unless the request carries the
@@ -64,40 +105,9 @@ func (s *Server) buckets(ctx *fasthttp.RequestCtx) {
 	if !s.requireAdmin(ctx, "/buckets") {
 		return
 	}
-	// id is required; scale only with DELETE (0 or absent: every scale).
-	var id string
-	var scale int64
-	var seen fields
-	for k, v := range ctx.QueryArgs().All() {
-		f := fieldOf(k)
-		if f != fieldID && f != fieldScale {
-			continue
-		}
-		if seen&f != 0 {
-			s.invalid(ctx, f.once())
-			return
-		}
-		seen |= f
-		switch {
-		case f == fieldID:
-			id = string(v)
-		case ctx.IsGet():
-			s.invalid(ctx, &rl.FieldError{Field: "scale", Rule: "is only for DELETE"})
-			return
-		default:
-			n, ok := parseUint(v)
-			if !ok || n < 1 || n > ms.MaxScale {
-				s.invalid(ctx, s.rules.scale)
-				return
-			}
-			scale = n
-		}
-	}
-	if seen&fieldID == 0 {
-		// No listing of every id: a sidecar may hold millions, and on
-		// Redis they are other sidecars' too. The hottest are on the
-		// dashboard.
-		s.invalid(ctx, &rl.FieldError{Field: "id", Rule: "is required: /buckets?id=ID reads or resets one id's records; there is no listing of every id (the ids checked most are on /dashboard)"})
+	a, err := parseBucketsArgs(ctx.QueryArgs(), ctx.IsGet(), s.bucketsPage, s.rules)
+	if err != nil {
+		s.invalid(ctx, err)
 		return
 	}
 	adm, ok := s.lim.(admin)
@@ -108,20 +118,15 @@ func (s *Server) buckets(ctx *fasthttp.RequestCtx) {
 	c, cancel := context.WithTimeout(context.Background(), s.timeout)
 	defer cancel()
 	if ctx.IsGet() {
-		limit, cursor, err := pageArgs(ctx.QueryArgs(), s.bucketsPage)
-		if err != nil {
-			s.invalid(ctx, err)
-			return
-		}
-		bs, err := adm.Buckets(c, id)
+		bs, err := adm.Buckets(c, a.id)
 		if err != nil {
 			s.limiterFailed(ctx, err)
 			return
 		}
-		bs = bs[min(cursor, len(bs)):]
-		if len(bs) > limit {
-			bs = bs[:limit]
-			ctx.Response.Header.Set(NextCursorHeader, strconv.Itoa(cursor+limit))
+		bs = bs[min(a.cursor, len(bs)):]
+		if len(bs) > a.limit {
+			bs = bs[:a.limit]
+			ctx.Response.Header.Set(NextCursorHeader, strconv.Itoa(a.cursor+a.limit))
 		}
 		out := make([]ms.Bucket, len(bs))
 		for i, b := range bs {
@@ -130,7 +135,7 @@ func (s *Server) buckets(ctx *fasthttp.RequestCtx) {
 		s.writeJSON(ctx, fasthttp.StatusOK, out)
 		return
 	}
-	n, err := adm.Reset(c, id, ms.Duration(scale))
+	n, err := adm.Reset(c, a.id, ms.Duration(a.scale))
 	if err != nil {
 		s.limiterFailed(ctx, err)
 		return

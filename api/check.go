@@ -89,6 +89,9 @@ func (s *Server) checkRate(ctx *fasthttp.RequestCtx) {
 // parseBody reads a POSTed check: JSON when the content type says so or the
 // body starts with '{' and no content type is given; a form otherwise.
 func (s *Server) parseBody(ctx *fasthttp.RequestCtx, r *rl.Request, shown *string, pc *policyCheck, opts *checkOpts) (*policy.Policy, error) {
+	if err := noQuery(ctx, "/check_rate"); err != nil {
+		return nil, err
+	}
 	ct := ctx.Request.Header.ContentType()
 	if i := bytes.IndexByte(ct, ';'); i >= 0 {
 		ct = ct[:i]
@@ -138,6 +141,18 @@ func (s *Server) parseBody(ctx *fasthttp.RequestCtx, r *rl.Request, shown *strin
 	return nil, check.ValidateWire(*r, s.maxID)
 }
 
+// noQuery refuses a query on a POST to path, whose check is its body: a
+// parameter there would not be read.
+func noQuery(ctx *fasthttp.RequestCtx, path string) error {
+	if len(ctx.URI().QueryString()) == 0 {
+		return nil
+	}
+	for k := range ctx.QueryArgs().All() {
+		return &rl.FieldError{Field: shownName(k), Rule: "is in the query of a POST " + path + ", which reads its checks from the body alone"}
+	}
+	return nil
+}
+
 // batch is the reusable state of one POST /check_rates.
 type batch struct {
 	reqs []rl.Request
@@ -159,7 +174,10 @@ func (s *Server) checkRates(ctx *fasthttp.RequestCtx) {
 	}()
 	b.reqs, b.pols, b.ends, b.ids = b.reqs[:0], b.pols[:0], b.ends[:0], b.ids[:0]
 	pc := s.policyCheck()
-	err := s.parseBatch(ctx.PostBody(), b, &pc)
+	err := noQuery(ctx, "/check_rates")
+	if err == nil {
+		err = s.parseBatch(ctx.PostBody(), b, &pc)
+	}
 	b.json.release()
 	if err != nil {
 		var te tooLarge

@@ -40,7 +40,16 @@ var jsonSeeds = []string{
 	`{"id":"x","scale":1000,"limit":5,"algo":"slices","slices":600,"wait":0}`,
 	`{"id":"x","scale":1000,"limit":5,"algo":"slices","slices":1,"wait":2}`,
 	`{"id":"x","scale":1000,"limit":5,"algo":"leaky","wait":"1"}`,
+	`{"id":"x","scale":1000,"limit":5,"alog":"sliding"}`,
+	`{"\u0061lgo":"token","id":"x","scale":1000,"limit":5}`,
+	`{"Id":"x","scale":1000,"limit":5}`,
+	`{"":0,"id":"x","scale":1000,"limit":5}`,
+	`{"id":"x","scale":1000,"limit":5,"peek":true}`,
 }
+
+// knownNames are the names a check may hold, on the wire and in JSON.
+var knownNames = map[string]bool{"id": true, "scale": true, "limit": true, "hits": true, "algo": true,
+	"slices": true, "queue": true, "max_delay_ms": true, "wait": true, "policy": true}
 
 // FuzzDecodeCheck compares the JSON decoder with encoding/json: whatever it
 // accepts is valid JSON and decodes to the same values, and valid JSON
@@ -74,6 +83,9 @@ func FuzzDecodeCheck(f *testing.F) {
 		require.True(t, json.Valid(in), "accepted invalid JSON")
 		var m map[string]json.RawMessage
 		require.NoError(t, json.Unmarshal(in, &m))
+		for name := range m {
+			assert.True(t, knownNames[name], "accepted the unknown field %q", name)
+		}
 		var wantID string
 		require.NoError(t, json.Unmarshal(m["id"], &wantID))
 		assert.Equal(t, wantID, string(id))
@@ -208,6 +220,13 @@ var querySeeds = []string{
 	"id=q&scale=1000&limit=5&algo=leaky&queue=65536&max_delay_ms=315360000000",
 	"id=s&scale=3600000&limit=10&algo=slices&slices=60",
 	"id=s&scale=1&limit=10&algo=slices&slices=601&wait=yes",
+	"id=u1&scale=60000&limit=10&alog=sliding",
+	"ID=u1&scale=60000&limit=10",
+	"%61lgo=token&id=u1&scale=60000&limit=10",
+	"id=u1&scale=60000&limit=10&=5",
+	"id=u1&scale=60000&limit=10&a%00=1&%ff=2",
+	"id=u1&scale=60000&limit=10&peek",
+	"policy=p&id=u1&alog=sliding",
 }
 
 // FuzzCheckRateQuery sends any query string to GET /check_rate.
@@ -226,6 +245,11 @@ func FuzzCheckRateQuery(f *testing.F) {
 		var shown string
 		pc := s.policyCheck()
 		_, err := parseArgs(&args, &r, &shown, bounds.DefaultMaxIDBytes, s.rules, &pc, new(checkOpts))
+		if err == nil {
+			for k := range args.All() {
+				assert.True(t, knownNames[string(k)], "accepted the unknown parameter %q", k)
+			}
+		}
 		if err == nil && resp.StatusCode() == 400 {
 			// Parsed, then refused by the store: the fuzzer has given this
 			// id records of as many scales as it may have.
@@ -266,6 +290,8 @@ func FuzzCheckRates(f *testing.F) {
 		`[{"id":"a","scale":1000,"limit":1},{"id":"a","scale":0,"limit":1}]`,
 		`[{"id":"a","scale":1000,"limit":1},]`,
 		`{"id":"a","scale":1000,"limit":1}`,
+		`[{"id":"a","scale":1000,"limit":1},{"id":"b","scale":1000,"limit":1,"alog":"token"}]`,
+		`[{"id":"a","scale":1000,"limit":1,"\u0077ait":1}]`,
 		`[` + strings.Repeat(`{"id":"a","scale":1000,"limit":1},`, 50) + `{"id":"a","scale":1000,"limit":1}]`,
 	} {
 		f.Add([]byte(s))
@@ -277,9 +303,14 @@ func FuzzCheckRates(f *testing.F) {
 		case 200:
 			var out []map[string]any
 			require.NoError(t, json.Unmarshal(resp.Body(), &out))
-			var in []json.RawMessage
-			require.NoError(t, json.Unmarshal(body, &in), "accepted a body that is not a JSON array")
+			var in []map[string]json.RawMessage
+			require.NoError(t, json.Unmarshal(body, &in), "accepted a body that is not a JSON array of objects")
 			assert.Len(t, out, len(in))
+			for _, item := range in {
+				for name := range item {
+					assert.True(t, knownNames[name] && name != "wait", "accepted the field %q in a batch", name)
+				}
+			}
 		case 400:
 			var e struct {
 				Error, Field, Rule string

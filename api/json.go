@@ -28,9 +28,9 @@ import (
 var readOptions = []jsontext.Options{jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true)}
 
 // jsonReader reads the JSON this API accepts: a check object, or an array of
-// them. It decodes the known fields from the raw values without reflection
-// and without allocating, and skips the values of unknown keys. A reader is
-// reused: reset points it at a new body.
+// them. It decodes the fields from the raw values without reflection and
+// without allocating, and refuses an unknown key. A reader is reused:
+// reset points it at a new body.
 type jsonReader struct {
 	buf  bytes.Buffer // aliases the body: jsontext reads a bytes.Buffer in place
 	dec  jsontext.Decoder
@@ -124,12 +124,16 @@ func (r *jsonReader) check(req *rl.Request, ids []byte, maxID int, rules *rules,
 			return ids, nil, r.syntax(err, "")
 		}
 		f := r.field(name)
-		if f != 0 {
-			if seen&f != 0 {
-				return ids, nil, f.once()
+		if f == 0 {
+			if opts == nil {
+				return ids, nil, unknown(r.unquoted(name), "a field of a batch's check", batchFields)
 			}
-			seen |= f
+			return ids, nil, unknown(r.unquoted(name), "a field of a check", checkParams)
 		}
+		if seen&f != 0 {
+			return ids, nil, f.once()
+		}
+		seen |= f
 		v, err := r.dec.ReadValue()
 		if err != nil {
 			return ids, nil, r.syntax(err, "")
@@ -226,6 +230,13 @@ func (r *jsonReader) field(name jsontext.Value) fields {
 	}
 	r.name, _ = jsontext.AppendUnquote(r.name[:0], name)
 	return fieldOf(r.name)
+}
+
+// unquoted returns the text of the raw JSON string name, in r.name when it
+// has escapes.
+func (r *jsonReader) unquoted(name jsontext.Value) []byte {
+	r.name = appendUnquoted(r.name[:0], name)
+	return r.name
 }
 
 // algo reads an algorithm's name from a raw JSON string.

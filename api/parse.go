@@ -99,6 +99,36 @@ func (f fields) set(r *rl.Request, n int64) {
 	}
 }
 
+// The parameters each endpoint reads, for the error of one it does not
+// (unknown): a typo such as alog= must not fall back to a default unseen.
+const (
+	checkParams  = "the known ones are id, scale, limit, hits, algo, slices, queue, max_delay_ms, wait and policy"
+	batchFields  = "the known ones are id, scale, limit, hits, algo, slices, queue, max_delay_ms and policy"
+	bucketsGet   = "the known ones are id, limit and cursor"
+	bucketsDel   = "the known ones are id and scale"
+	authParams   = "the only one is deny_status"
+	maxShownName = 64 // bytes of an unknown name an error repeats
+)
+
+// unknown returns the error for a parameter or field name that what (an
+// endpoint's parameters, a check's fields) does not hold, naming it and,
+// in known, the ones it does. It allocates, on the error's path only.
+func unknown(name []byte, what, known string) error {
+	return &rl.FieldError{Field: shownName(name), Rule: "is not " + what + "; " + known}
+}
+
+// shownName is a name as an error repeats it: "" quoted when empty, cut
+// after maxShownName bytes.
+func shownName(name []byte) string {
+	switch {
+	case len(name) == 0:
+		return `""`
+	case len(name) > maxShownName:
+		return string(name[:maxShownName]) + "..."
+	}
+	return string(name)
+}
+
 // once is the error for a field given twice: which one counts would be a
 // guess, so neither does.
 func (f fields) once() error {
@@ -228,8 +258,9 @@ func parseAlgo(b []byte) (rl.Algo, error) {
 	return check.ParseAlgo(string(b))
 }
 
-// parseArgs reads a check from a query string or a form. Unknown names are
-// ignored (a cache buster is harmless); a known name given twice is refused.
+// parseArgs reads a check from a query string or a form. An unknown name
+// is refused (a typo must not fall back to a default), and so is a known
+// name given twice.
 // It copies the id: nothing it returns refers to args. A check by policy
 // (policy=NAME) takes its scale, limit, algo and default hits from the
 // policy found in pc, and its id becomes the policy's counter id; *shown is
@@ -242,7 +273,7 @@ func parseArgs(args *fasthttp.Args, r *rl.Request, shown *string, maxID int, rs 
 	for k, v := range args.All() {
 		f := fieldOf(k)
 		if f == 0 {
-			continue
+			return nil, unknown(k, "a parameter of /check_rate", checkParams)
 		}
 		if seen&f != 0 {
 			return nil, f.once()

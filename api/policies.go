@@ -238,11 +238,11 @@ func (s *Server) auth(ctx *fasthttp.RequestCtx) {
 	denyStatus := s.denyStatus
 	// nginx asks the URI its configuration names; Caddy's forward_auth
 	// passes the client's own query on, so there the query is not read.
-	if v := ctx.QueryArgs().Peek("deny_status"); v != nil && s.gateway == policy.GatewayNginx {
-		var ok bool
-		if denyStatus, ok = denyStatusOf(v); !ok {
+	if s.gateway == policy.GatewayNginx {
+		var err error
+		if denyStatus, err = authArgs(ctx.QueryArgs(), denyStatus); err != nil {
 			s.metrics.check(endpointAuth, rl.Fixed, resultInvalid)
-			s.invalid(ctx, &rl.FieldError{Field: "deny_status", Rule: "must be 401, 403 or 429"})
+			s.invalid(ctx, err)
 			return
 		}
 	}
@@ -308,6 +308,27 @@ func (s *Server) auth(ctx *fasthttp.RequestCtx) {
 	s.writeAuth(ctx, st, sc, denyStatus)
 	s.metrics.latency(endpointAuth, start)
 	s.holdAuth(sc.results)
+}
+
+// authArgs reads the query of /auth under -auth-headers nginx, whose
+// configuration writes it: deny_status (401, 403 or 429) replaces status.
+// Any other name, or deny_status twice, is a mistake in that configuration.
+func authArgs(args *fasthttp.Args, status int) (int, error) {
+	given := false
+	for k, v := range args.All() {
+		switch {
+		case string(k) != "deny_status":
+			return 0, unknown(k, "a parameter of /auth", authParams)
+		case given:
+			return 0, &rl.FieldError{Field: "deny_status", Rule: "must be given once"}
+		}
+		given = true
+		var ok bool
+		if status, ok = denyStatusOf(v); !ok {
+			return 0, &rl.FieldError{Field: "deny_status", Rule: "must be 401, 403 or 429"}
+		}
+	}
+	return status, nil
 }
 
 // writeAuth answers /auth from sc.results: the RateLimit headers with one

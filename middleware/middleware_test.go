@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/raterlimiter/raterlimiter/internal/policy"
-	"github.com/raterlimiter/raterlimiter/middleware/internal/core"
 	"net/netip"
 	"strings"
 	"testing"
@@ -15,8 +13,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	rl "github.com/raterlimiter/raterlimiter"
+	"github.com/raterlimiter/raterlimiter/internal/policy"
 	"github.com/raterlimiter/raterlimiter/memory"
 	"github.com/raterlimiter/raterlimiter/middleware"
+	"github.com/raterlimiter/raterlimiter/middleware/internal/core"
 )
 
 func TestClientIP(t *testing.T) {
@@ -100,26 +100,42 @@ func TestPeerAddr(t *testing.T) {
 func TestNewRefusesBadConfig(t *testing.T) {
 	lim := memory.New(memory.Config{SweepInterval: -1})
 	t.Cleanup(func() { lim.Close() })
+	sec := rl.Request{Scale: time.Second, Limit: 1}
+	with := func(f func(*rl.Request)) rl.Request {
+		r := sec
+		f(&r)
+		return r
+	}
 	tests := []struct {
 		name string
 		cfg  middleware.Config
 		want string
 	}{
-		{"no limiter", middleware.Config{Policy: rl.Request{Scale: time.Second, Limit: 1}}, "Config.Limiter is nil"},
+		{"no policy at all", middleware.Config{Limiter: lim}, "Config.Policy.Limit is 0, which would deny every request"},
+		{"a limit left out", middleware.Config{Limiter: lim, Policy: rl.Request{Scale: time.Minute}}, "Config.Policy.Limit is 0"},
+		{"a peek without a limit", middleware.Config{Limiter: lim, Policy: rl.Request{Scale: time.Minute, Peek: true}}, "Config.Policy.Limit is 0"},
+		{"the error says how to deny all", middleware.Config{Limiter: lim, Policy: rl.Request{Scale: time.Minute}}, "answer 429 from a handler of your own"},
+		{"no limiter", middleware.Config{Policy: sec}, "Config.Limiter is nil"},
 		{"zero scale", middleware.Config{Limiter: lim, Policy: rl.Request{Limit: 1}}, "invalid scale"},
-		{"negative limit", middleware.Config{Limiter: lim, Policy: rl.Request{Scale: time.Millisecond, Limit: -1}}, "invalid limit"},
-		{"bad algo", middleware.Config{Limiter: lim, Policy: rl.Request{Scale: time.Millisecond, Algo: 9}}, "invalid algo"},
-		{"bad proxy", middleware.Config{Limiter: lim, Policy: rl.Request{Scale: time.Millisecond}, TrustedProxies: []string{"x"}}, "trusted proxy"},
-		{"negative max delay", middleware.Config{Limiter: lim, Policy: rl.Request{Scale: time.Millisecond, MaxDelay: -time.Millisecond}}, "invalid max_delay_ms"},
-		{"max delay of a fraction of a ms", middleware.Config{Limiter: lim, Policy: rl.Request{Scale: time.Millisecond, MaxDelay: 1500 * time.Microsecond}}, "invalid max_delay_ms"},
-		{"a peek with hits", middleware.Config{Limiter: lim, Policy: rl.Request{Scale: time.Millisecond, Peek: true, Hits: 1}}, "invalid hits"},
+		{"negative limit", middleware.Config{Limiter: lim, Policy: with(func(r *rl.Request) { r.Limit = -1 })}, "invalid limit"},
+		{"bad algo", middleware.Config{Limiter: lim, Policy: with(func(r *rl.Request) { r.Algo = 9 })}, "invalid algo"},
+		{"bad proxy", middleware.Config{Limiter: lim, Policy: sec, TrustedProxies: []string{"x"}}, "trusted proxy"},
+		{"negative max delay", middleware.Config{Limiter: lim, Policy: with(func(r *rl.Request) { r.MaxDelay = -time.Millisecond })}, "invalid max_delay_ms"},
+		{"max delay of a fraction of a ms", middleware.Config{Limiter: lim, Policy: with(func(r *rl.Request) { r.MaxDelay = 1500 * time.Microsecond })}, "invalid max_delay_ms"},
+		{"a peek with hits", middleware.Config{Limiter: lim, Policy: with(func(r *rl.Request) { r.Peek, r.Hits = true, 1 })}, "invalid hits"},
 		{"policy by name on a limiter without policies", middleware.Config{Limiter: lim, PolicyName: "pages"}, "needs a limiter that checks by policy"},
+		{"a policy beside its name", middleware.Config{Limiter: lim, PolicyName: "pages", Policy: sec}, "Config.Policy is set beside Config.PolicyName"},
+		{"a bound on the wait beside a name", middleware.Config{Limiter: lim, PolicyName: "pages", Policy: rl.Request{MaxDelay: time.Second}}, "Config.Policy is set beside"},
+		{"unknown missing-key mode", middleware.Config{Limiter: lim, Policy: sec, MissingKey: "allow"}, `Config.MissingKey is "allow": it must be "deny" (or empty), "skip" or "key:ip"`},
+		{"missing-key modes are spelt as in a policies file", middleware.Config{Limiter: lim, Policy: sec, MissingKey: "Skip"}, `Config.MissingKey is "Skip"`},
+		{"a fallback other than the address", middleware.Config{Limiter: lim, Policy: sec, MissingKey: "key:header:X-User"}, `Config.MissingKey is "key:header:X-User"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := core.New(tt.cfg)
 			require.Error(t, err)
 			assert.Contains(t, err.Error(), tt.want)
+			assert.True(t, strings.HasPrefix(err.Error(), "middleware: "), err.Error())
 		})
 	}
 }
@@ -146,7 +162,7 @@ func TestPolicyIsTheRequest(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			c, err := core.New(middleware.Config{Limiter: lim, Policy: tt.policy})
 			require.NoError(t, err)
-			r, _, out := c.Check(context.Background(), "k")
+			r, _, out := c.Check(context.Background(), "k", nil)
 			require.Equal(t, core.Pass, out)
 			assert.Equal(t, tt.want, r)
 		})
@@ -166,25 +182,30 @@ func (f failing) CheckRates(context.Context, []rl.Request) ([]rl.Decision, error
 
 func TestCheckOutcomes(t *testing.T) {
 	clock := func() time.Time { return time.UnixMilli(1_700_000_000_000) }
-	lim := memory.New(memory.Config{Clock: clock, SweepInterval: -1, MaxIDBytes: 8})
+	lim := memory.New(memory.Config{Clock: clock, SweepInterval: -1, MaxIDBytes: 32})
 	t.Cleanup(func() { lim.Close() })
 	down := fmt.Errorf("sidecar down: %w", rl.ErrUnavailable)
 	tests := []struct {
-		name       string
-		limiter    rl.Limiter
-		failClosed bool
-		keys       []string
-		want       []core.Outcome
-		errs       int
+		name    string
+		limiter rl.Limiter
+		missing string
+		keys    []string
+		want    []core.Outcome
+		errs    int
 	}{
-		{"allows to the limit then denies", lim, false, []string{"a", "a", "a", "b"},
+		{"allows to the limit then denies", lim, "", []string{"a", "a", "a", "b"},
 			[]core.Outcome{core.Pass, core.Pass, core.Deny, core.Pass}, 0},
-		{"empty key is not checked", lim, true, []string{""}, []core.Outcome{core.Unlimited}, 0},
-		{"limiter down, fail open", failing{down}, false, []string{"a"}, []core.Outcome{core.Unlimited}, 1},
-		{"limiter down, fail closed", failing{down}, true, []string{"a"}, []core.Outcome{core.Unavailable}, 1},
-		{"key refused, fail open still refuses", lim, false, []string{"123456789"}, []core.Outcome{core.BadKey}, 1},
-		{"key refused, fail closed", lim, true, []string{"123456789"}, []core.Outcome{core.BadKey}, 1},
-		{"unknown error, fail open", failing{errors.New("odd")}, false, []string{"a"}, []core.Outcome{core.Unlimited}, 1},
+		{"a missing key is refused", lim, "", []string{"", " ", "\t\r\n", "\u00a0"},
+			[]core.Outcome{core.NoKey, core.NoKey, core.NoKey, core.NoKey}, 0},
+		{"a missing key is let through", lim, "skip", []string{"", " "},
+			[]core.Outcome{core.Unlimited, core.Unlimited}, 0},
+		{"a missing key counts by the address", lim, "key:ip", []string{"", " ", ""},
+			[]core.Outcome{core.Pass, core.Pass, core.Deny}, 0},
+		{"a missing key is checked before the limiter", failing{down}, "", []string{""}, []core.Outcome{core.NoKey}, 0},
+		{"limiter down", failing{down}, "", []string{"a"}, []core.Outcome{core.Unavailable}, 1},
+		{"unknown error", failing{errors.New("odd")}, "", []string{"a"}, []core.Outcome{core.Unavailable}, 1},
+		{"key refused", lim, "", []string{strings.Repeat("k", 40)}, []core.Outcome{core.BadKey}, 1},
+		{"key refused, whatever the limiter's error", failing{fmt.Errorf("%w", rl.ErrInvalid)}, "", []string{"a"}, []core.Outcome{core.BadKey}, 1},
 	}
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -192,20 +213,54 @@ func TestCheckOutcomes(t *testing.T) {
 			c, err := core.New(middleware.Config{
 				Limiter:    tt.limiter,
 				Policy:     rl.Request{Scale: time.Second, Limit: 2},
-				FailClosed: tt.failClosed,
+				MissingKey: tt.missing,
 				OnError:    func(err error) { errs = append(errs, err) },
 			})
 			require.NoError(t, err)
+			ip := fmt.Sprint("192.0.2.", i) // fresh counters per case
 			var got []core.Outcome
 			for _, k := range tt.keys {
-				if k != "" && len(k) < 8 {
+				if strings.TrimSpace(k) != "" && len(k) < 8 {
 					k = fmt.Sprint(i, k) // fresh ids per case
 				}
-				_, _, out := c.Check(context.Background(), k)
+				_, _, out := c.Check(context.Background(), k, func() string { return ip })
 				got = append(got, out)
 			}
 			assert.Equal(t, tt.want, got)
 			assert.Len(t, errs, tt.errs)
+		})
+	}
+}
+
+// byName is a limiter that checks by policy name and answers d and r.
+type byName struct {
+	failing
+	d rl.Decision
+	r rl.Request
+}
+
+func (b byName) CheckPolicy(context.Context, string, string, int64) (rl.Decision, rl.Request, error) {
+	return b.d, b.r, nil
+}
+
+// TestAllowedWithoutAPolicy: an allowed answer by name that does not say
+// its policy (the client failing open) goes on without headers, rather
+// than with a policy of limit 0.
+func TestAllowedWithoutAPolicy(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		lim  byName
+		want core.Outcome
+	}{
+		{"the policy is known", byName{d: rl.Decision{Allowed: true, Limit: 2}, r: rl.Request{Scale: time.Second, Limit: 2}}, core.Pass},
+		{"the policy is not known", byName{d: rl.Decision{Allowed: true}}, core.Unlimited},
+		{"denied", byName{d: rl.Decision{}, r: rl.Request{Scale: time.Second}}, core.Deny},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := core.New(middleware.Config{Limiter: tt.lim, PolicyName: "p"})
+			require.NoError(t, err)
+			_, _, out := c.Check(context.Background(), "k", nil)
+			assert.Equal(t, tt.want, out)
 		})
 	}
 }

@@ -100,7 +100,10 @@ func newApp(c config, log *slog.Logger) (http.Handler, func(), error) {
 	var lim rl.Limiter
 	var release func()
 	if c.sidecar != "" {
-		cl, err := client.New(client.Config{URL: c.sidecar, Clock: c.clock, Timeout: c.timeout})
+		// The app fails open: when the sidecar cannot answer, requests are
+		// served (the client's fail mode, the one place that decides it).
+		cl, err := client.New(client.Config{URL: c.sidecar, Clock: c.clock, Timeout: c.timeout, FailMode: rl.FailOpen,
+			OnDegraded: func(e rl.DegradedEvent) { log.Warn("rate limiter unavailable; request let through", "err", e.Err) }})
 		if err != nil {
 			return nil, nil, err
 		}
@@ -117,7 +120,7 @@ func newApp(c config, log *slog.Logger) (http.Handler, func(), error) {
 		Limiter:        lim,
 		Policy:         rl.Request{Scale: c.scale, Limit: c.limit},
 		TrustedProxies: proxies,
-		OnError:        func(err error) { log.Warn("rate limiter failed; request let through", "err", err) },
+		OnError:        func(err error) { log.Warn("rate limiter failed", "err", err) },
 	}, nil)
 	if err != nil {
 		release()

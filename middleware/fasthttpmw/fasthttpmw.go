@@ -20,14 +20,16 @@ import (
 // New returns the middleware cfg describes: a function that puts a
 // handler behind the rate limit. It is safe for concurrent use.
 //
-// key returns the id a request is limited by; an empty id lets the
-// request through unchecked. The returned string must not alias a
-// fasthttp buffer (copy what you Peek). A nil key is the client's IP
-// address: the peer's or, when the peer is one of cfg.TrustedProxies, the
-// address X-Forwarded-For or X-Real-IP names.
+// key returns the id a request is limited by; an empty one (or only white
+// space: a header left out) gets cfg.MissingKey, a 400 by default. The
+// returned string must not alias a fasthttp buffer (copy what you Peek).
+// A nil key is the client's IP address: the peer's or, when the peer is
+// one of cfg.TrustedProxies, the address X-Forwarded-For or X-Real-IP
+// names.
 //
-// New fails if cfg is invalid: no limiter, a policy outside the contract's
-// bounds, a PolicyName with a limiter that cannot check by policy, or a
+// New fails if cfg is invalid: no limiter, a policy without a limit or
+// outside the contract's bounds, a Policy beside PolicyName, a PolicyName
+// with a limiter that cannot check by policy, an unknown MissingKey, or a
 // trusted proxy that is neither an address nor a network.
 //
 // The check runs under context.Background(), not the RequestCtx, which
@@ -79,7 +81,7 @@ func (m *limiter) clientIP(ctx *fasthttp.RequestCtx) string {
 // handler returns next behind the rate limit.
 func (m *limiter) handler(next fasthttp.RequestHandler) fasthttp.RequestHandler {
 	return func(ctx *fasthttp.RequestCtx) {
-		req, d, out := m.core.Check(context.Background(), m.key(ctx))
+		req, d, out := m.core.Check(context.Background(), m.key(ctx), func() string { return m.clientIP(ctx) })
 		switch out {
 		case core.Pass:
 			// Its turn (leaky): fasthttp tells a handler nothing of a
@@ -97,6 +99,8 @@ func (m *limiter) handler(next fasthttp.RequestHandler) fasthttp.RequestHandler 
 			ctx.Response.Header.Set("Retry-After", "1")
 		case core.BadKey:
 			ctx.Error(core.BadKeyBody, fasthttp.StatusBadRequest)
+		case core.NoKey:
+			ctx.Error(m.core.NoKeyBody(), fasthttp.StatusBadRequest)
 		}
 	}
 }

@@ -111,3 +111,21 @@ func TestNewRefusesBadConfig(t *testing.T) {
 	_, err := fasthttpmw.New(middleware.Config{}, nil)
 	assert.ErrorContains(t, err, "middleware: Config.Limiter is nil")
 }
+
+// TestMissingKeyOnTheWire: a key header a fasthttp server reads as absent,
+// empty or white space is a 400, never a request let through.
+func TestMissingKeyOnTheWire(t *testing.T) {
+	lim := memory.New(memory.Config{Clock: clock, SweepInterval: -1})
+	t.Cleanup(func() { lim.Close() })
+	h := newMW(t, middleware.Config{Limiter: lim, Policy: rl.Request{Scale: 30 * time.Second, Limit: 1}, KeyName: "X-Api-Key"},
+		func(ctx *fasthttp.RequestCtx) string { return string(ctx.Request.Header.Peek("X-Api-Key")) })
+	ln := fasthttputil.NewInmemoryListener()
+	srv := &fasthttp.Server{Handler: h(func(ctx *fasthttp.RequestCtx) { ctx.SetBodyString("page") })}
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ln) }()
+	t.Cleanup(func() {
+		assert.NoError(t, srv.Shutdown())
+		assert.NoError(t, <-done)
+	})
+	mwtest.OnTheWire(t, ln.Dial)
+}

@@ -15,15 +15,16 @@ import (
 // New returns the middleware cfg describes: a function that puts a handler
 // behind the rate limit. It is safe for concurrent use.
 //
-// key returns the id a request is limited by; an empty id lets the request
-// through unchecked (use it to exempt health checks, say). A nil key is
-// the client's IP address: the peer's or, when the peer is one of
+// key returns the id a request is limited by; an empty one (or only white
+// space: a header left out) gets cfg.MissingKey, a 400 by default. A nil
+// key is the client's IP address: the peer's or, when the peer is one of
 // cfg.TrustedProxies, the address X-Forwarded-For or X-Real-IP names. A
 // RemoteAddr that is not an IP address (a Unix socket, say) is used as it
 // is.
 //
-// New fails if cfg is invalid: no limiter, a policy outside the contract's
-// bounds, a PolicyName with a limiter that cannot check by policy, or a
+// New fails if cfg is invalid: no limiter, a policy without a limit or
+// outside the contract's bounds, a Policy beside PolicyName, a PolicyName
+// with a limiter that cannot check by policy, an unknown MissingKey, or a
 // trusted proxy that is neither an address nor a network.
 func New(cfg middleware.Config, key func(*http.Request) string) (func(http.Handler) http.Handler, error) {
 	c, err := core.New(cfg)
@@ -62,7 +63,7 @@ func (m *limiter) clientIP(r *http.Request) string {
 // handler returns next behind the rate limit.
 func (m *limiter) handler(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		req, d, out := m.core.Check(r.Context(), m.key(r))
+		req, d, out := m.core.Check(r.Context(), m.key(r), func() string { return m.clientIP(r) })
 		h := w.Header()
 		// As h.Set, without canonicalising the same names on every request.
 		set := func(k, v string) {
@@ -89,6 +90,8 @@ func (m *limiter) handler(next http.Handler) http.Handler {
 			writeText(w, http.StatusServiceUnavailable, core.UnavailableBody)
 		case core.BadKey:
 			writeText(w, http.StatusBadRequest, core.BadKeyBody)
+		case core.NoKey:
+			writeText(w, http.StatusBadRequest, m.core.NoKeyBody())
 		}
 	})
 }

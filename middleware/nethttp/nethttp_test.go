@@ -2,13 +2,17 @@ package nethttp_test
 
 import (
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	rl "github.com/raterlimiter/raterlimiter"
+	"github.com/raterlimiter/raterlimiter/memory"
 	"github.com/raterlimiter/raterlimiter/middleware"
 	"github.com/raterlimiter/raterlimiter/middleware/internal/mwtest"
 	"github.com/raterlimiter/raterlimiter/middleware/nethttp"
@@ -67,4 +71,16 @@ func TestAdapter(t *testing.T) {
 func TestNewRefusesBadConfig(t *testing.T) {
 	_, err := nethttp.New(middleware.Config{}, nil)
 	assert.ErrorContains(t, err, "middleware: Config.Limiter is nil")
+}
+
+// TestMissingKeyOnTheWire: a key header net/http reads as absent, empty or
+// white space is a 400, never a request let through.
+func TestMissingKeyOnTheWire(t *testing.T) {
+	lim := memory.New(memory.Config{Clock: clock, SweepInterval: -1})
+	t.Cleanup(func() { lim.Close() })
+	h := newMW(t, middleware.Config{Limiter: lim, Policy: rl.Request{Scale: 30 * time.Second, Limit: 1}, KeyName: "X-Api-Key"},
+		func(r *http.Request) string { return r.Header.Get("X-Api-Key") })
+	srv := httptest.NewServer(h(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "page") })))
+	t.Cleanup(srv.Close)
+	mwtest.OnTheWire(t, func() (net.Conn, error) { return net.Dial("tcp", srv.Listener.Addr().String()) })
 }

@@ -36,53 +36,100 @@ type Outcome uint8
 const (
 	// Pass lets the request go on, with the decision's headers.
 	Pass Outcome = iota
-	// Unlimited lets the request go on without a check: its key is empty,
-	// or the limiter failed and the middleware fails open.
+	// Unlimited lets the request go on without rate-limit headers: its key
+	// is missing and Config.MissingKey is "skip", or the limiter
+	// allowed it without saying by which policy (the client failing open
+	// under PolicyName).
 	Unlimited
 	// Deny answers 429 with the decision's headers and Retry-After.
 	Deny
-	// Unavailable answers 503: the limiter failed and the middleware fails
-	// closed.
+	// Unavailable answers 503: the limiter failed.
 	Unavailable
 	// BadKey answers 400: the limiter refused the key as invalid.
 	BadKey
+	// NoKey answers 400 with NoKeyBody: the request's key is missing and
+	// Config.MissingKey is "deny".
+	NoKey
 )
+
+// missingKey is Config.MissingKey, read.
+type missingKey uint8
+
+const (
+	missingDeny missingKey = iota
+	missingSkip
+	missingIP
+)
+
+// parseMissingKey reads Config.MissingKey.
+func parseMissingKey(s string) (missingKey, error) {
+	switch s {
+	case "", "deny":
+		return missingDeny, nil
+	case "skip":
+		return missingSkip, nil
+	case "key:ip":
+		return missingIP, nil
+	}
+	return 0, fmt.Errorf("middleware: Config.MissingKey is %q: it must be \"deny\" (or empty), \"skip\" or \"key:ip\"", s)
+}
 
 // Core is the stack-independent middleware: it checks a key and says what
 // to answer. It is safe for concurrent use.
 type Core struct {
-	limiter    rl.Limiter
-	policy     rl.Request    // its ID is each request's key
-	byName     policyChecker // with Config.PolicyName
-	name       string        // the headers' policy name
-	proxies    policy.Proxies
-	failClosed bool
-	onError    func(error)
+	limiter   rl.Limiter
+	policy    rl.Request    // its ID is each request's key
+	byName    policyChecker // with Config.PolicyName
+	name      string        // the headers' policy name
+	proxies   policy.Proxies
+	missing   missingKey
+	noKeyBody string
+	onError   func(error)
 }
 
 // New validates cfg and returns its Core. It fails on a missing limiter, a
-// policy outside the contract's bounds, a PolicyName with a limiter that
-// cannot check by policy, or a trusted proxy that is neither an address
-// nor a network.
+// policy without a limit or outside the contract's bounds, a Policy beside
+// PolicyName, a PolicyName with a limiter that cannot check by policy, an
+// unknown MissingKey, or a trusted proxy that is neither an address nor a
+// network.
 func New(cfg middleware.Config) (*Core, error) {
 	if cfg.Limiter == nil {
 		return nil, errors.New("middleware: Config.Limiter is nil")
 	}
-	c := &Core{limiter: cfg.Limiter, name: headers.PolicyName, failClosed: cfg.FailClosed, onError: cfg.OnError}
+	missing, err := parseMissingKey(cfg.MissingKey)
+	if err != nil {
+		return nil, err
+	}
+	keyName := cfg.KeyName
+	if keyName == "" {
+		keyName = "rate-limit key"
+	}
+	c := &Core{limiter: cfg.Limiter, name: headers.PolicyName, missing: missing,
+		noKeyBody: "Bad request: missing " + keyName + "\n", onError: cfg.OnError}
 	if cfg.PolicyName != "" {
+		if cfg.Policy != (rl.Request{}) {
+			return nil, errors.New("middleware: Config.Policy is set beside Config.PolicyName: the sidecar's policy sets the limit; leave Policy zero")
+		}
 		pc, ok := cfg.Limiter.(policyChecker)
 		if !ok {
 			return nil, fmt.Errorf("middleware: Config.PolicyName needs a limiter that checks by policy (the sidecar's client), not %T", cfg.Limiter)
 		}
 		c.byName, c.name = pc, cfg.PolicyName
 	} else {
+		if cfg.Policy.Limit == 0 {
+			// Legal in a Request (a limit of zero denies every hit), but
+			// in a middleware's policy almost always a forgotten field.
+			return nil, errors.New("middleware: Config.Policy.Limit is 0, which would deny every request: " +
+				"set Policy's Limit and Scale (or PolicyName, a policy of the sidecar); " +
+				"to refuse every request on purpose, answer 429 from a handler of your own")
+		}
 		c.policy = check.Counted(cfg.Policy)
 		c.policy.ID = "x"
 		if c.policy.MaxDelay == 0 {
 			c.policy.MaxDelay = DefaultMaxDelay
 		}
 		if err := check.Validate(c.policy, 0); err != nil {
-			return nil, fmt.Errorf("middleware: bad policy: %w", err)
+			return nil, fmt.Errorf("middleware: bad Config.Policy: %w", err)
 		}
 	}
 	p, err := ParseProxies(cfg.TrustedProxies...)
@@ -100,11 +147,28 @@ func (c *Core) PolicyName() string { return c.name }
 // Proxies returns the trusted proxies.
 func (c *Core) Proxies() policy.Proxies { return c.proxies }
 
-// Check decides the request whose key is key. The request and decision are
-// meaningful for Pass and Deny only.
-func (c *Core) Check(ctx context.Context, key string) (rl.Request, rl.Decision, Outcome) {
-	if key == "" {
-		return rl.Request{}, rl.Decision{}, Unlimited
+// NoKeyBody is the body of the NoKey answer: "Bad request: missing ",
+// Config.KeyName and a newline.
+func (c *Core) NoKeyBody() string { return c.noKeyBody }
+
+// fallbackPrefix starts the id Config.MissingKey "key:ip" counts a request
+// under: HTTP header values cannot hold a NUL (net/http and fasthttp refuse
+// them), so no key read from a header is ever one of these ids.
+const fallbackPrefix = "\x00missing_key\x00"
+
+// Check decides the request whose key is key; clientIP returns the
+// client's address, for Config.MissingKey "key:ip". The request and
+// decision are meaningful for Pass and Deny only.
+func (c *Core) Check(ctx context.Context, key string, clientIP func() string) (rl.Request, rl.Decision, Outcome) {
+	if strings.TrimSpace(key) == "" {
+		switch c.missing {
+		case missingSkip:
+			return rl.Request{}, rl.Decision{}, Unlimited
+		case missingIP:
+			key = fallbackPrefix + clientIP()
+		default:
+			return rl.Request{}, rl.Decision{}, NoKey
+		}
 	}
 	var r rl.Request
 	var d rl.Decision
@@ -117,6 +181,8 @@ func (c *Core) Check(ctx context.Context, key string) (rl.Request, rl.Decision, 
 		d, err = c.limiter.CheckRate(ctx, r)
 	}
 	switch {
+	case err == nil && d.Allowed && r.Scale == 0:
+		return r, d, Unlimited // no policy to show in the headers
 	case err == nil && d.Allowed:
 		return r, d, Pass
 	case err == nil:
@@ -125,13 +191,10 @@ func (c *Core) Check(ctx context.Context, key string) (rl.Request, rl.Decision, 
 	if c.onError != nil {
 		c.onError(err)
 	}
-	switch {
-	case errors.Is(err, rl.ErrInvalid):
+	if errors.Is(err, rl.ErrInvalid) {
 		return r, d, BadKey
-	case c.failClosed:
-		return r, d, Unavailable
 	}
-	return r, d, Unlimited
+	return r, d, Unavailable
 }
 
 // Hold waits the turn of an allowed request whose decision came with a
