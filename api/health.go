@@ -54,7 +54,7 @@ func (s *Server) livez(ctx *fasthttp.RequestCtx) {
 // and the RLS configuration are loaded before the server serves, so a
 // server that answers has them. A backend without a health check (memory)
 // is ready once it serves; the Redis backend is ready while Redis accepts
-// a write, whatever -redis-fail answers checks with meanwhile.
+// a write, whatever its fail mode answers checks with meanwhile.
 func (s *Server) readyz(ctx *fasthttp.RequestCtx) {
 	if p, ok := s.lim.(pinger); ok {
 		c, cancel := context.WithTimeout(context.Background(), min(s.timeout, time.Second))
