@@ -52,7 +52,8 @@ func (s *Server) adminRefusal(ctx *fasthttp.RequestCtx) bool {
 }
 
 // AdminHandler serves the admin endpoints (behind AdminToken when set),
-// /healthz, and Go's profiles under /debug/pprof/; everything else is 404.
+// the health checks (/healthz, /livez, /readyz), and Go's profiles under
+// /debug/pprof/; everything else is 404.
 // It is the handler of ServeAdmin's listener, and serves callers that run
 // the admin endpoints on a fasthttp.Server of their own, as Handler serves
 // the main ones.
@@ -61,11 +62,11 @@ func (s *Server) AdminHandler(ctx *fasthttp.RequestCtx) {
 	if s.profiles(ctx) {
 		return
 	}
-	if path := ctx.Path(); string(path) == "/healthz" || adminPath(path) {
+	if path := ctx.Path(); healthPath(path) || adminPath(path) {
 		s.route(ctx)
 		return
 	}
-	s.fail(ctx, fasthttp.StatusNotFound, "api: the admin listener serves /buckets, /reload, /metrics, /dashboard, /healthz and /debug/pprof/")
+	s.fail(ctx, fasthttp.StatusNotFound, "api: the admin listener serves /buckets, /reload, /metrics, /dashboard, /healthz, /livez, /readyz and /debug/pprof/")
 }
 
 // pprofHandlers are Go's profile handlers by name under /debug/pprof/;

@@ -41,6 +41,44 @@ func (s *Server) healthz(ctx *fasthttp.RequestCtx) {
 	ctx.SetBodyString("ok")
 }
 
+// livez answers 200 while the server serves, whatever its backend: the
+// liveness probe. A backend that is down is no reason to restart the
+// process (a restart would not bring it back), so it asks nothing.
+func (s *Server) livez(ctx *fasthttp.RequestCtx) {
+	ctx.SetContentType("text/plain; charset=utf-8")
+	ctx.SetBodyString("ok")
+}
+
+// readyz answers 200 when the backend answers its health check within
+// min(Timeout, 1s), and 503 otherwise: the readiness probe. The policies
+// and the RLS configuration are loaded before the server serves, so a
+// server that answers has them. A backend without a health check (memory)
+// is ready once it serves; the Redis backend is ready while Redis accepts
+// a write, whatever its fail mode answers checks with meanwhile.
+func (s *Server) readyz(ctx *fasthttp.RequestCtx) {
+	if p, ok := s.lim.(pinger); ok {
+		c, cancel := context.WithTimeout(context.Background(), min(s.timeout, time.Second))
+		defer cancel()
+		if err := p.Ping(c); err != nil {
+			ctx.Response.Header.Set("Retry-After", "1")
+			s.fail(ctx, fasthttp.StatusServiceUnavailable, "api: not ready: the backend does not answer: "+err.Error())
+			return
+		}
+	}
+	ctx.SetContentType("text/plain; charset=utf-8")
+	ctx.SetBodyString("ok")
+}
+
+// healthPath reports whether path is one of the health checks, which both
+// listeners serve.
+func healthPath(path []byte) bool {
+	switch string(path) {
+	case "/healthz", "/livez", "/readyz":
+		return true
+	}
+	return false
+}
+
 // pinger is a backend that can say more of its health than a peek shows:
 // the Redis backend asks whether Redis accepts writes, which a Redis full at
 // maxmemory (noeviction) or after a failed save (MISCONF) refuses while it

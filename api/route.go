@@ -68,6 +68,18 @@ func (s *Server) route(ctx *fasthttp.RequestCtx) {
 			return
 		}
 		s.methodNotAllowed(ctx, "GET, HEAD")
+	case "/livez":
+		if ctx.IsGet() || ctx.IsHead() {
+			s.livez(ctx)
+			return
+		}
+		s.methodNotAllowed(ctx, "GET, HEAD")
+	case "/readyz":
+		if ctx.IsGet() || ctx.IsHead() {
+			s.readyz(ctx)
+			return
+		}
+		s.methodNotAllowed(ctx, "GET, HEAD")
 	case "/metrics":
 		if ctx.IsGet() || ctx.IsHead() {
 			s.serveMetrics(ctx)
@@ -89,7 +101,7 @@ func (s *Server) route(ctx *fasthttp.RequestCtx) {
 			s.serveDashboardData(ctx)
 		}
 	default:
-		s.fail(ctx, fasthttp.StatusNotFound, "api: no such endpoint; see /check_rate, /check_rates, /auth, /buckets, /reload, /healthz, /metrics, /dashboard")
+		s.fail(ctx, fasthttp.StatusNotFound, "api: no such endpoint; see /check_rate, /check_rates, /auth, /buckets, /reload, /healthz, /livez, /readyz, /metrics, /dashboard")
 	}
 }
 

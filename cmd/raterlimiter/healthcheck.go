@@ -17,7 +17,8 @@ import (
 
 // healthFlags turn the binary into its own probe: a distroless image has
 // no curl, and a Kubernetes exec probe (or a Docker HEALTHCHECK) runs
-// `raterlimiter -healthcheck URL` instead.
+// `raterlimiter -healthcheck URL` instead: URL's path picks the check,
+// /livez for liveness, /readyz for readiness (/healthz by default).
 type healthFlags struct {
 	url     string
 	timeout time.Duration
@@ -27,7 +28,7 @@ type healthFlags struct {
 func healthFlagNames() []string { return []string{"healthcheck", "healthcheck-timeout"} }
 
 func (f *healthFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&f.url, "healthcheck", "", "probe a sidecar and exit: 0 if GET URL answers 200 within -healthcheck-timeout, 1 otherwise; URL is http://HOST:PORT[/PATH] (path default /healthz), https://… (verified against the system's roots) or unix:/path/to.sock (GET /healthz on the socket)")
+	fs.StringVar(&f.url, "healthcheck", "", "probe a sidecar and exit: 0 if GET URL answers 200 within -healthcheck-timeout, 1 otherwise; URL is http://HOST:PORT[/PATH], https://… (verified against the system's roots) or unix:/path/to.sock[:/PATH] (GET PATH on the socket); PATH is /livez (liveness), /readyz (readiness) or /healthz, the default")
 	fs.DurationVar(&f.timeout, "healthcheck-timeout", time.Second, "how long -healthcheck waits for the whole answer")
 }
 
@@ -43,13 +44,21 @@ func (f *healthFlags) validate() error {
 }
 
 // healthTarget is the URL to GET for a -healthcheck argument, and the unix
-// socket to reach it through ("" for TCP).
+// socket to reach it through ("" for TCP). A socket's path is followed by
+// the path to ask, as nginx writes it (unix:/path/to.sock:/readyz); a
+// socket whose own path holds ":/" cannot be probed.
 func healthTarget(raw string) (target, sock string, err error) {
-	if path, ok := strings.CutPrefix(raw, unixPrefix); ok {
-		if !strings.HasPrefix(path, "/") || strings.ContainsAny(path, "?#") {
-			return "", "", cli.Usagef("-healthcheck %q: want unix:/path/to.sock", raw)
+	if rest, ok := strings.CutPrefix(raw, unixPrefix); ok {
+		sock, path, _ := strings.Cut(rest, ":/")
+		path = "/" + path
+		if !strings.HasPrefix(sock, "/") || strings.ContainsAny(sock, "?#") || strings.ContainsAny(path, "?#") ||
+			(&url.URL{Path: path}).EscapedPath() != path {
+			return "", "", cli.Usagef("-healthcheck %q: want unix:/path/to.sock or unix:/path/to.sock:/PATH", raw)
 		}
-		return "http://localhost/healthz", path, nil
+		if path == "/" {
+			path = "/healthz"
+		}
+		return "http://localhost" + path, sock, nil
 	}
 	u, err := url.Parse(raw)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil {

@@ -11,6 +11,8 @@ import (
 	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
@@ -20,10 +22,13 @@ import (
 // kinds are the objects the manifests and the chart may hold, by
 // apiVersion/kind: anything else is an error.
 var kinds = map[string]func() any{
-	"v1/ConfigMap":       func() any { return &corev1.ConfigMap{} },
-	"v1/Secret":          func() any { return &corev1.Secret{} },
-	"v1/Service":         func() any { return &corev1.Service{} },
-	"apps/v1/Deployment": func() any { return &appsv1.Deployment{} },
+	"v1/ConfigMap":                            func() any { return &corev1.ConfigMap{} },
+	"v1/Secret":                               func() any { return &corev1.Secret{} },
+	"v1/Service":                              func() any { return &corev1.Service{} },
+	"v1/Pod":                                  func() any { return &corev1.Pod{} },
+	"apps/v1/Deployment":                      func() any { return &appsv1.Deployment{} },
+	"networking.k8s.io/v1/NetworkPolicy":      func() any { return &networkingv1.NetworkPolicy{} },
+	"policy/v1/PodDisruptionBudget":           func() any { return &policyv1.PodDisruptionBudget{} },
 	"monitoring.coreos.com/v1/ServiceMonitor": func() any { return &monitoringv1.ServiceMonitor{} },
 	"monitoring.coreos.com/v1/PodMonitor":     func() any { return &monitoringv1.PodMonitor{} },
 }

@@ -21,9 +21,6 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
-	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/yaml"
 )
@@ -49,12 +46,14 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// pod is a workload's container run here as the kubelet would run it: its
-// volumes written under a directory of its own (ConfigMaps and Secrets in
-// the kubelet's layout, ..data swapped on update), its TCP addresses moved
-// to free loopback ports.
+// pod is a container run here as the kubelet would run it: its volumes
+// written under a directory of its own (ConfigMaps and Secrets in the
+// kubelet's layout, ..data swapped on update), its TCP addresses moved to
+// free loopback ports.
 type pod struct {
-	w      workload
+	set    set
+	spec   corev1.PodSpec
+	c      corev1.Container
 	root   string
 	mounts map[string]string // mount path → directory here
 	ports  map[int32]int32   // the manifest's port → the one here
@@ -123,27 +122,27 @@ func configMapFiles(cm *corev1.ConfigMap) map[string][]byte {
 	return files
 }
 
-// newPod lays out w's volumes and rewrites its args and environment.
-// secrets are the Secrets the set does not hold (made by hand before
+// newPod lays out the volumes c mounts from spec and rewrites its args and
+// environment. secrets are the Secrets s does not hold (made by hand before
 // applying it), by name.
-func newPod(t *testing.T, w workload, secrets map[string]*corev1.Secret) *pod {
+func newPod(t *testing.T, s set, spec corev1.PodSpec, c corev1.Container, secrets map[string]*corev1.Secret) *pod {
 	t.Helper()
 	root, err := os.MkdirTemp("", "k8spod") // short: a unix socket's path is at most 107 bytes
 	require.NoError(t, err)
 	t.Cleanup(func() { os.RemoveAll(root) })
-	p := &pod{w: w, root: root, mounts: map[string]string{}, ports: map[int32]int32{}}
+	p := &pod{set: s, spec: spec, c: c, root: root, mounts: map[string]string{}, ports: map[int32]int32{}}
 	vols := map[string]corev1.Volume{}
-	for _, v := range w.dep.Spec.Template.Spec.Volumes {
+	for _, v := range spec.Volumes {
 		vols[v.Name] = v
 	}
 	secret := func(name string) *corev1.Secret {
-		if s, _ := w.set.find("Secret", name).(*corev1.Secret); s != nil {
+		if s, _ := s.find("Secret", name).(*corev1.Secret); s != nil {
 			return s
 		}
 		require.Contains(t, secrets, name, "Secret %s", name)
 		return secrets[name]
 	}
-	for i, m := range w.container.VolumeMounts {
+	for i, m := range c.VolumeMounts {
 		dir := filepath.Join(root, strconv.Itoa(i))
 		p.mounts[m.MountPath] = dir
 		v, ok := vols[m.Name]
@@ -152,16 +151,16 @@ func newPod(t *testing.T, w workload, secrets map[string]*corev1.Secret) *pod {
 		case v.EmptyDir != nil:
 			require.NoError(t, os.Mkdir(dir, 0o755))
 		case v.ConfigMap != nil:
-			cm, _ := w.set.find("ConfigMap", v.ConfigMap.Name).(*corev1.ConfigMap)
+			cm, _ := s.find("ConfigMap", v.ConfigMap.Name).(*corev1.ConfigMap)
 			require.NotNil(t, cm, "ConfigMap %s", v.ConfigMap.Name)
 			writeVolume(t, dir, configMapFiles(cm), 1)
 		case v.Secret != nil:
-			s := secret(v.Secret.SecretName)
+			sec := secret(v.Secret.SecretName)
 			files := map[string][]byte{}
-			for k, b := range s.Data {
+			for k, b := range sec.Data {
 				files[k] = b
 			}
-			for k, b := range s.StringData {
+			for k, b := range sec.StringData {
 				files[k] = []byte(b)
 			}
 			writeVolume(t, dir, files, 1)
@@ -169,7 +168,7 @@ func newPod(t *testing.T, w workload, secrets map[string]*corev1.Secret) *pod {
 			t.Fatalf("volume %s: a kind this test does not lay out", m.Name)
 		}
 	}
-	for _, a := range w.container.Args {
+	for _, a := range c.Args {
 		name, value, _ := strings.Cut(a, "=")
 		if strings.HasSuffix(name, "listen") && !strings.HasPrefix(value, "unix:") {
 			_, port := splitPort(t, value)
@@ -179,14 +178,14 @@ func newPod(t *testing.T, w workload, secrets map[string]*corev1.Secret) *pod {
 		p.args = append(p.args, p.path(a))
 	}
 	p.env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + root}
-	for _, e := range w.container.Env {
+	for _, e := range c.Env {
 		switch {
 		case e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil:
 			ref := e.ValueFrom.SecretKeyRef
-			s := secret(ref.Name)
-			v, ok := s.Data[ref.Key]
+			sec := secret(ref.Name)
+			v, ok := sec.Data[ref.Key]
 			if !ok {
-				v = []byte(s.StringData[ref.Key])
+				v = []byte(sec.StringData[ref.Key])
 			}
 			p.env = append(p.env, e.Name+"="+string(v))
 		case e.ValueFrom != nil:
@@ -216,6 +215,19 @@ func (p *pod) path(s string) string {
 	return s
 }
 
+// loopback rewrites the loopback addresses in s to their ports here.
+func (p *pod) loopback(s string) string {
+	return loopbackAddr.ReplaceAllStringFunc(s, func(addr string) string {
+		port, _ := strconv.Atoi(strings.TrimPrefix(addr, "127.0.0.1:"))
+		if local, ok := p.ports[int32(port)]; ok {
+			return fmt.Sprintf("127.0.0.1:%d", local)
+		}
+		return addr
+	})
+}
+
+var loopbackAddr = regexp.MustCompile(`127\.0\.0\.1:[0-9]+`)
+
 // run runs the sidecar with args to its end, in the pod's environment.
 func (p *pod) run(t *testing.T, timeout time.Duration, args ...string) (int, string) {
 	t.Helper()
@@ -237,11 +249,11 @@ func (p *pod) run(t *testing.T, timeout time.Duration, args ...string) (int, str
 func (p *pod) checkFlags(t *testing.T) {
 	t.Helper()
 	code, out := p.run(t, 30*time.Second, append(append([]string{}, p.args...), "-version")...)
-	require.Equal(t, 0, code, "the sidecar refuses %v: %s", p.w.container.Args, out)
+	require.Equal(t, 0, code, "the sidecar refuses %v: %s", p.c.Args, out)
 	assert.True(t, strings.HasPrefix(out, "raterlimiter "), out)
 	code, help := p.run(t, 30*time.Second, "-h")
 	require.Equal(t, 0, code, help)
-	for _, e := range p.w.container.Env {
+	for _, e := range p.c.Env {
 		if strings.HasPrefix(e.Name, "RATERLIMITER_") {
 			assert.Contains(t, help, "env "+e.Name+",", "no flag reads %s", e.Name)
 		}
@@ -279,30 +291,28 @@ func (p *pod) probe(t *testing.T, pr *corev1.Probe) error {
 		require.Equal(t, sidecarPath, cmd[0])
 		var args []string
 		for _, a := range cmd[1:] {
-			args = append(args, p.path(a))
+			args = append(args, p.loopback(p.path(a)))
 		}
 		if code, out := p.run(t, timeout+5*time.Second, args...); code != 0 {
 			return fmt.Errorf("%v: exit status %d: %s", cmd, code, out)
 		}
 		return nil
-	case pr.GRPC != nil:
-		port, ok := p.ports[pr.GRPC.Port]
-		require.True(t, ok, "the grpc probe's port %d is one the container listens on", pr.GRPC.Port)
-		conn, err := grpc.NewClient(fmt.Sprintf("127.0.0.1:%d", port), grpc.WithTransportCredentials(insecure.NewCredentials()))
-		require.NoError(t, err)
-		defer conn.Close()
-		ctx, cancel := context.WithTimeout(context.Background(), timeout)
-		defer cancel()
-		svc := ""
-		if pr.GRPC.Service != nil {
-			svc = *pr.GRPC.Service
+	case pr.HTTPGet != nil:
+		port := pr.HTTPGet.Port.IntVal
+		if name := pr.HTTPGet.Port.StrVal; name != "" {
+			port = containerPort(t, p.c, name)
 		}
-		resp, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{Service: svc})
+		local, ok := p.ports[port]
+		require.True(t, ok, "the probe's port %d is one the container listens on", port)
+		c := http.Client{Timeout: timeout, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+		resp, err := c.Get(fmt.Sprintf("http://127.0.0.1:%d%s", local, pr.HTTPGet.Path))
 		if err != nil {
 			return err
 		}
-		if resp.Status != healthpb.HealthCheckResponse_SERVING {
-			return fmt.Errorf("grpc health: %v", resp.Status)
+		resp.Body.Close()
+		// The kubelet's rule: 200 to 399 passes.
+		if resp.StatusCode < 200 || resp.StatusCode >= 400 {
+			return fmt.Errorf("GET %s: %s", pr.HTTPGet.Path, resp.Status)
 		}
 		return nil
 	}
@@ -314,7 +324,7 @@ func (p *pod) probe(t *testing.T, pr *corev1.Probe) error {
 // failureThreshold × periodSeconds), then the readiness and liveness probes.
 func (p *pod) waitStarted(t *testing.T) {
 	t.Helper()
-	c := p.w.container
+	c := p.c
 	sp := c.StartupProbe
 	deadline := time.Now().Add(time.Duration(max(sp.FailureThreshold, 1)*max(sp.PeriodSeconds, 1)) * time.Second)
 	var err error
@@ -334,17 +344,23 @@ func (p *pod) waitStarted(t *testing.T) {
 	require.NoError(t, p.probe(t, c.LivenessProbe), "liveness probe")
 }
 
-// adminGet asks the admin listener (-admin-listen, else -listen) for
-// path, without a token.
+// adminGet asks the admin listener (-admin-listen, else -listen: on
+// loopback or a socket, where the admin endpoints answer) for path,
+// without a token.
 func (p *pod) adminGet(t *testing.T, path string) (int, string) {
 	t.Helper()
 	c := http.Client{Timeout: 5 * time.Second}
+	args := parseArgs(t, p.c.Args)
 	url := "http://localhost" + path
-	if addr, ok := p.w.args["admin-listen"]; ok {
+	addr, ok := args["admin-listen"]
+	if !ok && !strings.HasPrefix(args["listen"], "unix:") {
+		addr, ok = args["listen"], true
+	}
+	if ok {
 		_, port := splitPort(t, addr)
 		url = fmt.Sprintf("http://127.0.0.1:%d%s", p.ports[port], path)
 	} else {
-		sock, ok := strings.CutPrefix(p.path(p.w.args["listen"]), "unix:")
+		sock, ok := strings.CutPrefix(p.path(args["listen"]), "unix:")
 		require.True(t, ok, "without -admin-listen, the admin endpoints are on a unix -listen")
 		c.Transport = &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 			return (&net.Dialer{}).DialContext(ctx, "unix", sock)
@@ -383,19 +399,36 @@ func (p *pod) waitGauge(t *testing.T, name string, want float64) {
 	t.Fatalf("%s = %v, want %v after the ConfigMap's update; the sidecar wrote:\n%s", name, got, want, p.out)
 }
 
-// runWorkload checks w against the binary: its flags parse, its files load,
-// it starts, its probes pass, /metrics answers on the metrics port without
-// a token (the rest with one only), and a ConfigMap update is reloaded
-// without a restart.
-func runWorkload(t *testing.T, w workload, secrets map[string]*corev1.Secret, serve bool) {
+// runEnv is what runWorkload needs beside the workload.
+type runEnv struct {
+	// secrets are the Secrets made by hand before applying the set.
+	secrets map[string]*corev1.Secret
+	// serve: run the process, not only check its flags and files (a Redis
+	// one is only checked: no Redis here).
+	serve bool
+	// authURL is the gateway's /auth as the proxy's snippet names it.
+	authURL string
+}
+
+// runWorkload checks w against the binary: its flags parse, its files
+// load (the binary's own checks), it starts, its probes pass, /metrics
+// answers on the metrics port without a token (the rest with one only),
+// the gateway's /auth answers through nginx, the RLS speaks the TLS it is
+// given, and a ConfigMap update is reloaded without a restart.
+func runWorkload(t *testing.T, w workload, r runEnv) {
 	t.Helper()
-	p := newPod(t, w, secrets)
+	p := newPod(t, w.set, w.dep.Spec.Template.Spec, w.container, r.secrets)
 	p.checkFlags(t)
-	if !w.rls {
+	// The binary's own checks, beside the container's flags (which may
+	// change what loads: -rls-merge-domains).
+	if w.shape == shapeRLS {
+		code, out := p.run(t, 30*time.Second, append(append([]string{}, p.args...), "-check-rls-config", p.path(w.args["rls-config"]))...)
+		require.Equal(t, 0, code, "the ConfigMap's RLS configuration loads with the binary's loader: %s", out)
+	} else {
 		code, out := p.run(t, 30*time.Second, append(append([]string{}, p.args...), "-check-policies", p.path(w.args["policies"]))...)
-		require.Equal(t, 0, code, "the ConfigMap's policies load with the sidecar's loader: %s", out)
+		require.Equal(t, 0, code, "the ConfigMap's policies load with the binary's loader: %s", out)
 	}
-	if !serve {
+	if !r.serve {
 		return
 	}
 	p.start(t)
@@ -404,11 +437,18 @@ func runWorkload(t *testing.T, w workload, secrets map[string]*corev1.Secret, se
 		code, body := p.adminGet(t, "/buckets")
 		assert.Equal(t, http.StatusUnauthorized, code, "/buckets needs the admin token: %s", body)
 	}
+	if w.shape == shapeRLS && w.args["rls-tls-cert"] != "" {
+		checkRLSTLS(t, p, w)
+	}
+	if w.shape == shapeGateway && w.args["auth-headers"] == "nginx" {
+		require.NotEmpty(t, r.authURL, "the proxy's snippet names the gateway's /auth")
+		checkAuthThroughNginx(t, p, w, r.authURL)
+	}
 	// Update the ConfigMap as the kubelet does (a new ..data), with one
-	// rule more, and see the sidecar take it.
+	// rule more, and see the process take it.
 	var path, series string
 	var files map[string][]byte
-	if w.rls {
+	if w.shape == shapeRLS {
 		path, series = w.args["rls-config"], "raterlimiter_rls_rules"
 		_, v := mountOf(t, w, path)
 		files = configMapFiles(w.set.find("ConfigMap", v.ConfigMap.Name).(*corev1.ConfigMap))
@@ -432,4 +472,32 @@ func runWorkload(t *testing.T, w workload, secrets map[string]*corev1.Secret, se
 	writeVolume(t, p.mounts[m.MountPath], files, 2)
 	p.waitGauge(t, series, before+1)
 	require.NoError(t, p.probe(t, w.container.LivenessProbe), "liveness after the reload")
+	require.NoError(t, p.probe(t, w.container.ReadinessProbe), "readiness after the reload")
+}
+
+// testRun is what one container of a test pod said.
+type testRun struct {
+	name string
+	code int
+	out  string
+}
+
+// runTestPods runs the chart's test pods (helm test) as the kubelet would,
+// each container to its end.
+func runTestPods(t *testing.T, s set, secrets map[string]*corev1.Secret) []testRun {
+	t.Helper()
+	var runs []testRun
+	for _, o := range s.all("Pod") {
+		tp := o.(*corev1.Pod)
+		if tp.Annotations["helm.sh/hook"] != "test" {
+			continue
+		}
+		assert.Equal(t, corev1.RestartPolicyNever, tp.Spec.RestartPolicy, "%s: a test runs once", tp.Name)
+		for _, c := range tp.Spec.Containers {
+			p := newPod(t, s, tp.Spec, c, secrets)
+			code, out := p.run(t, 30*time.Second, p.args...)
+			runs = append(runs, testRun{tp.Name + "/" + c.Name, code, out})
+		}
+	}
+	return runs
 }

@@ -1,8 +1,8 @@
 package check
 
 import (
-	"fmt"
 	"net"
+	"net/url"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -15,12 +15,22 @@ import (
 	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 )
 
 // sidecarPath is where deploy/Dockerfile puts the binary.
 const sidecarPath = "/usr/local/bin/raterlimiter"
+
+// The shapes a raterlimiter container comes in.
+const (
+	shapeSidecar = "sidecar" // a native sidecar in an app's pod, on a unix socket
+	shapeGateway = "gateway" // a shared HTTP service (/auth, checks by policy)
+	shapeRLS     = "rls"     // Envoy's shared rate limit service (gRPC)
+)
 
 // workload is the raterlimiter container of a Deployment, and what it needs.
 type workload struct {
@@ -28,7 +38,7 @@ type workload struct {
 	dep       *appsv1.Deployment
 	container corev1.Container
 	args      map[string]string // -name=value, by name
-	rls       bool              // the shared RLS shape, else the sidecar
+	shape     string
 }
 
 // parseArgs reads a container's args, each -name=value (or -name for a
@@ -57,26 +67,36 @@ func workloads(t *testing.T, s set) []workload {
 	for _, o := range s.all("Deployment") {
 		d := o.(*appsv1.Deployment)
 		pod := d.Spec.Template.Spec
-		sel, err := metav1LabelSelector(d)
-		require.NoError(t, err)
-		require.True(t, sel.Matches(labels.Set(d.Spec.Template.Labels)), "%s: the selector matches its pods", d.Name)
+		require.NotNil(t, d.Spec.Selector, "%s: a selector", d.Name)
+		require.NotEmpty(t, d.Spec.Selector.MatchLabels, "%s: a selector", d.Name)
+		require.True(t, selects(d.Spec.Selector, d.Spec.Template.Labels), "%s: the selector matches its pods", d.Name)
 		var found []workload
 		for _, c := range pod.InitContainers {
 			if c.Name == "raterlimiter" {
-				found = append(found, workload{set: s, dep: d, container: c, args: parseArgs(t, c.Args)})
+				found = append(found, workload{set: s, dep: d, container: c, args: parseArgs(t, c.Args), shape: shapeSidecar})
 			}
 		}
 		for _, c := range pod.Containers {
 			if c.Name == "raterlimiter" {
-				found = append(found, workload{set: s, dep: d, container: c, args: parseArgs(t, c.Args), rls: true})
+				w := workload{set: s, dep: d, container: c, args: parseArgs(t, c.Args), shape: shapeGateway}
+				if _, ok := w.args["rls-listen"]; ok {
+					w.shape = shapeRLS
+				}
+				found = append(found, w)
 			}
 		}
 		require.Len(t, found, 1, "%s: one raterlimiter container", d.Name)
 		w := found[0]
-		if w.rls {
-			checkRLS(t, w)
-		} else {
+		switch w.shape {
+		case shapeSidecar:
 			checkSidecar(t, w)
+		case shapeGateway:
+			checkGateway(t, w)
+		case shapeRLS:
+			checkRLS(t, w)
+		}
+		if w.shape != shapeSidecar {
+			checkShared(t, w)
 		}
 		checkHardening(t, w)
 		checkMemory(t, w)
@@ -86,11 +106,10 @@ func workloads(t *testing.T, s set) []workload {
 	return out
 }
 
-func metav1LabelSelector(d *appsv1.Deployment) (labels.Selector, error) {
-	if d.Spec.Selector == nil || len(d.Spec.Selector.MatchLabels) == 0 {
-		return nil, fmt.Errorf("%s: no selector", d.Name)
-	}
-	return labels.SelectorFromSet(d.Spec.Selector.MatchLabels), nil
+// selects reports whether sel selects a pod with podLabels.
+func selects(sel *metav1.LabelSelector, podLabels map[string]string) bool {
+	s, err := metav1.LabelSelectorAsSelector(sel)
+	return err == nil && !s.Empty() && s.Matches(labels.Set(podLabels))
 }
 
 // mountOf is the volume mounted at the longest mount path path lies under.
@@ -135,12 +154,58 @@ func checkConfigMapFile(t *testing.T, w workload, path string, dir bool) *corev1
 	return cm
 }
 
-func checkProbes(t *testing.T, w workload, check func(name string, p *corev1.Probe)) {
+// probeTarget is what a probe asks: an exec of the binary's own probe
+// (-healthcheck URL) or the kubelet's GET; path is the health check.
+type probeTarget struct {
+	exec string // -healthcheck's URL, for an exec probe
+	port string // httpGet's port (a name or a number)
+	path string
+}
+
+// checkProbes: every probe asks the binary's health checks, startup and
+// liveness /livez (the process serves: a backend that is down is no reason
+// to restart it), readiness /readyz (the backend answers); check sees each
+// probe's target.
+func checkProbes(t *testing.T, w workload, check func(name string, p *corev1.Probe, target probeTarget)) {
 	t.Helper()
 	c := w.container
-	for name, p := range map[string]*corev1.Probe{"startup": c.StartupProbe, "readiness": c.ReadinessProbe, "liveness": c.LivenessProbe} {
-		require.NotNil(t, p, "%s: a %s probe", w.dep.Name, name)
-		check(name, p)
+	for _, pr := range []struct {
+		name, path string
+		p          *corev1.Probe
+	}{{"startup", "/livez", c.StartupProbe}, {"readiness", "/readyz", c.ReadinessProbe}, {"liveness", "/livez", c.LivenessProbe}} {
+		require.NotNil(t, pr.p, "%s: a %s probe", w.dep.Name, pr.name)
+		var target probeTarget
+		switch {
+		case pr.p.Exec != nil:
+			cmd := pr.p.Exec.Command
+			require.GreaterOrEqual(t, len(cmd), 3, pr.name)
+			assert.Equal(t, []string{sidecarPath, "-healthcheck"}, cmd[:2], "%s: no shell nor curl in the image: an exec of the binary", pr.name)
+			target.exec = cmd[2]
+			if rest, ok := strings.CutPrefix(target.exec, "unix:"); ok {
+				_, path, _ := strings.Cut(rest, ":/")
+				target.path = "/" + path
+			} else {
+				u, err := url.Parse(target.exec)
+				require.NoError(t, err, pr.name)
+				target.path = u.Path
+			}
+			hcTimeout := 1.0 // -healthcheck-timeout's default
+			for _, a := range cmd[3:] {
+				if v, ok := strings.CutPrefix(a, "-healthcheck-timeout="); ok {
+					d, err := time.ParseDuration(v)
+					require.NoError(t, err)
+					hcTimeout = d.Seconds()
+				}
+			}
+			assert.Greater(t, float64(pr.p.TimeoutSeconds), hcTimeout, "%s: timeoutSeconds above -healthcheck-timeout", pr.name)
+		case pr.p.HTTPGet != nil:
+			target.port, target.path = pr.p.HTTPGet.Port.String(), pr.p.HTTPGet.Path
+			assert.GreaterOrEqual(t, pr.p.TimeoutSeconds, int32(1), pr.name)
+		default:
+			t.Fatalf("%s: %s probe: an exec of the binary or an httpGet", w.dep.Name, pr.name)
+		}
+		assert.Equal(t, pr.path, target.path, "%s: the %s probe asks %s", w.dep.Name, pr.name, pr.path)
+		check(pr.name, pr.p, target)
 	}
 }
 
@@ -165,49 +230,59 @@ func checkSidecar(t *testing.T, w workload) {
 	}
 	require.NotEmpty(t, w.args["policies"])
 	checkConfigMapFile(t, w, w.args["policies"], false)
-	checkProbes(t, w, func(name string, p *corev1.Probe) {
-		require.NotNil(t, p.Exec, "%s: no shell nor curl in the image: an exec of the binary", name)
-		cmd := p.Exec.Command
-		require.GreaterOrEqual(t, len(cmd), 3, name)
-		assert.Equal(t, []string{sidecarPath, "-healthcheck", listen}, cmd[:3], name)
-		hcTimeout := 1.0 // -healthcheck-timeout's default
-		for _, a := range cmd[3:] {
-			if v, ok := strings.CutPrefix(a, "-healthcheck-timeout="); ok {
-				d, err := time.ParseDuration(v)
-				require.NoError(t, err)
-				hcTimeout = d.Seconds()
-			}
-		}
-		assert.Greater(t, float64(p.TimeoutSeconds), hcTimeout, "%s: timeoutSeconds above -healthcheck-timeout", name)
+	checkProbes(t, w, func(name string, _ *corev1.Probe, target probeTarget) {
+		assert.Equal(t, listen+":"+target.path, target.exec, "%s: through the socket", name)
 	})
 }
 
-// checkRLS: the RLS on a TCP port a Service exposes as gRPC, probed over
-// grpc.health.v1, its configuration from a ConfigMap, one replica on memory.
+// checkGateway: the HTTP API beyond the pod on a port a Service exposes,
+// /auth reading one proxy's headers, probed by the kubelet's GET, its
+// policies from a ConfigMap, one replica on memory.
+func checkGateway(t *testing.T, w workload) {
+	t.Helper()
+	assert.Nil(t, w.container.RestartPolicy)
+	host, port := splitPort(t, w.args["listen"])
+	assert.Equal(t, "0.0.0.0", host, "the gateway answers beyond the pod")
+	assert.Equal(t, port, containerPort(t, w.container, "http"))
+	assert.Contains(t, []string{"nginx", "traefik", "caddy"}, w.args["auth-headers"], "/auth reads one proxy's headers")
+	require.NotEmpty(t, w.args["policies"])
+	checkConfigMapFile(t, w, w.args["policies"], false)
+	checkProbes(t, w, func(name string, _ *corev1.Probe, target probeTarget) {
+		assert.Equal(t, "http", target.port, "%s: the kubelet GETs the gateway's port", name)
+	})
+	checkService(t, w, port, "http")
+}
+
+// checkRLS: the RLS on a TCP port a Service exposes as gRPC, the HTTP API
+// on loopback for the probes (an exec of the binary: they hold whatever
+// TLS the RLS port speaks), its configuration from a ConfigMap.
 func checkRLS(t *testing.T, w workload) {
 	t.Helper()
-	c := w.container
-	assert.Nil(t, c.RestartPolicy)
+	assert.Nil(t, w.container.RestartPolicy)
 	host, port := splitPort(t, w.args["rls-listen"])
 	assert.Equal(t, "0.0.0.0", host, "the RLS answers beyond the pod")
 	require.NotEmpty(t, w.args["rls-config"])
 	checkConfigMapFile(t, w, w.args["rls-config"], true)
-	backend := w.args["backend"]
-	if backend == "" || backend == "memory" {
-		replicas := int32(1)
-		if w.dep.Spec.Replicas != nil {
-			replicas = *w.dep.Spec.Replicas
-		}
-		assert.Equal(t, int32(1), replicas, "memory replicas would count apart")
-	}
-	cport := containerPort(t, c, "grpc")
-	assert.Equal(t, port, cport)
-	checkProbes(t, w, func(name string, p *corev1.Probe) {
-		require.NotNil(t, p.GRPC, "%s: a grpc probe", name)
-		assert.Equal(t, port, p.GRPC.Port, name)
-		assert.GreaterOrEqual(t, p.TimeoutSeconds, int32(1), name)
+	assert.Equal(t, port, containerPort(t, w.container, "grpc"))
+	api := w.args["listen"]
+	apiHost, _ := splitPort(t, api)
+	assert.Equal(t, "127.0.0.1", apiHost, "the HTTP API stays in the pod")
+	checkProbes(t, w, func(name string, _ *corev1.Probe, target probeTarget) {
+		assert.Equal(t, "http://"+api+target.path, target.exec, "%s: the HTTP API on loopback", name)
 	})
-	// A Service selects the pods and exposes the port as gRPC.
+	for _, f := range []string{"rls-tls-cert", "rls-tls-key", "rls-tls-client-ca"} {
+		if path, ok := w.args[f]; ok {
+			_, v := mountOf(t, w, path)
+			require.NotNil(t, v.Secret, "-%s comes from a Secret", f)
+		}
+	}
+	checkService(t, w, port, "grpc")
+}
+
+// checkService: a Service selects the pods and exposes port under name,
+// as the protocol (Istio reads it from the name and appProtocol).
+func checkService(t *testing.T, w workload, port int32, name string) {
+	t.Helper()
 	var exposed bool
 	for _, o := range w.set.all("Service") {
 		svc := o.(*corev1.Service)
@@ -215,15 +290,94 @@ func checkRLS(t *testing.T, w workload) {
 			continue
 		}
 		for _, sp := range svc.Spec.Ports {
-			if targetPort(t, c, sp) == port {
+			if targetPort(t, w.container, sp) == port {
 				exposed = true
-				assert.Equal(t, "grpc", sp.Name, "Istio reads the protocol from the port's name")
+				assert.Equal(t, name, sp.Name, "Istio reads the protocol from the port's name")
 				require.NotNil(t, sp.AppProtocol)
-				assert.Equal(t, "grpc", *sp.AppProtocol)
+				assert.Equal(t, name, *sp.AppProtocol)
 			}
 		}
 	}
-	assert.True(t, exposed, "%s: a Service exposes the RLS port", w.dep.Name)
+	assert.True(t, exposed, "%s: a Service exposes port %d", w.dep.Name, port)
+}
+
+// checkShared: a shared service (gateway, RLS) counts on one replica on
+// memory, and a NetworkPolicy lets only labelled clients reach its port
+// and only a named namespace its metrics.
+func checkShared(t *testing.T, w workload) {
+	t.Helper()
+	if backend := w.args["backend"]; backend == "" || backend == "memory" {
+		replicas := int32(1)
+		if w.dep.Spec.Replicas != nil {
+			replicas = *w.dep.Spec.Replicas
+		}
+		assert.Equal(t, int32(1), replicas, "memory replicas would count apart")
+	}
+	served := "grpc"
+	if w.shape == shapeGateway {
+		served = "http"
+	}
+	var found bool
+	for _, o := range w.set.all("NetworkPolicy") {
+		np := o.(*networkingv1.NetworkPolicy)
+		if !selects(&np.Spec.PodSelector, w.dep.Spec.Template.Labels) {
+			continue
+		}
+		found = true
+		assert.Contains(t, np.Spec.PolicyTypes, networkingv1.PolicyTypeIngress)
+		ports := map[string]bool{}
+		for _, rule := range np.Spec.Ingress {
+			require.NotEmpty(t, rule.From, "%s: a rule without from lets everyone in", np.Name)
+			require.NotEmpty(t, rule.Ports, "%s: a rule without ports opens every port", np.Name)
+			for _, p := range rule.Ports {
+				require.NotNil(t, p.Port)
+				name := p.Port.String()
+				ports[name] = true
+				for _, peer := range rule.From {
+					assert.Nil(t, peer.IPBlock, "%s: clients by label, not by address", np.Name)
+					switch name {
+					case served:
+						require.NotNil(t, peer.PodSelector, "%s: port %s only from labelled pods", np.Name, name)
+						assert.NotEmpty(t, peer.PodSelector.MatchLabels, "%s: port %s only from labelled pods", np.Name, name)
+					case "metrics":
+						assert.Nil(t, peer.PodSelector, "%s: metrics from a namespace", np.Name)
+						require.NotNil(t, peer.NamespaceSelector)
+						assert.NotEmpty(t, peer.NamespaceSelector.MatchLabels["kubernetes.io/metadata.name"], "%s: metrics from one named namespace", np.Name)
+					default:
+						t.Errorf("%s: port %s opened", np.Name, name)
+					}
+				}
+			}
+		}
+		assert.True(t, ports[served], "%s: the clients reach port %s", np.Name, served)
+		if _, ok := w.args["admin-listen"]; ok {
+			assert.True(t, ports["metrics"], "%s: Prometheus reaches the metrics port", np.Name)
+		}
+	}
+	assert.True(t, found, "%s: a NetworkPolicy selects the pods", w.dep.Name)
+}
+
+// checkSpread: the chart's shared services survive a drain (a
+// PodDisruptionBudget) and spread over nodes and zones.
+func checkSpread(t *testing.T, w workload) {
+	t.Helper()
+	var pdbs int
+	for _, o := range w.set.all("PodDisruptionBudget") {
+		pdb := o.(*policyv1.PodDisruptionBudget)
+		if selects(pdb.Spec.Selector, w.dep.Spec.Template.Labels) {
+			pdbs++
+			assert.Nil(t, pdb.Spec.MinAvailable, "minAvailable would block every drain of a single replica")
+			require.NotNil(t, pdb.Spec.MaxUnavailable)
+		}
+	}
+	assert.Equal(t, 1, pdbs, "%s: one PodDisruptionBudget", w.dep.Name)
+	keys := map[string]bool{}
+	for _, c := range w.dep.Spec.Template.Spec.TopologySpreadConstraints {
+		assert.True(t, selects(c.LabelSelector, w.dep.Spec.Template.Labels), "%s: spread over its own pods", c.TopologyKey)
+		keys[c.TopologyKey] = true
+	}
+	assert.True(t, keys["kubernetes.io/hostname"], "spread over nodes")
+	assert.True(t, keys["topology.kubernetes.io/zone"], "spread over zones")
 }
 
 func splitPort(t *testing.T, addr string) (string, int32) {
@@ -246,6 +400,19 @@ func containerPort(t *testing.T, c corev1.Container, name string) int32 {
 	return 0
 }
 
+// portName is the name of the container's port number n.
+func portName(t *testing.T, c corev1.Container, n int32) string {
+	t.Helper()
+	for _, p := range c.Ports {
+		if p.ContainerPort == n {
+			require.NotEmpty(t, p.Name, "port %d is named", n)
+			return p.Name
+		}
+	}
+	t.Fatalf("container %s has no port %d", c.Name, n)
+	return ""
+}
+
 func targetPort(t *testing.T, c corev1.Container, sp corev1.ServicePort) int32 {
 	t.Helper()
 	if sp.TargetPort.StrVal != "" {
@@ -263,18 +430,25 @@ func targetPort(t *testing.T, c corev1.Container, sp corev1.ServicePort) int32 {
 }
 
 // checkHardening: non-root, read-only root file system, no capabilities.
+// The user is the container's or, failing that, the pod's; a shared
+// service's pod mounts no API token (an app's pod is the app's affair).
 func checkHardening(t *testing.T, w workload) {
 	t.Helper()
 	pod := w.dep.Spec.Template.Spec
-	require.NotNil(t, pod.SecurityContext)
-	require.NotNil(t, pod.SecurityContext.RunAsNonRoot)
-	assert.True(t, *pod.SecurityContext.RunAsNonRoot)
-	require.NotNil(t, pod.SecurityContext.RunAsUser)
-	assert.NotZero(t, *pod.SecurityContext.RunAsUser)
-	require.NotNil(t, pod.AutomountServiceAccountToken)
-	assert.False(t, *pod.AutomountServiceAccountToken, "the sidecar needs no API token")
 	sc := w.container.SecurityContext
 	require.NotNil(t, sc)
+	nonRoot, user := sc.RunAsNonRoot, sc.RunAsUser
+	if w.shape != shapeSidecar && pod.SecurityContext != nil {
+		nonRoot, user = cmpOr(nonRoot, pod.SecurityContext.RunAsNonRoot), cmpOr(user, pod.SecurityContext.RunAsUser)
+	}
+	require.NotNil(t, nonRoot, "runAsNonRoot")
+	assert.True(t, *nonRoot)
+	require.NotNil(t, user, "runAsUser")
+	assert.NotZero(t, *user)
+	if w.shape != shapeSidecar {
+		require.NotNil(t, pod.AutomountServiceAccountToken)
+		assert.False(t, *pod.AutomountServiceAccountToken, "raterlimiter needs no API token")
+	}
 	require.NotNil(t, sc.AllowPrivilegeEscalation)
 	assert.False(t, *sc.AllowPrivilegeEscalation)
 	require.NotNil(t, sc.ReadOnlyRootFilesystem)
@@ -283,6 +457,14 @@ func checkHardening(t *testing.T, w workload) {
 	assert.Equal(t, []corev1.Capability{"ALL"}, sc.Capabilities.Drop)
 	assert.Empty(t, sc.Capabilities.Add)
 	assert.True(t, sc.Privileged == nil || !*sc.Privileged)
+}
+
+// cmpOr is a unless it is nil, else b.
+func cmpOr[T any](a, b *T) *T {
+	if a != nil {
+		return a
+	}
+	return b
 }
 
 // Memory figures of the memory backend (memory's package doc): a record
@@ -330,8 +512,8 @@ func checkMemory(t *testing.T, w workload) {
 }
 
 // checkMetrics: -admin-listen beyond loopback with a token from a Secret,
-// on the container's port "metrics", found by the scrape annotations or a
-// monitor of the set.
+// on a named container port, found by the scrape annotations or a monitor
+// of the set.
 func checkMetrics(t *testing.T, w workload) {
 	t.Helper()
 	addr, ok := w.args["admin-listen"]
@@ -339,7 +521,7 @@ func checkMetrics(t *testing.T, w workload) {
 		return
 	}
 	_, port := splitPort(t, addr)
-	assert.Equal(t, port, containerPort(t, w.container, "metrics"))
+	name := portName(t, w.container, port)
 	require.NotEmpty(t, w.args["admin-token-file"], "an -admin-listen beyond loopback needs a token")
 	_, v := mountOf(t, w, w.args["admin-token-file"])
 	require.NotNil(t, v.Secret, "the token comes from a Secret")
@@ -349,16 +531,20 @@ func checkMetrics(t *testing.T, w workload) {
 		assert.Equal(t, strconv.Itoa(int(port)), ann["prometheus.io/port"])
 		assert.Equal(t, "/metrics", ann["prometheus.io/path"])
 	}
-	podLabels := labels.Set(w.dep.Spec.Template.Labels)
+	podLabels := w.dep.Spec.Template.Labels
 	monitored := false
 	for _, o := range w.set.all("PodMonitor") {
 		pm := o.(*monitoringv1.PodMonitor)
-		if labels.SelectorFromSet(pm.Spec.Selector.MatchLabels).Matches(podLabels) {
+		sel, err := metav1.LabelSelectorAsSelector(&pm.Spec.Selector)
+		require.NoError(t, err)
+		if !sel.Matches(labels.Set(podLabels)) {
+			continue
+		}
+		require.Len(t, pm.Spec.PodMetricsEndpoints, 1)
+		e := pm.Spec.PodMetricsEndpoints[0]
+		require.NotNil(t, e.Port)
+		if *e.Port == name {
 			monitored = true
-			require.Len(t, pm.Spec.PodMetricsEndpoints, 1)
-			e := pm.Spec.PodMetricsEndpoints[0]
-			require.NotNil(t, e.Port)
-			assert.Equal(t, "metrics", *e.Port)
 			checkJob(t, e.RelabelConfigs)
 		}
 	}
@@ -366,17 +552,15 @@ func checkMetrics(t *testing.T, w workload) {
 		sm := o.(*monitoringv1.ServiceMonitor)
 		for _, so := range w.set.all("Service") {
 			svc := so.(*corev1.Service)
-			if !labels.SelectorFromSet(sm.Spec.Selector.MatchLabels).Matches(labels.Set(svc.Labels)) ||
-				!labels.SelectorFromSet(svc.Spec.Selector).Matches(podLabels) {
+			if !selects(&sm.Spec.Selector, svc.Labels) || !labels.SelectorFromSet(svc.Spec.Selector).Matches(labels.Set(podLabels)) {
 				continue
 			}
 			monitored = true
 			require.Len(t, sm.Spec.Endpoints, 1)
 			e := sm.Spec.Endpoints[0]
-			assert.Equal(t, "metrics", e.Port)
 			assert.True(t, slices.ContainsFunc(svc.Spec.Ports, func(sp corev1.ServicePort) bool {
 				return sp.Name == e.Port && targetPort(t, w.container, sp) == port
-			}), "Service %s exposes the metrics port", svc.Name)
+			}), "Service %s exposes the metrics port as %s", svc.Name, e.Port)
 			checkJob(t, e.RelabelConfigs)
 		}
 	}
