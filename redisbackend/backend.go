@@ -67,7 +67,8 @@ var _ rl.Limiter = (*Backend)(nil)
 // itself). It does not wait for Redis: when Redis cannot be reached yet, the
 // Backend starts with its circuit open, answers by cfg.Fail meanwhile, and
 // connects in the background, trying again after a pause that doubles from
-// 100 ms to 10 s and logging each failure; Ping tells when Redis answers.
+// 100 ms to a second (logging a failure at each step, then once a minute);
+// Ping tells when Redis answers.
 // Later outages are handled by the circuit and cfg.Fail as well. A cfg New
 // cannot use (a malformed URL, FailLocal without a Fallback) fails with an
 // error, one outside the bounds matching raterlimiter.ErrInvalid; so does a
@@ -134,6 +135,11 @@ func newBackend(cfg Config, o options) (*Backend, error) {
 	// wait out never costs the connection.
 	opt.ConnWriteTimeout = max(10*cfg.Timeout, 2*defaultCallTimeout)
 	opt.DisableRetry = true
+	// One connection per Redis node, every call pipelined on it: a health
+	// check (Ping) then proves the connection the checks use. With several,
+	// a restarted Redis leaves the others broken until a check of each
+	// fails (EOF), and each such failure opens the circuit again.
+	opt.PipelineMultiplex = -1
 	opt.ClientName = "raterlimiter"
 	b := &Backend{
 		cfg:         cfg,
@@ -188,10 +194,12 @@ func unreachable(err error) bool {
 
 // connect tries to connect until it succeeds or the backend is closed,
 // pausing between attempts for the probe interval, then twice as long each
-// time up to maxConnectBackoff, and logging each failure.
+// time up to maxConnectBackoff. It logs a failure at each step of the
+// backoff, then once a minute while it goes on.
 func (b *Backend) connect(opt rueidis.ClientOption) {
 	defer b.wg.Done()
 	pause := b.opt.probeInterval
+	var logged time.Time
 	for attempt := 2; ; attempt++ {
 		t := time.NewTimer(pause)
 		select {
@@ -202,8 +210,12 @@ func (b *Backend) connect(opt rueidis.ClientOption) {
 		}
 		client, err := rueidis.NewClient(opt)
 		if err != nil {
-			pause = min(2*pause, max(maxConnectBackoff, b.opt.probeInterval))
-			b.log.Warn("redisbackend: cannot connect to redis yet", "attempt", attempt, "err", err, "retry_in", pause.String())
+			next := min(2*pause, max(maxConnectBackoff, b.opt.probeInterval))
+			if next != pause || time.Since(logged) >= time.Minute {
+				b.log.Warn("redisbackend: cannot connect to redis yet", "attempt", attempt, "err", err, "retry_in", next.String())
+				logged = time.Now()
+			}
+			pause = next
 			continue
 		}
 		b.client.Store(&client)

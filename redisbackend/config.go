@@ -23,8 +23,8 @@ const (
 	// Redis: soon after it opens, and as often after.
 	defaultProbeInterval = 100 * time.Millisecond
 	// maxConnectBackoff is the longest pause between two attempts to make
-	// the first connection.
-	maxConnectBackoff = 10 * time.Second
+	// the first connection: Redis coming up is noticed within it.
+	maxConnectBackoff = time.Second
 	// defaultDownAfter is how long calls may go unanswered (their callers'
 	// deadlines passing) with no success at all before the circuit opens:
 	// well beyond a stall (a fork, a pause, a blip), which costs latency,

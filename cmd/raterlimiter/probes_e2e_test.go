@@ -135,7 +135,6 @@ func TestE2ELivezStaysWhileRedisIsDown(t *testing.T) {
 // once, live and not ready (checks answered as -redis-fail says), and
 // becomes ready within 2 s of Redis answering, without a restart.
 func TestE2EStartsBeforeRedis(t *testing.T) {
-	t.Skip("needs the Redis backend to start without Redis (connect in the background, retrying with backoff); until then the sidecar exits with \"redisbackend: connect: ... connection refused\"")
 	redistest.Available(t)
 	rs := redistest.Start(t)
 	rs.Kill() // its port stays reserved for the restart below
