@@ -1,16 +1,16 @@
 package main
 
 import (
-	"github.com/raterlimiter/raterlimiter/internal/memstore"
 	"math/big"
 	"runtime"
 	"strconv"
 	"time"
 
 	rl "github.com/raterlimiter/raterlimiter"
+	"github.com/raterlimiter/raterlimiter/buckets"
 	"github.com/raterlimiter/raterlimiter/internal/algo"
+	"github.com/raterlimiter/raterlimiter/internal/check"
 	"github.com/raterlimiter/raterlimiter/internal/ms"
-	_ "github.com/raterlimiter/raterlimiter/memory" // registers memstore.NewStore
 )
 
 // logName is the sliding window log's row: the algorithm that should agree
@@ -209,7 +209,7 @@ func replayAll(tr *trace, keepTimes, withCost bool, tick func()) []result {
 	var out []result
 	for _, v := range variants {
 		j := newJudge(tr, v.name, keepTimes)
-		st := memstore.NewStore(memstore.StoreConfig{})
+		st := newStore(false)
 		var model *gcraModel
 		if v.algo == rl.Token {
 			model = newGCRAModel(tr)
@@ -249,7 +249,7 @@ func cost(tr *trace, names []string, v variant) (nsPerCheck, bytesPerID float64)
 	var before, after runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)
-	st := memstore.NewStore(memstore.StoreConfig{NoCache: true}) // the cache's fixed size would blur the bytes per id
+	st := newStore(true) // the cache's fixed size would blur the bytes per id
 	req := v.request(tr)
 	start := time.Now()
 	for i, ev := range tr.events {
@@ -267,10 +267,10 @@ func cost(tr *trace, names []string, v variant) (nsPerCheck, bytesPerID float64)
 	runtime.ReadMemStats(&after)
 	ids := 0
 	last := ""
-	st.Scan(func(r memstore.Record) bool {
-		if r.ID != last {
+	st.s.Scan(func(id string, _ int64, _ rl.Algo, _ algo.Record) bool {
+		if id != last {
 			ids++
-			last = r.ID
+			last = id
 		}
 		return true
 	})
@@ -432,3 +432,30 @@ func spread(tr *trace, tick func()) result {
 	}
 	return j.result()
 }
+
+// store is the memory backend's store of one shard (package buckets)
+// without its goroutine: a replay decides each check at the trace's time,
+// on its own goroutine, as a shard would at that time.
+type store struct{ s *buckets.Store }
+
+// newStore returns an empty store; noCache turns its lookup cache off.
+func newStore(noCache bool) store {
+	o := buckets.Options{}
+	if noCache {
+		o.CacheSlots = -1
+	}
+	return store{buckets.New(o)}
+}
+
+// Check decides r at now (Unix milliseconds); r must be valid.
+func (s store) Check(now int64, r rl.Request) (rl.Decision, error) {
+	if err := check.Validate(r, 0); err != nil {
+		return rl.Decision{}, err
+	}
+	d, err := s.s.Check(now, ms.Of(check.Counted(r)))
+	return d.Public(), err
+}
+
+// Sweep deletes the records no decision at now can read, examining at
+// most budget (0: all).
+func (s store) Sweep(now int64, budget int) { s.s.Sweep(now, budget) }
