@@ -115,10 +115,6 @@ type Config struct {
 	// which is what to choose: timers under a millisecond tend to fire a
 	// millisecond late, which a fixed window pays on every check.
 	BatchWindow time.Duration
-	// BatchInFlight is how many batches may be on their way at once, with
-	// batching on. Default 1: the checks that arrive while a batch
-	// travels make the next one.
-	BatchInFlight int
 }
 
 // Client calls a raterlimiter sidecar. It is safe for concurrent use. Close
@@ -212,7 +208,7 @@ func New(cfg Config) (*Client, error) {
 		c.hc.Dial = func(string) (net.Conn, error) { return d.Dial("unix", sock) }
 	}
 	if cfg.BatchMaxSize > 0 || cfg.BatchWindow > 0 {
-		c.batch = newBatcher(c, cfg.BatchWindow, cfg.BatchMaxSize, cfg.BatchInFlight)
+		c.batch = newBatcher(c, cfg.BatchWindow, cfg.BatchMaxSize, defaultBatchInFlight)
 	}
 	return c, nil
 }

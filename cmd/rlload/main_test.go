@@ -221,7 +221,7 @@ func TestFlags(t *testing.T) {
 			assert.Contains(t, err.Error(), tc.want)
 			if tc.name == "help" {
 				assert.ErrorIs(t, err, flag.ErrHelp)
-				assert.True(t, strings.Contains(stderr.String(), "-batch-inflight"), "-h lists the flags")
+				assert.True(t, strings.Contains(stderr.String(), "-batch-window"), "-h lists the flags")
 				return
 			}
 			var ue *cli.UsageError

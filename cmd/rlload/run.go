@@ -33,31 +33,30 @@ import (
 
 // config is the parsed command line.
 type config struct {
-	url           string
-	embedded      bool
-	inproc        bool
-	callers       int
-	ids           int
-	duration      time.Duration
-	warmup        time.Duration
-	batch         bool
-	batchMax      int
-	batchInFlight int
-	batchWindow   time.Duration
-	conns         int
-	timeout       time.Duration
-	algo          string
-	scale         int64
-	limit         int64
-	hits          int64
-	shards        int
-	seed          uint64
-	progress      bool
-	cpuProfile    string
-	maxErrors     float64 // percent of checks that may end in an error
-	rls           string  // an Envoy RLS server's address: ShouldRateLimit instead of HTTP
-	rlsDomain     string
-	rlsKey        string
+	url         string
+	embedded    bool
+	inproc      bool
+	callers     int
+	ids         int
+	duration    time.Duration
+	warmup      time.Duration
+	batch       bool
+	batchMax    int
+	batchWindow time.Duration
+	conns       int
+	timeout     time.Duration
+	algo        string
+	scale       int64
+	limit       int64
+	hits        int64
+	shards      int
+	seed        uint64
+	progress    bool
+	cpuProfile  string
+	maxErrors   float64 // percent of checks that may end in an error
+	rls         string  // an Envoy RLS server's address: ShouldRateLimit instead of HTTP
+	rlsDomain   string
+	rlsKey      string
 }
 
 func (cfg *config) flags(fs *flag.FlagSet) {
@@ -70,7 +69,6 @@ func (cfg *config) flags(fs *flag.FlagSet) {
 	fs.DurationVar(&cfg.warmup, "warmup", 0, "how long to run before measuring (connections, buckets)")
 	fs.BoolVar(&cfg.batch, "batch", false, "use the client's batching mode (POST /check_rates)")
 	fs.IntVar(&cfg.batchMax, "batch-max", 0, "most checks in one batch, with -batch; 0: "+strconv.Itoa(defaults.BatchMaxSize)+" (the sidecar's default -max-batch)")
-	fs.IntVar(&cfg.batchInFlight, "batch-inflight", 0, "batches on their way at once; 0: the client's default ("+strconv.Itoa(defaults.BatchInFlight)+")")
 	fs.DurationVar(&cfg.batchWindow, "batch-window", 0, "how long a batch that may leave still waits for more checks; 0: none")
 	fs.IntVar(&cfg.conns, "conns", 0, "most connections to the sidecar; 0: the client's default ("+strconv.Itoa(defaults.ClientMaxConnsPerHost)+")")
 	fs.DurationVar(&cfg.timeout, "timeout", defaults.ClientTimeout, "bound on each check over HTTP")
@@ -123,8 +121,8 @@ func (cfg *config) parse(args []string, stderr io.Writer) error {
 		return cli.Usagef("-batch is the HTTP client's mode; -embedded has no HTTP")
 	case !(cfg.maxErrors >= 0 && cfg.maxErrors <= 100):
 		return cli.Usagef("-max-errors must be a percentage from 0 to 100, not %v", cfg.maxErrors)
-	case cfg.batchMax < 0 || cfg.batchInFlight < 0 || cfg.batchWindow < 0 || cfg.conns < 0 || cfg.shards < 0:
-		return cli.Usagef("-batch-max, -batch-inflight, -batch-window, -conns and -shards must not be negative")
+	case cfg.batchMax < 0 || cfg.batchWindow < 0 || cfg.conns < 0 || cfg.shards < 0:
+		return cli.Usagef("-batch-max, -batch-window, -conns and -shards must not be negative")
 	}
 	a, err := check.ParseAlgo(cfg.algo)
 	if err != nil {
@@ -271,7 +269,7 @@ func target(cfg *config, stderr io.Writer) (checker, func(), error) {
 			lim.Close()
 		}
 	}
-	ccfg := client.Config{URL: url, Timeout: cfg.timeout, MaxConns: cfg.conns, BatchInFlight: cfg.batchInFlight}
+	ccfg := client.Config{URL: url, Timeout: cfg.timeout, MaxConns: cfg.conns}
 	if cfg.batch { // a positive size turns the client's batching on
 		ccfg.BatchMaxSize, ccfg.BatchWindow = cmp.Or(cfg.batchMax, defaults.BatchMaxSize), cfg.batchWindow
 	}
