@@ -49,6 +49,55 @@ func basePackage(p string) string {
 	return strings.TrimSuffix(p, "_test")
 }
 
+// apiUsers are the packages whose code (tests aside) may import api: the
+// sidecar and the load tool, both commands. api is the sidecar's HTTP face;
+// its Config names the sidecar's internal types, so no package a user
+// imports may offer it.
+var apiUsers = []string{"cmd/raterlimiter", "cmd/rlload"}
+
+// TestAPIIsSealed fails when code of the module other than the sidecar and
+// the load tool imports package api, but for tests and the test helpers
+// only tests import (they serve a real sidecar in process).
+func TestAPIIsSealed(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs go list over the module")
+	}
+	const mod = "github.com/raterlimiter/raterlimiter/"
+	out, err := exec.Command("go", "list", "-f", "{{.ImportPath}}\t{{join .Imports \" \"}}", "./...").Output()
+	require.NoError(t, err, "go list: %s", stderrOf(err))
+	importers := map[string][]string{} // package -> the non-test packages that import it
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		pkg, imports, _ := strings.Cut(line, "\t")
+		for _, imp := range strings.Fields(imports) {
+			importers[imp] = append(importers[imp], pkg)
+		}
+	}
+	require.NotEmpty(t, importers[mod+"api"], "go list found no importer of api: the test would prove nothing")
+	// testOnly reports whether only tests reach pkg: an internal package
+	// that no code but tests, and other such packages, imports.
+	var testOnly func(pkg string, depth int) bool
+	testOnly = func(pkg string, depth int) bool {
+		if depth > 10 || !strings.Contains(pkg, "/internal/") {
+			return false
+		}
+		for _, p := range importers[pkg] {
+			if !testOnly(p, depth+1) {
+				return false
+			}
+		}
+		return true
+	}
+	for _, pkg := range importers[mod+"api"] {
+		switch {
+		case slices.Contains(apiUsers, strings.TrimPrefix(pkg, mod)):
+		case testOnly(pkg, 0):
+			// A test helper: only tests reach it.
+		default:
+			t.Errorf("%s imports api: only %v (and tests) may", pkg, apiUsers)
+		}
+	}
+}
+
 func stderrOf(err error) string {
 	if ee, ok := err.(*exec.ExitError); ok {
 		return string(ee.Stderr)

@@ -7,6 +7,12 @@
 // /dashboard, and the admin endpoints on a listener of their own if asked.
 //
 // docs/http-api.md lists every endpoint with its exact bodies and headers.
+//
+// It is the sidecar's own, not a library: its Config takes the sidecar's
+// internal types (policies, the gateway's headers, trusted proxies), and
+// only the sidecar and the load tool import it (TestAPIIsSealed). A Go
+// program embeds the limiter (package memory) or calls the sidecar
+// (package client); middleware for its own server is in package middleware.
 package api
 
 import (
