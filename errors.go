@@ -20,12 +20,15 @@ var (
 // FieldError says which field of a request broke which rule. It matches
 // ErrInvalid.
 type FieldError struct {
-	// Field is the request field at fault: "id", "scale", "limit", "hits",
-	// "algo", "slices", "queue", "max_delay_ms" (or, from the HTTP API, a
-	// parameter such as "cursor").
+	// Field is the field at fault. A limiter's methods name the Request's
+	// Go field ("ID", "Scale", "Limit", "Hits", "Algo", "Slices", "Queue",
+	// "MaxDelay") or the Config's; an error the sidecar sent back (through
+	// the client) names the HTTP API's parameter ("scale", "max_delay_ms",
+	// "cursor").
 	Field string
-	// Rule is the rule it broke, as a phrase ("must be from 1 to
-	// 315360000000").
+	// Rule is the rule it broke, as a phrase with the value that broke it
+	// ("1.5ms is not a whole number of milliseconds"), or the HTTP API's
+	// ("must be an integer from 1 to 315360000000 (milliseconds)").
 	Rule string
 }
 

@@ -69,9 +69,11 @@ func ExampleFieldError() {
 	var fe *rl.FieldError
 	if errors.As(err, &fe) {
 		fmt.Println(errors.Is(err, rl.ErrInvalid), fe.Field)
+		fmt.Println(err)
 	}
 	// Output:
-	// true scale
+	// true Scale
+	// raterlimiter: invalid Scale: 1.5ms is not a whole number of milliseconds
 }
 
 // A batch is decided in order; if one request is invalid, none is counted
