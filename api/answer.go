@@ -11,6 +11,7 @@ import (
 	json "github.com/go-json-experiment/json/v1"
 	"github.com/valyala/fasthttp"
 
+	"github.com/raterlimiter/raterlimiter/internal/check"
 	"github.com/raterlimiter/raterlimiter/internal/policy"
 
 	rl "github.com/raterlimiter/raterlimiter"
@@ -52,6 +53,7 @@ func (s *Server) limiterFailed(ctx *fasthttp.RequestCtx, err error) result {
 // invalid answers 400 for err, naming the field and the rule (and the index
 // of a batch item) in keys of their own.
 func (s *Server) invalid(ctx *fasthttp.RequestCtx, err error) {
+	err = check.Wire(err)
 	b := append([]byte(nil), `{"error":`...)
 	b = appendString(b, strings.TrimPrefix(err.Error(), "raterlimiter: "))
 	var ie *rl.ItemError

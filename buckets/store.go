@@ -2,8 +2,10 @@ package buckets
 
 import (
 	"cmp"
-	"github.com/raterlimiter/raterlimiter/internal/bounds"
 	"slices"
+
+	"github.com/raterlimiter/raterlimiter/internal/bounds"
+	"github.com/raterlimiter/raterlimiter/internal/check"
 
 	"github.com/tidwall/btree"
 
@@ -46,11 +48,8 @@ type Options struct {
 }
 
 // ErrTooManyScales refuses a check that would give an id records of more
-// distinct scales (a Slices limit's each slice count counting as one) than
-// Options.MaxScalesPerID: one id planted under thousands of scales, or of
-// slice counts, would make its listing, and its memory, unbounded. It
-// matches raterlimiter.ErrInvalid.
-var ErrTooManyScales = &rl.FieldError{Field: "scale", Rule: "this id already has records of as many distinct scales as the limiter allows (MaxScalesPerID; each slices count of a scale counts as one)"}
+// distinct scales than Options.MaxScalesPerID allows (check.ErrTooManyScales).
+var ErrTooManyScales = check.ErrTooManyScales
 
 // evictSamples is how many records an eviction looks at.
 const evictSamples = 8

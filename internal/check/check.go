@@ -6,6 +6,7 @@
 package check
 
 import (
+	"errors"
 	"strings"
 	"time"
 
@@ -108,4 +109,25 @@ func ParseFailMode(field, s string) (rl.FailMode, error) {
 		return rl.FailLocal, nil
 	}
 	return 0, &rl.FieldError{Field: field, Rule: "must be one of closed, open, local"}
+}
+
+// ErrTooManyScales refuses a check that would give an id records of more
+// distinct scales than the memory limiter allows
+// (memory.Config.MaxScalesPerID). It matches rl.ErrInvalid.
+var ErrTooManyScales = &rl.FieldError{Field: "Scale", Rule: "this id already has records of as many distinct scales as the limiter allows (MaxScalesPerID; each slices count of a scale counts as one)"}
+
+// errTooManyScalesWire is ErrTooManyScales in the HTTP API's words.
+var errTooManyScalesWire = &rl.FieldError{Field: "scale", Rule: "this id already has records of as many distinct scales as the sidecar allows (-max-scales-per-id; each slices count of a scale counts as one)"}
+
+// Wire returns err, a limiter's error, in the HTTP API's words where they
+// differ from a Go caller's (ErrTooManyScales, in a batch's item too).
+func Wire(err error) error {
+	var ie *rl.ItemError
+	switch {
+	case err == ErrTooManyScales:
+		return errTooManyScalesWire
+	case errors.As(err, &ie) && ie.Err == ErrTooManyScales:
+		return &rl.ItemError{Index: ie.Index, Err: errTooManyScalesWire}
+	}
+	return err
 }
