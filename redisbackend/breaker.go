@@ -32,14 +32,13 @@ func (b *breaker) success() bool {
 	return b.open.Load() && b.open.CompareAndSwap(true, false)
 }
 
-// failure records Redis unavailable; it reports whether the circuit was
-// closed (and is now open).
+// failure records Redis unavailable: the next probe may go an interval
+// from now, whether the circuit was closed or a probe just failed (a probe
+// that waited its caller's deadline must not make the next caller a probe
+// too). It reports whether the circuit was closed (and is now open).
 func (b *breaker) failure() bool {
-	if b.open.Load() {
-		return false
-	}
 	b.next.Store(b.now().Add(b.interval).UnixNano())
-	return b.open.CompareAndSwap(false, true)
+	return !b.open.Load() && b.open.CompareAndSwap(false, true)
 }
 
 // up reports whether the circuit is closed.

@@ -8,8 +8,10 @@ import (
 )
 
 // TestBreaker drives the circuit with a fake clock: closed lets everything
-// through; the first failure opens it; open lets one probe through per
-// interval; a success closes it.
+// through; the first failure opens it; open lets one probe through an
+// interval after the last failure; a success closes it. A sequential
+// caller whose every call came an interval after the last failed probe
+// would be a probe each time, and never get the fail mode's answer.
 func TestBreaker(t *testing.T) {
 	t0 := time.Unix(1_700_000_000, 0)
 	now := t0
@@ -27,14 +29,15 @@ func TestBreaker(t *testing.T) {
 		{"closed: allowed again", 0, b.allow, true, true},
 		{"success while closed changes nothing", 0, b.success, false, true},
 		{"first failure opens", 10 * time.Millisecond, b.failure, true, false},
-		{"second failure is not news", 11 * time.Millisecond, b.failure, false, false},
+		{"second failure is not news, but starts the interval again", 11 * time.Millisecond, b.failure, false, false},
 		{"open: refused before the interval", 50 * time.Millisecond, b.allow, false, false},
-		{"open: refused just before", 109 * time.Millisecond, b.allow, false, false},
-		{"open: one probe at the interval", 110 * time.Millisecond, b.allow, true, false},
-		{"open: only one probe", 110 * time.Millisecond, b.allow, false, false},
-		{"open: none until the next interval", 209 * time.Millisecond, b.allow, false, false},
-		{"open: the next probe", 210 * time.Millisecond, b.allow, true, false},
-		{"a success closes", 211 * time.Millisecond, b.success, true, true},
+		{"open: refused an interval after the first failure", 110 * time.Millisecond, b.allow, false, false},
+		{"open: one probe an interval after the last failure", 111 * time.Millisecond, b.allow, true, false},
+		{"open: only one probe", 111 * time.Millisecond, b.allow, false, false},
+		{"the probe fails after waiting its caller's deadline", 900 * time.Millisecond, b.failure, false, false},
+		{"open: the call right after a failed probe is no probe", 901 * time.Millisecond, b.allow, false, false},
+		{"open: the next probe, an interval after the failed one", time.Second, b.allow, true, false},
+		{"a success closes", time.Second + time.Millisecond, b.success, true, true},
 		{"closed again: allowed", 212 * time.Millisecond, b.allow, true, true},
 	}
 	for _, s := range steps {
