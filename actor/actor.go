@@ -107,10 +107,6 @@ type Actor struct {
 	restarts    atomic.Uint64
 	live        atomic.Int64  // records in the store, as of the last message
 	evicted     atomic.Uint64 // records the store evicted to stay bounded
-	// The contexts the watcher waits on, most recent registrations
-	// (watch.go).
-	watched   [watchSlots]atomic.Pointer[watch]
-	watchNext atomic.Uint32
 
 	// Owned by the actor's goroutine.
 	now      int64
@@ -169,16 +165,13 @@ type msg struct {
 	next     *msg
 	depth    atomic.Int32
 	deadline int64 // the caller's deadline in Unix ns, 0 if none
-	// ctx is the context of a caller that parked without a select
-	// (a Shared request, watch.go), for the watcher; nil otherwise.
-	ctx     context.Context
-	req     ms.Request
-	reqs    []ms.Request
-	out     []ms.Decision
-	decided int // a batch's first request not yet decided
-	fn      func(s *buckets.Store, now int64)
-	res     result        // the reply, written before ready is signalled
-	ready   chan struct{} // buffered 1
+	req      ms.Request
+	reqs     []ms.Request
+	out      []ms.Decision
+	decided  int // a batch's first request not yet decided
+	fn       func(s *buckets.Store, now int64)
+	res      result        // the reply, written before ready is signalled
+	ready    chan struct{} // buffered 1
 }
 
 type result struct {
@@ -225,10 +218,7 @@ func New(cfg Config) *Actor {
 // actor took r, with errExpired if ctx's deadline had passed when the actor
 // came to it, with raterlimiter.ErrClosed after Close, and with errPanicked
 // if the actor panicked on it. After any error but errPanicked, r was not
-// counted: the actor skips messages whose caller is gone. With r.Shared
-// (ctx is shared by many calls) the caller waits without a select on
-// ctx.Done(), the same answers and errors coming from the actor's watcher
-// (watch.go).
+// counted: the actor skips messages whose caller is gone.
 func (a *Actor) CheckRate(ctx context.Context, r ms.Request) (ms.Decision, error) {
 	// A check the actor would deny until its window ends is answered here,
 	// without a message (denied.go); not for a caller already gone, nor
@@ -237,9 +227,6 @@ func (a *Actor) CheckRate(ctx context.Context, r ms.Request) (ms.Decision, error
 		if d, ok := a.fastDeny(r); ok {
 			return d, nil
 		}
-	}
-	if r.Shared && ctx.Done() != nil {
-		return a.checkRateWatched(ctx, r)
 	}
 	m := msgPool.Get().(*msg)
 	m.kind, m.req = kindCheck, r
@@ -490,9 +477,10 @@ func (a *Actor) serve(l *msg) {
 			a.tick()
 		}
 		// Read before handling: once answered, m belongs to its caller.
-		a.pending = m.next
+		next := m.next
+		a.pending = next
 		a.handle(m)
-		m = a.pending // nil if handle put the rest back in the mailbox
+		m = next
 	}
 	a.pending = nil
 }
@@ -651,11 +639,6 @@ func (a *Actor) handle(m *msg) {
 		}
 		res.err = a.decide(m, len(m.reqs))
 	case kindFunc:
-		// fn may take long (a held shard): the messages behind it go back
-		// to the mailbox, where the watcher answers those whose context
-		// ends meanwhile (watch.go).
-		a.handBack(a.pending)
-		a.pending = nil
 		// fn sees every hit counted, and may reset or restore records,
 		// which recorded denials would not know of.
 		a.forgetDenied()

@@ -215,17 +215,12 @@ func (l *Limiter) CheckRate(ctx context.Context, r rl.Request) (rl.Decision, err
 // checkValidated is CheckRate for a request its caller has validated with
 // check.Validate (memstore.Validated, the sidecar's /check_rate): of the
 // bounds only the id's length, which the caller may have held to another
-// bound, is checked again. ctx should be shared by many calls, as the
-// sidecar's are: each new context registers a context.AfterFunc.
+// bound, is checked again.
 func (l *Limiter) checkValidated(ctx context.Context, r rl.Request) (rl.Decision, error) {
 	if len(r.ID) > l.maxID {
 		return rl.Decision{}, check.Validate(r, l.maxID)
 	}
-	// The sidecar's contexts are shared by many requests: the caller parks
-	// without a select on ctx.Done() (actor's watch.go).
-	q := ms.Of(check.Counted(r))
-	q.Shared = true
-	d, err := l.shard(r.ID).CheckRate(ctx, q)
+	d, err := l.shard(r.ID).CheckRate(ctx, ms.Of(check.Counted(r)))
 	return d.Public(), err
 }
 

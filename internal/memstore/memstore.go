@@ -135,12 +135,7 @@ type Into interface {
 // check.Validate accepts with some bound on the id's length: only the id's
 // length is checked again, against the limiter's own bound (an id longer
 // fails as CheckRate fails it). An r that check.Validate refuses otherwise
-// is decided as it stands, which CheckRate never does. The caller waits
-// for the shard without a select on ctx.Done(): ctx should be shared by
-// many calls, as the sidecar's deadline contexts are, since each context
-// new to a shard registers a context.AfterFunc that answers the callers
-// still waiting when it ends (with its error, and nothing counted, as
-// CheckRate).
+// is decided as it stands, which CheckRate never does.
 type Validated interface {
 	CheckValidated(ctx context.Context, r rl.Request) (rl.Decision, error)
 }
