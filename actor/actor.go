@@ -7,9 +7,8 @@
 // compare-and-swap and parks on the message's own reply channel; the actor
 // takes the whole stack with one swap, puts it in order and answers every
 // message in one pass, so thousands of callers cost it one pass, not one
-// wake-up and one scheduler turn each. The actor parks only when it finds
-// the mailbox empty after yielding a few times; the caller that finds it
-// parked wakes it.
+// wake-up and one scheduler turn each. The actor parks when it finds the
+// mailbox empty; the caller that finds it parked wakes it.
 //
 // Engine internals: use package memory. Only memory imports this package
 // (the root package's TestEngineIsSealed checks it).
@@ -118,11 +117,6 @@ type Actor struct {
 	swept    SweepStats
 	hook     func(*msg) // test hook, run before each message
 }
-
-// actorSpins is how many times an idle actor yields, watching its mailbox,
-// before it parks: callers about to send then find it awake, and spare the
-// wake-up (docs/perf-notes.md, "The actor's hand-off").
-const actorSpins = 8
 
 // maxDrain bounds how many queued messages share one reading of the clock,
 // and how many the actor answers before it yields.
@@ -485,17 +479,9 @@ func (a *Actor) serve(l *msg) {
 	a.pending = nil
 }
 
-// idle waits for messages: it yields a few times, watching the mailbox
-// (callers about to send then find the actor awake and spare the wake-up),
-// then parks until a caller wakes it. It returns the mailbox's messages, or
-// nil if Close came first.
+// idle parks until a caller wakes it, and returns the mailbox's messages,
+// or nil if Close came first.
 func (a *Actor) idle() *msg {
-	for range actorSpins {
-		runtime.Gosched()
-		if a.head.Load() != nil {
-			return a.grab()
-		}
-	}
 	a.sleeping.Store(true)
 	if a.head.Load() != nil {
 		if !a.sleeping.CompareAndSwap(true, false) {
