@@ -97,9 +97,6 @@ type Actor struct {
 	roomMu      sync.Mutex
 	room        chan struct{}
 	roomWaiters atomic.Int32
-	denied      denials       // the denied fast path (denied.go)
-	nowPub      atomic.Int64  // the actor's time, for the fast path
-	closed      atomic.Bool   // set by Close
 	done        chan struct{} // closed by Close
 	stopped     chan struct{} // closed when the goroutine has exited
 	once        sync.Once
@@ -214,14 +211,6 @@ func New(cfg Config) *Actor {
 // if the actor panicked on it. After any error but errPanicked, r was not
 // counted: the actor skips messages whose caller is gone.
 func (a *Actor) CheckRate(ctx context.Context, r ms.Request) (ms.Decision, error) {
-	// A check the actor would deny until its window ends is answered here,
-	// without a message (denied.go); not for a caller already gone, nor
-	// after Close.
-	if ctx.Err() == nil && !a.closed.Load() {
-		if d, ok := a.fastDeny(r); ok {
-			return d, nil
-		}
-	}
 	m := msgPool.Get().(*msg)
 	m.kind, m.req = kindCheck, r
 	m.state.Store(queued)
@@ -323,7 +312,6 @@ func (a *Actor) Pending() int {
 // goroutine to exit. Close is idempotent and safe for concurrent use.
 func (a *Actor) Close() error {
 	a.once.Do(func() {
-		a.closed.Store(true)
 		close(a.done)
 	})
 	<-a.stopped
@@ -579,9 +567,7 @@ func (a *Actor) tick() {
 	a.wallNS = 0
 	if t := a.cfg.Clock(); t > a.now {
 		a.now = t
-		a.nowPub.Store(t)
 	}
-	a.mergeDenied()
 }
 
 // take claims m for applying. It reports false, and answers m's caller if
@@ -613,9 +599,7 @@ func (a *Actor) handle(m *msg) {
 	var res result
 	switch m.kind {
 	case kindCheck:
-		if res.d, res.err = a.store.Check(a.now, m.req); res.err == nil {
-			a.noteDecision(m.req, res.d)
-		}
+		res.d, res.err = a.store.Check(a.now, m.req)
 	case kindBatch:
 		if len(m.reqs) > batchChunk {
 			// Decided a chunk at a time between other messages (batchStep).
@@ -625,15 +609,11 @@ func (a *Actor) handle(m *msg) {
 		}
 		res.err = a.decide(m, len(m.reqs))
 	case kindFunc:
-		// fn sees every hit counted, and may reset or restore records,
-		// which recorded denials would not know of.
-		a.forgetDenied()
 		m.fn(a.store, a.now)
 	case kindSweep:
 		a.current = nil
 		if len(a.sweeping) == 0 {
 			a.swept = SweepStats{}
-			a.expireDenied()
 		}
 		a.sweeping = append(a.sweeping, m)
 		return
@@ -653,7 +633,6 @@ func (a *Actor) decide(m *msg, n int) error {
 		if err != nil {
 			return &rl.ItemError{Index: m.decided, Err: err}
 		}
-		a.noteDecision(m.reqs[m.decided], d)
 		m.out[m.decided] = d
 	}
 	return nil
