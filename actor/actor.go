@@ -7,9 +7,8 @@
 // compare-and-swap and parks on the message's own reply channel; the actor
 // takes the whole stack with one swap, puts it in order and answers every
 // message in one pass, so thousands of callers cost it one pass, not one
-// wake-up and one scheduler turn each. The actor parks only when it finds
-// the mailbox empty after yielding a few times; the caller that finds it
-// parked wakes it.
+// wake-up and one scheduler turn each. The actor parks when it finds the
+// mailbox empty; the caller that finds it parked wakes it.
 //
 // Engine internals: use package memory. Only memory imports this package
 // (the root package's TestEngineIsSealed checks it).
@@ -98,19 +97,12 @@ type Actor struct {
 	roomMu      sync.Mutex
 	room        chan struct{}
 	roomWaiters atomic.Int32
-	denied      denials       // the denied fast path (denied.go)
-	nowPub      atomic.Int64  // the actor's time, for the fast path
-	closed      atomic.Bool   // set by Close
 	done        chan struct{} // closed by Close
 	stopped     chan struct{} // closed when the goroutine has exited
 	once        sync.Once
 	restarts    atomic.Uint64
 	live        atomic.Int64  // records in the store, as of the last message
 	evicted     atomic.Uint64 // records the store evicted to stay bounded
-	// The contexts the watcher waits on, most recent registrations
-	// (watch.go).
-	watched   [watchSlots]atomic.Pointer[watch]
-	watchNext atomic.Uint32
 
 	// Owned by the actor's goroutine.
 	now      int64
@@ -122,11 +114,6 @@ type Actor struct {
 	swept    SweepStats
 	hook     func(*msg) // test hook, run before each message
 }
-
-// actorSpins is how many times an idle actor yields, watching its mailbox,
-// before it parks: callers about to send then find it awake, and spare the
-// wake-up (docs/perf-notes.md, "The actor's hand-off").
-const actorSpins = 8
 
 // maxDrain bounds how many queued messages share one reading of the clock,
 // and how many the actor answers before it yields.
@@ -169,16 +156,13 @@ type msg struct {
 	next     *msg
 	depth    atomic.Int32
 	deadline int64 // the caller's deadline in Unix ns, 0 if none
-	// ctx is the context of a caller that parked without a select
-	// (a Shared request, watch.go), for the watcher; nil otherwise.
-	ctx     context.Context
-	req     ms.Request
-	reqs    []ms.Request
-	out     []ms.Decision
-	decided int // a batch's first request not yet decided
-	fn      func(s *buckets.Store, now int64)
-	res     result        // the reply, written before ready is signalled
-	ready   chan struct{} // buffered 1
+	req      ms.Request
+	reqs     []ms.Request
+	out      []ms.Decision
+	decided  int // a batch's first request not yet decided
+	fn       func(s *buckets.Store, now int64)
+	res      result        // the reply, written before ready is signalled
+	ready    chan struct{} // buffered 1
 }
 
 type result struct {
@@ -225,22 +209,8 @@ func New(cfg Config) *Actor {
 // actor took r, with errExpired if ctx's deadline had passed when the actor
 // came to it, with raterlimiter.ErrClosed after Close, and with errPanicked
 // if the actor panicked on it. After any error but errPanicked, r was not
-// counted: the actor skips messages whose caller is gone. With r.Shared
-// (ctx is shared by many calls) the caller waits without a select on
-// ctx.Done(), the same answers and errors coming from the actor's watcher
-// (watch.go).
+// counted: the actor skips messages whose caller is gone.
 func (a *Actor) CheckRate(ctx context.Context, r ms.Request) (ms.Decision, error) {
-	// A check the actor would deny until its window ends is answered here,
-	// without a message (denied.go); not for a caller already gone, nor
-	// after Close.
-	if ctx.Err() == nil && !a.closed.Load() {
-		if d, ok := a.fastDeny(r); ok {
-			return d, nil
-		}
-	}
-	if r.Shared && ctx.Done() != nil {
-		return a.checkRateWatched(ctx, r)
-	}
 	m := msgPool.Get().(*msg)
 	m.kind, m.req = kindCheck, r
 	m.state.Store(queued)
@@ -342,7 +312,6 @@ func (a *Actor) Pending() int {
 // goroutine to exit. Close is idempotent and safe for concurrent use.
 func (a *Actor) Close() error {
 	a.once.Do(func() {
-		a.closed.Store(true)
 		close(a.done)
 	})
 	<-a.stopped
@@ -490,24 +459,17 @@ func (a *Actor) serve(l *msg) {
 			a.tick()
 		}
 		// Read before handling: once answered, m belongs to its caller.
-		a.pending = m.next
+		next := m.next
+		a.pending = next
 		a.handle(m)
-		m = a.pending // nil if handle put the rest back in the mailbox
+		m = next
 	}
 	a.pending = nil
 }
 
-// idle waits for messages: it yields a few times, watching the mailbox
-// (callers about to send then find the actor awake and spare the wake-up),
-// then parks until a caller wakes it. It returns the mailbox's messages, or
-// nil if Close came first.
+// idle parks until a caller wakes it, and returns the mailbox's messages,
+// or nil if Close came first.
 func (a *Actor) idle() *msg {
-	for range actorSpins {
-		runtime.Gosched()
-		if a.head.Load() != nil {
-			return a.grab()
-		}
-	}
 	a.sleeping.Store(true)
 	if a.head.Load() != nil {
 		if !a.sleeping.CompareAndSwap(true, false) {
@@ -605,9 +567,7 @@ func (a *Actor) tick() {
 	a.wallNS = 0
 	if t := a.cfg.Clock(); t > a.now {
 		a.now = t
-		a.nowPub.Store(t)
 	}
-	a.mergeDenied()
 }
 
 // take claims m for applying. It reports false, and answers m's caller if
@@ -639,9 +599,7 @@ func (a *Actor) handle(m *msg) {
 	var res result
 	switch m.kind {
 	case kindCheck:
-		if res.d, res.err = a.store.Check(a.now, m.req); res.err == nil {
-			a.noteDecision(m.req, res.d)
-		}
+		res.d, res.err = a.store.Check(a.now, m.req)
 	case kindBatch:
 		if len(m.reqs) > batchChunk {
 			// Decided a chunk at a time between other messages (batchStep).
@@ -651,20 +609,11 @@ func (a *Actor) handle(m *msg) {
 		}
 		res.err = a.decide(m, len(m.reqs))
 	case kindFunc:
-		// fn may take long (a held shard): the messages behind it go back
-		// to the mailbox, where the watcher answers those whose context
-		// ends meanwhile (watch.go).
-		a.handBack(a.pending)
-		a.pending = nil
-		// fn sees every hit counted, and may reset or restore records,
-		// which recorded denials would not know of.
-		a.forgetDenied()
 		m.fn(a.store, a.now)
 	case kindSweep:
 		a.current = nil
 		if len(a.sweeping) == 0 {
 			a.swept = SweepStats{}
-			a.expireDenied()
 		}
 		a.sweeping = append(a.sweeping, m)
 		return
@@ -684,7 +633,6 @@ func (a *Actor) decide(m *msg, n int) error {
 		if err != nil {
 			return &rl.ItemError{Index: m.decided, Err: err}
 		}
-		a.noteDecision(m.reqs[m.decided], d)
 		m.out[m.decided] = d
 	}
 	return nil

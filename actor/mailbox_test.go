@@ -15,6 +15,7 @@ import (
 
 	rl "github.com/raterlimiter/raterlimiter"
 	"github.com/raterlimiter/raterlimiter/actor"
+	"github.com/raterlimiter/raterlimiter/internal/ms"
 )
 
 // TestMailboxCountsExactlyTheAnsweredChecks: many callers on a few ids,
@@ -94,4 +95,40 @@ func TestCloseWhileCallersSend(t *testing.T) {
 	require.NoError(t, a.Close())
 	wg.Wait()
 	assert.Equal(t, int64(32), closed.Load(), "every caller learnt that the actor closed")
+}
+
+// TestFloodPastTheLimitCountsExactly: many callers flood a few ids past
+// their limit; exactly the limit is allowed per id, and every hit is
+// counted, the denied ones included (a fixed window counts them).
+func TestFloodPastTheLimitCountsExactly(t *testing.T) {
+	a := newActor(t, actor.Config{})
+	const (
+		callers = 64
+		checks  = 300
+		ids     = 3
+		limit   = 100
+	)
+	var allowed [ids]atomic.Int64
+	var wg sync.WaitGroup
+	for c := range callers {
+		wg.Go(func() {
+			for i := range checks {
+				id := (c + i) % ids
+				d, err := a.CheckRate(context.Background(), ms.Request{ID: fmt.Sprint("id", id), Scale: 60_000, Limit: limit, Hits: 1})
+				if !assert.NoError(t, err) {
+					return
+				}
+				if d.Allowed {
+					allowed[id].Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	for id := range ids {
+		assert.Equal(t, int64(limit), allowed[id].Load(), "id%d", id)
+		d, err := a.CheckRate(waitCtx(t), ms.Request{ID: fmt.Sprint("id", id), Scale: 60_000, Limit: limit})
+		require.NoError(t, err)
+		assert.Equal(t, int64(callers*checks/ids), d.Count, "id%d: every hit counted", id)
+	}
 }

@@ -405,8 +405,7 @@ func (s *Server) Serve(ln net.Listener) error {
 		return nil
 	}
 	s.startDashboard()
-	return s.srv.Serve(newLimitListener(ln, s.connLimits, s.srv.Concurrency-concurrencySlack, &s.metrics.heldBytes, s.metrics.refusedConns, s.metrics.overBudget,
-		watchTick(s.srv.ReadTimeout, s.srv.WriteTimeout, s.srv.IdleTimeout)))
+	return s.srv.Serve(newLimitListener(ln, s.connLimits, s.srv.Concurrency-concurrencySlack, &s.metrics.heldBytes, s.metrics.refusedConns, s.metrics.overBudget))
 }
 
 // track records ln for Shutdown to close; after Shutdown it closes ln

@@ -94,9 +94,6 @@ type limitListener struct {
 	// back once the flood is over.
 	lastOver   atomic.Int64
 	reclaiming atomic.Bool
-	// watch arms the connections' deadlines as they come near
-	// (lazydeadline.go).
-	watch *watchdog
 }
 
 // reclaimAfter is how long after the flood's last connection closed (by
@@ -129,20 +126,8 @@ func (l *limitListener) reclaimLater() {
 	}()
 }
 
-// newLimitListener wraps ln; tick is the period of the watchdog that arms
-// its connections' deadlines (watchTick). Close stops the watchdog.
-func newLimitListener(ln net.Listener, lim ConnLimits, most int, pending *byteCount, refused, overBudget prometheus.Counter, tick time.Duration) *limitListener {
-	l := &limitListener{Listener: ln, lim: lim, most: most, open: map[netip.Addr]int{}, pending: pending, refused: refused, overBudget: overBudget,
-		watch: newWatchdog(tick, nil)}
-	go l.watch.run()
-	return l
-}
-
-// Close closes the listener and stops its watchdog: the connections it
-// accepted keep their deadlines as asked from then on.
-func (l *limitListener) Close() error {
-	l.watch.close()
-	return l.Listener.Close()
+func newLimitListener(ln net.Listener, lim ConnLimits, most int, pending *byteCount, refused, overBudget prometheus.Counter) *limitListener {
+	return &limitListener{Listener: ln, lim: lim, most: most, open: map[netip.Addr]int{}, pending: pending, refused: refused, overBudget: overBudget}
 }
 
 // Accept returns the next connection within the bounds; the others are
@@ -151,9 +136,6 @@ func (l *limitListener) Accept() (net.Conn, error) {
 	for {
 		c, err := l.Listener.Accept()
 		if err != nil {
-			if errors.Is(err, net.ErrClosed) {
-				l.watch.close()
-			}
 			return nil, err
 		}
 		ip, ok := remoteIP(c)
@@ -179,7 +161,6 @@ func (l *limitListener) Accept() (net.Conn, error) {
 		l.mu.Unlock()
 		lc := &limitConn{Conn: c, l: l, ip: ip, firstBy: time.Now().Add(l.lim.FirstByteTimeout), stripe: stripe}
 		_ = c.SetReadDeadline(lc.firstBy)
-		l.watch.add(lc)
 		return lc, nil
 	}
 }
@@ -212,19 +193,18 @@ func remoteIP(c net.Conn) (netip.Addr, bool) {
 
 // limitConn is an accepted connection: it gives its place back on Close,
 // and until its first byte arrives no read deadline is later than firstBy.
-// From then on its deadlines are lazy (lazydeadline.go).
 type limitConn struct {
 	net.Conn
 	l       *limitListener
 	ip      netip.Addr
 	firstBy time.Time
-	// mu serialises changes to the socket's read and write deadlines (the
-	// armed words, started).
+	// mu serialises the read deadline's changes until the first byte
+	// (started, asked).
 	mu sync.Mutex
-	// started is set at the first byte read.
+	// started is set at the first byte read; asked is the read deadline
+	// the server asked for before it.
 	started atomic.Bool
-	// rd and wd are the read and write deadlines asked for and armed.
-	rd, wd lazyDeadline
+	asked   time.Time
 	// stripe is the connection's stripe of the listener's pending count.
 	stripe    uint32
 	closeOnce sync.Once
@@ -247,7 +227,7 @@ type limitConn struct {
 // the answer. It is called on the serving goroutine, after fasthttp gave
 // the request up.
 func (c *limitConn) drainHead(limit int, d time.Duration) {
-	c.armNow(true, time.Now().Add(d))
+	_ = c.Conn.SetReadDeadline(time.Now().Add(d))
 	var buf [4096]byte
 	var tail []byte // the last bytes of the previous read
 	for n := 0; n < limit; {
@@ -264,7 +244,7 @@ func (c *limitConn) drainHead(limit int, d time.Duration) {
 			break
 		}
 	}
-	c.armNow(true, time.Time{})
+	_ = c.Conn.SetReadDeadline(time.Time{})
 }
 
 // requestLine returns the request line of the request being read, as far
@@ -336,8 +316,7 @@ func (c *limitConn) Read(p []byte) (int, error) {
 			// The server's own deadline from now on, instead of firstBy.
 			c.mu.Lock()
 			c.started.Store(true)
-			c.rd.armed.Store(-1) // what the socket has is not what is wanted
-			_ = c.settleLocked(true)
+			_ = c.Conn.SetReadDeadline(c.asked)
 			c.mu.Unlock()
 		}
 		more := int64(n)
@@ -375,31 +354,25 @@ func (c *limitConn) SetReadDeadline(t time.Time) error {
 		c.mu.Lock()
 		defer c.mu.Unlock()
 		if !c.started.Load() {
-			c.rd.want.Store(unixNano(t))
+			c.asked = t
 			if t.IsZero() || t.After(c.firstBy) {
 				t = c.firstBy
 			}
-			return c.Conn.SetReadDeadline(t)
 		}
-		c.rd.want.Store(unixNano(t))
-		return c.settleLocked(true)
 	}
-	return c.want(true, t)
+	return c.Conn.SetReadDeadline(t)
 }
-
-func (c *limitConn) SetWriteDeadline(t time.Time) error { return c.want(false, t) }
 
 func (c *limitConn) SetDeadline(t time.Time) error {
 	if err := c.SetReadDeadline(t); err != nil {
 		return err
 	}
-	return c.SetWriteDeadline(t)
+	return c.Conn.SetWriteDeadline(t)
 }
 
 func (c *limitConn) Close() error {
 	err := c.Conn.Close()
 	c.closeOnce.Do(func() {
-		c.l.watch.remove(c)
 		c.l.release(c.ip)
 		if held := c.pending.Swap(0); held != 0 {
 			c.l.pending.add(c.stripe, -held)

@@ -303,26 +303,6 @@ func (s *Store) Check(now int64, r ms.Request) (ms.Decision, error) {
 	return d, nil
 }
 
-// AddHits adds hits to the count of the record of (id, scale, a) in bucket
-// (the window's number; 0 for token and log records) as denied hits, seen
-// at now, if the store holds it: the hits a fixed window's denial counted
-// outside the store (see actor's denied fast path). It reports whether the
-// record was there.
-func (s *Store) AddHits(id string, scale int64, a rl.Algo, bucket, hits, now int64) bool {
-	p, ok := s.get(id, scale, a, bucket)
-	if !ok {
-		return false
-	}
-	r := p.record()
-	if r.Count += hits; r.Count < hits {
-		r.Count = 1<<63 - 1 // saturated, as algo counts
-	}
-	r.Modified = max(r.Modified, now)
-	p.set(r)
-	p.setDenying(true)
-	return true
-}
-
 // overScales reports whether a new record of (id, scale), of n slices (0
 // for an algorithm other than Slices), would pass MaxScalesPerID. It looks
 // at id's records only when a record is about to be made, so checks of

@@ -86,13 +86,15 @@ func BenchmarkCheckRate(b *testing.B) {
 }
 
 // BenchmarkCheckRateParallel checks from 128 goroutines at once
-// (SetParallelism(128/GOMAXPROCS)), the limiter beside a mutex-guarded map.
+// (SetParallelism(128/GOMAXPROCS)), the limiter beside a mutex-guarded map;
+// and from 4,096 on one shard (g=4096); and a denied flood, 128 goroutines
+// checking one id over its limit of 1 (denied).
 func BenchmarkCheckRateParallel(b *testing.B) {
 	rs := benchRequests()
 	now := int64(1_700_000_000_000)
-	par := func(b *testing.B, check func(r rl.Request)) {
+	par := func(b *testing.B, goroutines int, check func(r rl.Request)) {
 		var seq atomic.Uint64
-		b.SetParallelism(128 / max(1, runtimeProcs()))
+		b.SetParallelism(goroutines / max(1, runtimeProcs()))
 		b.ReportAllocs()
 		cpu0 := cpuTime()
 		b.RunParallel(func(pb *testing.PB) {
@@ -105,21 +107,36 @@ func BenchmarkCheckRateParallel(b *testing.B) {
 		// CPU time per check: on a shared machine, less noisy than wall time.
 		b.ReportMetric(float64(cpuTime()-cpu0)/float64(b.N), "cpu-ns/op")
 	}
-	for _, shards := range []int{1, 2, 4} {
-		b.Run("embedded/shards="+strconv.Itoa(shards), func(b *testing.B) {
+	embedded := func(shards, goroutines int) func(b *testing.B) {
+		return func(b *testing.B) {
 			l := memory.New(memory.Config{Shards: shards, Clock: func() time.Time { return time.UnixMilli(now) }})
 			defer l.Close()
 			ctx := context.Background()
-			par(b, func(r rl.Request) {
+			par(b, goroutines, func(r rl.Request) {
 				if _, err := l.CheckRate(ctx, r); err != nil {
 					b.Error(err)
 				}
 			})
-		})
+		}
 	}
+	for _, shards := range []int{1, 2, 4} {
+		b.Run("embedded/shards="+strconv.Itoa(shards), embedded(shards, 128))
+	}
+	b.Run("embedded/g=4096", embedded(1, 4096))
+	b.Run("embedded/denied", func(b *testing.B) {
+		l := memory.New(memory.Config{Shards: 1}) // the system's clock, read by every denial
+		defer l.Close()
+		ctx := context.Background()
+		flood := rl.Request{ID: "flood", Scale: time.Minute, Limit: 1, Hits: 1}
+		par(b, 128, func(rl.Request) {
+			if _, err := l.CheckRate(ctx, flood); err != nil {
+				b.Error(err)
+			}
+		})
+	})
 	b.Run("mutexmap", func(b *testing.B) {
 		m := &mutexMap{m: map[mapKey]*algo.Record{}}
-		par(b, func(r rl.Request) { m.CheckRate(context.Background(), r, now) })
+		par(b, 128, func(r rl.Request) { m.CheckRate(context.Background(), r, now) })
 	})
 }
 

@@ -15,6 +15,8 @@
 # than the default bound on one client address allows.
 # BASE_REV=REV adds the sidecar built at git revision REV ("sidecar-base"),
 # alternated with the others, for a before-and-after in one run.
+# SERVERS (words among bare, bare-same, api-nop, sidecar, sidecar-base) runs
+# only those, e.g. SERVERS="sidecar sidecar-base" for an A/B of two builds.
 # Needs wrk (apt-get install -y wrk) and go.
 set -euo pipefail
 ROUNDS=${1:-3}
@@ -34,6 +36,8 @@ if [ -n "${BASE_REV:-}" ]; then
   (cd "$tmp/base" && go build -o "$tmp/raterlimiter-base" ./cmd/raterlimiter)
   servers+=(sidecar-base)
 fi
+if [ -n "${SERVERS:-}" ]; then read -r -a servers <<<"$SERVERS"; fi
+has() { case " ${servers[*]} " in *" $1 "*) return 0 ;; esac; return 1; }
 
 start sidecar "$tmp/raterlimiter" -listen 127.0.0.1:0 "${api_flags[@]}"
 sidecar=$addr pid_sidecar=$last_pid
@@ -75,11 +79,11 @@ echo
 echo "| round | server | req/s | p50 ms | p99 ms | server CPU µs/req | non-2xx |"
 echo "|---|---|---|---|---|---|---|"
 for round in $(seq "$ROUNDS"); do
-  run bare "$bare" "$pid_bare"
-  run bare-same "$same" "$pid_same"
-  run api-nop "$apinop" "$pid_apinop"
-  run sidecar "$sidecar" "$pid_sidecar"
-  if [ -n "${BASE_REV:-}" ]; then run sidecar-base "$base" "$pid_base"; fi
+  if has bare; then run bare "$bare" "$pid_bare"; fi
+  if has bare-same; then run bare-same "$same" "$pid_same"; fi
+  if has api-nop; then run api-nop "$apinop" "$pid_apinop"; fi
+  if has sidecar; then run sidecar "$sidecar" "$pid_sidecar"; fi
+  if has sidecar-base; then run sidecar-base "$base" "$pid_base"; fi
 done
 
 echo
@@ -89,8 +93,13 @@ for s in "${servers[@]}"; do
   printf '| %s | %s | %s | %s | %s |\n' "$s" "$(median_of "$tmp/results" $s 2)" "$(median_of "$tmp/results" $s 3)" \
     "$(median_of "$tmp/results" $s 4)" "$(median_of "$tmp/results" $s 6)"
 done
-b=$(median_of "$tmp/results" bare 2)
 echo
+if has sidecar && has sidecar-base; then
+  awk '$1 == "sidecar" { s = $6 } $1 == "sidecar-base" && s { print s / $6; s = 0 }' "$tmp/results" | median |
+    awk '{ printf "median per-round sidecar / sidecar-base CPU: %.3f\n", $1 }'
+fi
+if ! has bare || ! has bare-same; then exit 0; fi
+b=$(median_of "$tmp/results" bare 2)
 bc=$(median_of "$tmp/results" bare 6)
 for s in "${servers[@]:1}"; do
   m=$(median_of "$tmp/results" $s 2)

@@ -20,17 +20,12 @@ import (
 
 // Request is rl.Request with its durations in milliseconds.
 type Request struct {
-	ID    string
-	Scale int64
-	Limit int64
-	Hits  int64
-	Peek  bool
-	Algo  rl.Algo
-	// Shared says the caller's context is shared by many calls (the
-	// sidecar's deadline contexts): the actor's CheckRate then waits for
-	// the reply without a select on ctx.Done(), its watcher answering
-	// callers whose context ends (actor's watch.go). Not part of the check.
-	Shared     bool
+	ID         string
+	Scale      int64
+	Limit      int64
+	Hits       int64
+	Peek       bool
+	Algo       rl.Algo
 	Slices     int64
 	Queue      int64
 	MaxDelayMS int64

@@ -16,15 +16,7 @@ import (
 	rl "github.com/raterlimiter/raterlimiter"
 	"github.com/raterlimiter/raterlimiter/actor"
 	"github.com/raterlimiter/raterlimiter/buckets"
-	"github.com/raterlimiter/raterlimiter/internal/ms"
 )
-
-// shared marks r as sent under a context shared by many calls: the
-// watched hand-off.
-func shared(r ms.Request) ms.Request {
-	r.Shared = true
-	return r
-}
 
 // hold runs a function message on a that blocks until release is called
 // (or the test ends); held is closed once the actor runs it.
@@ -67,13 +59,12 @@ func within[T any](t *testing.T, ch <-chan T, what string) T {
 	}
 }
 
-// TestWatchedCallersAnsweredWhileTheActorIsHeld: callers of CheckRate
-// with Shared requests park without a select on their context; when it
-// ends while the actor is held by a function message, the watcher answers them
-// with the context's error, whether their messages wait in the mailbox or
-// the actor had already taken them from it together with the function
-// message (it puts them back first); and none of them is counted.
-func TestWatchedCallersAnsweredWhileTheActorIsHeld(t *testing.T) {
+// TestCallersAnsweredWhileTheActorIsHeld: callers whose context ends while
+// the actor is held by a function message are answered with the context's
+// error, whether their messages wait in the mailbox or the actor had
+// already taken them from it together with the function message; and none
+// of them is counted.
+func TestCallersAnsweredWhileTheActorIsHeld(t *testing.T) {
 	a := newActor(t, actor.Config{})
 	held1, release1, done1 := hold(t, a)
 	within(t, held1, "first hold")
@@ -87,18 +78,18 @@ func TestWatchedCallersAnsweredWhileTheActorIsHeld(t *testing.T) {
 	const n = 20
 	errs := make(chan error, 2*n)
 	for range n {
-		go func() { _, err := a.CheckRate(ctx, shared(hit("behind"))); errs <- err }()
+		go func() { _, err := a.CheckRate(ctx, hit("behind")); errs <- err }()
 	}
 	waitPending(t, a, n+1)
 	release1()
 	require.NoError(t, within(t, done1, "first hold's caller"))
 	within(t, held2, "second hold")
-	// Callers that arrive while the actor is held wait in the mailbox, with
-	// the n it put back.
+	// Callers that arrive while the actor is held wait in the mailbox; the n
+	// before them wait in the list the actor took.
 	for range n {
-		go func() { _, err := a.CheckRate(ctx, shared(hit("after"))); errs <- err }()
+		go func() { _, err := a.CheckRate(ctx, hit("after")); errs <- err }()
 	}
-	waitPending(t, a, 2*n)
+	waitPending(t, a, n)
 	cancel()
 	for i := range 2 * n {
 		err := within(t, errs, fmt.Sprintf("caller %d of %d while the actor is held", i+1, 2*n))
@@ -111,36 +102,14 @@ func TestWatchedCallersAnsweredWhileTheActorIsHeld(t *testing.T) {
 	assert.Equal(t, int64(0), count(t, a, "after"))
 }
 
-// TestWatchedCallerWithAnEndedContext: a context that ended before the
-// call is answered with its error and nothing is counted, also when the
-// watcher of that context already ran.
-func TestWatchedCallerWithAnEndedContext(t *testing.T) {
-	a := newActor(t, actor.Config{})
-	held, release, done := hold(t, a)
-	within(t, held, "hold")
-	ctx, cancel := context.WithCancel(context.Background())
-	errs := make(chan error, 1)
-	go func() { _, err := a.CheckRate(ctx, shared(hit("u"))); errs <- err }() // registers ctx
-	waitPending(t, a, 1)
-	cancel()
-	require.ErrorIs(t, within(t, errs, "first caller"), context.Canceled)
-	// ctx is remembered and its watcher has run: a later caller sees the
-	// end itself.
-	go func() { _, err := a.CheckRate(ctx, shared(hit("u"))); errs <- err }()
-	require.ErrorIs(t, within(t, errs, "second caller"), context.Canceled)
-	release()
-	require.NoError(t, within(t, done, "hold's caller"))
-	assert.Equal(t, int64(0), count(t, a, "u"))
-}
-
-// TestWatchedHandOffRace: many callers on the watched and the selecting
-// hand-off, on a few shared contexts that end at random (cancelled or past
-// a deadline), while function messages hold the actor now and then. Every
+// TestHandOffRace: many callers on a few shared contexts that end at
+// random (cancelled or past a deadline), while function messages hold the
+// actor now and then. Every
 // caller returns; an error is the context's (or the actor's expiry,
 // matching context.DeadlineExceeded), both matching
 // raterlimiter.ErrUnavailable; and each id's count is exactly the number
 // of checks answered without an error. Run with -race.
-func TestWatchedHandOffRace(t *testing.T) {
+func TestHandOffRace(t *testing.T) {
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("seed %d", seed)
 	rnd := rand.New(rand.NewPCG(seed, 7))
@@ -159,10 +128,8 @@ func TestWatchedHandOffRace(t *testing.T) {
 		}
 		callers := 50 + rnd.IntN(200)
 		picks := make([]int, callers)
-		watched := make([]bool, callers)
 		for i := range picks {
 			picks[i] = rnd.IntN(len(ctxs) * ids) // context and id
-			watched[i] = rnd.IntN(4) != 0
 		}
 		var holdRelease func()
 		var holdDone chan error
@@ -176,9 +143,7 @@ func TestWatchedHandOffRace(t *testing.T) {
 			wg.Go(func() {
 				r := hit(fmt.Sprint("id", id))
 				r.Limit = 1 << 40
-				var err error
-				r.Shared = watched[i]
-				_, err = a.CheckRate(ctx, r)
+				_, err := a.CheckRate(ctx, r)
 				if err == nil {
 					counted[id].Add(1)
 					return
