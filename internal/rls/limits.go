@@ -62,19 +62,27 @@ const (
 	MaxHeaderBytes = 16 << 10
 )
 
+// EnvoyHeaderBytes is Envoy's default bound on the headers of a request
+// (its max_request_headers_kb, 60): the most a client can make Envoy copy
+// into descriptors from one request's headers, path included.
+const EnvoyHeaderBytes = 60 << 10
+
 // MaxRequestBytes is the largest ShouldRateLimit request the server reads
 // (a longer one is refused with ResourceExhausted before it is buffered):
 // maxDescriptors descriptors of 16 entries whose keys and values take
-// maxKeyBytes together (the most one descriptor's counter key may take),
-// with each entry's and descriptor's protobuf framing, a limit override and
-// hits_addend, and a domain of maxKeyBytes.
+// maxKeyBytes together, with each entry's and descriptor's protobuf
+// framing, a limit override and hits_addend, a domain of maxKeyBytes, and
+// room for twice EnvoyHeaderBytes: a route that copies a client's headers
+// into up to two descriptors, whatever the client sends within Envoy's
+// default bound, is read and counted (a descriptor longer than maxKeyBytes
+// is counted under its digest).
 func MaxRequestBytes(maxDescriptors, maxKeyBytes int) int {
 	const (
 		perEntry      = 16 // entry, key and value tags and lengths
 		perDescriptor = 64 // its own tag and length, a limit override, hits_addend
 		perRequest    = 1024
 	)
-	return maxDescriptors*(maxKeyBytes+DefaultMaxEntries*perEntry+perDescriptor) + maxKeyBytes + perRequest
+	return maxDescriptors*(maxKeyBytes+DefaultMaxEntries*perEntry+perDescriptor) + maxKeyBytes + perRequest + 2*EnvoyHeaderBytes
 }
 
 // Limits bounds what one client can take of the RLS listener. The zero
