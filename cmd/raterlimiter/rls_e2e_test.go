@@ -272,6 +272,12 @@ func TestRLSTwoSidecarsOnOneRedis(t *testing.T) {
 	}
 	wg.Wait()
 	assert.Equal(t, 100, ok, "exactly 100 a day across both sidecars")
+
+	// A value longer than -max-id-bytes is counted under the same digest
+	// by both.
+	long := strings.Repeat("l", 5000)
+	checkRLS(t, ask(t, a, "messaging", 0, desc("to_number", long)), false, st{rpu: 100, unit: day, remaining: 99})
+	checkRLS(t, ask(t, b, "messaging", 0, desc("to_number", long)), false, st{rpu: 100, unit: day, remaining: 98})
 }
 
 func TestRLSConfigAtStartAndReload(t *testing.T) {
