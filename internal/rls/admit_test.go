@@ -20,7 +20,9 @@ type fakeConn struct {
 	closed bool
 }
 
-func from(ip string) *fakeConn { return &fakeConn{addr: &net.TCPAddr{IP: net.ParseIP(ip), Port: 40000}} }
+func from(ip string) *fakeConn {
+	return &fakeConn{addr: &net.TCPAddr{IP: net.ParseIP(ip), Port: 40000}}
+}
 
 func (c *fakeConn) Read(p []byte) (int, error) {
 	c.mu.Lock()
