@@ -187,8 +187,10 @@ func TestRLSIdleConnectionsGiveWayWithMutualTLS(t *testing.T) {
 
 // TestRLSStalledHandshakesLeaveRoom: 17 addresses, each with 64 dialers
 // that connect, send nothing (a stalled ClientHello) and dial again as soon
-// as the sidecar closes them, hold at most their handshake budget each;
-// every fresh dial meanwhile is answered.
+// as the sidecar closes them (after 200 ms when it closed them at once, as
+// a client retrying), hold at most their handshake budget each: 1,088
+// stalled handshakes would take all of -rls-max-conns. Every fresh dial
+// meanwhile is answered.
 func TestRLSStalledHandshakesLeaveRoom(t *testing.T) {
 	s, addr, tc := startMutualTLS(t)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -204,11 +206,14 @@ func TestRLSStalledHandshakesLeaveRoom(t *testing.T) {
 						continue
 					}
 					dials.Add(1)
+					t0 := time.Now()
 					stop := context.AfterFunc(ctx, func() { c.Close() })
 					_, _ = c.Read(make([]byte, 1)) // until the sidecar closes it
 					stop()
 					c.Close()
-					time.Sleep(time.Millisecond)
+					if time.Since(t0) < 100*time.Millisecond {
+						time.Sleep(200 * time.Millisecond)
+					}
 				}
 			})
 		}

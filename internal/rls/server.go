@@ -75,6 +75,12 @@ type Options struct {
 	// each answer's dynamic_metadata, as envoyproxy/ratelimit's
 	// RESPONSE_DYNAMIC_METADATA=true (see responseMetadata).
 	ResponseMetadata bool
+	// ResponseHeaders adds RateLimit-Limit, RateLimit-Remaining and
+	// RateLimit-Reset to each answer's response_headers_to_add, which
+	// Envoy's filter writes on the response to the client, as
+	// envoyproxy/ratelimit's LIMIT_RESPONSE_HEADERS_ENABLED=true (see
+	// limitHeaders).
+	ResponseHeaders bool
 }
 
 // Server is the rate limit service. It is safe for concurrent use.
@@ -90,6 +96,7 @@ type Server struct {
 	log            *slog.Logger
 	quota          bool // Options.QuotaMode
 	metadata       bool // Options.ResponseMetadata
+	headers        bool // Options.ResponseHeaders
 	m              *metrics
 	scratch        sync.Pool // of *scratch
 	shadow         bool
@@ -121,7 +128,7 @@ func New(opts Options) *Server {
 	s := &Server{load: opts.Load, engine: policy.Engine{Limiter: opts.Limiter, MaxKeyBytes: opts.MaxKeyBytes},
 		maxKey: opts.MaxKeyBytes, maxDescriptors: opts.MaxDescriptors, maxEntries: opts.MaxEntries,
 		timeout: opts.Timeout, log: opts.Logger, m: newMetrics(), shadow: opts.Shadow, maxOverride: opts.MaxOverrideScale,
-		quota: opts.QuotaMode, metadata: opts.ResponseMetadata}
+		quota: opts.QuotaMode, metadata: opts.ResponseMetadata, headers: opts.ResponseHeaders}
 	s.scratch.New = func() any { return new(scratch) }
 	s.setConfig(opts.Config)
 	return s
@@ -159,7 +166,17 @@ func (s *Server) Reload() error {
 	s.setConfig(c)
 	s.m.reloads.WithLabelValues("ok").Inc()
 	s.log.Info("rls: configuration reloaded", "files", len(c.Files), "rules", len(c.rules))
+	LogSkipped(s.log, c)
 	return nil
+}
+
+// LogSkipped logs, as a warning, the entries of c's directory that were
+// not read, if any: a file the operator meant as configuration and named
+// otherwise shows at each load.
+func LogSkipped(log *slog.Logger, c *Config) {
+	if len(c.Skipped) > 0 {
+		log.Warn("rls: entries of the configuration directory not read", "skipped", strings.Join(c.Skipped, "; "))
+	}
 }
 
 // scratch is the reusable state of one call.
@@ -327,6 +344,9 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitReques
 	}
 	if s.metadata {
 		resp.DynamicMetadata = responseMetadata(req, sc.rules, violations)
+	}
+	if s.headers {
+		resp.ResponseHeadersToAdd = limitHeaders(resp.Statuses, sc.results, sc.at)
 	}
 	s.m.requests.WithLabelValues(resp.OverallCode.String()).Inc()
 	return resp, nil
