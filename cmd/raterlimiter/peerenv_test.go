@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/raterlimiter/raterlimiter/internal/cli"
+	"github.com/raterlimiter/raterlimiter/internal/redisctl"
 )
 
 // peerLookup is an environment of the given "NAME=value" pairs.
@@ -190,4 +191,29 @@ func TestPeerTableNamesRealFlags(t *testing.T) {
 			seen[v] = r.flag
 		}
 	}
+}
+
+// FuzzPeerRedisURL: whatever the peer's Redis variables hold, they make a
+// URL -redis-url accepts, or an error; never a panic.
+func FuzzPeerRedisURL(f *testing.F) {
+	f.Add("127.0.0.1:6379", "tcp", "single", "", "false")
+	f.Add("/var/run/r.sock", "", "", "user:pass", "true")
+	f.Add("m,s1:1,s2:2", "tcp", "sentinel", "p@ss", "")
+	f.Add("n1:1, n2:2", "tcp", "CLUSTER", "", "1")
+	f.Fuzz(func(t *testing.T, raw, sock, typ, auth, tlsOn string) {
+		env := map[string]string{"REDIS_URL": raw}
+		for k, v := range map[string]string{"REDIS_SOCKET_TYPE": sock, "REDIS_TYPE": typ, "REDIS_AUTH": auth, "REDIS_TLS": tlsOn} {
+			if v != "" {
+				env[k] = v
+			}
+		}
+		u, err := peerRedisURL(func(n string) (string, bool) { v, ok := env[n]; return v, ok })
+		if err != nil {
+			return
+		}
+		if u == "" {
+			t.Fatal("no URL and no error")
+		}
+		_ = redisctl.CheckURL(u) // may refuse (a bad host), must not panic
+	})
 }
