@@ -80,6 +80,8 @@ func (s *Server) route(ctx *fasthttp.RequestCtx) {
 			return
 		}
 		s.methodNotAllowed(ctx, "GET, HEAD")
+	case "/healthcheck":
+		s.healthcheck(ctx)
 	case "/metrics":
 		if ctx.IsGet() || ctx.IsHead() {
 			s.serveMetrics(ctx)

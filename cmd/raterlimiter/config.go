@@ -55,6 +55,7 @@ type config struct {
 	log             logFlags
 	health          healthFlags
 	watch           watchFlag
+	peerNotes       []peerNote // envoyproxy/ratelimit's variables read (peerenv.go)
 }
 
 // flags declares every flag on fs, bound to cfg's fields.
@@ -158,6 +159,9 @@ func (cfg *config) parse(args []string, lookupEnv func(string) (string, bool)) (
 	cfg.flags(fs)
 	set, err := cli.Parse(fs, args, environment(lookupEnv))
 	if err != nil {
+		return fs, err
+	}
+	if cfg.peerNotes, err = applyPeerEnv(fs, set, lookupEnv, os.Environ()); err != nil {
 		return fs, err
 	}
 	if err := cfg.check(); err != nil {

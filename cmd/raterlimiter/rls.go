@@ -51,7 +51,7 @@ type rlsFlags struct {
 
 // rlsFlagNames lists them in the order -h shows them.
 func rlsFlagNames() []string {
-	return []string{"rls-listen", "rls-config", "check-rls-config", "rls-merge-domains", "rls-max-descriptors", "rls-shadow-mode", "rls-quota-mode", "rls-response-metadata",
+	return []string{"rls-listen", "rls-config", "check-rls-config", "rls-merge-domains", "rls-max-descriptors", "rls-shadow-mode", "rls-quota-mode", "rls-response-metadata", "rls-response-headers",
 		"rls-tls-cert", "rls-tls-key", "rls-tls-client-ca", "rls-tls-client-san",
 		"rls-max-conns-per-ip", "rls-max-conns", "rls-max-streams",
 		"rls-arriving-budget", "rls-receive-timeout", "rls-idle-timeout", "rls-keepalive"}
@@ -66,8 +66,8 @@ func (f *rlsFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.key, "rls-tls-key", "", "PEM private key of -rls-tls-cert")
 	fs.StringVar(&f.clientCA, "rls-tls-client-ca", "", "mutual TLS: PEM CA bundle that RLS clients' certificates must chain to; a client without one is refused (needs -rls-tls-cert); reread when it changes (-watch-files) and on SIGHUP")
 	fs.StringVar(&f.clientSAN, "rls-tls-client-san", "", "mutual TLS: a client certificate must also name this DNS name or URI (a SPIFFE id, say) among its subject alternative names (needs -rls-tls-client-ca)")
-	fs.IntVar(&f.maxConnsPerIP, "rls-max-conns-per-ip", rls.DefaultMaxConnsPerIP, "most RLS connections one client address may hold at once; more are closed at accept; -1: no bound")
-	fs.IntVar(&f.maxConns, "rls-max-conns", rls.DefaultMaxConns, "most RLS connections open at once over every address; more are closed at accept; -1: no bound")
+	fs.IntVar(&f.maxConnsPerIP, "rls-max-conns-per-ip", rls.DefaultMaxConnsPerIP, "most RLS connections one client address may hold at once; a new one past it takes the place of that address's connection idle longest (no call in flight), or is closed at accept when none is idle; -1: no bound")
+	fs.IntVar(&f.maxConns, "rls-max-conns", rls.DefaultMaxConns, "most RLS connections open at once over every address; a new one past it takes the place of the connection idle longest (no call in flight), or is closed at accept when none is idle; -1: no bound")
 	fs.IntVar(&f.maxStreams, "rls-max-streams", rls.DefaultMaxStreams, "most calls one RLS connection may have open at once (HTTP/2 max concurrent streams), answered or not")
 	fs.Int64Var(&f.arrivingBudget, "rls-arriving-budget", rls.DefaultArrivingBudget, "bytes of RLS requests begun and not yet whole, over all connections; past it a connection holding more than the largest request of them is closed; -1: no bound")
 	fs.DurationVar(&f.receiveTimeout, "rls-receive-timeout", rls.DefaultReceiveTimeout, "longest time an RLS request may take to arrive after its headers; a slower one is ended and its bytes dropped")
@@ -108,8 +108,8 @@ func (f *rlsFlags) validate() error {
 		return cli.Usagef("-rls-tls-cert needs -rls-listen")
 	case f.merge && f.config == "" && f.check == "":
 		return cli.Usagef("-rls-merge-domains needs -rls-config or -check-rls-config")
-	case (f.quota || f.metadata) && f.listen == "":
-		return cli.Usagef("-rls-quota-mode and -rls-response-metadata need -rls-listen")
+	case (f.quota || f.metadata || f.headers) && f.listen == "":
+		return cli.Usagef("-rls-quota-mode, -rls-response-metadata and -rls-response-headers need -rls-listen")
 	}
 	return nil
 }
@@ -230,10 +230,11 @@ func (r *rlsService) collectors() []prometheus.Collector {
 
 // openRLS loads -rls-config (a bad one stops the start with exit status 2,
 // naming the file and the field) and listens on -rls-listen. It returns
-// nil without -rls-listen.
+// nil without -rls-listen. backend is -backend: on memory it warns that
+// replicas count apart.
 // maxOverride bounds the window of a request's own limit override
 // (-redis-max-scale on the Redis backend, 0: none).
-func openRLS(ctx context.Context, f rlsFlags, lis listenFlags, watch bool, lim rl.Limiter, maxKey int, handshake, maxOverride time.Duration, logger *slog.Logger) (*rlsService, error) {
+func openRLS(ctx context.Context, f rlsFlags, lis listenFlags, watch bool, lim rl.Limiter, backend string, maxKey int, handshake, maxOverride time.Duration, logger *slog.Logger) (*rlsService, error) {
 	if f.listen == "" {
 		return nil, nil
 	}
@@ -243,7 +244,7 @@ func openRLS(ctx context.Context, f rlsFlags, lis listenFlags, watch bool, lim r
 	}
 	srv := rls.New(rls.Options{Limiter: lim, Config: cfg, Load: func() (*rls.Config, error) { return f.load(f.config) },
 		MaxKeyBytes: maxKey, MaxDescriptors: f.maxDescriptors, Logger: logger, Shadow: f.shadow, MaxOverrideScale: maxOverride,
-		QuotaMode: f.quota, ResponseMetadata: f.metadata})
+		QuotaMode: f.quota, ResponseMetadata: f.metadata, ResponseHeaders: f.headers})
 	tc, err := rlsTLS(ctx, f, watch, logger)
 	if err != nil {
 		return nil, err
@@ -269,10 +270,17 @@ func openRLS(ctx context.Context, f rlsFlags, lis listenFlags, watch bool, lim r
 	hs := health.NewServer()
 	hs.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
 	hs.SetServingStatus(rlspb.RateLimitService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
+	hs.SetServingStatus("ratelimit", healthpb.HealthCheckResponse_SERVING) // envoyproxy/ratelimit's name for itself
 	healthpb.RegisterHealthServer(g, hs)
 	reflection.Register(g)
 	logger.Info("rls loaded", "config", f.config, "files", len(cfg.Files), "rules", len(cfg.Rules()),
 		"max_request_bytes", guard.Limits().MaxRequestBytes, "tls", f.cert != "", "mtls", f.clientCA != "", "shadow_mode", f.shadow)
+	rls.LogSkipped(logger, cfg)
+	if backend == "memory" {
+		// envoyproxy/ratelimit counts on Redis by default: replicas
+		// moved over from it would each count alone, without a word.
+		logger.Warn("rls: counting in this process's memory (-backend memory): each replica counts on its own, so N replicas allow N times every limit; -backend redis shares the counts")
+	}
 	if tc != nil {
 		// TLS under the guard: it counts connections by their address
 		// before any handshake, and reads the HTTP/2 frames in the clear.

@@ -198,7 +198,13 @@ func compatSuite(t *testing.T, c rlspb.RateLimitServiceClient, tag string) {
 	t.Run("unknown domain: no rules", func(t *testing.T) {
 		checkRLS(t, ask(t, c, "nobody", 0, desc("a", "b")), false, st{noLimit: true})
 	})
-	t.Run("bad input is InvalidArgument", func(t *testing.T) {
+	t.Run("a value longer than -max-id-bytes is counted", func(t *testing.T) {
+		long := strings.Repeat("9", 100_000) + tag
+		checkRLS(t, ask(t, c, "messaging", 0, desc("to_number", long)), false, st{rpu: 100, unit: day, remaining: 99})
+		checkRLS(t, ask(t, c, "messaging", 0, desc("to_number", long)), false, st{rpu: 100, unit: day, remaining: 98})
+		checkRLS(t, ask(t, c, "messaging", 0, desc("to_number", long+"0")), false, st{rpu: 100, unit: day, remaining: 99})
+	})
+	t.Run("what only Envoy's configuration sends wrong is refused", func(t *testing.T) {
 		many := make([]*ratelimitv3.RateLimitDescriptor, 10_000)
 		for i := range many {
 			many[i] = desc("k", "v")
@@ -209,7 +215,7 @@ func compatSuite(t *testing.T, c rlspb.RateLimitServiceClient, tag string) {
 			{Domain: "messaging", Descriptors: []*ratelimitv3.RateLimitDescriptor{desc("", "b")}},
 			{Domain: "messaging", Descriptors: []*ratelimitv3.RateLimitDescriptor{{}}},
 			{Domain: "messaging", Descriptors: many},
-			{Domain: "messaging", Descriptors: []*ratelimitv3.RateLimitDescriptor{desc("to_number", strings.Repeat("9", 100_000))}},
+			{Domain: "messaging", Descriptors: []*ratelimitv3.RateLimitDescriptor{desc("to_number", strings.Repeat("9", 1<<20))}},
 		} {
 			_, err := c.ShouldRateLimit(context.Background(), req)
 			require.Error(t, err)
@@ -266,6 +272,12 @@ func TestRLSTwoSidecarsOnOneRedis(t *testing.T) {
 	}
 	wg.Wait()
 	assert.Equal(t, 100, ok, "exactly 100 a day across both sidecars")
+
+	// A value longer than -max-id-bytes is counted under the same digest
+	// by both.
+	long := strings.Repeat("l", 5000)
+	checkRLS(t, ask(t, a, "messaging", 0, desc("to_number", long)), false, st{rpu: 100, unit: day, remaining: 99})
+	checkRLS(t, ask(t, b, "messaging", 0, desc("to_number", long)), false, st{rpu: 100, unit: day, remaining: 98})
 }
 
 func TestRLSConfigAtStartAndReload(t *testing.T) {

@@ -22,6 +22,9 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
+
+	"github.com/raterlimiter/raterlimiter/internal/bounds"
+	"github.com/raterlimiter/raterlimiter/internal/rls"
 )
 
 // The hostile RLS callers of issue 31, row 5, against the binary with a
@@ -397,19 +400,22 @@ func TestRLSStalledRequestsAreBounded(t *testing.T) {
 	// it does not).
 	m := regexp.MustCompile(`max_request_bytes=(\d+)`).FindStringSubmatch(s.logs())
 	if m == nil {
-		m = []string{"", "88064"}
+		m = []string{"", strconv.Itoa(rls.MaxRequestBytes(rls.DefaultMaxDescriptors, bounds.DefaultMaxIDBytes))}
 	}
 	limit, err := strconv.Atoi(m[1])
 	require.NoError(t, err)
+	// The stalled streams of the first wave stay within the budget of
+	// unfinished requests; the second wave's pass it.
+	perConn := rls.DefaultArrivingBudget / 8 / limit
+	require.Positive(t, perConn)
 	w := newWellBehaved(t, addr)
 	pid := s.Cmd.Process.Pid
 	base := baseline(t, s, w)
 	rss := sampleRSS(pid)
 
-	// 64 streams announcing 4 MB from one address; from another, 64
-	// streams announcing just under the largest request, which stall
-	// (5 MiB, within the budget of unfinished requests), then 64 more
-	// (past it).
+	// 64 streams announcing 4 MB from one address; from another, streams
+	// announcing just under the largest request, which stall (within the
+	// budget of unfinished requests), then as many more (past it).
 	big := newAttacker(t, "127.0.0.31", addr, 4)
 	first := newAttacker(t, "127.0.0.32", addr, 8)
 	more := newAttacker(t, "127.0.0.32", addr, 8)
@@ -419,9 +425,9 @@ func TestRLSStalledRequestsAreBounded(t *testing.T) {
 	var ended [3]map[codes.Code]int
 	go func() {
 		waitBig := big.stall(ctx, 16, 4<<20)
-		waitFirst := first.stall(ctx, 8, limit-64)
+		waitFirst := first.stall(ctx, perConn, limit-64)
 		time.Sleep(500 * time.Millisecond) // the first streams' headers are in
-		waitMore := more.stall(ctx, 8, limit-64)
+		waitMore := more.stall(ctx, perConn, limit-64)
 		ended[0], ended[1], ended[2] = waitBig(), waitFirst(), waitMore()
 		close(done)
 	}()
@@ -436,7 +442,7 @@ func TestRLSStalledRequestsAreBounded(t *testing.T) {
 	w.check(t, "during the attack")
 	assert.LessOrEqual(t, after, 2*base, "the sidecar's memory comes back within twice its size before the attack")
 	assert.Equal(t, map[codes.Code]int{codes.ResourceExhausted: 64}, ended[0], "a request announced bigger than the largest one read is refused")
-	assert.Equal(t, map[codes.Code]int{codes.Canceled: 64}, ended[1], "a stalled request is ended at the receive timeout")
+	assert.Equal(t, map[codes.Code]int{codes.Canceled: 8 * perConn}, ended[1], "a stalled request is ended at the receive timeout")
 	assert.Zero(t, ended[2][codes.OK]+ended[2][codes.Internal], "no request stalled past the budget arrives: %v", ended[2])
 	assert.Positive(t, ended[2][codes.Unavailable], "past -rls-arriving-budget, the connections holding unfinished requests are closed")
 	metrics := s.get(t, "/metrics").body

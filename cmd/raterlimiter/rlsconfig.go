@@ -18,12 +18,14 @@ type rlsLoadFlags struct {
 	check    string
 	quota    bool
 	metadata bool
+	headers  bool
 }
 
 func (f *rlsLoadFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&f.merge, "rls-merge-domains", false, "let several files of -rls-config (or -check-rls-config) give one domain, their descriptors merged, as envoyproxy/ratelimit's MERGE_DOMAIN_CONFIG=true; a descriptor given twice is still refused")
 	fs.BoolVar(&f.quota, "rls-quota-mode", false, "put every Envoy RLS rate limit in quota mode, as envoyproxy/ratelimit's QUOTA_MODE=true: over the limit the descriptor's status stays OK (the limit, nothing remaining), and -rls-response-metadata reports it")
 	fs.BoolVar(&f.metadata, "rls-response-metadata", false, "add the request and its quota-mode violations to each Envoy RLS answer's dynamic_metadata, as envoyproxy/ratelimit's RESPONSE_DYNAMIC_METADATA=true")
+	fs.BoolVar(&f.headers, "rls-response-headers", false, "add RateLimit-Limit, RateLimit-Remaining and RateLimit-Reset of the descriptor nearest its limit to each Envoy RLS answer's response headers, which Envoy writes on the response to the client, as envoyproxy/ratelimit's LIMIT_RESPONSE_HEADERS_ENABLED=true")
 	fs.StringVar(&f.check, "check-rls-config", "", "check this envoyproxy/ratelimit configuration (a YAML file or a directory of *.yaml files), print what is wrong with it (file:line: message) and exit: 0 when it loads, 2 when not")
 }
 
@@ -50,5 +52,8 @@ func (f rlsLoadFlags) checkRLSConfig(stdout io.Writer) error {
 		return f.rlsConfigError(err)
 	}
 	fmt.Fprintf(stdout, "%s: ok, %d files, %d domains, %d rate limits\n", f.check, len(c.Files), len(c.Domains()), len(c.Rules()))
+	for _, s := range c.Skipped {
+		fmt.Fprintf(stdout, "not read: %s\n", s)
+	}
 	return nil
 }

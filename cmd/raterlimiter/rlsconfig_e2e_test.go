@@ -76,7 +76,7 @@ func TestRLSMergeDomainsServes(t *testing.T) {
 func TestRLSQuotaModeAndMetadata(t *testing.T) {
 	code, _, errOut := runBinary(t, nil, "-listen", "127.0.0.1:0", "-rls-quota-mode")
 	assert.Equal(t, 2, code)
-	assert.Contains(t, errOut, "-rls-quota-mode and -rls-response-metadata need -rls-listen")
+	assert.Contains(t, errOut, "-rls-quota-mode, -rls-response-metadata and -rls-response-headers need -rls-listen")
 
 	_, c, _ := startRLS(t, "-rls-quota-mode", "-rls-response-metadata")
 	resp := ask(t, c, "mongo_cps", 501, desc("database", "users"))

@@ -68,6 +68,7 @@ func runLogged(ctx context.Context, args []string, lookupEnv func(string) (strin
 	for _, w := range envWarnings(fs, lookupEnv) {
 		logger.Warn(w)
 	}
+	logPeerNotes(logger, cfg.peerNotes)
 
 	var srv atomic.Pointer[api.Server] // for sweeps that report before it exists
 	be, err := openBackend(cfg, logger, func(n int, took time.Duration) {
@@ -86,7 +87,7 @@ func runLogged(ctx context.Context, args []string, lookupEnv func(string) (strin
 		}
 	}()
 
-	rlsSvc, err := openRLS(ctx, cfg.rls, cfg.lis, cfg.watch.on, be.Limiter, cfg.maxIDBytes, cfg.exp.firstByte, apiMaxScale(cfg), logger)
+	rlsSvc, err := openRLS(ctx, cfg.rls, cfg.lis, cfg.watch.on, be.Limiter, cfg.backend, cfg.maxIDBytes, cfg.exp.firstByte, apiMaxScale(cfg), logger)
 	if err != nil {
 		return err
 	}

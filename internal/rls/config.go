@@ -25,10 +25,9 @@ import (
 	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"go.yaml.in/yaml/v3"
 
-	"github.com/raterlimiter/raterlimiter/internal/yamlmap"
-
 	rl "github.com/raterlimiter/raterlimiter"
 	"github.com/raterlimiter/raterlimiter/internal/policy"
+	"github.com/raterlimiter/raterlimiter/internal/yamlmap"
 )
 
 // MaxRules bounds the rules of a configuration: each has its series in
@@ -109,7 +108,11 @@ type node struct {
 // read-only once loaded and safe for concurrent use.
 type Config struct {
 	// Files are the files it was read from.
-	Files   []string
+	Files []string
+	// Skipped are the entries of a configuration directory that were not
+	// read, each "PATH: why" (see LoadOptions.Load); a Kubernetes volume's
+	// own entries ("..data" and the like) are not listed.
+	Skipped []string
 	domains map[string]*node
 	rules   []*Rule
 	// domainFile is the file each domain was first given in.
@@ -153,35 +156,44 @@ type LoadOptions struct {
 	MergeDomains bool
 }
 
-// Load reads a configuration file, or every *.yaml and *.yml file of a
-// directory (in name order), with the zero LoadOptions.
+// Load reads a configuration file or directory as LoadOptions.Load does,
+// with the zero LoadOptions.
 func Load(path string) (*Config, error) { return LoadOptions{}.Load(path) }
 
-// Load reads a configuration file, or every *.yaml and *.yml file of a
-// directory, in name order.
+// Load reads a configuration file, or the *.yaml and *.yml files of a
+// directory, in name order. Of a directory, dot files are never read (as
+// envoyproxy/ratelimit's RUNTIME_IGNOREDOTFILES=true: a Kubernetes
+// volume's ..data, an editor's swap file), nor subdirectories, nor files
+// of other names: each is listed in Config.Skipped.
 func (o LoadOptions) Load(path string) (*Config, error) {
 	fi, err := os.Stat(path)
 	if err != nil {
 		return nil, &ConfigError{Path: path, Msg: "cannot be read: " + err.Error()}
 	}
-	var files []string
+	var files, skipped []string
 	if fi.IsDir() {
 		entries, err := os.ReadDir(path)
 		if err != nil {
 			return nil, &ConfigError{Path: path, Msg: "cannot be read: " + err.Error()}
 		}
 		for _, e := range entries {
-			if n := e.Name(); !e.IsDir() && (strings.HasSuffix(n, ".yaml") || strings.HasSuffix(n, ".yml")) {
-				files = append(files, filepath.Join(path, n))
+			n, full := e.Name(), filepath.Join(path, e.Name())
+			if why := skipWhy(full, n); why != "" {
+				if !strings.HasPrefix(n, "..") {
+					skipped = append(skipped, full+": "+why)
+				}
+				continue
 			}
+			files = append(files, full)
 		}
 		if len(files) == 0 {
-			return nil, &ConfigError{Path: path, Msg: "holds no *.yaml file"}
+			return nil, &ConfigError{Path: path, Msg: "holds no *.yaml or *.yml file"}
 		}
 	} else {
 		files = []string{path}
 	}
 	c := newConfig(files, o)
+	c.Skipped = skipped
 	for _, f := range files {
 		data, err := os.ReadFile(f)
 		if err != nil {
@@ -192,6 +204,21 @@ func (o LoadOptions) Load(path string) (*Config, error) {
 		}
 	}
 	return c, nil
+}
+
+// skipWhy says why the directory entry name (at full) is not read as a
+// configuration file, or "" when it is.
+func skipWhy(full, name string) string {
+	if strings.HasPrefix(name, ".") {
+		return "a dot file"
+	}
+	if fi, err := os.Stat(full); err == nil && fi.IsDir() { // a symlink too
+		return "a directory: subdirectories are not read"
+	}
+	if !strings.HasSuffix(name, ".yaml") && !strings.HasSuffix(name, ".yml") {
+		return "not *.yaml or *.yml"
+	}
+	return ""
 }
 
 // Parse loads one file's contents (path names it in messages): for a

@@ -106,7 +106,41 @@ func TestDuplicateDomainsAcrossFiles(t *testing.T) {
 	require.ErrorIs(t, err, ErrInvalidConfig)
 	assert.Contains(t, err.Error(), `domain "same" is defined twice`)
 	_, err = Load(t.TempDir())
-	assert.ErrorContains(t, err, "holds no *.yaml file")
+	assert.ErrorContains(t, err, "holds no *.yaml or *.yml file")
+}
+
+// TestDirectoryEntriesReadAndSkipped: of a directory, the *.yaml and *.yml
+// files are read, in name order, symlinks to files included (a Kubernetes
+// ConfigMap's files); dot files, subdirectories (a symlink to one too) and
+// other names are not, and each is listed, but a ConfigMap volume's own
+// "..data" entries.
+func TestDirectoryEntriesReadAndSkipped(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, domain string) {
+		t.Helper()
+		require.NoError(t, os.MkdirAll(filepath.Dir(filepath.Join(dir, name)), 0o700))
+		require.NoError(t, os.WriteFile(filepath.Join(dir, name), []byte("domain: "+domain+"\ndescriptors: []\n"), 0o600))
+	}
+	write("..2026_01_01/a.yaml", "a")
+	require.NoError(t, os.Symlink("..2026_01_01", filepath.Join(dir, "..data")))
+	require.NoError(t, os.Symlink(filepath.Join("..data", "a.yaml"), filepath.Join(dir, "a.yaml")))
+	write("b.yml", "b")
+	write(".c.yaml", "c")
+	write("d.yaml~", "d")
+	write("README", "e")
+	write("team/f.yaml", "f")
+	require.NoError(t, os.Symlink("team", filepath.Join(dir, "g.yaml")))
+	c, err := Load(dir)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"a", "b"}, c.Domains())
+	assert.Equal(t, []string{filepath.Join(dir, "a.yaml"), filepath.Join(dir, "b.yml")}, c.Files)
+	assert.Equal(t, []string{
+		filepath.Join(dir, ".c.yaml") + ": a dot file",
+		filepath.Join(dir, "README") + ": not *.yaml or *.yml",
+		filepath.Join(dir, "d.yaml~") + ": not *.yaml or *.yml",
+		filepath.Join(dir, "g.yaml") + ": a directory: subdirectories are not read",
+		filepath.Join(dir, "team") + ": a directory: subdirectories are not read",
+	}, c.Skipped)
 }
 
 func TestUnits(t *testing.T) {

@@ -2,9 +2,11 @@ package rls
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"net"
 	"net/netip"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -25,6 +27,11 @@ const (
 	DefaultMaxConnsPerIP = 64
 	// DefaultMaxConns is the most connections the RLS listener holds.
 	DefaultMaxConns = 1024
+	// DefaultMaxHandshakesPerIP is the most connections one client address
+	// may have in their handshake at once (TLS, then the HTTP/2 preface):
+	// a client stalling its handshakes holds no more than this of the
+	// listener, whatever its connections' bound.
+	DefaultMaxHandshakesPerIP = 16
 	// DefaultMaxStreams is the most calls one connection may have open at
 	// once (HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS): a call whose answer
 	// the caller does not read stays open, so this also bounds what such a
@@ -62,28 +69,43 @@ const (
 	MaxHeaderBytes = 16 << 10
 )
 
+// EnvoyHeaderBytes is Envoy's default bound on the headers of a request
+// (its max_request_headers_kb, 60): the most a client can make Envoy copy
+// into descriptors from one request's headers, path included.
+const EnvoyHeaderBytes = 60 << 10
+
 // MaxRequestBytes is the largest ShouldRateLimit request the server reads
 // (a longer one is refused with ResourceExhausted before it is buffered):
 // maxDescriptors descriptors of 16 entries whose keys and values take
-// maxKeyBytes together (the most one descriptor's counter key may take),
-// with each entry's and descriptor's protobuf framing, a limit override and
-// hits_addend, and a domain of maxKeyBytes.
+// maxKeyBytes together, with each entry's and descriptor's protobuf
+// framing, a limit override and hits_addend, a domain of maxKeyBytes, and
+// room for twice EnvoyHeaderBytes: a route that copies a client's headers
+// into up to two descriptors, whatever the client sends within Envoy's
+// default bound, is read and counted (a descriptor longer than maxKeyBytes
+// is counted under its digest).
 func MaxRequestBytes(maxDescriptors, maxKeyBytes int) int {
 	const (
 		perEntry      = 16 // entry, key and value tags and lengths
 		perDescriptor = 64 // its own tag and length, a limit override, hits_addend
 		perRequest    = 1024
 	)
-	return maxDescriptors*(maxKeyBytes+DefaultMaxEntries*perEntry+perDescriptor) + maxKeyBytes + perRequest
+	return maxDescriptors*(maxKeyBytes+DefaultMaxEntries*perEntry+perDescriptor) + maxKeyBytes + perRequest + 2*EnvoyHeaderBytes
 }
 
 // Limits bounds what one client can take of the RLS listener. The zero
 // value means the defaults; a negative count means no bound.
 type Limits struct {
 	// MaxConnsPerIP and MaxConns bound the connections open at once, from
-	// one address and in all; past either a new connection is closed at
-	// accept. Defaults DefaultMaxConnsPerIP, DefaultMaxConns.
+	// one address and in all. A new connection past either takes the
+	// place of the connection idle longest (no call in flight) among those
+	// of its address, or among all: that one is closed. With none idle, the
+	// new one is closed at accept. Defaults DefaultMaxConnsPerIP,
+	// DefaultMaxConns.
 	MaxConnsPerIP, MaxConns int
+	// MaxHandshakesPerIP bounds the connections of one address still in
+	// their handshake; past it a new one from that address is closed at
+	// accept. Default DefaultMaxHandshakesPerIP.
+	MaxHandshakesPerIP int
 	// MaxStreams bounds the calls open at once on one connection. Default
 	// DefaultMaxStreams.
 	MaxStreams int
@@ -112,6 +134,7 @@ func (l Limits) withDefaults() Limits {
 	}
 	def(&l.MaxConnsPerIP, DefaultMaxConnsPerIP)
 	def(&l.MaxConns, DefaultMaxConns)
+	def(&l.MaxHandshakesPerIP, DefaultMaxHandshakesPerIP)
 	def(&l.MaxStreams, DefaultMaxStreams)
 	if l.ArrivingBudget == 0 {
 		l.ArrivingBudget = DefaultArrivingBudget
@@ -134,26 +157,40 @@ func (l Limits) withDefaults() Limits {
 type Guard struct {
 	lim Limits
 
-	mu     sync.Mutex
-	conns  map[netip.Addr]int
-	nconns int
+	mu    sync.Mutex
+	addrs map[netip.Addr]*addrConns
+	live  map[*guardConn]struct{}
 	// arriving is the bytes of requests begun and not yet whole, over
 	// every connection.
 	arriving atomic.Int64
+	// tick orders the moments connections fall idle: the one with the
+	// lowest idle mark has been idle longest.
+	tick atomic.Int64
 
 	connsRefused   prometheus.Counter
+	connsEvicted   prometheus.Counter
 	overBudget     prometheus.Counter
 	receiveTimeout prometheus.Counter
+	open           prometheus.GaugeFunc
 }
+
+// addrConns are one client address's connections: all, and those still in
+// their handshake.
+type addrConns struct{ conns, handshaking int }
 
 // NewGuard returns a Guard for l.
 func NewGuard(l Limits) *Guard {
-	return &Guard{
+	g := &Guard{
 		lim:   l.withDefaults(),
-		conns: map[netip.Addr]int{},
+		addrs: map[netip.Addr]*addrConns{},
+		live:  map[*guardConn]struct{}{},
 		connsRefused: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "raterlimiter_rls_connections_refused_total",
-			Help: "RLS connections closed at accept: their address, or the listener, held its bound of connections.",
+			Help: "RLS connections closed at accept: their address held its bound of connections or of handshakes, or the listener its bound of connections, with none idle to give way.",
+		}),
+		connsEvicted: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "raterlimiter_rls_connections_evicted_total",
+			Help: "Idle RLS connections closed to admit a new one: their address, or the listener, held its bound of connections.",
 		}),
 		overBudget: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "raterlimiter_rls_connections_over_budget_total",
@@ -164,6 +201,15 @@ func NewGuard(l Limits) *Guard {
 			Help: "RLS calls ended because their request did not arrive within the receive timeout.",
 		}),
 	}
+	g.open = prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "raterlimiter_rls_connections",
+		Help: "RLS connections open.",
+	}, func() float64 {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		return float64(len(g.live))
+	})
+	return g
 }
 
 // Limits returns the limits in force, defaults applied.
@@ -171,7 +217,7 @@ func (g *Guard) Limits() Limits { return g.lim }
 
 // Collectors are the guard's series for /metrics.
 func (g *Guard) Collectors() []prometheus.Collector {
-	return []prometheus.Collector{g.connsRefused, g.overBudget, g.receiveTimeout}
+	return []prometheus.Collector{g.connsRefused, g.connsEvicted, g.overBudget, g.receiveTimeout, g.open}
 }
 
 // ServerOptions are the grpc.Server options that apply the limits.
@@ -200,8 +246,12 @@ type guardListener struct {
 	g *Guard
 }
 
-// Accept returns the next connection within the bounds and closes the
-// others at once, before grpc-go spends anything on them.
+// Accept returns the next connection within the bounds. One past its
+// address's bound of connections takes the place of that address's
+// connection idle longest; one past the listener's, of the listener's
+// connection idle longest. One past its address's bound of handshakes, or
+// with no connection idle to give way, is closed at once, before grpc-go
+// spends anything on it.
 func (l *guardListener) Accept() (net.Conn, error) {
 	g := l.g
 	for {
@@ -209,21 +259,109 @@ func (l *guardListener) Accept() (net.Conn, error) {
 		if err != nil {
 			return nil, err
 		}
-		ip, ok := addrIP(c.RemoteAddr())
-		g.mu.Lock()
-		if (g.lim.MaxConns >= 0 && g.nconns >= g.lim.MaxConns) ||
-			(ok && g.lim.MaxConnsPerIP >= 0 && g.conns[ip] >= g.lim.MaxConnsPerIP) {
-			g.mu.Unlock()
-			g.connsRefused.Inc()
+		gc, victim := g.admit(c)
+		if victim != nil {
+			victim.cut()
+		}
+		if gc == nil {
 			_ = c.Close()
 			continue
 		}
-		g.nconns++
-		if ok {
-			g.conns[ip]++
+		return gc, nil
+	}
+}
+
+// admit counts c in, making room as Accept says; it returns nil when c is
+// refused, and the connection closed to make room, if any.
+func (g *Guard) admit(c net.Conn) (gc, victim *guardConn) {
+	ip, hasIP := addrIP(c.RemoteAddr())
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	a := g.addrs[ip]
+	if hasIP && a != nil {
+		if g.lim.MaxHandshakesPerIP >= 0 && a.handshaking >= g.lim.MaxHandshakesPerIP {
+			g.connsRefused.Inc()
+			return nil, nil
 		}
-		g.mu.Unlock()
-		return &guardConn{Conn: c, g: g, ip: ip, hasIP: ok, m: meter{streams: map[uint32]*message{}, maxStreams: trackedStreams(g.lim.MaxStreams)}}, nil
+		if g.lim.MaxConnsPerIP >= 0 && a.conns >= g.lim.MaxConnsPerIP {
+			if victim = g.idlest(&ip); victim == nil {
+				g.connsRefused.Inc()
+				return nil, nil
+			}
+		}
+	}
+	if victim == nil && g.lim.MaxConns >= 0 && len(g.live) >= g.lim.MaxConns {
+		if victim = g.idlest(nil); victim == nil {
+			g.connsRefused.Inc()
+			return nil, nil
+		}
+	}
+	if victim != nil {
+		g.connsEvicted.Inc()
+		g.releaseLocked(victim)
+	}
+	gc = &guardConn{Conn: c, g: g, ip: ip, hasIP: hasIP, handshaking: true,
+		m: meter{streams: map[uint32]*message{}, maxStreams: trackedStreams(g.lim.MaxStreams)}}
+	gc.idle.Store(g.tick.Add(1))
+	g.live[gc] = struct{}{}
+	if hasIP {
+		if a == nil {
+			a = &addrConns{}
+			g.addrs[ip] = a
+		}
+		a.conns++
+		a.handshaking++
+	}
+	return gc, victim
+}
+
+// idlest is the connection with no call in flight that has been so
+// longest, of the address ip (nil: of any); nil when every one has a call
+// in flight. g.mu is held.
+func (g *Guard) idlest(ip *netip.Addr) *guardConn {
+	var best *guardConn
+	var mark int64
+	for c := range g.live {
+		if ip != nil && (!c.hasIP || c.ip != *ip) || c.inflight.Load() > 0 {
+			continue
+		}
+		if m := c.idle.Load(); best == nil || m < mark {
+			best, mark = c, m
+		}
+	}
+	return best
+}
+
+// releaseLocked takes c out of the counts, once. g.mu is held.
+func (g *Guard) releaseLocked(c *guardConn) {
+	if c.released {
+		return
+	}
+	c.released = true
+	delete(g.live, c)
+	if !c.hasIP {
+		return
+	}
+	a := g.addrs[c.ip]
+	a.conns--
+	if c.handshaking {
+		a.handshaking--
+	}
+	if a.conns == 0 {
+		delete(g.addrs, c.ip)
+	}
+}
+
+// handshaken counts c's handshake as over.
+func (g *Guard) handshaken(c *guardConn) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if !c.handshaking {
+		return
+	}
+	c.handshaking = false
+	if c.hasIP && !c.released {
+		g.addrs[c.ip].handshaking--
 	}
 }
 
@@ -232,13 +370,27 @@ type guardConn struct {
 	g     *Guard
 	ip    netip.Addr
 	hasIP bool
-	once  sync.Once
 	// m is read and written by the connection's one reader only.
 	m meter
 	// held is what the connection counts in the guard's arriving bytes.
 	mu     sync.Mutex
 	held   int64
 	closed bool
+
+	// The calls in flight: streams the client opened that neither side
+	// has ended, under smu with the writer's frame reader.
+	smu      sync.Mutex
+	w        frameHeads
+	inflight atomic.Int32
+	calls    []uint32
+	ended    []uint32 // scratch of Write
+	// idle is the guard's tick when the connection last had no call in
+	// flight (its accept, or its last call's end).
+	idle atomic.Int64
+
+	// Under the guard's mu: whether the connection is out of its counts,
+	// and whether it is still in its handshake.
+	released, handshaking bool
 }
 
 // errOverBudget closes a connection holding unfinished requests while the
@@ -256,13 +408,22 @@ var errTooManyStreams = errors.New("rls: request bytes on more streams than a co
 func trackedStreams(maxStreams int) int { return 2*maxStreams + 16 }
 
 // Read meters what the connection reads: the bytes of requests begun and
-// not yet whole. Past the budget, a connection holding more than the
-// largest request of them is closed.
+// not yet whole, the end of its handshake, and the calls it opens and
+// resets. Past the budget, a connection holding more than the largest
+// request of them is closed.
 func (c *guardConn) Read(p []byte) (int, error) {
 	n, err := c.Conn.Read(p)
 	if n > 0 {
 		g := c.g
+		prefaced := c.m.prefaced()
 		c.m.read(p[:n], time.Now(), g.lim.ReceiveTimeout+time.Second)
+		if !prefaced && c.m.prefaced() {
+			g.handshaken(c)
+		}
+		if len(c.m.opened) > 0 || len(c.m.reset) > 0 {
+			c.track(c.m.opened, c.m.reset)
+			c.m.opened, c.m.reset = c.m.opened[:0], c.m.reset[:0]
+		}
 		if c.m.overflow {
 			g.overBudget.Inc()
 			_ = c.Close()
@@ -285,31 +446,81 @@ func (c *guardConn) Read(p []byte) (int, error) {
 	return n, err
 }
 
+// Write meters what the server writes: the calls it ends.
+func (c *guardConn) Write(p []byte) (int, error) {
+	n, err := c.Conn.Write(p)
+	c.smu.Lock()
+	c.ended = c.w.scan(p[:n], c.ended[:0])
+	if len(c.ended) > 0 {
+		c.endLocked(c.ended)
+	}
+	c.smu.Unlock()
+	return n, err
+}
+
+// track counts the calls the client opened in flight, and those it reset
+// out of it.
+func (c *guardConn) track(opened, reset []uint32) {
+	c.smu.Lock()
+	defer c.smu.Unlock()
+	for _, id := range opened {
+		// A client opens at most MaxStreams calls at once; streams past
+		// twice that are ones the server refuses, not followed.
+		if len(c.calls) < trackedStreams(c.g.lim.MaxStreams) {
+			c.calls = append(c.calls, id)
+		}
+	}
+	c.endLocked(reset)
+}
+
+// endLocked takes the calls ids out of flight; the connection falls idle
+// when none is left. c.smu is held.
+func (c *guardConn) endLocked(ids []uint32) {
+	for _, id := range ids {
+		if i := slices.Index(c.calls, id); i >= 0 {
+			c.calls[i] = c.calls[len(c.calls)-1]
+			c.calls = c.calls[:len(c.calls)-1]
+			if len(c.calls) == 0 {
+				c.idle.Store(c.g.tick.Add(1))
+			}
+		}
+	}
+	c.inflight.Store(int32(len(c.calls)))
+}
+
+// Close closes the connection and takes it out of the guard's counts.
 func (c *guardConn) Close() error {
 	err := c.Conn.Close()
-	c.once.Do(func() {
-		g := c.g
-		c.mu.Lock()
-		c.closed = true
-		g.arriving.Add(-c.held)
-		c.held = 0
-		c.mu.Unlock()
-		g.mu.Lock()
-		g.nconns--
-		if c.hasIP {
-			release(g.conns, c.ip)
-		}
-		g.mu.Unlock()
-	})
+	c.release()
 	return err
 }
 
-func release(m map[netip.Addr]int, ip netip.Addr) {
-	if n := m[ip]; n <= 1 {
-		delete(m, ip)
-	} else {
-		m[ip] = n - 1
+// release takes the connection out of the guard's counts and its
+// unfinished requests out of the arriving bytes, once.
+func (c *guardConn) release() {
+	g := c.g
+	c.mu.Lock()
+	if !c.closed {
+		c.closed = true
+		g.arriving.Add(-c.held)
+		c.held = 0
 	}
+	c.mu.Unlock()
+	g.mu.Lock()
+	g.releaseLocked(c)
+	g.mu.Unlock()
+}
+
+// cut closes a connection the guard has taken out of its counts to admit
+// another: the socket under TLS, so that no close alert waits on a client
+// that reads nothing. grpc-go's reader then fails and closes the rest.
+func (c *guardConn) cut() {
+	raw := c.Conn
+	if tc, ok := raw.(*tls.Conn); ok {
+		raw = tc.NetConn()
+	}
+	_ = raw.Close()
+	c.release()
 }
 
 // addrIP is a TCP address's IP; a unix socket has none (this host).

@@ -1,10 +1,15 @@
 package rls
 
 import (
+	"math"
 	"strconv"
+	"time"
 
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/raterlimiter/raterlimiter/internal/policy"
 )
 
 // responseMetadata is an answer's dynamic_metadata with
@@ -55,4 +60,34 @@ func responseMetadata(req *rlspb.RateLimitRequest, rules []*Rule, violations []i
 	}
 	fields["quotaModeEnabled"] = structpb.NewBoolValue(enabled)
 	return &structpb.Struct{Fields: fields}
+}
+
+// limitHeaders are an answer's response headers with
+// Options.ResponseHeaders, as envoyproxy/ratelimit picks and writes them:
+// of the descriptor nearest its limit (the least limit_remaining among
+// those with a limit, the first of equals; the last one over its limit
+// when one is, quota mode's excepted), RateLimit-Limit its
+// requests_per_unit, RateLimit-Remaining its limit_remaining and
+// RateLimit-Reset the seconds to the end of its window. None when no
+// descriptor has a limit. results[j] decided statuses[at[j]].
+func limitHeaders(statuses []*rlspb.RateLimitResponse_DescriptorStatus, results []policy.Result, at []int) []*corev3.HeaderValue {
+	best, remaining := -1, uint32(math.MaxUint32)
+	for j, i := range at {
+		st := statuses[i]
+		switch {
+		case st.Code == rlspb.RateLimitResponse_OVER_LIMIT:
+			best, remaining = j, 0
+		case st.LimitRemaining < remaining:
+			best, remaining = j, st.LimitRemaining
+		}
+	}
+	if best < 0 {
+		return nil
+	}
+	st, reset := statuses[at[best]], results[best].Decision.Reset
+	return []*corev3.HeaderValue{
+		{Key: "RateLimit-Limit", Value: strconv.FormatUint(uint64(st.CurrentLimit.RequestsPerUnit), 10)},
+		{Key: "RateLimit-Remaining", Value: strconv.FormatUint(uint64(remaining), 10)},
+		{Key: "RateLimit-Reset", Value: strconv.FormatInt(int64((max(reset, 0)+time.Second-1)/time.Second), 10)},
+	}
 }

@@ -42,7 +42,16 @@ type meter struct {
 	// unread) sets overflow, and its connection is closed.
 	maxStreams int
 	overflow   bool
+	// opened and reset are the streams the client opened (HEADERS on a
+	// stream id above every one before) and reset (RST_STREAM) in the
+	// bytes read since the caller last emptied them.
+	opened, reset []uint32
+	lastOpened    uint32
 }
+
+// prefaced reports whether the client preface has been read: the
+// connection's handshake, TLS included, is over.
+func (m *meter) prefaced() bool { return m.preface == len(clientPreface) }
 
 // message is a stream's request being read.
 type message struct {
@@ -101,8 +110,14 @@ func (m *meter) begin(now time.Time) {
 	case frameData:
 		m.padByte = m.flags&flagPadded != 0
 		m.data = m.left
+	case frameHeaders:
+		if m.id > m.lastOpened {
+			m.lastOpened = m.id
+			m.opened = append(m.opened, m.id)
+		}
 	case frameRSTStream:
 		m.close(m.id)
+		m.reset = append(m.reset, m.id)
 	}
 	if m.left == 0 {
 		m.end()
@@ -172,4 +187,40 @@ func (m *meter) dataBytes(p []byte, now time.Time) {
 			s.held, s.prefixN = 0, 0
 		}
 	}
+}
+
+// frameHeads reads the frame headers of what the server writes, far enough
+// to see the streams it ends: HEADERS or DATA with END_STREAM (a call's
+// trailers), and RST_STREAM. The zero value is ready after the server's
+// first byte (the server sends no preface but its frames); it is not safe
+// for concurrent use.
+type frameHeads struct {
+	hdr  [9]byte
+	hdrN int
+	left int // payload bytes of the frame not yet written
+}
+
+// scan reads p, the next bytes written, and appends to ended the streams
+// its frames end.
+func (f *frameHeads) scan(p []byte, ended []uint32) []uint32 {
+	for len(p) > 0 {
+		if f.left > 0 {
+			n := min(f.left, len(p))
+			f.left, p = f.left-n, p[n:]
+			continue
+		}
+		n := copy(f.hdr[f.hdrN:], p)
+		f.hdrN, p = f.hdrN+n, p[n:]
+		if f.hdrN < len(f.hdr) {
+			break
+		}
+		f.hdrN = 0
+		h := f.hdr[:]
+		f.left = int(h[0])<<16 | int(h[1])<<8 | int(h[2])
+		typ, flags, id := h[3], h[4], binary.BigEndian.Uint32(h[5:])&(1<<31-1)
+		if typ == frameRSTStream || (typ == frameHeaders || typ == frameData) && flags&flagEndStream != 0 {
+			ended = append(ended, id)
+		}
+	}
+	return ended
 }

@@ -2,6 +2,7 @@ package rls
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/binary"
 	"errors"
 	"log/slog"
@@ -46,8 +47,9 @@ type Options struct {
 	Config *Config
 	// Load reads the configuration again, for Reload.
 	Load func() (*Config, error)
-	// MaxKeyBytes bounds a descriptor's entries, keys and values together
-	// (a longer one is refused, never cut). Default
+	// MaxKeyBytes bounds the counter key of a descriptor, its entries'
+	// keys and values together: a longer descriptor is counted under a
+	// digest of them (digestKey), never refused nor cut. Default
 	// bounds.DefaultMaxIDBytes.
 	MaxKeyBytes int
 	// MaxDescriptors and MaxEntries bound a request. Defaults
@@ -73,6 +75,12 @@ type Options struct {
 	// each answer's dynamic_metadata, as envoyproxy/ratelimit's
 	// RESPONSE_DYNAMIC_METADATA=true (see responseMetadata).
 	ResponseMetadata bool
+	// ResponseHeaders adds RateLimit-Limit, RateLimit-Remaining and
+	// RateLimit-Reset to each answer's response_headers_to_add, which
+	// Envoy's filter writes on the response to the client, as
+	// envoyproxy/ratelimit's LIMIT_RESPONSE_HEADERS_ENABLED=true (see
+	// limitHeaders).
+	ResponseHeaders bool
 }
 
 // Server is the rate limit service. It is safe for concurrent use.
@@ -88,6 +96,7 @@ type Server struct {
 	log            *slog.Logger
 	quota          bool // Options.QuotaMode
 	metadata       bool // Options.ResponseMetadata
+	headers        bool // Options.ResponseHeaders
 	m              *metrics
 	scratch        sync.Pool // of *scratch
 	shadow         bool
@@ -119,7 +128,7 @@ func New(opts Options) *Server {
 	s := &Server{load: opts.Load, engine: policy.Engine{Limiter: opts.Limiter, MaxKeyBytes: opts.MaxKeyBytes},
 		maxKey: opts.MaxKeyBytes, maxDescriptors: opts.MaxDescriptors, maxEntries: opts.MaxEntries,
 		timeout: opts.Timeout, log: opts.Logger, m: newMetrics(), shadow: opts.Shadow, maxOverride: opts.MaxOverrideScale,
-		quota: opts.QuotaMode, metadata: opts.ResponseMetadata}
+		quota: opts.QuotaMode, metadata: opts.ResponseMetadata, headers: opts.ResponseHeaders}
 	s.scratch.New = func() any { return new(scratch) }
 	s.setConfig(opts.Config)
 	return s
@@ -157,7 +166,17 @@ func (s *Server) Reload() error {
 	s.setConfig(c)
 	s.m.reloads.WithLabelValues("ok").Inc()
 	s.log.Info("rls: configuration reloaded", "files", len(c.Files), "rules", len(c.rules))
+	LogSkipped(s.log, c)
 	return nil
+}
+
+// LogSkipped logs, as a warning, the entries of c's directory that were
+// not read, if any: a file the operator meant as configuration and named
+// otherwise shows at each load.
+func LogSkipped(log *slog.Logger, c *Config) {
+	if len(c.Skipped) > 0 {
+		log.Warn("rls: entries of the configuration directory not read", "skipped", strings.Join(c.Skipped, "; "))
+	}
 }
 
 // scratch is the reusable state of one call.
@@ -167,6 +186,7 @@ type scratch struct {
 	at      []int // the descriptor of each check
 	results []policy.Result
 	keys    []byte
+	over    []int // the checks whose hits_addend passes bounds.MaxHits
 	buf     []byte
 	entries []entryView
 }
@@ -174,8 +194,11 @@ type scratch struct {
 // ShouldRateLimit decides every descriptor of the request: each finds its
 // rule as envoyproxy/ratelimit finds it, every rule found is counted in one
 // call to the limiter, and the answer holds one status per descriptor in
-// order. Bad input is refused with InvalidArgument; a limiter that cannot
-// answer gives Unavailable.
+// order. What a client of Envoy controls (values, hits_addend) is always
+// answered; what only Envoy's configuration can send wrong (an empty
+// domain or key, too many descriptors or entries, a limit override's unit)
+// is refused with InvalidArgument; a limiter that cannot answer gives
+// Unavailable.
 func (s *Server) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitRequest) (*rlspb.RateLimitResponse, error) {
 	if err := s.validate(req); err != nil {
 		s.m.requests.WithLabelValues("invalid").Inc()
@@ -208,7 +231,7 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitReques
 		}
 		sc.rules = append(sc.rules, r)
 	}
-	sc.checks, sc.at, sc.keys = sc.checks[:0], sc.at[:0], sc.keys[:0]
+	sc.checks, sc.at, sc.keys, sc.over = sc.checks[:0], sc.at[:0], sc.keys[:0], sc.over[:0]
 	for i, r := range sc.rules {
 		if r == nil {
 			continue
@@ -233,11 +256,12 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitReques
 			sc.keys = append(sc.keys, v...)
 		}
 		if len(sc.keys)-start > s.maxKey {
-			s.m.requests.WithLabelValues("invalid").Inc()
-			s.m.family.Inc(rl.Fixed, checkmetric.Invalid)
-			return nil, status.Errorf(codes.InvalidArgument, "rls: descriptor %d: its entries take %d bytes; at most %d", i, len(sc.keys)-start, s.maxKey)
+			sc.keys = digestKey(sc.keys, start, s.maxKey)
 		}
-		hits, peek := hitsOf(req, d)
+		hits, peek, over := hitsOf(req, d)
+		if over {
+			sc.over = append(sc.over, len(sc.checks))
+		}
 		sc.checks = append(sc.checks, policy.Check{Rule: &r.Rule, Key: sc.keys[start:len(sc.keys):len(sc.keys)], Hits: hits, Peek: peek})
 		sc.at = append(sc.at, i)
 	}
@@ -259,6 +283,11 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitReques
 			s.m.family.Inc(sc.checks[j].Rule.Algo, failedResult(code))
 		}
 		return nil, status.Error(code, "rls: "+err.Error())
+	}
+	for _, j := range sc.over {
+		// More hits than any limit (2^32 - 1): over it, as the peer
+		// answers, whatever the counter held.
+		sc.results[j].Decision.Allowed, sc.results[j].Decision.Remaining = false, 0
 	}
 	resp := &rlspb.RateLimitResponse{OverallCode: rlspb.RateLimitResponse_OK,
 		Statuses: make([]*rlspb.RateLimitResponse_DescriptorStatus, len(req.Descriptors))}
@@ -309,17 +338,47 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitReques
 	if s.metadata {
 		resp.DynamicMetadata = responseMetadata(req, sc.rules, violations)
 	}
+	if s.headers {
+		resp.ResponseHeadersToAdd = limitHeaders(resp.Statuses, sc.results, sc.at)
+	}
 	s.m.requests.WithLabelValues(resp.OverallCode.String()).Inc()
 	return resp, nil
 }
 
 // hitsOf is a descriptor's hits: its own hits_addend when set (0 checks
-// without counting), else the request's, where 0 means 1.
-func hitsOf(req *rlspb.RateLimitRequest, d *ratelimitv3.RateLimitDescriptor) (hits int64, peek bool) {
+// without counting), else the request's, where 0 means 1. More than
+// bounds.MaxHits (a descriptor's own, a uint64) counts bounds.MaxHits and
+// reports over: the answer is then over the limit, as the peer's, which
+// adds them all to its counter.
+func hitsOf(req *rlspb.RateLimitRequest, d *ratelimitv3.RateLimitDescriptor) (hits int64, peek, over bool) {
 	if d.HitsAddend != nil {
-		return int64(d.HitsAddend.Value), d.HitsAddend.Value == 0
+		v := d.HitsAddend.Value
+		return int64(min(v, uint64(bounds.MaxHits))), v == 0, v > uint64(bounds.MaxHits)
 	}
-	return int64(max(1, req.HitsAddend)), false
+	return int64(max(1, req.HitsAddend)), false, false
+}
+
+// digestDomain starts what is hashed for a descriptor too long to be its
+// own counter key: it sets these digests apart from any other use of
+// SHA-256 over the same bytes.
+const digestDomain = "raterlimiter rls descriptor\x00"
+
+// digestKey replaces keys[start:], a descriptor's entries as length-
+// prefixed keys and values that take more than maxKey bytes, by a NUL and
+// the SHA-256 of digestDomain and those bytes (cut to maxKey-1 bytes when
+// maxKey is under 33), and returns keys. Every replica computes the same
+// digest, so one client's long value shares one counter on Redis; no
+// fitting key starts with a NUL (its first byte is the length of a key,
+// never empty), so a digest is never the key of a descriptor that fits;
+// and two long descriptors share a counter only if SHA-256 collides.
+func digestKey(keys []byte, start, maxKey int) []byte {
+	h := sha256.New()
+	h.Write([]byte(digestDomain))
+	h.Write(keys[start:])
+	var sum [sha256.Size]byte
+	h.Sum(sum[:0])
+	keys = append(keys[:start], 0)
+	return append(keys, sum[:min(len(sum), maxKey-1)]...)
 }
 
 // validate refuses what no descriptor tree could answer.
@@ -331,8 +390,6 @@ func (s *Server) validate(req *rlspb.RateLimitRequest) error {
 		return status.Error(codes.InvalidArgument, "rls: the request has no descriptors")
 	case len(req.Descriptors) > s.maxDescriptors:
 		return status.Errorf(codes.InvalidArgument, "rls: %d descriptors; at most %d", len(req.Descriptors), s.maxDescriptors)
-	case uint64(req.HitsAddend) > uint64(bounds.MaxHits):
-		return status.Errorf(codes.InvalidArgument, "rls: hits_addend %d; at most %d", req.HitsAddend, bounds.MaxHits)
 	}
 	for i, d := range req.Descriptors {
 		if d == nil || len(d.Entries) == 0 {
@@ -345,9 +402,6 @@ func (s *Server) validate(req *rlspb.RateLimitRequest) error {
 			if e.Key == "" {
 				return status.Errorf(codes.InvalidArgument, "rls: descriptor %d, entry %d: the key must not be empty", i, j)
 			}
-		}
-		if d.HitsAddend != nil && d.HitsAddend.Value > uint64(bounds.MaxHits) {
-			return status.Errorf(codes.InvalidArgument, "rls: descriptor %d: hits_addend %d; at most %d", i, d.HitsAddend.Value, bounds.MaxHits)
 		}
 		if d.Limit != nil {
 			ms, ok := unitMillis[rlspb.RateLimitResponse_RateLimit_Unit(d.Limit.Unit)]
