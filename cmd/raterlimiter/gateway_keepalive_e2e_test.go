@@ -120,18 +120,20 @@ func startCountedGateway(t *testing.T, g gateway) (string, *connCounter) {
 	return "http://127.0.0.1:" + strconv.Itoa(proxy), counter
 }
 
-// TestGatewayKeepsItsConnectionsToTheSidecar: 8 clients with keep-alive
-// connections to the proxy send 800 requests the sidecar allows, then 800
-// it denies, through each real proxy as docs/gateways configures it. The
-// proxy opens at most a few connections to the sidecar in each phase (one
-// per request in flight, and so at most 8 with 8 clients; the bound leaves
-// room for a proxy that replaces a few), never one per check.
+// TestGatewayKeepsItsConnectionsToTheSidecar: 48 clients with keep-alive
+// connections to the proxy send 2,400 requests the sidecar allows, then
+// 2,400 it denies, through each real proxy as docs/gateways configures it.
+// The proxy opens at most a few connections to the sidecar in each phase
+// (one per check in flight, so at most 48; the bound leaves room for a
+// proxy that replaces some), never one per check. 48 is more checks in
+// flight than nginx's upstream keepalive of 16 and Caddy's default of 32
+// idle connections keep: the snippets' settings are tested too.
 func TestGatewayKeepsItsConnectionsToTheSidecar(t *testing.T) {
 	if testing.Short() {
 		t.Skip("drives nginx, caddy and traefik")
 	}
-	const clients, perClient = 8, 100
-	const most = 3 * clients
+	const clients, perClient = 48, 50
+	const most = 2 * clients
 	for _, g := range gateways {
 		t.Run(g.name, func(t *testing.T) {
 			base, counter := startCountedGateway(t, g)
