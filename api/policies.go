@@ -267,15 +267,15 @@ func (s *Server) auth(ctx *fasthttp.RequestCtx) {
 		// against nothing. The client is denied, and counted so.
 		s.metrics.check(endpointAuth, rl.Fixed, resultDenied)
 		ctx.SetStatusCode(denyStatus)
-		ctx.SetContentType("application/json")
-		ctx.SetBodyString(`{"allowed":false,"error":"api: /auth: the original request's path cannot be decoded (a percent sign without two hex digits, a raw '#', or no path)"}`)
+		if s.gateway != policy.GatewayNginx { // nginx reads no body (writeAuth)
+			ctx.SetContentType("application/json")
+			ctx.SetBodyString(`{"allowed":false,"error":"api: /auth: the original request's path cannot be decoded (a percent sign without two hex digits, a raw '#', or no path)"}`)
+		}
 		return
 	}
 	sc.checks, sc.keys = st.file.Match(&in, sc.checks[:0], sc.keys[:0])
 	if len(sc.checks) == 0 {
-		ctx.SetContentType("application/json")
-		ctx.SetBodyString(`{"allowed":true}`)
-		return
+		return // allowed, no body (writeAuth)
 	}
 	engine := &s.engine
 	if waits(sc.checks) {
@@ -293,6 +293,12 @@ func (s *Server) auth(ctx *fasthttp.RequestCtx) {
 	sc.results, err = engine.Decide(s.deadlines.get(start), sc.checks, sc.results[:0])
 	if err != nil {
 		res := s.limiterFailed(ctx, err)
+		if s.gateway == policy.GatewayNginx {
+			// A client can bring these about (a flood, a backend down):
+			// they must not cost nginx its connections either (writeAuth).
+			ctx.Response.ResetBody()
+			ctx.Response.Header.SetContentTypeBytes(nil)
+		}
 		for i := range sc.checks {
 			s.countPolicy(st, sc.checks[i].Rule, res)
 			s.metrics.check(endpointAuth, sc.checks[i].Rule.Algo, res)
@@ -334,6 +340,12 @@ func authArgs(args *fasthttp.Args, status int) (int, error) {
 // writeAuth answers /auth from sc.results: the RateLimit headers with one
 // item per matched policy, and on a denial Retry-After and a body naming
 // the first policy that denied, never the key.
+//
+// Only Caddy and Traefik get that body: they pass a denial on to the
+// client as it is. An allowed answer has none, and nor has any answer to
+// nginx: nginx's auth_request reads the status and the headers only, and
+// Caddy's forward_auth only the headers of an allowed answer, and each
+// keeps its connection to the sidecar only when there is no body to skip.
 func (s *Server) writeAuth(ctx *fasthttp.RequestCtx, st *policyState, sc *authScratch, denyStatus int) {
 	rh := &ctx.Response.Header
 	rh.DisableNormalizing()
@@ -384,15 +396,18 @@ func (s *Server) writeAuth(ctx *fasthttp.RequestCtx, st *policyState, sc *authSc
 		rh.SetBytesV(headers.RateLimit, b)
 	}
 	sc.hdr = b
-	ctx.SetContentType("application/json")
 	if denied == nil {
-		ctx.SetBodyString(`{"allowed":true}`)
 		return
 	}
+	ctx.SetStatusCode(denyStatus)
 	b = sc.body[:0]
 	if !never {
 		b = strconv.AppendInt(b, max(1, (retry+999)/1000), 10)
 		rh.SetBytesV(headers.RetryAfter, b)
+	}
+	if s.gateway == policy.GatewayNginx {
+		sc.body = b
+		return
 	}
 	b = append(b[:0], `{"allowed":false,"policy":`...)
 	b = appendString(b, denied.Rule.Name)
@@ -413,7 +428,7 @@ func (s *Server) writeAuth(ctx *fasthttp.RequestCtx, st *policyState, sc *authSc
 	}
 	b = append(b, '}')
 	sc.body = b
-	ctx.SetStatusCode(denyStatus)
+	ctx.SetContentType("application/json")
 	ctx.SetBody(b)
 }
 

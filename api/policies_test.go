@@ -78,13 +78,13 @@ func TestAuthCountsEveryMatchingPolicy(t *testing.T) {
 		require.Equal(t, 200, r.status, "login %d of 3", i+1)
 		assert.Equal(t, `"login";q=3;w=60, "everyone";q=1000;w=1`, r.headers["RateLimit-Policy"])
 		assert.Contains(t, r.headers["RateLimit"], `"login";r=`+string(rune('2'-i)))
-		assert.Equal(t, `{"allowed":true}`, r.body)
+		assert.Empty(t, r.body, "an allowed answer has no body")
 	}
 	r := h.authAs(t, "POST", "/login", "198.51.100.7")
 	assert.Equal(t, 429, r.status)
 	// Sliding: the three hits weigh until 79.5 s from now (algo.Sliding).
 	assert.Equal(t, "80", r.headers["Retry-After"])
-	assert.JSONEq(t, `{"allowed":false,"policy":"login","retry_after_ms":79500}`, r.body)
+	assert.Empty(t, r.body, "nginx reads no body: the headers say it all")
 	assert.Contains(t, r.headers["RateLimit"], `"login";r=0;t=80`, "t= is never earlier than Retry-After")
 
 	r = h.authAs(t, "POST", "/login", "198.51.100.8")
@@ -122,7 +122,6 @@ func TestAuthKeysNeverLeakAndNeverSmuggle(t *testing.T) {
 	}
 	r := h.authAs(t, "GET", "/api/things", "198.51.100.1", "X-Api-Key", strings.Repeat("s", 1025))
 	assert.Equal(t, 429, r.status, "a key over -max-id-bytes is denied, never cut into another, and never an error a proxy turns into a 500")
-	assert.JSONEq(t, `{"allowed":false,"policy":"api","bad_key":"too_long"}`, r.body)
 	assert.Empty(t, r.headers["Retry-After"], "no wait lets it pass")
 }
 
@@ -316,4 +315,85 @@ func TestBucketsArePaged(t *testing.T) {
 	assert.Equal(t, 400, h.get(t, "/buckets?id=p&limit=0").status)
 	assert.Equal(t, 400, h.get(t, "/buckets?id=p&limit=10001").status)
 	assert.Equal(t, 400, h.get(t, "/buckets?id=p&cursor=x").status)
+}
+
+// TestAuthAnswerBodies: an answer carries a body only where the proxy
+// reads it. nginx's auth_request reads the status and the headers, and
+// Caddy's forward_auth the headers of an allowed answer: each keeps its
+// connection to the sidecar only when there is no body to skip. Caddy and
+// Traefik pass a denial on to the client as it is, body and all. A 400 (the
+// proxy is not set up as documented) keeps its message for whoever sets
+// it up.
+func TestAuthAnswerBodies(t *testing.T) {
+	for _, g := range []policy.Gateway{policy.GatewayNginx, policy.GatewayCaddy, policy.GatewayTraefik} {
+		t.Run(g.String(), func(t *testing.T) {
+			h, _ := newGateway(t, escapePolicies, api.Config{AuthHeaders: g})
+			ask := func(method, target string, more ...string) response {
+				t.Helper()
+				return h.do(t, "GET", "/auth", "", "", original(g, method, target, "h", more...)...)
+			}
+			empty := func(r response, status int) {
+				t.Helper()
+				assert.Equal(t, status, r.status, r.body)
+				assert.Empty(t, r.body)
+				assert.Equal(t, "0", r.headers["Content-Length"])
+			}
+			denial := func(r response, body string) {
+				t.Helper()
+				if g == policy.GatewayNginx {
+					empty(r, 429)
+					return
+				}
+				assert.Equal(t, 429, r.status)
+				assert.JSONEq(t, body, r.body)
+				assert.Equal(t, "application/json", r.headers["Content-Type"])
+			}
+
+			for i := range 2 {
+				r := ask("GET", "/api/x", "X-Api-Key", "k")
+				empty(r, 200)
+				assert.Equal(t, `"api";r=`+strconv.Itoa(1-i)+`;t=60`, r.headers["RateLimit"])
+			}
+			r := ask("GET", "/public")
+			empty(r, 200)
+			assert.Empty(t, rateHeaders(r), "no policy matches")
+
+			r = ask("GET", "/api/x", "X-Api-Key", "k")
+			denial(r, `{"allowed":false,"policy":"api","retry_after_ms":59500}`)
+			assert.Equal(t, "60", r.headers["Retry-After"], "the headers say what the body would")
+			assert.Equal(t, `"api";r=0;t=60`, r.headers["RateLimit"])
+			denial(ask("GET", "/api/x"), `{"allowed":false,"policy":"api","missing_key":true}`)
+			denial(ask("GET", "/api/x", "X-Api-Key", strings.Repeat("s", 1025)), `{"allowed":false,"policy":"api","bad_key":"too_long"}`)
+			denial(ask("GET", "/api/%zz", "X-Api-Key", "k"),
+				`{"allowed":false,"error":"api: /auth: the original request's path cannot be decoded (a percent sign without two hex digits, a raw '#', or no path)"}`)
+
+			r = h.do(t, "GET", "/auth", "", "", g.Headers().Method, "GET")
+			assert.Equal(t, 400, r.status)
+			assert.Contains(t, r.body, "the request has no "+g.Headers().URI)
+		})
+	}
+}
+
+// TestAuthUnavailableHasNoBodyForNginx: a 503 a client can bring about (a
+// flood, a backend down) must not cost nginx a connection either; Caddy
+// and Traefik pass it on to the client with its message.
+func TestAuthUnavailableHasNoBodyForNginx(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "policies.yaml")
+	require.NoError(t, os.WriteFile(path, []byte(escapePolicies), 0o600))
+	f, err := policy.Load(path)
+	require.NoError(t, err)
+	for _, g := range []policy.Gateway{policy.GatewayNginx, policy.GatewayCaddy} {
+		t.Run(g.String(), func(t *testing.T) {
+			h := newHarness(t, api.Config{Limiter: &stuck{}, Timeout: 50 * time.Millisecond, Policies: f, AuthHeaders: g})
+			r := h.do(t, "GET", "/auth", "", "", original(g, "GET", "/api/x", "h", "X-Api-Key", "k")...)
+			assert.Equal(t, 503, r.status)
+			assert.Equal(t, "1", r.headers["Retry-After"])
+			if g == policy.GatewayNginx {
+				assert.Empty(t, r.body)
+				assert.Equal(t, "0", r.headers["Content-Length"])
+			} else {
+				assert.Contains(t, r.body, "the limiter cannot answer now")
+			}
+		})
+	}
 }

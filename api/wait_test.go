@@ -165,7 +165,7 @@ func TestAuthWaitsForAPolicyThatWaits(t *testing.T) {
 	require.NoError(t, r.err)
 	assert.Equal(t, 429, r.status, "600 ms is past -max-wait: %s", r.body)
 	assert.Less(t, r.took, 500*time.Millisecond)
-	assert.Equal(t, `{"allowed":false,"policy":"queued","retry_after_ms":100}`, r.body)
+	assert.Empty(t, r.body, "a denial to nginx has no body")
 }
 
 func TestWaitAndShapingFieldsAreChecked(t *testing.T) {

@@ -206,7 +206,12 @@ var gateways = []gateway{
 		startCaddy(t, ports(docFile(t, "Caddyfile"), proxy, sidecar, app), proxy)
 	}},
 	{name: "traefik", start: func(t *testing.T, proxy, sidecar, app int) {
-		startTraefik(t, ports(docFile(t, "traefik.yml"), proxy, sidecar, app), ports(docFile(t, "traefik-dynamic.yml"), proxy, sidecar, app), proxy)
+		// The loopback entry point ForwardAuth asks the sidecar through.
+		hop := "127.0.0.1:" + strconv.Itoa(freePort(t))
+		conf := func(name string) string {
+			return strings.ReplaceAll(ports(docFile(t, name), proxy, sidecar, app), "127.0.0.1:8001", hop)
+		}
+		startTraefik(t, conf("traefik.yml"), conf("traefik-dynamic.yml"), proxy)
 	}},
 }
 
@@ -285,8 +290,8 @@ func TestGatewayLimitsByClientAddressBehindRealProxies(t *testing.T) {
 }
 
 // TestGatewaySidecarDown shows what docs/gateways.md says: nginx answers
-// 500 when the sidecar cannot answer, unless configured to fail open, and
-// Caddy 502.
+// 500 when the sidecar cannot answer, unless configured to fail open,
+// Caddy and Traefik 502.
 func TestGatewaySidecarDown(t *testing.T) {
 	t.Run("nginx, default: 500", func(t *testing.T) {
 		base, sc := startGateway(t, gateways[0])
@@ -302,12 +307,12 @@ func TestGatewaySidecarDown(t *testing.T) {
 		assert.Equal(t, 502, r.status)
 		assert.NotContains(t, r.body, "app", "the request does not reach the app")
 	})
-	t.Run("traefik: 500", func(t *testing.T) {
+	t.Run("traefik: 502", func(t *testing.T) {
 		base, sc := startGateway(t, gateways[2])
 		require.Equal(t, 200, send(t, client("127.0.0.2"), "GET", base+"/api/x", "X-Api-Key", "k").status)
 		require.NoError(t, sc.stop(t))
 		r := send(t, client("127.0.0.2"), "GET", base+"/api/x", "X-Api-Key", "k")
-		assert.Equal(t, 500, r.status)
+		assert.Equal(t, 502, r.status, "Traefik's service to the sidecar answers ForwardAuth 502, which it passes on")
 		assert.NotContains(t, r.body, "app", "the request does not reach the app")
 	})
 	t.Run("nginx, fail open", func(t *testing.T) {
