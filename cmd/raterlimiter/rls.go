@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"os"
 	"runtime"
 	"slices"
 	"strings"
@@ -25,6 +24,7 @@ import (
 
 	rl "github.com/raterlimiter/raterlimiter"
 	"github.com/raterlimiter/raterlimiter/internal/cli"
+	"github.com/raterlimiter/raterlimiter/internal/readfile"
 	"github.com/raterlimiter/raterlimiter/internal/rls"
 )
 
@@ -139,7 +139,8 @@ func rlsTLS(ctx context.Context, f rlsFlags, watch bool, logger *slog.Logger) (*
 	if f.clientCA == "" {
 		return tc, nil
 	}
-	pool, err := loadCAPool(f.clientCA)
+	var loads fileLoads
+	pool, err := loadCAPool(&loads, f.clientCA)
 	if err != nil {
 		return nil, err
 	}
@@ -158,7 +159,7 @@ func rlsTLS(ctx context.Context, f rlsFlags, watch bool, logger *slog.Logger) (*
 	var cur atomic.Pointer[x509.CertPool]
 	cur.Store(pool)
 	onReload(ctx, logger, watch, []string{f.clientCA}, func(why string) {
-		if p, err := loadCAPool(f.clientCA); err != nil {
+		if p, err := loadCAPool(&loads, f.clientCA); err != nil {
 			logger.Warn(why+": RLS client CA not reloaded; the previous one stays", "err", err)
 		} else {
 			cur.Store(p)
@@ -173,17 +174,19 @@ func rlsTLS(ctx context.Context, f rlsFlags, watch bool, logger *slog.Logger) (*
 		}}, nil
 }
 
-// loadCAPool reads a PEM CA bundle.
-func loadCAPool(path string) (*x509.CertPool, error) {
-	pem, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("-rls-tls-client-ca: %w", err)
-	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(pem) {
-		return nil, fmt.Errorf("-rls-tls-client-ca %s: no PEM certificate in it", path)
-	}
-	return pool, nil
+// loadCAPool reads a PEM CA bundle (loadFile, readfile.Read).
+func loadCAPool(l *fileLoads, path string) (*x509.CertPool, error) {
+	return loadFile(l, path, func() (*x509.CertPool, error) {
+		pem, err := readfile.Read(path, maxPEMBytes)
+		if err != nil {
+			return nil, fmt.Errorf("-rls-tls-client-ca: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("-rls-tls-client-ca %s: no PEM certificate in it", path)
+		}
+		return pool, nil
+	})
 }
 
 // certNames reports whether c carries name as a DNS name or a URI among its

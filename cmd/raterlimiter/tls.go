@@ -13,8 +13,10 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"syscall"
 
 	"github.com/raterlimiter/raterlimiter/internal/cli"
+	"github.com/raterlimiter/raterlimiter/internal/readfile"
 )
 
 // listenFlags are the flags of how the sidecar listens beyond -listen: TLS
@@ -64,7 +66,7 @@ func openListener(ctx context.Context, addr string, f listenFlags, watch bool, l
 	if path, ok := strings.CutPrefix(addr, unixPrefix); ok {
 		ln, err = listenUnix(path, f, logger)
 	} else {
-		ln, err = net.Listen("tcp", addr)
+		ln, err = listenTCP(addr)
 	}
 	if err != nil {
 		return nil, err
@@ -79,6 +81,34 @@ func openListener(ctx context.Context, addr string, f listenFlags, watch bool, l
 	}
 	certs.reloadOnChange(ctx, watch, logger)
 	return tls.NewListener(ln, &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: certs.get}), nil
+}
+
+// sendBufferBytes is the kernel send buffer of each connection the main
+// listener accepts (SO_SNDBUF; Linux reserves twice it). Left to grow, the
+// kernel gives a connection up to net.ipv4.tcp_wmem's maximum (4 MiB by
+// default): a client that pipelines requests and never reads its answers
+// had the sidecar answer ahead until each of its connections held that
+// much, and 50 connections pinned 250 MB of the host's TCP memory until
+// the write timeout. Bounded, a connection that does not read holds
+// 128 KiB of answers, then its next answer waits (and nothing more of it
+// is read) until it reads or the write timeout closes it. A check's answer
+// is under 1 KiB; a larger one (a batch's, /metrics) takes more round
+// trips, which on the loopback or a LAN cost nothing.
+const sendBufferBytes = 64 << 10
+
+// listenTCP listens on addr with sendBufferBytes as the send buffer of the
+// listening socket, which every connection it accepts inherits.
+func listenTCP(addr string) (net.Listener, error) {
+	lc := net.ListenConfig{Control: func(_, _ string, c syscall.RawConn) error {
+		var serr error
+		if err := c.Control(func(fd uintptr) {
+			serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_SNDBUF, sendBufferBytes)
+		}); err != nil {
+			return err
+		}
+		return serr
+	}}
+	return lc.Listen(context.Background(), "tcp", addr)
 }
 
 func listenUnix(path string, f listenFlags, logger *slog.Logger) (net.Listener, error) {
@@ -116,6 +146,7 @@ func listenUnix(path string, f listenFlags, logger *slog.Logger) (net.Listener, 
 type certReloader struct {
 	certFile, keyFile string
 	cur               atomic.Pointer[tls.Certificate]
+	loads             fileLoads
 }
 
 func newCertReloader(certFile, keyFile string) (*certReloader, error) {
@@ -128,12 +159,25 @@ func newCertReloader(certFile, keyFile string) (*certReloader, error) {
 
 // reload reads the pair; on error the previous certificate stays.
 func (r *certReloader) reload() error {
-	c, err := tls.LoadX509KeyPair(r.certFile, r.keyFile)
+	c, err := loadFile(&r.loads, r.certFile, func() (tls.Certificate, error) { return loadKeyPair(r.certFile, r.keyFile) })
 	if err != nil {
 		return fmt.Errorf("loading -tls-cert %s and -tls-key %s: %w", r.certFile, r.keyFile, err)
 	}
 	r.cur.Store(&c)
 	return nil
+}
+
+// loadKeyPair is tls.LoadX509KeyPair, each file read as readPEM reads it.
+func loadKeyPair(certFile, keyFile string) (tls.Certificate, error) {
+	cert, err := readfile.Read(certFile, maxPEMBytes)
+	if err != nil {
+		return tls.Certificate{}, err
+	}
+	key, err := readfile.Read(keyFile, maxPEMBytes)
+	if err != nil {
+		return tls.Certificate{}, err
+	}
+	return tls.X509KeyPair(cert, key)
 }
 
 func (r *certReloader) get(*tls.ClientHelloInfo) (*tls.Certificate, error) { return r.cur.Load(), nil }

@@ -1,0 +1,137 @@
+package main
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/raterlimiter/raterlimiter/internal/tooltest"
+)
+
+// Careless files and hostile clients, on the real binary: what an
+// operator's mistake with a file or a client that never reads can make the
+// sidecar hold.
+
+// sockstatTCPMem is the kernel's TCP memory, all sockets of the host, in
+// bytes ("TCP: ... mem PAGES" of /proc/net/sockstat).
+func sockstatTCPMem(t *testing.T) int64 {
+	t.Helper()
+	b, err := os.ReadFile("/proc/net/sockstat")
+	require.NoError(t, err)
+	m := regexp.MustCompile(`(?m)^TCP:.* mem (\d+)`).FindSubmatch(b)
+	require.NotNil(t, m, "%s", b)
+	pages, err := strconv.ParseInt(string(m[1]), 10, 64)
+	require.NoError(t, err)
+	return pages * int64(os.Getpagesize())
+}
+
+// skmemRe reads what ss says a socket holds: its receive queue (r), its
+// send queue written and queued (t, w) and what it has reserved ahead (f).
+var skmemRe = regexp.MustCompile(`skmem:\(r(\d+),rb\d+,t(\d+),tb\d+,f(\d+),w(\d+)`)
+
+// socketMemory is the kernel memory the TCP sockets ss selects by filter
+// hold, as ss reports it, and how many sockets it summed.
+func socketMemory(t *testing.T, ss, filter string) (bytes int64, sockets int) {
+	t.Helper()
+	out, err := exec.Command(ss, "-tmnH", filter).Output()
+	require.NoError(t, err)
+	for _, m := range skmemRe.FindAllStringSubmatch(string(out), -1) {
+		for _, v := range m[1:] {
+			n, err := strconv.ParseInt(v, 10, 64)
+			require.NoError(t, err)
+			bytes += n
+		}
+		sockets++
+	}
+	return bytes, sockets
+}
+
+// TestHostileUnreadPipelineIsBounded: 50 connections from one address
+// each send 20,000 pipelined checks and never read an answer. Unbounded,
+// the sidecar answered ahead until the kernel's send buffer of each
+// connection had grown to its maximum: 50 connections pinned 238-251 MB
+// of kernel TCP memory until the write timeout, and an address's 1,024
+// connections would pin about 5 GB, every process's TCP memory on the
+// host. Bounded, they hold at most 64 MB (both ends, on loopback), and a
+// bystander on another address is answered throughout.
+func TestHostileUnreadPipelineIsBounded(t *testing.T) {
+	if testing.Short() {
+		t.Skip("drives the binary")
+	}
+	ss := tooltest.Need(t, "ss", "iproute2")
+	const conns, pipelined = 50, 20000
+	s := start(t, nil)
+	_, portStr, err := net.SplitHostPort(s.addr)
+	require.NoError(t, err)
+	port, err := strconv.Atoi(portStr)
+	require.NoError(t, err)
+	before := sockstatTCPMem(t)
+	by := clientFrom("127.0.0.3")
+
+	req := "GET /check_rate?id=pipe&scale=60000&limit=1000000000 HTTP/1.1\r\nHost: x\r\n\r\n"
+	batch := strings.Repeat(req, 500)
+	var wg sync.WaitGroup
+	var open []net.Conn
+	var mu sync.Mutex
+	for range conns {
+		c, err := dialFrom("127.0.0.2", s.addr)
+		require.NoError(t, err)
+		open = append(open, c)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			// Writes stop once the sidecar stops reading: the deadline
+			// ends them, and the connection stays open, unread.
+			c.SetWriteDeadline(time.Now().Add(8 * time.Second))
+			for range pipelined / 500 {
+				if _, err := c.Write([]byte(batch)); err != nil {
+					return
+				}
+			}
+		}()
+	}
+	defer func() {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range open {
+			c.Close()
+		}
+	}()
+	// The bystander is served while the attack goes on, until the
+	// sidecar's write timeout (10 s) closes the unread connections.
+	var peak, peakClients, peakHost int64
+	var sockets int
+	deadline := time.Now().Add(8 * time.Second)
+	for i := 0; time.Now().Before(deadline); i++ {
+		r, err := tryGet(by, s.base+"/check_rate?id=bystander-"+strconv.Itoa(i)+"&scale=60000&limit=10")
+		require.NoError(t, err, "the bystander")
+		require.Equal(t, 200, r.status, "the bystander: %s", r.body)
+		b, n := socketMemory(t, ss, fmt.Sprintf("( sport = :%d )", port))
+		if b > peak {
+			peak, sockets = b, n
+		}
+		c, _ := socketMemory(t, ss, fmt.Sprintf("( dport = :%d )", port))
+		peakClients = max(peakClients, c)
+		peakHost = max(peakHost, sockstatTCPMem(t)-before)
+		time.Sleep(250 * time.Millisecond)
+	}
+	wg.Wait()
+	t.Logf("%d connections, %d pipelined checks each, never read: the sidecar's sockets held at most %.1f MiB (%d sockets); "+
+		"the clients' own, on this host as the test runs on loopback, %.1f MiB (mostly the requests they queued and the sidecar did not read yet); "+
+		"the host's TCP memory grew by at most %.1f MiB (/proc/net/sockstat: every process's, the clients' too)",
+		conns, pipelined, float64(peak)/(1<<20), sockets, float64(peakClients)/(1<<20), float64(peakHost)/(1<<20))
+	assert.LessOrEqual(t, peak, int64(64<<20), "kernel memory the sidecar's unread connections held")
+	// Measured while every connection was open, unread.
+	assert.GreaterOrEqual(t, sockets, conns)
+	require.NoError(t, s.stop(t))
+}
