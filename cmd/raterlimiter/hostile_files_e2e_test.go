@@ -5,6 +5,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -133,5 +134,30 @@ func TestHostileUnreadPipelineIsBounded(t *testing.T) {
 	assert.LessOrEqual(t, peak, int64(64<<20), "kernel memory the sidecar's unread connections held")
 	// Measured while every connection was open, unread.
 	assert.GreaterOrEqual(t, sockets, conns)
+	require.NoError(t, s.stop(t))
+}
+
+// TestAdminTokenSchemeIsCaseInsensitive: "bearer", "BEARER" and "Bearer"
+// are one scheme (RFC 9110 §11.1) on every admin endpoint; another scheme,
+// or the token glued to it, is not.
+func TestAdminTokenSchemeIsCaseInsensitive(t *testing.T) {
+	if testing.Short() {
+		t.Skip("drives the binary")
+	}
+	dir := t.TempDir()
+	tokenFile := filepath.Join(dir, "token")
+	require.NoError(t, os.WriteFile(tokenFile, []byte("s3cret\n"), 0o600))
+	pols := filepath.Join(dir, "policies.yaml")
+	require.NoError(t, os.WriteFile(pols, []byte("policies:\n  - {name: p, key: 'header:K', limit: 1, scale: 1m}\n"), 0o600))
+	s := start(t, nil, "-admin-token-file", tokenFile, "-policies", pols)
+	for _, auth := range []string{"Bearer s3cret", "bearer s3cret", "BEARER s3cret", "bEaReR   s3cret"} {
+		assert.Equal(t, 200, s.do(t, "GET", "/buckets?id=x", "", "", "Authorization", auth).status, "GET /buckets, %q", auth)
+		assert.Equal(t, 200, s.do(t, "GET", "/metrics", "", "", "Authorization", auth).status, "GET /metrics, %q", auth)
+		assert.Equal(t, 200, s.do(t, "POST", "/reload", "", "", "Authorization", auth).status, "POST /reload, %q", auth)
+	}
+	for _, auth := range []string{"", "s3cret", "Basic s3cret", "bearers3cret", "bearer s3cre", "bearer s3cret2", "bearer"} {
+		assert.Equal(t, 401, s.do(t, "GET", "/buckets?id=x", "", "", "Authorization", auth).status, "GET /buckets, %q", auth)
+		assert.Equal(t, 401, s.do(t, "POST", "/reload", "", "", "Authorization", auth).status, "POST /reload, %q", auth)
+	}
 	require.NoError(t, s.stop(t))
 }
