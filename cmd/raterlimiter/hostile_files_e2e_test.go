@@ -2,7 +2,9 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -10,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -159,5 +162,155 @@ func TestAdminTokenSchemeIsCaseInsensitive(t *testing.T) {
 		assert.Equal(t, 401, s.do(t, "GET", "/buckets?id=x", "", "", "Authorization", auth).status, "GET /buckets, %q", auth)
 		assert.Equal(t, 401, s.do(t, "POST", "/reload", "", "", "Authorization", auth).status, "POST /reload, %q", auth)
 	}
+	require.NoError(t, s.stop(t))
+}
+
+// policiesWithLimit is a policies file of one policy, p, with limit.
+func policiesWithLimit(limit int) string {
+	return fmt.Sprintf("policies:\n  - {name: p, key: 'header:K', limit: %d, scale: 1m}\n", limit)
+}
+
+// renameOver writes content to a file beside path and renames it over
+// path, as a careful writer (and the kubelet) does.
+func renameOver(t *testing.T, path, content string) {
+	t.Helper()
+	tmp := path + ".new"
+	require.NoError(t, os.WriteFile(tmp, []byte(content), 0o644))
+	require.NoError(t, os.Rename(tmp, path))
+}
+
+// postReload is POST /reload with a client that gives up after 20 s (a
+// hang is a failure, not a test that never ends).
+func postReload(t *testing.T, s *sidecar) gwReply {
+	t.Helper()
+	c := clientFrom("127.0.0.1")
+	c.Timeout = 20 * time.Second
+	req, err := http.NewRequest("POST", s.base+"/reload", nil)
+	require.NoError(t, err)
+	resp, err := c.Do(req)
+	require.NoError(t, err, "POST /reload must answer\n%s", lastLines(s.logs(), 20))
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return gwReply{resp.StatusCode, resp.Header, string(b)}
+}
+
+// policyLimit is the limit of policy p in force, as RateLimit-Policy says.
+func policyLimit(t *testing.T, s *sidecar) string {
+	t.Helper()
+	return s.get(t, "/check_rate?policy=p&id=probe&hits=0").header.Get("RateLimit-Policy")
+}
+
+// TestCarelessFilesFIFORenamedOver: a FIFO renamed over the policies file
+// and over the RLS configuration. Unbounded, the watcher blocked in open()
+// for good, holding the lock SIGHUP needed, and POST /reload hung: no edit
+// applied again, nothing was logged or counted. Now each reload refuses
+// it at once, says so and counts it, and the next good file applies.
+func TestCarelessFilesFIFORenamedOver(t *testing.T) {
+	if testing.Short() {
+		t.Skip("drives the binary")
+	}
+	dir := t.TempDir()
+	pols := filepath.Join(dir, "policies.yaml")
+	require.NoError(t, os.WriteFile(pols, []byte(policiesWithLimit(1)), 0o644))
+	rlsDir := filepath.Join(dir, "rls")
+	require.NoError(t, os.Mkdir(rlsDir, 0o755))
+	rlsFile := filepath.Join(rlsDir, "d.yaml")
+	require.NoError(t, os.WriteFile(rlsFile, []byte("domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: day, requests_per_unit: 1}\n"), 0o644))
+	s := start(t, nil, "-policies", pols, "-policies-only", "-rls-listen", "127.0.0.1:0", "-rls-config", rlsDir)
+	s.listenAddr(t, "rls")
+
+	for _, p := range []string{pols, rlsFile} {
+		fifo := p + ".fifo"
+		require.NoError(t, syscall.Mkfifo(fifo, 0o644))
+		require.NoError(t, os.Rename(fifo, p))
+	}
+	polFIFO := `the rules in force stay" err="` + pols + `: is a FIFO, not a regular file"`
+	rlsFIFO := `the rules in force stay" err="` + rlsFile + `: is a FIFO, not a regular file"`
+	waitLog(t, s, polFIFO, 1)
+	waitLog(t, s, rlsFIFO, 1)
+
+	// SIGHUP is not held up: it tries again and says so again.
+	require.NoError(t, s.Cmd.Process.Signal(syscall.SIGHUP))
+	waitLog(t, s, polFIFO, 2)
+	waitLog(t, s, rlsFIFO, 2)
+	r := postReload(t, s)
+	assert.Equal(t, 422, r.status)
+	assert.Contains(t, r.body, "is a FIFO, not a regular file")
+	assert.GreaterOrEqual(t, metric(t, s, `raterlimiter_policy_reloads_total{result="failed"}`), 3.0)
+	assert.GreaterOrEqual(t, metric(t, s, `raterlimiter_rls_reloads_total{result="failed"}`), 2.0)
+	assert.Equal(t, `"p";q=1;w=60`, policyLimit(t, s), "the rules in force stay")
+
+	// The next good file applies.
+	renameOver(t, pols, policiesWithLimit(3))
+	renameOver(t, rlsFile, "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: day, requests_per_unit: 4}\n")
+	waitLog(t, s, "policies reloaded", 1)
+	waitLog(t, s, "rls: configuration reloaded", 1)
+	assert.Equal(t, `"p";q=3;w=60`, policyLimit(t, s))
+	require.NoError(t, s.stop(t))
+}
+
+// hungMount mounts, on a directory of its own, a FUSE file system whose
+// daemon never answers: every stat, open or read under it blocks, as on a
+// network mount whose server went away. It needs /dev/fuse and the right
+// to mount (root); elsewhere the test is skipped, never under CI=true.
+func hungMount(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	fd, err := syscall.Open("/dev/fuse", syscall.O_RDWR, 0)
+	if err == nil {
+		err = syscall.Mount("hung", dir, "fuse.hung", syscall.MS_NOSUID|syscall.MS_NODEV,
+			fmt.Sprintf("fd=%d,rootmode=40000,user_id=0,group_id=0", fd))
+		if err != nil {
+			syscall.Close(fd)
+		}
+	}
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("cannot mount a FUSE file system (CI=true: tests must not skip): %v", err)
+		}
+		t.Skipf("cannot mount a FUSE file system (needs /dev/fuse and root): %v", err)
+	}
+	t.Cleanup(func() {
+		// Closing the device ends the connection: whatever still waits
+		// on the mount gets an error and returns.
+		syscall.Close(fd)
+		assert.NoError(t, syscall.Unmount(dir, syscall.MNT_DETACH))
+	})
+	return dir
+}
+
+// TestCarelessFilesHungMount: the policies file becomes a link into a
+// mount that never answers (a stale network mount). Unbounded, the watcher
+// blocked for good in the read, holding the lock SIGHUP needed, and POST
+// /reload hung. Now each load is abandoned after fileTimeout, logged and
+// counted; SIGHUP and POST /reload answer; and the next good file applies.
+func TestCarelessFilesHungMount(t *testing.T) {
+	if testing.Short() {
+		t.Skip("drives the binary")
+	}
+	mnt := hungMount(t)
+	dir := t.TempDir()
+	pols := filepath.Join(dir, "policies.yaml")
+	require.NoError(t, os.WriteFile(pols, []byte(policiesWithLimit(1)), 0o644))
+	s := start(t, nil, "-policies", pols, "-policies-only")
+
+	require.NoError(t, os.Symlink(filepath.Join(mnt, "policies.yaml"), pols+".new"))
+	require.NoError(t, os.Rename(pols+".new", pols))
+	hung := `not read within 5s (a hung network mount?), abandoned`
+	waitLog(t, s, hung, 1)
+	require.NoError(t, s.Cmd.Process.Signal(syscall.SIGHUP))
+	t0 := time.Now()
+	r := postReload(t, s)
+	assert.Equal(t, 422, r.status)
+	assert.Contains(t, r.body, hung)
+	assert.Less(t, time.Since(t0), 15*time.Second, "POST /reload waits for its own read only")
+	waitLog(t, s, `msg="SIGHUP: policies not reloaded"`, 1)
+	assert.GreaterOrEqual(t, metric(t, s, `raterlimiter_policy_reloads_total{result="failed"}`), 3.0)
+	assert.Equal(t, `"p";q=1;w=60`, policyLimit(t, s), "the rules in force stay")
+
+	renameOver(t, pols, policiesWithLimit(3))
+	waitLog(t, s, "policies reloaded", 1)
+	assert.Equal(t, `"p";q=3;w=60`, policyLimit(t, s))
 	require.NoError(t, s.stop(t))
 }
