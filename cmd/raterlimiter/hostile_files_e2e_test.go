@@ -314,3 +314,100 @@ func TestCarelessFilesHungMount(t *testing.T) {
 	assert.Equal(t, `"p";q=3;w=60`, policyLimit(t, s))
 	require.NoError(t, s.stop(t))
 }
+
+// peakRSS is the most resident memory process pid has held since
+// resetPeakRSS (VmHWM).
+func peakRSS(t *testing.T, pid int) int64 {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	require.NoError(t, err)
+	m := regexp.MustCompile(`(?m)^VmHWM:\s+(\d+) kB`).FindSubmatch(b)
+	require.NotNil(t, m)
+	kb, err := strconv.ParseInt(string(m[1]), 10, 64)
+	require.NoError(t, err)
+	return kb << 10
+}
+
+// resetPeakRSS starts peakRSS anew from the resident memory now.
+func resetPeakRSS(t *testing.T, pid int) {
+	t.Helper()
+	require.NoError(t, os.WriteFile(fmt.Sprintf("/proc/%d/clear_refs", pid), []byte("5"), 0))
+}
+
+// refusedWithin waits for want in the sidecar's log, failing the test
+// early when the sidecar's peak memory grows by more than bound meanwhile
+// (unbounded, a read of /dev/zero grows without end). It returns the
+// growth of the peak over rss.
+func refusedWithin(t *testing.T, s *sidecar, want string, rss, bound int64) int64 {
+	t.Helper()
+	pid := s.Cmd.Process.Pid
+	deadline := time.Now().Add(20 * time.Second)
+	for !strings.Contains(s.logs(), want) {
+		if grown := peakRSS(t, pid) - rss; grown > bound || time.Now().After(deadline) {
+			t.Fatalf("%q not logged; the sidecar's memory grew by %s MiB\n%s", want, mib(float64(grown)), lastLines(s.logs(), 10))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return peakRSS(t, pid) - rss
+}
+
+// TestCarelessFilesMemoryIsBounded: a link to /dev/zero renamed over the
+// policies file (Stat says 0 bytes; the read never ends: 166 MB to 1.5 GB
+// in 11 s), and a 20 MB RLS configuration (parsed whole, 23 MB to 1.1-2.0
+// GB, kept after it was refused). Each is refused with the sidecar's
+// resident memory growing by at most 100 MB, and given back; a policies
+// file at its bound, of the shape that costs the YAML parser most, too.
+func TestCarelessFilesMemoryIsBounded(t *testing.T) {
+	if testing.Short() {
+		t.Skip("drives the binary")
+	}
+	const bound = 100 << 20
+	dir := t.TempDir()
+	pols := filepath.Join(dir, "policies.yaml")
+	require.NoError(t, os.WriteFile(pols, []byte(policiesWithLimit(1)), 0o644))
+	rlsFile := filepath.Join(dir, "rls.yaml")
+	require.NoError(t, os.WriteFile(rlsFile, []byte("domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: day, requests_per_unit: 1}\n"), 0o644))
+	s := start(t, nil, "-policies", pols, "-policies-only", "-rls-listen", "127.0.0.1:0", "-rls-config", rlsFile)
+	s.listenAddr(t, "rls")
+	pid := s.Cmd.Process.Pid
+
+	settle := func() int64 {
+		time.Sleep(500 * time.Millisecond)
+		rss, err := readRSS(pid)
+		require.NoError(t, err)
+		resetPeakRSS(t, pid)
+		return rss
+	}
+
+	rss := settle()
+	require.NoError(t, os.Symlink("/dev/zero", pols+".new"))
+	require.NoError(t, os.Rename(pols+".new", pols))
+	grown := refusedWithin(t, s, pols+`: is a character device, not a regular file`, rss, bound)
+	t.Logf("a link to /dev/zero: refused, the peak grew by %s MiB", mib(float64(grown)))
+
+	rss = settle()
+	var big strings.Builder
+	big.WriteString("domain: d\ndescriptors:\n")
+	for i := 0; big.Len() < 20<<20; i++ {
+		fmt.Fprintf(&big, "  - key: k%d\n    rate_limit: {unit: day, requests_per_unit: 1}\n", i)
+	}
+	renameOver(t, rlsFile, big.String())
+	grown = refusedWithin(t, s, fmt.Sprintf("%s: is %d bytes; at most 1048576 are read", rlsFile, big.Len()), rss, bound)
+	t.Logf("a 20 MB RLS configuration: refused, the peak grew by %s MiB", mib(float64(grown)))
+
+	// At the bound: one flow sequence of 1 MiB, the shape whose parse
+	// takes the most (about 127 bytes a byte), refused once parsed: the
+	// bound of a parse is about 110 MB.
+	rss = settle()
+	worst := "policies: [" + strings.Repeat("a,", (1<<20-16)/2) + "a]\n"
+	require.LessOrEqual(t, len(worst), 1<<20)
+	renameOver(t, pols, worst)
+	grown = refusedWithin(t, s, pols+`:1: 524281 policies; at most 1000`, rss, 128<<20)
+	after := settledRSS(t, s, rss+16<<20)
+	t.Logf("a policies file at its bound (1 MiB), parsed and refused: the peak grew by %s MiB; %s MiB after, %s MiB before",
+		mib(float64(grown)), mib(float64(after)), mib(float64(rss)))
+	assert.LessOrEqual(t, after, rss+16<<20, "the memory of a parse is given back")
+
+	assert.Equal(t, `"p";q=1;w=60`, policyLimit(t, s), "the rules in force stay")
+	require.NoError(t, s.stop(t))
+}
