@@ -411,3 +411,79 @@ func TestCarelessFilesMemoryIsBounded(t *testing.T) {
 	assert.Equal(t, `"p";q=1;w=60`, policyLimit(t, s), "the rules in force stay")
 	require.NoError(t, s.stop(t))
 }
+
+// TestCarelessFilesDirectoryRecreated: a redeploy replaces the directory
+// that holds the policies file. Unbounded, its watch went with it and was
+// never made again: SIGHUP loaded once, later edits never. Now the
+// directory's parent sees it made again, and it is watched anew.
+func TestCarelessFilesDirectoryRecreated(t *testing.T) {
+	if testing.Short() {
+		t.Skip("drives the binary")
+	}
+	dir := filepath.Join(t.TempDir(), "config")
+	require.NoError(t, os.Mkdir(dir, 0o755))
+	pols := filepath.Join(dir, "policies.yaml")
+	require.NoError(t, os.WriteFile(pols, []byte(policiesWithLimit(1)), 0o644))
+	s := start(t, nil, "-policies", pols, "-policies-only")
+
+	require.NoError(t, os.RemoveAll(dir))
+	waitLog(t, s, "policies not reloaded", 1)
+	require.NoError(t, os.Mkdir(dir, 0o755))
+	require.NoError(t, os.WriteFile(pols, []byte(policiesWithLimit(2)), 0o644))
+	waitLog(t, s, "policies reloaded", 1)
+	assert.Equal(t, `"p";q=2;w=60`, policyLimit(t, s))
+
+	// And the next edit, in the new directory, is seen too.
+	renameOver(t, pols, policiesWithLimit(3))
+	waitLog(t, s, "policies reloaded", 2)
+	assert.Equal(t, `"p";q=3;w=60`, policyLimit(t, s))
+	require.NoError(t, s.stop(t))
+}
+
+// startAsNobody is start with the sidecar run as the user nobody (uid
+// 65534), for a test of permissions, which root does not heed. It needs
+// root and setpriv; elsewhere the test is skipped, never under CI=true.
+func startAsNobody(t *testing.T, args ...string) *sidecar {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("needs root to run the sidecar as another user (CI=true: tests must not skip)")
+		}
+		t.Skip("needs root to run the sidecar as another user")
+	}
+	setpriv := tooltest.Need(t, "setpriv", "util-linux")
+	bin := build(t)
+	require.NoError(t, os.Chmod(filepath.Dir(bin), 0o755))
+	s := &sidecar{Proc: tooltest.Start(t, nil, setpriv, append([]string{"--reuid=65534", "--regid=65534", "--clear-groups",
+		bin, "-listen", "127.0.0.1:0"}, args...)...)}
+	s.addr = s.waitAddr(t, "raterlimiter", 30*time.Second)
+	s.base = "http://" + s.addr
+	return s
+}
+
+// TestCarelessFilesPermissionsFixed: a file renamed over the policies with
+// mode 000, then made readable. Unbounded, the change of permissions was
+// ignored: the file stayed unloaded until its next change of contents.
+func TestCarelessFilesPermissionsFixed(t *testing.T) {
+	if testing.Short() {
+		t.Skip("drives the binary")
+	}
+	dir := filepath.Join(t.TempDir(), "config")
+	require.NoError(t, os.Mkdir(dir, 0o755))
+	for d := dir; d != os.TempDir(); d = filepath.Dir(d) {
+		require.NoError(t, os.Chmod(d, 0o755))
+	}
+	pols := filepath.Join(dir, "policies.yaml")
+	require.NoError(t, os.WriteFile(pols, []byte(policiesWithLimit(1)), 0o644))
+	s := startAsNobody(t, "-policies", pols, "-policies-only")
+
+	require.NoError(t, os.WriteFile(pols+".new", []byte(policiesWithLimit(3)), 0o000))
+	require.NoError(t, os.Rename(pols+".new", pols))
+	waitLog(t, s, "permission denied", 1)
+	assert.Equal(t, `"p";q=1;w=60`, policyLimit(t, s))
+
+	require.NoError(t, os.Chmod(pols, 0o644))
+	waitLog(t, s, "policies reloaded", 1)
+	assert.Equal(t, `"p";q=3;w=60`, policyLimit(t, s))
+	require.NoError(t, s.stop(t))
+}
