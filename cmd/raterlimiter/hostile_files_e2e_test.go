@@ -487,3 +487,102 @@ func TestCarelessFilesPermissionsFixed(t *testing.T) {
 	assert.Equal(t, `"p";q=3;w=60`, policyLimit(t, s))
 	require.NoError(t, s.stop(t))
 }
+
+// TestCarelessFilesPartialWrite: the policies file written in place in two
+// steps 300 ms apart, cut at a policy's boundary, which is valid YAML.
+// Unbounded (a quiet period of 200 ms), the first half loaded: the policy
+// not written yet was gone, its requests unlimited, until the rest came.
+// Now the file is read once it has been quiet for a second. A reload that
+// does remove a policy names it at WARN and counts it.
+func TestCarelessFilesPartialWrite(t *testing.T) {
+	if testing.Short() {
+		t.Skip("drives the binary")
+	}
+	dir := t.TempDir()
+	pols := filepath.Join(dir, "policies.yaml")
+	const a = "policies:\n  - {name: a, key: 'header:K', limit: 100, scale: 1m}\n"
+	const b = "  - {name: b, key: 'header:K', limit: 5, scale: 1m}\n"
+	require.NoError(t, os.WriteFile(pols, []byte(a+b), 0o644))
+	s := start(t, nil, "-policies", pols, "-policies-only")
+	awayFromMinuteEnd(20 * time.Second)
+	for range 5 {
+		require.Equal(t, 200, s.get(t, "/check_rate?policy=b&id=k").status)
+	}
+	require.Equal(t, 429, s.get(t, "/check_rate?policy=b&id=k").status)
+
+	// Written in place, as a script or a careless editor does.
+	f, err := os.OpenFile(pols, os.O_WRONLY|os.O_TRUNC, 0)
+	require.NoError(t, err)
+	_, err = f.WriteString(a)
+	require.NoError(t, err)
+	seen := map[int]int{}
+	for range 6 {
+		time.Sleep(50 * time.Millisecond)
+		seen[s.get(t, "/check_rate?policy=b&id=k").status]++
+	}
+	_, err = f.WriteString(b)
+	require.NoError(t, err)
+	require.NoError(t, f.Close())
+	// Well after the quiet period: what loaded is the whole file.
+	waitLog(t, s, "policies reloaded", 1)
+	for range 4 {
+		seen[s.get(t, "/check_rate?policy=b&id=k").status]++
+	}
+	assert.Equal(t, map[int]int{429: 10}, seen, "b denied throughout, never unknown (400) or let through (200)")
+	assert.NotContains(t, s.logs(), "removes policies")
+
+	// A file that does remove b: said at WARN, by name, and counted.
+	renameOver(t, pols, a)
+	waitLog(t, s, `level=WARN msg="the reloaded policies file removes policies: the requests they matched are no longer limited by them" removed=[b]`, 1)
+	assert.Equal(t, 1.0, metric(t, s, "raterlimiter_policies_removed_total"))
+	require.NoError(t, s.stop(t))
+}
+
+// TestReloadKeepsWhatTheDocsSay: a policy that keeps its name, scale and
+// algo keeps its counts across a reload (a new limit applies to them); a
+// new scale or algo starts fresh windows, as docs/gateways.md says.
+// Unbounded, the docs promised the counts of every policy that kept its
+// name, and a new scale gave every key a fresh window (3 more through a
+// spent limit of 3).
+func TestReloadKeepsWhatTheDocsSay(t *testing.T) {
+	if testing.Short() {
+		t.Skip("drives the binary")
+	}
+	doc, err := os.ReadFile("../../docs/gateways.md")
+	require.NoError(t, err)
+	const says = "Counters are kept by (policy name, key) and the window: a policy that keeps its name, scale and algo keeps its counts across a reload, under its new limit if that changed; a new scale or algo starts its counts afresh: every key gets a full window again."
+	assert.True(t, strings.Contains(strings.Join(strings.Fields(string(doc)), " "), says), "docs/gateways.md says: %s", says)
+
+	dir := t.TempDir()
+	pols := filepath.Join(dir, "policies.yaml")
+	pol := func(limit int, scale, algo string) string {
+		return fmt.Sprintf("policies:\n  - {name: p, key: 'header:K', limit: %d, scale: %s, algo: %s}\n", limit, scale, algo)
+	}
+	require.NoError(t, os.WriteFile(pols, []byte(pol(3, "1h", "fixed")), 0o644))
+	s := start(t, nil, "-policies", pols, "-policies-only")
+	check := func() int { return s.get(t, "/check_rate?policy=p&id=k").status }
+	reloaded := 0
+	reload := func(content string) {
+		renameOver(t, pols, content)
+		reloaded++
+		waitLog(t, s, "policies reloaded", reloaded)
+	}
+	for range 3 {
+		require.Equal(t, 200, check())
+	}
+	require.Equal(t, 429, check())
+
+	reload(pol(5, "1h", "fixed"))
+	assert.Equal(t, 200, check(), "the count kept (4 counted, the denied one too), 5 of 5")
+	assert.Equal(t, 429, check())
+
+	reload(pol(5, "2h", "fixed"))
+	assert.Equal(t, 200, check(), "a new scale: a fresh window")
+
+	reload(pol(5, "2h", "sliding"))
+	for range 5 {
+		assert.Equal(t, 200, check(), "a new algo: a fresh window")
+	}
+	assert.Equal(t, 429, check())
+	require.NoError(t, s.stop(t))
+}
