@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/raterlimiter/raterlimiter/internal/defaults"
 	"github.com/raterlimiter/raterlimiter/internal/tooltest"
 )
 
@@ -585,4 +586,105 @@ func TestReloadKeepsWhatTheDocsSay(t *testing.T) {
 	}
 	assert.Equal(t, 429, check())
 	require.NoError(t, s.stop(t))
+}
+
+// TestGatewayHeldAnswerOutlivesTheProxy: a policy with wait: true behind
+// nginx with the fail-open snippets. Every snippet of docs/gateways/ waits
+// for the sidecar's answer longer than -max-wait, and says why. With the
+// proxy's read timeout above -max-wait (here 3 s over 2 s, the docs' 15 s
+// over 10 s scaled down), every held answer comes back in its turn and
+// nothing passes through the fail-open path. Below it, what
+// docs/gateways.md says happens: nginx gives up on held answers (504,
+// "upstream timed out"), and the fail-open snippet lets those requests
+// through before their turn, their checks counted all the same. Unbounded,
+// the snippets set no read timeout and the docs said nothing of it: with
+// one below -max-wait, 11 requests reached the app where about 4 were
+// allowed.
+func TestGatewayHeldAnswerOutlivesTheProxy(t *testing.T) {
+	if testing.Short() {
+		t.Skip("drives nginx")
+	}
+	maxWait := defaults.MaxWait
+	readTimeout := func(re, conf string) time.Duration {
+		m := regexp.MustCompile(re).FindStringSubmatch(conf)
+		require.NotNil(t, m, "%s sets no read timeout:\n%s", re, conf)
+		d, err := time.ParseDuration(m[1])
+		require.NoError(t, err)
+		return d
+	}
+	nginxConf := docFile(t, "nginx.conf")
+	assert.Greater(t, readTimeout(`(?m)^\s*proxy_read_timeout (\d+s);`, nginxConf), maxWait, "nginx.conf")
+	assert.Greater(t, readTimeout(`(?m)^\s*response_header_timeout (\d+s)`, docFile(t, "Caddyfile")), maxWait, "Caddyfile")
+	assert.Greater(t, readTimeout(`(?m)^\s*# ForwardAuth waits (\d+s) for the answer`, docFile(t, "traefik-dynamic.yml")), maxWait, "traefik-dynamic.yml")
+	for _, name := range []string{"nginx.conf", "Caddyfile", "traefik-dynamic.yml"} {
+		assert.Contains(t, docFile(t, name), "-max-wait (10s by default)", "%s says why", name)
+	}
+	require.Equal(t, 10*time.Second, maxWait, "the docs name the default")
+
+	policies := filepath.Join(t.TempDir(), "policies.yaml")
+	require.NoError(t, os.WriteFile(policies, []byte(`trusted_proxies: [127.0.0.1]
+policies:
+  - name: turns
+    match: {path_prefix: /slow/}
+    key: header:X-Api-Key
+    algo: leaky
+    limit: 2
+    scale: 1s
+    queue: 100
+    wait: true
+`), 0o600))
+	for _, tc := range []struct {
+		name    string
+		timeout string
+		timeOut bool // nginx gives up on held answers
+	}{
+		{"read timeout above -max-wait, as documented", "3s", false},
+		{"read timeout below -max-wait", "1s", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var nginxDir string
+			g := gateway{name: "nginx", start: func(t *testing.T, proxy, sidecar, app int) {
+				conf := nginxFailOpen(t)
+				require.Contains(t, conf, "proxy_read_timeout 15s;")
+				conf = strings.Replace(conf, "proxy_read_timeout 15s;", "proxy_read_timeout "+tc.timeout+";", 1)
+				nginxDir = startNginx(t, ports(conf, proxy, sidecar, app), proxy)
+			}}
+			base, sc := startGatewayWith(t, g, policies, "-max-wait", "2s")
+			// Six at once: one leaves every 500 ms, so the first five wait
+			// 0 to 2 s, within -max-wait, and the sixth (2.5 s) is denied
+			// at once.
+			type answer struct {
+				r   gwReply
+				err error
+			}
+			answers := make(chan answer, 6)
+			for range 6 {
+				go func() {
+					r, err := tryGet(clientFrom("127.0.0.1"), base+"/slow/x", "X-Api-Key", "k")
+					answers <- answer{r, err}
+				}()
+			}
+			statuses := map[int]int{}
+			for range 6 {
+				a := <-answers
+				require.NoError(t, a.err)
+				if reachedApp(a.r) {
+					statuses[200]++
+				} else {
+					statuses[a.r.status]++
+				}
+			}
+			assert.Equal(t, map[int]int{200: 5, 429: 1}, statuses, "five in their turn, the sixth denied")
+			assert.Equal(t, 5.0, metric(t, sc, `raterlimiter_policy_checks_total{policy="turns",result="allowed"}`), "five checks counted")
+			log, err := os.ReadFile(filepath.Join(nginxDir, "error.log"))
+			require.NoError(t, err)
+			timedOut := strings.Count(string(log), "upstream timed out")
+			if tc.timeOut {
+				assert.Positive(t, timedOut, "nginx gave up on held answers, and the fail-open snippet let them through")
+			} else {
+				assert.Zero(t, timedOut, "every held answer came back in its turn\n%s", log)
+			}
+			t.Logf("%s: %d of the held answers outlived nginx's proxy_read_timeout %s", tc.name, timedOut, tc.timeout)
+		})
+	}
 }
