@@ -1,6 +1,7 @@
 package main
 
 import (
+	"crypto/tls"
 	"fmt"
 	"io"
 	"net"
@@ -687,4 +688,40 @@ policies:
 			t.Logf("%s: %d of the held answers outlived nginx's proxy_read_timeout %s", tc.name, timedOut, tc.timeout)
 		})
 	}
+}
+
+// TestCarelessFilesTLSKeyIsAFIFO: a FIFO renamed over -tls-key. It is
+// refused at once, logged and counted; the certificate in force is still
+// served; and the next good pair is taken.
+func TestCarelessFilesTLSKeyIsAFIFO(t *testing.T) {
+	if testing.Short() {
+		t.Skip("drives the binary")
+	}
+	dir := t.TempDir()
+	first := newPKI(t, dir, "first", 1)
+	cert, key := filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
+	copyFile(t, first.certFile, cert)
+	copyFile(t, first.keyFile, key)
+	s := start(t, nil, "-tls-cert", cert, "-tls-key", key)
+	c := &http.Client{Timeout: 20 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: first.pool}}}
+	failed := func() string {
+		resp, err := c.Get("https://" + s.addr + "/metrics")
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		return regexp.MustCompile(`(?m)^raterlimiter_tls_reloads_total\{file="tls-cert",result="failed"\} (\d+)$`).FindString(string(b))
+	}
+
+	require.NoError(t, syscall.Mkfifo(key+".fifo", 0o600))
+	require.NoError(t, os.Rename(key+".fifo", key))
+	waitLog(t, s, key+" is a FIFO, not a regular file", 1)
+	assert.Equal(t, `raterlimiter_tls_reloads_total{file="tls-cert",result="failed"} 1`, failed())
+	assert.Equal(t, 0, servedSerial(t, s.addr).Cmp(first.serial), "the pair in force is served")
+
+	second := newPKI(t, dir, "second", 2)
+	copyFile(t, second.certFile, cert)
+	copyFile(t, second.keyFile, key)
+	require.Eventually(t, func() bool { return servedSerial(t, s.addr).Cmp(second.serial) == 0 }, 20*time.Second, 20*time.Millisecond)
+	require.NoError(t, s.stop(t))
 }

@@ -126,7 +126,7 @@ func (f rlsFlags) limits(maxKey int, handshake time.Duration) rls.Limits {
 // rlsTLS is the listener's TLS configuration, nil without -rls-tls-cert.
 // The serving pair is reread as -tls-cert's is; the client CA is read
 // once, at start.
-func rlsTLS(ctx context.Context, f rlsFlags, watch bool, logger *slog.Logger) (*tls.Config, error) {
+func rlsTLS(ctx context.Context, f rlsFlags, watch bool, reloads *prometheus.CounterVec, logger *slog.Logger) (*tls.Config, error) {
 	if f.cert == "" {
 		return nil, nil
 	}
@@ -134,7 +134,7 @@ func rlsTLS(ctx context.Context, f rlsFlags, watch bool, logger *slog.Logger) (*
 	if err != nil {
 		return nil, fmt.Errorf("-rls-tls-cert: %w", err)
 	}
-	certs.reloadOnChange(ctx, watch, logger)
+	certs.reloadOnChange(ctx, watch, reloads.WithLabelValues("rls-tls-cert", "ok"), reloads.WithLabelValues("rls-tls-cert", "failed"), logger)
 	tc := &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: certs.get, NextProtos: []string{"h2"}} // gRPC clients require ALPN h2
 	if f.clientCA == "" {
 		return tc, nil
@@ -160,9 +160,11 @@ func rlsTLS(ctx context.Context, f rlsFlags, watch bool, logger *slog.Logger) (*
 	cur.Store(pool)
 	onReload(ctx, logger, watch, []string{f.clientCA}, func(why string) {
 		if p, err := loadCAPool(&loads, f.clientCA); err != nil {
+			reloads.WithLabelValues("rls-tls-client-ca", "failed").Inc()
 			logger.Warn(why+": RLS client CA not reloaded; the previous one stays", "err", err)
 		} else {
 			cur.Store(p)
+			reloads.WithLabelValues("rls-tls-client-ca", "ok").Inc()
 			logger.Info(why+": RLS client CA reloaded", "ca", f.clientCA)
 		}
 	})
@@ -236,7 +238,7 @@ func (r *rlsService) collectors() []prometheus.Collector {
 // nil without -rls-listen.
 // maxOverride bounds the window of a request's own limit override
 // (-redis-max-scale on the Redis backend, 0: none).
-func openRLS(ctx context.Context, f rlsFlags, lis listenFlags, watch bool, lim rl.Limiter, maxKey int, handshake, maxOverride time.Duration, logger *slog.Logger) (*rlsService, error) {
+func openRLS(ctx context.Context, f rlsFlags, lis listenFlags, watch bool, lim rl.Limiter, maxKey int, handshake, maxOverride time.Duration, tlsReloads *prometheus.CounterVec, logger *slog.Logger) (*rlsService, error) {
 	if f.listen == "" {
 		return nil, nil
 	}
@@ -247,7 +249,7 @@ func openRLS(ctx context.Context, f rlsFlags, lis listenFlags, watch bool, lim r
 	srv := rls.New(rls.Options{Limiter: lim, Config: cfg, Load: func() (*rls.Config, error) { return f.load(f.config) },
 		MaxKeyBytes: maxKey, MaxDescriptors: f.maxDescriptors, Logger: logger, Shadow: f.shadow, MaxOverrideScale: maxOverride,
 		QuotaMode: f.quota, ResponseMetadata: f.metadata})
-	tc, err := rlsTLS(ctx, f, watch, logger)
+	tc, err := rlsTLS(ctx, f, watch, tlsReloads, logger)
 	if err != nil {
 		return nil, err
 	}

@@ -15,6 +15,8 @@ import (
 	"sync/atomic"
 	"syscall"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/raterlimiter/raterlimiter/internal/cli"
 	"github.com/raterlimiter/raterlimiter/internal/readfile"
 )
@@ -60,7 +62,7 @@ const unixPrefix = "unix:"
 // f names a certificate. A unix socket gets f's permissions, replaces a
 // stale socket file that nothing answers on (left by a crash), refuses one
 // that something does, and is removed when the listener closes.
-func openListener(ctx context.Context, addr string, f listenFlags, watch bool, logger *slog.Logger) (net.Listener, error) {
+func openListener(ctx context.Context, addr string, f listenFlags, watch bool, reloads *prometheus.CounterVec, logger *slog.Logger) (net.Listener, error) {
 	var ln net.Listener
 	var err error
 	if path, ok := strings.CutPrefix(addr, unixPrefix); ok {
@@ -79,7 +81,7 @@ func openListener(ctx context.Context, addr string, f listenFlags, watch bool, l
 		ln.Close()
 		return nil, err
 	}
-	certs.reloadOnChange(ctx, watch, logger)
+	certs.reloadOnChange(ctx, watch, reloads.WithLabelValues("tls-cert", "ok"), reloads.WithLabelValues("tls-cert", "failed"), logger)
 	return tls.NewListener(ln, &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: certs.get}), nil
 }
 
@@ -182,15 +184,28 @@ func loadKeyPair(certFile, keyFile string) (tls.Certificate, error) {
 
 func (r *certReloader) get(*tls.ClientHelloInfo) (*tls.Certificate, error) { return r.cur.Load(), nil }
 
+// newTLSReloads is the series of reloads of the TLS files, by flag and
+// result.
+func newTLSReloads() *prometheus.CounterVec {
+	v := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "raterlimiter_tls_reloads_total",
+		Help: "Reloads of the TLS files by flag (tls-cert: -tls-cert and -tls-key; rls-tls-cert; rls-tls-client-ca) and result (ok, failed); a failed one keeps the files in force.",
+	}, []string{"file", "result"})
+	return v
+}
+
 // reloadOnChange rereads the certificate on every SIGHUP and, with watch,
-// when its files change, until ctx ends. A certificate and its key are
-// rarely replaced in one step: a pair that does not match yet keeps the
-// previous one until the second file arrives.
-func (r *certReloader) reloadOnChange(ctx context.Context, watch bool, logger *slog.Logger) {
+// when its files change, until ctx ends, counting each reload in ok or
+// failed. A certificate and its key are rarely replaced in one step: a
+// pair that does not match yet keeps the previous one until the second
+// file arrives.
+func (r *certReloader) reloadOnChange(ctx context.Context, watch bool, ok, failed prometheus.Counter, logger *slog.Logger) {
 	onReload(ctx, logger, watch, []string{r.certFile, r.keyFile}, func(why string) {
 		if err := r.reload(); err != nil {
+			failed.Inc()
 			logger.Warn(why+": certificate not reloaded; serving the previous one", "err", err)
 		} else {
+			ok.Inc()
 			logger.Info(why+": certificate reloaded", "cert", r.certFile)
 		}
 	})
