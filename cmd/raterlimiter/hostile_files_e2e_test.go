@@ -725,3 +725,34 @@ func TestCarelessFilesTLSKeyIsAFIFO(t *testing.T) {
 	require.Eventually(t, func() bool { return servedSerial(t, s.addr).Cmp(second.serial) == 0 }, 20*time.Second, 20*time.Millisecond)
 	require.NoError(t, s.stop(t))
 }
+
+// TestCarelessFilesAtStart: at start, a file that is not a regular one
+// stops the start at once (exit status 2, naming it), where a FIFO blocked
+// it for good and /dev/zero grew it without end; -check-policies and
+// -check-rls-config say the same.
+func TestCarelessFilesAtStart(t *testing.T) {
+	if testing.Short() {
+		t.Skip("drives the binary")
+	}
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "fifo.yaml")
+	require.NoError(t, syscall.Mkfifo(fifo, 0o600))
+	zero := filepath.Join(dir, "zero.yaml")
+	require.NoError(t, os.Symlink("/dev/zero", zero))
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-policies", fifo}, fifo + ": is a FIFO, not a regular file"},
+		{[]string{"-policies", zero}, zero + ": is a character device, not a regular file"},
+		{[]string{"-check-policies", fifo}, fifo + ": is a FIFO, not a regular file"},
+		{[]string{"-rls-listen", "127.0.0.1:0", "-rls-config", zero}, zero + ": is a character device, not a regular file"},
+		{[]string{"-check-rls-config", fifo}, fifo + ": is a FIFO, not a regular file"},
+		{[]string{"-snapshot", fifo}, "snapshot: " + fifo + " is a FIFO, not a regular file"},
+		{[]string{"-admin-token-file", zero}, zero + " is a character device, not a regular file"},
+	} {
+		code, _, stderr := runBinary(t, nil, append([]string{"-listen", "127.0.0.1:0"}, tc.args...)...)
+		assert.NotEqual(t, 0, code, "%v", tc.args)
+		assert.Contains(t, stderr, tc.want, "%v", tc.args)
+	}
+}
