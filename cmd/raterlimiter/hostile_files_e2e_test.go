@@ -252,6 +252,11 @@ func TestCarelessFilesFIFORenamedOver(t *testing.T) {
 	waitLog(t, s, "policies reloaded", 1)
 	waitLog(t, s, "rls: configuration reloaded", 1)
 	assert.Equal(t, `"p";q=3;w=60`, policyLimit(t, s))
+
+	// A configuration that drops a rule says so by name, and counts it.
+	renameOver(t, rlsFile, "domain: d\ndescriptors:\n  - key: other\n    rate_limit: {unit: day, requests_per_unit: 4}\n")
+	waitLog(t, s, `level=WARN msg="rls: the reloaded configuration removes rules: their descriptors are no longer limited by them" removed=[d.k]`, 1)
+	assert.Equal(t, 1.0, metric(t, s, "raterlimiter_rls_rules_removed_total"))
 	require.NoError(t, s.stop(t))
 }
 

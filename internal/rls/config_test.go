@@ -185,3 +185,16 @@ func TestAliasesCannotBlowUpTheTree(t *testing.T) {
 		})
 	}
 }
+
+func TestRemovedNamesTheRulesAReloadDrops(t *testing.T) {
+	parse := func(src string) *Config {
+		t.Helper()
+		c, err := Parse("d.yaml", []byte(src))
+		require.NoError(t, err)
+		return c
+	}
+	old := parse("domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unit: day, requests_per_unit: 1}\n  - key: b\n    value: x\n    rate_limit: {unit: day, requests_per_unit: 1}\n")
+	assert.Nil(t, Removed(nil, old), "nothing before: nothing removed")
+	assert.Empty(t, Removed(old, old))
+	assert.Equal(t, []string{"d.b_x"}, Removed(old, parse("domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unit: day, requests_per_unit: 5}\n")))
+}
