@@ -201,7 +201,7 @@ type Server struct {
 	maxBatch int
 	maxID    int
 	maxBody  int
-	token    [sha256.Size]byte // of "Bearer TOKEN"
+	token    [sha256.Size]byte // of the admin token
 	hasToken bool
 	log      *slog.Logger
 	rules    *rules
@@ -309,7 +309,7 @@ func New(cfg Config) *Server {
 	}
 	if cfg.AdminToken != "" {
 		s.hasToken = true
-		s.token = sha256.Sum256([]byte("Bearer " + cfg.AdminToken))
+		s.token = sha256.Sum256([]byte(cfg.AdminToken))
 	}
 	s.policiesOnly, s.denyStatus, s.loadPolicies = cfg.PoliciesOnly, cfg.AuthDenyStatus, cfg.LoadPolicies
 	s.gateway = cfg.AuthHeaders

@@ -310,10 +310,14 @@ func TestAdmin(t *testing.T) {
 	h.get(t, "/check_rate?id=adm&scale=60000&limit=5")
 	h.get(t, "/check_rate?id=adm&scale=1000&limit=5")
 
-	for _, auth := range []string{"", "Bearer wrong", "Bearer s3cret2", "bearer s3cret", "s3cret"} {
+	for _, auth := range []string{"", "Bearer wrong", "Bearer s3cret2", "Bearers3cret", "Basic s3cret", "s3cret", "Bearer"} {
 		r := h.do(t, "GET", "/buckets?id=adm", "", "", "Authorization", auth)
 		assert.Equal(t, 401, r.status, "Authorization %q", auth)
 		assert.Equal(t, `Bearer realm="raterlimiter"`, r.headers["WWW-Authenticate"])
+	}
+	// The scheme is compared without case (RFC 9110 §11.1).
+	for _, auth := range []string{"bearer s3cret", "BEARER s3cret", "Bearer  s3cret"} {
+		assert.Equal(t, 200, h.do(t, "GET", "/buckets?id=adm", "", "", "Authorization", auth).status, "Authorization %q", auth)
 	}
 	auth := []string{"Authorization", "Bearer s3cret"}
 	r := h.do(t, "GET", "/buckets?id=adm", "", "", auth...)

@@ -1,17 +1,18 @@
 package api
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
 	"strconv"
+	"strings"
 	"time"
-
-	"github.com/raterlimiter/raterlimiter/internal/defaults"
 
 	"github.com/valyala/fasthttp"
 
 	rl "github.com/raterlimiter/raterlimiter"
+	"github.com/raterlimiter/raterlimiter/internal/defaults"
 	"github.com/raterlimiter/raterlimiter/internal/ms"
 )
 
@@ -145,13 +146,20 @@ func (s *Server) buckets(ctx *fasthttp.RequestCtx) {
 	}{n})
 }
 
-// authorized compares the Authorization header with the token in constant
-// time (hashing both first, so not even the length leaks).
+// authorized compares the Authorization header's bearer token with the
+// admin token in constant time (hashing both first, so not even the length
+// leaks). The scheme is compared without case ("bearer" is "Bearer", RFC
+// 9110 §11.1), and one or more spaces may follow it.
 func (s *Server) authorized(ctx *fasthttp.RequestCtx) bool {
 	if !s.hasToken {
 		return true
 	}
-	got := sha256.Sum256(ctx.Request.Header.Peek("Authorization"))
+	h := ctx.Request.Header.Peek("Authorization")
+	const scheme = "bearer "
+	if len(h) < len(scheme) || !strings.EqualFold(string(h[:len(scheme)]), scheme) {
+		return false
+	}
+	got := sha256.Sum256(bytes.TrimLeft(h[len(scheme):], " "))
 	return subtle.ConstantTimeCompare(got[:], s.token[:]) == 1
 }
 

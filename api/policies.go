@@ -86,6 +86,7 @@ func (s *Server) policyCheck() policyCheck {
 type policyMetrics struct {
 	checks         *prometheus.CounterVec // policy, result
 	reloads        *prometheus.CounterVec // result
+	removed        prometheus.Counter
 	lastReload     prometheus.Gauge
 	policiesLoaded prometheus.Gauge
 }
@@ -100,6 +101,10 @@ func newPolicyMetrics(reg *prometheus.Registry) *policyMetrics {
 			Name: "raterlimiter_policy_reloads_total",
 			Help: "Reloads of the policies file (SIGHUP or POST /reload), by result (ok, failed). A failed reload keeps the rules in force.",
 		}, []string{"result"}),
+		removed: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "raterlimiter_policies_removed_total",
+			Help: "Policies that reloads of the policies file took away (each named in a WARN line): the requests they matched are no longer limited by them.",
+		}),
 		lastReload: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "raterlimiter_policy_last_reload_success_timestamp_seconds",
 			Help: "When the policies file in force was loaded, Unix seconds.",
@@ -111,14 +116,16 @@ func newPolicyMetrics(reg *prometheus.Registry) *policyMetrics {
 	}
 	m.reloads.WithLabelValues("ok")
 	m.reloads.WithLabelValues("failed")
-	reg.MustRegister(m.checks, m.reloads, m.lastReload, m.policiesLoaded)
+	reg.MustRegister(m.checks, m.reloads, m.removed, m.lastReload, m.policiesLoaded)
 	return m
 }
 
 // setPolicies puts f in force (nil: none). Counters live in the limiter
 // under ids made of a policy's name and a key, so the policies of f that
-// keep their name keep their counts. The metric series of policies f no
-// longer has are dropped.
+// keep their name, scale and algo keep their counts. The policies f no
+// longer has are named in a WARN line and counted (a file cut short by a
+// write in place drops the policies at its end), and their metric series
+// dropped.
 func (s *Server) setPolicies(f *policy.File) {
 	old := s.pols.Load()
 	if f == nil {
@@ -141,10 +148,16 @@ func (s *Server) setPolicies(f *policy.File) {
 	s.pmetrics.policiesLoaded.Set(float64(len(f.Policies)))
 	s.pmetrics.lastReload.Set(float64(time.Now().UnixMilli()) / 1000)
 	if old != nil {
+		var gone []string
 		for _, p := range old.file.Policies {
 			if !names[p.Name] {
+				gone = append(gone, p.Name)
 				s.pmetrics.checks.DeletePartialMatch(prometheus.Labels{"policy": p.Name})
 			}
+		}
+		if len(gone) > 0 {
+			s.pmetrics.removed.Add(float64(len(gone)))
+			s.log.Warn("the reloaded policies file removes policies: the requests they matched are no longer limited by them", "removed", gone)
 		}
 	}
 }

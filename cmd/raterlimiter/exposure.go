@@ -4,15 +4,14 @@ import (
 	"flag"
 	"fmt"
 	"net"
-	"os"
 	"strings"
 	"time"
 
-	"github.com/raterlimiter/raterlimiter/internal/defaults"
-
 	"github.com/raterlimiter/raterlimiter/api"
 	"github.com/raterlimiter/raterlimiter/internal/cli"
+	"github.com/raterlimiter/raterlimiter/internal/defaults"
 	"github.com/raterlimiter/raterlimiter/internal/policy"
+	"github.com/raterlimiter/raterlimiter/internal/readfile"
 )
 
 // exposureFlags bound what a client can take of a sidecar reachable from
@@ -75,7 +74,7 @@ func adminToken(token string, f exposureFlags) (string, error) {
 	if f.adminTokenFile == "" {
 		return token, nil
 	}
-	b, err := os.ReadFile(f.adminTokenFile)
+	b, err := loadFile(&fileLoads{}, f.adminTokenFile, func() ([]byte, error) { return readfile.Read(f.adminTokenFile, maxTokenBytes) })
 	if err != nil {
 		return "", cli.Filef("-admin-token-file: %v", err)
 	}

@@ -83,8 +83,9 @@ func runProxy(t *testing.T, port int, name string, args []string, env []string) 
 }
 
 // startNginx runs nginx in the foreground with the documented server block
-// (conf) inside a minimal main configuration of its own paths.
-func startNginx(t *testing.T, conf string, port int) {
+// (conf) inside a minimal main configuration of its own paths, and returns
+// its directory, where error.log is.
+func startNginx(t *testing.T, conf string, port int) string {
 	t.Helper()
 	bin := tooltest.Need(t, "nginx", "nginx-light")
 	dir := t.TempDir()
@@ -107,6 +108,7 @@ http {
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "server.conf"), []byte(conf), 0o644))
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "nginx.conf"), []byte(main), 0o644))
 	runProxy(t, port, bin, []string{"-p", dir, "-c", filepath.Join(dir, "nginx.conf"), "-e", filepath.Join(dir, "error.log")}, nil)
+	return dir
 }
 
 // startCaddy runs caddy with the documented Caddyfile, no admin endpoint

@@ -64,9 +64,15 @@ func warnWithoutGateway(f policyFlags, logger *slog.Logger) {
 	}
 }
 
+// loadPolicyFile loads the policies file at path, abandoning a read that
+// hangs (loadFile).
+func loadPolicyFile(l *fileLoads, path string) (*policy.File, error) {
+	return loadFile(l, path, func() (*policy.File, error) { return policy.Load(path) })
+}
+
 // checkPolicies is -check-policies: it loads the file and says so.
 func checkPolicies(path string, stdout io.Writer) error {
-	f, err := policy.Load(path)
+	f, err := loadPolicyFile(&fileLoads{}, path)
 	if err != nil {
 		return cli.Filef("%s", err.Error())
 	}
@@ -80,7 +86,7 @@ func loadPolicies(f policyFlags) (*policy.File, error) {
 	if f.path == "" {
 		return nil, nil
 	}
-	pf, err := policy.Load(f.path)
+	pf, err := loadPolicyFile(&fileLoads{}, f.path)
 	if err != nil {
 		return nil, cli.Filef("%s", err.Error())
 	}
@@ -99,9 +105,13 @@ func reloadPolicies(ctx context.Context, s *api.Server, f policyFlags, watch boo
 }
 
 // reloader is api.Config.LoadPolicies for -policies: nil without a file.
+// SIGHUP, POST /reload and a change of the file all load through it, and
+// a read that hangs is abandoned (loadFile), so none of them waits on
+// another for longer than fileTimeout.
 func reloader(f policyFlags) func() (*policy.File, error) {
 	if f.path == "" {
 		return nil
 	}
-	return func() (*policy.File, error) { return policy.Load(f.path) }
+	loads := &fileLoads{}
+	return func() (*policy.File, error) { return loadPolicyFile(loads, f.path) }
 }

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"os"
 	"runtime"
 	"slices"
 	"strings"
@@ -25,6 +24,7 @@ import (
 
 	rl "github.com/raterlimiter/raterlimiter"
 	"github.com/raterlimiter/raterlimiter/internal/cli"
+	"github.com/raterlimiter/raterlimiter/internal/readfile"
 	"github.com/raterlimiter/raterlimiter/internal/rls"
 )
 
@@ -126,7 +126,7 @@ func (f rlsFlags) limits(maxKey int, handshake time.Duration) rls.Limits {
 // rlsTLS is the listener's TLS configuration, nil without -rls-tls-cert.
 // The serving pair is reread as -tls-cert's is; the client CA is read
 // once, at start.
-func rlsTLS(ctx context.Context, f rlsFlags, watch bool, logger *slog.Logger) (*tls.Config, error) {
+func rlsTLS(ctx context.Context, f rlsFlags, watch bool, reloads *prometheus.CounterVec, logger *slog.Logger) (*tls.Config, error) {
 	if f.cert == "" {
 		return nil, nil
 	}
@@ -134,12 +134,13 @@ func rlsTLS(ctx context.Context, f rlsFlags, watch bool, logger *slog.Logger) (*
 	if err != nil {
 		return nil, fmt.Errorf("-rls-tls-cert: %w", err)
 	}
-	certs.reloadOnChange(ctx, watch, logger)
+	certs.reloadOnChange(ctx, watch, reloads.WithLabelValues("rls-tls-cert", "ok"), reloads.WithLabelValues("rls-tls-cert", "failed"), logger)
 	tc := &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: certs.get, NextProtos: []string{"h2"}} // gRPC clients require ALPN h2
 	if f.clientCA == "" {
 		return tc, nil
 	}
-	pool, err := loadCAPool(f.clientCA)
+	var loads fileLoads
+	pool, err := loadCAPool(&loads, f.clientCA)
 	if err != nil {
 		return nil, err
 	}
@@ -158,10 +159,12 @@ func rlsTLS(ctx context.Context, f rlsFlags, watch bool, logger *slog.Logger) (*
 	var cur atomic.Pointer[x509.CertPool]
 	cur.Store(pool)
 	onReload(ctx, logger, watch, []string{f.clientCA}, func(why string) {
-		if p, err := loadCAPool(f.clientCA); err != nil {
+		if p, err := loadCAPool(&loads, f.clientCA); err != nil {
+			reloads.WithLabelValues("rls-tls-client-ca", "failed").Inc()
 			logger.Warn(why+": RLS client CA not reloaded; the previous one stays", "err", err)
 		} else {
 			cur.Store(p)
+			reloads.WithLabelValues("rls-tls-client-ca", "ok").Inc()
 			logger.Info(why+": RLS client CA reloaded", "ca", f.clientCA)
 		}
 	})
@@ -173,17 +176,19 @@ func rlsTLS(ctx context.Context, f rlsFlags, watch bool, logger *slog.Logger) (*
 		}}, nil
 }
 
-// loadCAPool reads a PEM CA bundle.
-func loadCAPool(path string) (*x509.CertPool, error) {
-	pem, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("-rls-tls-client-ca: %w", err)
-	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(pem) {
-		return nil, fmt.Errorf("-rls-tls-client-ca %s: no PEM certificate in it", path)
-	}
-	return pool, nil
+// loadCAPool reads a PEM CA bundle (loadFile, readfile.Read).
+func loadCAPool(l *fileLoads, path string) (*x509.CertPool, error) {
+	return loadFile(l, path, func() (*x509.CertPool, error) {
+		pem, err := readfile.Read(path, maxPEMBytes)
+		if err != nil {
+			return nil, fmt.Errorf("-rls-tls-client-ca: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("-rls-tls-client-ca %s: no PEM certificate in it", path)
+		}
+		return pool, nil
+	})
 }
 
 // certNames reports whether c carries name as a DNS name or a URI among its
@@ -234,7 +239,7 @@ func (r *rlsService) collectors() []prometheus.Collector {
 // replicas count apart.
 // maxOverride bounds the window of a request's own limit override
 // (-redis-max-scale on the Redis backend, 0: none).
-func openRLS(ctx context.Context, f rlsFlags, lis listenFlags, watch bool, lim rl.Limiter, backend string, maxKey int, handshake, maxOverride time.Duration, logger *slog.Logger) (*rlsService, error) {
+func openRLS(ctx context.Context, f rlsFlags, lis listenFlags, watch bool, lim rl.Limiter, backend string, maxKey int, handshake, maxOverride time.Duration, tlsReloads *prometheus.CounterVec, logger *slog.Logger) (*rlsService, error) {
 	if f.listen == "" {
 		return nil, nil
 	}
@@ -245,7 +250,7 @@ func openRLS(ctx context.Context, f rlsFlags, lis listenFlags, watch bool, lim r
 	srv := rls.New(rls.Options{Limiter: lim, Config: cfg, Load: func() (*rls.Config, error) { return f.load(f.config) },
 		MaxKeyBytes: maxKey, MaxDescriptors: f.maxDescriptors, Logger: logger, Shadow: f.shadow, MaxOverrideScale: maxOverride,
 		QuotaMode: f.quota, ResponseMetadata: f.metadata, ResponseHeaders: f.headers})
-	tc, err := rlsTLS(ctx, f, watch, logger)
+	tc, err := rlsTLS(ctx, f, watch, tlsReloads, logger)
 	if err != nil {
 		return nil, err
 	}

@@ -87,11 +87,12 @@ func runLogged(ctx context.Context, args []string, lookupEnv func(string) (strin
 		}
 	}()
 
-	rlsSvc, err := openRLS(ctx, cfg.rls, cfg.lis, cfg.watch.on, be.Limiter, cfg.backend, cfg.maxIDBytes, cfg.exp.firstByte, apiMaxScale(cfg), logger)
+	tlsReloads := newTLSReloads()
+	rlsSvc, err := openRLS(ctx, cfg.rls, cfg.lis, cfg.watch.on, be.Limiter, cfg.backend, cfg.maxIDBytes, cfg.exp.firstByte, apiMaxScale(cfg), tlsReloads, logger)
 	if err != nil {
 		return err
 	}
-	collectors := be.Collectors
+	collectors := append(be.Collectors, tlsReloads)
 	if rlsSvc != nil {
 		defer rlsSvc.ln.Close()
 		collectors = append(collectors, rlsSvc.collectors()...)
@@ -105,7 +106,7 @@ func runLogged(ctx context.Context, args []string, lookupEnv func(string) (strin
 	if err != nil {
 		return err
 	}
-	ln, err := openListener(ctx, cfg.listen, cfg.lis, cfg.watch.on, logger)
+	ln, err := openListener(ctx, cfg.listen, cfg.lis, cfg.watch.on, tlsReloads, logger)
 	if err != nil {
 		return err
 	}

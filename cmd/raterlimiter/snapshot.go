@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/raterlimiter/raterlimiter/internal/cli"
+	"github.com/raterlimiter/raterlimiter/internal/readfile"
 	"github.com/raterlimiter/raterlimiter/memory"
 )
 
@@ -185,22 +186,21 @@ func openSnapshots(ctx context.Context, f snapshotFlags, m *memory.Limiter, st *
 // not destroy it), a warning is logged, and m stays empty.
 func loadSnapshot(ctx context.Context, path string, m *memory.Limiter, ignoreCorrupt bool, logger *slog.Logger) error {
 	t0 := time.Now()
-	f, err := os.Open(path)
+	// A regular file only (a FIFO would block the start, a device never
+	// end it), read no further than the size of the file opened.
+	f, fi, err := readfile.Open(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		logger.Info("no snapshot yet: starting empty", "snapshot", path)
 		return nil
+	}
+	var re *readfile.Error
+	if errors.As(err, &re) {
+		return fmt.Errorf("snapshot: %s %s", path, re.Msg)
 	}
 	if err != nil {
 		return fmt.Errorf("snapshot: %w", err)
 	}
 	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return fmt.Errorf("snapshot: %w", err)
-	}
-	if !fi.Mode().IsRegular() {
-		return fmt.Errorf("snapshot: %s is not a regular file", path)
-	}
 	n, err := m.Load(ctx, f, fi.Size())
 	if err != nil {
 		err = fmt.Errorf("snapshot: %s: %w", path, err)

@@ -128,7 +128,7 @@ func TestUnreadableSnapshotIsAnErrorEvenWhenIgnoringCorruption(t *testing.T) {
 	err := loadSnapshot(context.Background(), dir, snapLimiter(t), true, quiet)
 	require.Error(t, err)
 	assert.NotErrorIs(t, err, memory.ErrCorruptSnapshot)
-	assert.Equal(t, "snapshot: "+dir+" is not a regular file", err.Error())
+	assert.Equal(t, "snapshot: "+dir+" is a directory, not a regular file", err.Error())
 	assert.DirExists(t, dir)
 }
 

@@ -13,8 +13,12 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"syscall"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/raterlimiter/raterlimiter/internal/cli"
+	"github.com/raterlimiter/raterlimiter/internal/readfile"
 )
 
 // listenFlags are the flags of how the sidecar listens beyond -listen: TLS
@@ -58,13 +62,13 @@ const unixPrefix = "unix:"
 // f names a certificate. A unix socket gets f's permissions, replaces a
 // stale socket file that nothing answers on (left by a crash), refuses one
 // that something does, and is removed when the listener closes.
-func openListener(ctx context.Context, addr string, f listenFlags, watch bool, logger *slog.Logger) (net.Listener, error) {
+func openListener(ctx context.Context, addr string, f listenFlags, watch bool, reloads *prometheus.CounterVec, logger *slog.Logger) (net.Listener, error) {
 	var ln net.Listener
 	var err error
 	if path, ok := strings.CutPrefix(addr, unixPrefix); ok {
 		ln, err = listenUnix(path, f, logger)
 	} else {
-		ln, err = net.Listen("tcp", addr)
+		ln, err = listenTCP(addr)
 	}
 	if err != nil {
 		return nil, err
@@ -77,8 +81,36 @@ func openListener(ctx context.Context, addr string, f listenFlags, watch bool, l
 		ln.Close()
 		return nil, err
 	}
-	certs.reloadOnChange(ctx, watch, logger)
+	certs.reloadOnChange(ctx, watch, reloads.WithLabelValues("tls-cert", "ok"), reloads.WithLabelValues("tls-cert", "failed"), logger)
 	return tls.NewListener(ln, &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: certs.get}), nil
+}
+
+// sendBufferBytes is the kernel send buffer of each connection the main
+// listener accepts (SO_SNDBUF; Linux reserves twice it). Left to grow, the
+// kernel gives a connection up to net.ipv4.tcp_wmem's maximum (4 MiB by
+// default): a client that pipelines requests and never reads its answers
+// had the sidecar answer ahead until each of its connections held that
+// much, and 50 connections pinned 250 MB of the host's TCP memory until
+// the write timeout. Bounded, a connection that does not read holds
+// 128 KiB of answers, then its next answer waits (and nothing more of it
+// is read) until it reads or the write timeout closes it. A check's answer
+// is under 1 KiB; a larger one (a batch's, /metrics) takes more round
+// trips, which on the loopback or a LAN cost nothing.
+const sendBufferBytes = 64 << 10
+
+// listenTCP listens on addr with sendBufferBytes as the send buffer of the
+// listening socket, which every connection it accepts inherits.
+func listenTCP(addr string) (net.Listener, error) {
+	lc := net.ListenConfig{Control: func(_, _ string, c syscall.RawConn) error {
+		var serr error
+		if err := c.Control(func(fd uintptr) {
+			serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_SNDBUF, sendBufferBytes)
+		}); err != nil {
+			return err
+		}
+		return serr
+	}}
+	return lc.Listen(context.Background(), "tcp", addr)
 }
 
 func listenUnix(path string, f listenFlags, logger *slog.Logger) (net.Listener, error) {
@@ -116,6 +148,7 @@ func listenUnix(path string, f listenFlags, logger *slog.Logger) (net.Listener, 
 type certReloader struct {
 	certFile, keyFile string
 	cur               atomic.Pointer[tls.Certificate]
+	loads             fileLoads
 }
 
 func newCertReloader(certFile, keyFile string) (*certReloader, error) {
@@ -128,7 +161,7 @@ func newCertReloader(certFile, keyFile string) (*certReloader, error) {
 
 // reload reads the pair; on error the previous certificate stays.
 func (r *certReloader) reload() error {
-	c, err := tls.LoadX509KeyPair(r.certFile, r.keyFile)
+	c, err := loadFile(&r.loads, r.certFile, func() (tls.Certificate, error) { return loadKeyPair(r.certFile, r.keyFile) })
 	if err != nil {
 		return fmt.Errorf("loading -tls-cert %s and -tls-key %s: %w", r.certFile, r.keyFile, err)
 	}
@@ -136,17 +169,43 @@ func (r *certReloader) reload() error {
 	return nil
 }
 
+// loadKeyPair is tls.LoadX509KeyPair, each file read as readPEM reads it.
+func loadKeyPair(certFile, keyFile string) (tls.Certificate, error) {
+	cert, err := readfile.Read(certFile, maxPEMBytes)
+	if err != nil {
+		return tls.Certificate{}, err
+	}
+	key, err := readfile.Read(keyFile, maxPEMBytes)
+	if err != nil {
+		return tls.Certificate{}, err
+	}
+	return tls.X509KeyPair(cert, key)
+}
+
 func (r *certReloader) get(*tls.ClientHelloInfo) (*tls.Certificate, error) { return r.cur.Load(), nil }
 
+// newTLSReloads is the series of reloads of the TLS files, by flag and
+// result.
+func newTLSReloads() *prometheus.CounterVec {
+	v := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "raterlimiter_tls_reloads_total",
+		Help: "Reloads of the TLS files by flag (tls-cert: -tls-cert and -tls-key; rls-tls-cert; rls-tls-client-ca) and result (ok, failed); a failed one keeps the files in force.",
+	}, []string{"file", "result"})
+	return v
+}
+
 // reloadOnChange rereads the certificate on every SIGHUP and, with watch,
-// when its files change, until ctx ends. A certificate and its key are
-// rarely replaced in one step: a pair that does not match yet keeps the
-// previous one until the second file arrives.
-func (r *certReloader) reloadOnChange(ctx context.Context, watch bool, logger *slog.Logger) {
+// when its files change, until ctx ends, counting each reload in ok or
+// failed. A certificate and its key are rarely replaced in one step: a
+// pair that does not match yet keeps the previous one until the second
+// file arrives.
+func (r *certReloader) reloadOnChange(ctx context.Context, watch bool, ok, failed prometheus.Counter, logger *slog.Logger) {
 	onReload(ctx, logger, watch, []string{r.certFile, r.keyFile}, func(why string) {
 		if err := r.reload(); err != nil {
+			failed.Inc()
 			logger.Warn(why+": certificate not reloaded; serving the previous one", "err", err)
 		} else {
+			ok.Inc()
 			logger.Info(why+": certificate reloaded", "cert", r.certFile)
 		}
 	})

@@ -15,9 +15,13 @@ import (
 )
 
 // watchSettle is how long the files must stay quiet after a change before
-// they are read again: an editor's save or the kubelet's swap of a
-// ConfigMap is several events in a few milliseconds, read once.
-const watchSettle = 200 * time.Millisecond
+// they are read again. Each event starts it anew, so a file written in
+// place in several steps (an editor's save, a copy over a slow link, a
+// script that writes a policy at a time) is read once it is whole, as
+// long as no step pauses for this long; the kubelet's swap of a ConfigMap
+// is several events within milliseconds, read once. Writing by rename
+// (docs/gateways.md) needs no pause at all.
+const watchSettle = time.Second
 
 // kubeletData is the symlink a Kubernetes ConfigMap or Secret volume swaps
 // atomically on update: each file in the volume is a symlink through it.
@@ -61,6 +65,12 @@ func watchTargets(path string) watchSet {
 		dir = filepath.Clean(dir)
 		ws.add(dir, base)
 		ws.add(dir, kubeletData)
+		// The directory's own parent sees it deleted and made again (a
+		// redeploy that replaces the configuration's directory): its
+		// watch went with it, and is made anew.
+		if parent := filepath.Dir(dir); parent != dir {
+			ws.add(parent, filepath.Base(dir))
+		}
 		if fi, err := os.Stat(p); err == nil && fi.IsDir() {
 			ws.add(p, "")
 		}
@@ -84,46 +94,53 @@ func watchTargets(path string) watchSet {
 }
 
 // watchFiles calls changed, from a goroutine of its own, after any of paths
-// changes and then stays unchanged for watchSettle, until ctx ends. What is
-// watched is worked out again after each change, since a swapped symlink
-// may now lead elsewhere. It returns an error only when the system's
-// watcher cannot be made; a directory that cannot be watched is logged and
-// skipped (SIGHUP still reloads).
+// changes (its contents, its permissions, a rename over it, its directory
+// deleted and made again) and then stays unchanged for watchSettle, until
+// ctx ends. What is watched is worked out again after each change, since
+// a swapped symlink may now lead elsewhere; working it out stats the
+// paths, which is abandoned after fileTimeout (a hung mount) and keeps
+// what was watched. It returns an error only when the system's watcher
+// cannot be made; a directory that cannot be watched is logged and skipped
+// (SIGHUP still reloads).
 func watchFiles(ctx context.Context, paths []string, logger *slog.Logger, changed func()) error {
 	w, err := fsnotify.NewWatcher()
 	if err != nil {
 		return err
 	}
 	var want watchSet
-	watching := map[string]bool{}
+	var stats fileLoads
 	rewatch := func() {
-		want = watchSet{}
-		for _, p := range paths {
-			for dir, names := range watchTargets(p) {
-				if names == nil {
-					want.add(dir, "")
-					continue
-				}
-				for n := range names {
-					want.add(dir, n)
+		ws, err := loadFile(&stats, strings.Join(paths, ", "), func() (watchSet, error) {
+			ws := watchSet{}
+			for _, p := range paths {
+				for dir, names := range watchTargets(p) {
+					if names == nil {
+						ws.add(dir, "")
+						continue
+					}
+					for n := range names {
+						ws.add(dir, n)
+					}
 				}
 			}
+			return ws, nil
+		})
+		if err != nil {
+			logger.Warn("what to watch for changes not worked out; watching what was", "err", err)
+			return
 		}
-		for dir := range watching {
+		want = ws
+		for _, dir := range w.WatchList() {
 			if _, ok := want[dir]; !ok {
 				_ = w.Remove(dir)
-				delete(watching, dir)
 			}
 		}
+		// Every time: a directory deleted and made again lost its watch
+		// (fsnotify forgets it), and adding a watched one changes nothing.
 		for dir := range want {
-			if watching[dir] {
-				continue
-			}
 			if err := w.Add(dir); err != nil {
 				logger.Warn("not watching a directory for changes; SIGHUP still reloads", "dir", dir, "err", err)
-				continue
 			}
-			watching[dir] = true
 		}
 	}
 	rewatch()
@@ -158,10 +175,9 @@ func watchFiles(ctx context.Context, paths []string, logger *slog.Logger, change
 }
 
 // relevant reports whether ev names an entry that matters in its directory.
+// A change of permissions is one: a file renamed over with mode 000 loads
+// once it is made readable.
 func relevant(want watchSet, ev fsnotify.Event) bool {
-	if ev.Op == fsnotify.Chmod {
-		return false
-	}
 	dir, base := filepath.Split(ev.Name)
 	names, ok := want[filepath.Clean(dir)]
 	if !ok {

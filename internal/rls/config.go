@@ -20,19 +20,28 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/raterlimiter/raterlimiter/internal/bounds"
-
 	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"go.yaml.in/yaml/v3"
 
 	rl "github.com/raterlimiter/raterlimiter"
+	"github.com/raterlimiter/raterlimiter/internal/bounds"
 	"github.com/raterlimiter/raterlimiter/internal/policy"
+	"github.com/raterlimiter/raterlimiter/internal/readfile"
 	"github.com/raterlimiter/raterlimiter/internal/yamlmap"
 )
 
 // MaxRules bounds the rules of a configuration: each has its series in
 // /metrics.
 const MaxRules = 10_000
+
+// MaxFileBytes bounds one file of a configuration, and so what parsing it
+// takes: the YAML library holds about 100 times the file's bytes while it
+// parses (a 1 MiB file of the worst shape, 127 MB). The files of a
+// directory are parsed one after the other.
+const MaxFileBytes = 1 << 20
+
+// MaxConfigBytes bounds the files of a directory together.
+const MaxConfigBytes = 16 << 20
 
 // ErrInvalidConfig matches every error about a configuration that does not
 // load; the message names the file, the line and the field.
@@ -164,7 +173,9 @@ func Load(path string) (*Config, error) { return LoadOptions{}.Load(path) }
 // directory, in name order. Of a directory, dot files are never read (as
 // envoyproxy/ratelimit's RUNTIME_IGNOREDOTFILES=true: a Kubernetes
 // volume's ..data, an editor's swap file), nor subdirectories, nor files
-// of other names: each is listed in Config.Skipped.
+// of other names: each is listed in Config.Skipped. Each file read is a
+// regular file of at most MaxFileBytes (readfile.Read), and a directory's
+// files hold at most MaxConfigBytes.
 func (o LoadOptions) Load(path string) (*Config, error) {
 	fi, err := os.Stat(path)
 	if err != nil {
@@ -194,10 +205,18 @@ func (o LoadOptions) Load(path string) (*Config, error) {
 	}
 	c := newConfig(files, o)
 	c.Skipped = skipped
+	var total int64
 	for _, f := range files {
-		data, err := os.ReadFile(f)
+		data, err := readfile.Read(f, MaxFileBytes)
 		if err != nil {
-			return nil, &ConfigError{Path: f, Msg: "cannot be read: " + err.Error()}
+			var re *readfile.Error
+			if errors.As(err, &re) {
+				return nil, &ConfigError{Path: f, Msg: re.Msg}
+			}
+			return nil, &ConfigError{Path: f, Msg: err.Error()}
+		}
+		if total += int64(len(data)); total > MaxConfigBytes {
+			return nil, &ConfigError{Path: path, Msg: fmt.Sprintf("its files hold more than %d bytes together", MaxConfigBytes)}
 		}
 		if err := c.add(f, data); err != nil {
 			return nil, err
@@ -290,6 +309,9 @@ var peerKeys = map[string]bool{
 }
 
 func (c *Config) add(path string, data []byte) error {
+	if len(data) > MaxFileBytes {
+		return &ConfigError{Path: path, Msg: fmt.Sprintf("is %d bytes; at most %d", len(data), MaxFileBytes)}
+	}
 	l := &loader{path: path, c: c, work: maxWork}
 	var doc yaml.Node
 	if err := yaml.Unmarshal(data, &doc); err != nil {
@@ -531,3 +553,24 @@ func (r *Rule) sharedValue(i int, key, value string) string {
 
 // entryView is a request descriptor's entry.
 type entryView struct{ key, value string }
+
+// Removed returns the rules of old that new no longer has, each named by
+// its domain and descriptor path ("domain.key_value.key"), in old's
+// order: what a reload from old to new stops limiting.
+func Removed(old, new *Config) []string {
+	if old == nil {
+		return nil
+	}
+	kept := make(map[string]bool, len(new.rules))
+	for _, r := range new.rules {
+		kept[r.Domain+"."+r.Path] = true
+	}
+	var gone []string
+	for _, r := range old.rules {
+		if n := r.Domain + "." + r.Path; !kept[n] {
+			gone = append(gone, n)
+			kept[n] = true // once
+		}
+	}
+	return gone
+}

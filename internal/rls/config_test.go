@@ -219,3 +219,39 @@ func TestAliasesCannotBlowUpTheTree(t *testing.T) {
 		})
 	}
 }
+
+func TestRemovedNamesTheRulesAReloadDrops(t *testing.T) {
+	parse := func(src string) *Config {
+		t.Helper()
+		c, err := Parse("d.yaml", []byte(src))
+		require.NoError(t, err)
+		return c
+	}
+	old := parse("domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unit: day, requests_per_unit: 1}\n  - key: b\n    value: x\n    rate_limit: {unit: day, requests_per_unit: 1}\n")
+	assert.Nil(t, Removed(nil, old), "nothing before: nothing removed")
+	assert.Empty(t, Removed(old, old))
+	assert.Equal(t, []string{"d.b_x"}, Removed(old, parse("domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unit: day, requests_per_unit: 5}\n")))
+}
+
+func TestConfigFilesAreBounded(t *testing.T) {
+	big := "domain: d\ndescriptors:\n" + strings.Repeat("# padding\n", MaxFileBytes/10)
+	_, err := Parse("big.yaml", []byte(big))
+	require.ErrorIs(t, err, ErrInvalidConfig)
+	assert.EqualError(t, err, fmt.Sprintf("big.yaml: is %d bytes; at most %d", len(big), MaxFileBytes))
+
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "big.yaml"), []byte(big), 0o600))
+	_, err = Load(dir)
+	require.ErrorIs(t, err, ErrInvalidConfig)
+	assert.EqualError(t, err, fmt.Sprintf("%s: is %d bytes; at most %d are read", filepath.Join(dir, "big.yaml"), len(big), MaxFileBytes))
+
+	// Files each within the bound, more than MaxConfigBytes together.
+	dir = t.TempDir()
+	one := "domain: d%d\ndescriptors:\n  - key: k\n    rate_limit: {unit: day, requests_per_unit: 1}\n" + strings.Repeat("# padding\n", (MaxFileBytes-200)/10)
+	for i := range MaxConfigBytes/MaxFileBytes + 1 {
+		require.NoError(t, os.WriteFile(filepath.Join(dir, fmt.Sprintf("f%02d.yaml", i)), []byte(fmt.Sprintf(one, i)), 0o600))
+	}
+	_, err = Load(dir)
+	require.ErrorIs(t, err, ErrInvalidConfig)
+	assert.EqualError(t, err, fmt.Sprintf("%s: its files hold more than %d bytes together", dir, MaxConfigBytes))
+}

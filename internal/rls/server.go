@@ -163,6 +163,10 @@ func (s *Server) Reload() error {
 		s.log.Error("rls: configuration not reloaded: the rules in force stay", "err", err)
 		return err
 	}
+	if gone := Removed(s.cfg.Load(), c); len(gone) > 0 {
+		s.m.removed.Add(float64(len(gone)))
+		s.log.Warn("rls: the reloaded configuration removes rules: their descriptors are no longer limited by them", "removed", gone)
+	}
 	s.setConfig(c)
 	s.m.reloads.WithLabelValues("ok").Inc()
 	s.log.Info("rls: configuration reloaded", "files", len(c.Files), "rules", len(c.rules))
@@ -451,6 +455,7 @@ type metrics struct {
 	checks     *prometheus.CounterVec
 	requests   *prometheus.CounterVec
 	reloads    *prometheus.CounterVec
+	removed    prometheus.Counter
 	rules      prometheus.Gauge
 	lastReload prometheus.Gauge
 }
@@ -470,6 +475,10 @@ func newMetrics() *metrics {
 			Name: "raterlimiter_rls_reloads_total",
 			Help: "Reloads of the RLS configuration by result (ok, failed); a failed one keeps the rules in force.",
 		}, []string{"result"}),
+		removed: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "raterlimiter_rls_rules_removed_total",
+			Help: "Rate limits of the RLS configuration that reloads took away (each named in a WARN line): their descriptors are no longer limited by them.",
+		}),
 		rules: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "raterlimiter_rls_rules",
 			Help: "Rate limits in the RLS configuration in force.",
@@ -485,7 +494,7 @@ func newMetrics() *metrics {
 }
 
 func (m *metrics) collectors() []prometheus.Collector {
-	return []prometheus.Collector{m.family, m.checks, m.requests, m.reloads, m.rules, m.lastReload}
+	return []prometheus.Collector{m.family, m.checks, m.requests, m.reloads, m.removed, m.rules, m.lastReload}
 }
 
 func (m *metrics) check(r *Rule, result string) {
