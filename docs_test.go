@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -73,6 +74,114 @@ func TestDocLinksCatchesBrokenOnes(t *testing.T) {
 		`deploy/helm/c/values.yaml:1: docs/gateway.md: no such file or directory`,
 		`deploy/k/x.yaml:1: docs/a.md, "Nothing like it": no heading begins so`,
 	}, problems)
+}
+
+// TestContributingNamesTestPrerequisites: every program .ci/run installs
+// for the tests, and traefik and helm, which it builds, are named in
+// CONTRIBUTING.md's "Test prerequisites", so a new contributor knows
+// before a test skips.
+func TestContributingNamesTestPrerequisites(t *testing.T) {
+	doc, err := os.ReadFile("CONTRIBUTING.md")
+	require.NoError(t, err)
+	_, section, ok := strings.Cut(string(doc), "### Test prerequisites\n")
+	require.True(t, ok, "CONTRIBUTING.md has a Test prerequisites part")
+	section, _, _ = strings.Cut(section, "\n#")
+	ci, err := os.ReadFile(".ci/run")
+	require.NoError(t, err)
+	programs := []string{"traefik", "helm"}
+	for _, line := range strings.Split(string(ci), "\n") {
+		if f := strings.Fields(line); len(f) >= 3 && f[0] == "need" {
+			programs = append(programs, f[1])
+		}
+	}
+	require.Greater(t, len(programs), 5, ".ci/run's need lines were read")
+	for _, p := range programs {
+		if p == "redis-cli" {
+			continue // comes with redis-server
+		}
+		assert.Contains(t, section, "`"+p+"`", "CONTRIBUTING.md names %s as a test prerequisite", p)
+	}
+}
+
+// TestReadmeTestCommandIsCIs: the README's test command, CONTRIBUTING's
+// and the one .ci/run runs are the same line.
+func TestReadmeTestCommandIsCIs(t *testing.T) {
+	ci, err := os.ReadFile(".ci/run")
+	require.NoError(t, err)
+	lines := strings.Split(strings.TrimSpace(string(ci)), "\n")
+	cmd := lines[len(lines)-1]
+	require.Equal(t, "bash scripts/test.sh", cmd, "the last line of .ci/run is the test command")
+	for _, f := range []string{"README.md", "CONTRIBUTING.md"} {
+		b, err := os.ReadFile(f)
+		require.NoError(t, err)
+		assert.Contains(t, string(b), "\n"+cmd, "%s shows .ci/run's test command", f)
+	}
+}
+
+// TestTestCommandRunsEveryPart: scripts/test.sh runs each part whatever the
+// others did, and fails when any failed. Its go and gofmt are stand-ins
+// that write down where and how they were run, and whose go test fails in
+// the directory the case names.
+func TestTestCommandRunsEveryPart(t *testing.T) {
+	bash, err := exec.LookPath("bash")
+	require.NoError(t, err)
+	repo, err := filepath.EvalSymlinks(must(filepath.Abs(".")))
+	require.NoError(t, err)
+	bin := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(bin, "go"), []byte("#!/bin/sh\n"+
+		`echo "$(pwd -P) go $1" >>"$TEST_SH_LOG"`+"\n"+
+		`if [ "$1" = test ] && [ "$(pwd -P)" = "$TEST_SH_FAIL" ]; then exit 1; fi`+"\n"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(bin, "gofmt"), []byte("#!/bin/sh\nexit 0\n"), 0o755))
+	for _, tc := range []struct {
+		name, failIn, says string
+		code               int
+	}{
+		{"every part passes", "", "all passed", 0},
+		{"the product module fails", ".", "FAILED: main module", 1},
+		{"the Kubernetes check fails", "deploy/kubernetes/check", "FAILED: deploy/kubernetes/check", 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			log := filepath.Join(t.TempDir(), "log")
+			cmd := exec.Command(bash, "scripts/test.sh")
+			cmd.Env = append(os.Environ(), "PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"), "TEST_SH_LOG="+log, "TEST_SH_FAIL=")
+			if tc.failIn != "" {
+				cmd.Env[len(cmd.Env)-1] = "TEST_SH_FAIL=" + filepath.Join(repo, tc.failIn)
+			}
+			out, err := cmd.CombinedOutput()
+			code := 0
+			if ee, ok := err.(*exec.ExitError); ok {
+				code = ee.ExitCode()
+			} else {
+				require.NoError(t, err)
+			}
+			assert.Equal(t, tc.code, code, "%s", out)
+			assert.Contains(t, string(out), tc.says)
+			ran, err := os.ReadFile(log)
+			require.NoError(t, err)
+			for _, want := range []string{repo + " go test", filepath.Join(repo, "deploy/kubernetes/check") + " go test", filepath.Join(repo, "lab") + " go build"} {
+				assert.Contains(t, string(ran), want+"\n", "every part ran")
+			}
+		})
+	}
+}
+
+// TestDocsSpeakOfTheProject: the documents speak of the project, its users
+// and its measures, not of where a change came from: no issue by its
+// number, no "the issue".
+func TestDocsSpeakOfTheProject(t *testing.T) {
+	var files []string
+	for _, glob := range []string{"*.md", "docs/*.md", "lab/*.md", "lab/notes/*.md", "examples/*/*.md"} {
+		m, err := filepath.Glob(glob)
+		require.NoError(t, err)
+		files = append(files, m...)
+	}
+	require.Greater(t, len(files), 15)
+	issue := regexp.MustCompile(`(?i)\bthe issue\b|\bissues?\s+#?\d+`)
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		require.NoError(t, err)
+		assert.Empty(t, issue.FindAllString(string(b), -1), f)
+	}
 }
 
 // checkLinks returns what does not resolve under root, each as

@@ -26,7 +26,7 @@ import (
 	"github.com/raterlimiter/raterlimiter/internal/rls"
 )
 
-const compatConfig = "../../internal/rls/testdata/compat"
+const compatConfig = "../../docs/gateways/rls"
 
 // startRLS runs the binary with the Envoy RLS on a port the OS picks and
 // returns a client of it.
@@ -118,7 +118,7 @@ const (
 )
 
 // compatSuite replays envoyproxy/ratelimit's documented examples
-// (internal/rls/testdata/compat) through a real gRPC client.
+// (docs/gateways/rls) through a real gRPC client.
 func compatSuite(t *testing.T, c rlspb.RateLimitServiceClient, tag string) {
 	t.Run("example 1: key and value", func(t *testing.T) {
 		earlyInSecond()

@@ -14,7 +14,7 @@ import (
 )
 
 func TestLoadTheCompatibilityDirectory(t *testing.T) {
-	c, err := Load("testdata/compat")
+	c, err := Load("../../docs/gateways/rls")
 	require.NoError(t, err)
 	assert.Len(t, c.Files, 8)
 	assert.Len(t, c.domains, 8)
@@ -27,7 +27,7 @@ func TestLoadTheCompatibilityDirectory(t *testing.T) {
 }
 
 func TestLookupAsEnvoyproxyRatelimit(t *testing.T) {
-	c, err := Load("testdata/compat")
+	c, err := Load("../../docs/gateways/rls")
 	require.NoError(t, err)
 	for _, tc := range []struct {
 		domain  string
@@ -157,7 +157,7 @@ func TestUnits(t *testing.T) {
 
 func FuzzLoad(f *testing.F) {
 	for _, name := range []string{"messaging.yaml", "example7.yaml", "wildcard.yaml", "internal.yaml"} {
-		b, err := os.ReadFile(filepath.Join("testdata/compat", name))
+		b, err := os.ReadFile(filepath.Join("../../docs/gateways/rls", name))
 		if err != nil {
 			f.Fatal(err)
 		}

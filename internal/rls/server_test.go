@@ -26,7 +26,7 @@ func newServer(t testing.TB) (*Server, *limitertest.Clock) {
 	clock := limitertest.NewClock(limitertest.T0)
 	lim := memory.New(memory.Config{Clock: clock.Now, SweepInterval: -1, MaxIDBytes: bounds.DefaultMaxIDBytes + policy.IDOverhead})
 	t.Cleanup(func() { lim.Close() })
-	c, err := Load("testdata/compat")
+	c, err := Load("../../docs/gateways/rls")
 	require.NoError(t, err)
 	return New(Options{Limiter: lim, Config: c}), clock
 }
