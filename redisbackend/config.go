@@ -87,7 +87,7 @@ type Config struct {
 	// them by its own clock.
 	Clock func() time.Time
 	// Deadlines makes every check refuse to count when Redis runs it after
-	// its caller's deadline, so a 503 never counts (docs/redis-counting.md):
+	// its caller's deadline, so a 503 never counts (docs/redis.md, "What a check counts"):
 	// the scripts read Redis's clock (TIME) instead of the client's, and
 	// fixed windows are counted by a script (fixed.lua) instead of plain
 	// commands. It costs Redis 1.2 to 1.4 (the scripts) and 2.3 (fixed)

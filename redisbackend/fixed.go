@@ -22,7 +22,7 @@ import (
 // that for a script. INCRBY is atomic, so counts stay exact across sidecars;
 // what a plain command cannot do is refuse to count past the caller's
 // deadline, which Config.Deadlines keeps (fixed.lua), at a script's cost
-// (docs/redis-counting.md).
+// (docs/redis.md, "What a check counts").
 
 // fixedKey returns the counter of (id, scale)'s window w.
 func (b *Backend) fixedKey(id string, scale, w int64) string {

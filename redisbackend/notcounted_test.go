@@ -25,7 +25,7 @@ import (
 // before its caller gives up is a race the client may lose (about one stall
 // in fifty here sends none), so the stall is repeated, each time with the
 // same assertions, until one has. It is Config.Deadlines' rule, for every
-// algorithm (the default does without it: docs/redis-counting.md).
+// algorithm (the default does without it: docs/redis.md, "What a check counts").
 func TestUnansweredChecksAreNotCounted(t *testing.T) {
 	for _, tc := range []struct {
 		name string

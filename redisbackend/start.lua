@@ -11,7 +11,7 @@ if timed then
   now = t[1] * 1000 + math.floor(t[2] / 1000)
 end
 -- A check Redis runs after its caller's deadline counts nothing: the caller
--- has answered 503 (docs/redis-counting.md).
+-- has answered 503 (docs/redis.md, "What a check counts").
 if dl >= 0 and now > dl then
   return redis.error_reply('DEADLINE script ran after the caller\'s deadline, nothing counted')
 end
