@@ -569,7 +569,7 @@ func pathMentions(text, dir string, top map[string]bool, exists func(string) boo
 		}
 		after := text[loc[2]+len(strings.TrimRight(raw, ".,:;")):]
 		if m := textSection.FindStringSubmatch(after); m != nil && strings.HasSuffix(p, ".md") {
-			ref.section = m[1]
+			ref.section = strings.Join(strings.Fields(m[1]), " ")
 		}
 		shown := p
 		if ref.section != "" {

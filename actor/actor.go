@@ -124,7 +124,7 @@ const maxDrain = 256
 // large batches must not make a single check wait for whole batches. Small
 // enough that a chunk of new ids at the bucket bound (the costliest checks)
 // stays in the tens of microseconds, the wait a steady check can meet
-// behind a flood (docs/perf-notes.md, "Floods at the bucket bound").
+// behind a flood (lab/notes/perf-notes.md, "Floods at the bucket bound").
 const batchChunk = 16
 
 type kind uint8
@@ -340,7 +340,7 @@ func (a *Actor) call(ctx context.Context, m *msg) (result, error) {
 	// reply at once, with no polling: the actor answers a whole drain of
 	// callers in one pass, and a parked caller costs it one wake-up, where
 	// thousands of callers polling with runtime.Gosched would queue the
-	// actor behind them all (docs/perf-notes.md, "The actor's hand-off").
+	// actor behind them all (lab/notes/perf-notes.md, "The actor's hand-off").
 	done := ctx.Done()
 	if done == nil {
 		<-m.ready

@@ -12,7 +12,7 @@ import (
 // by every request that starts within one slack period, so the hot path
 // neither allocates nor touches the runtime's timer heap per request, which
 // a context.WithTimeout per request would (a timer each: a large share of
-// the API's own cost; docs/perf-notes.md, "The sidecar's HTTP path").
+// the API's own cost; lab/notes/perf-notes.md, "The sidecar's HTTP path").
 type deadlines struct {
 	timeout, slack time.Duration
 	cur            atomic.Pointer[deadline]

@@ -19,7 +19,7 @@ import (
 // (jsontext, the proposed encoding/json/v2's syntactic layer): a strict RFC
 // 8259 reader that hands out each value's raw bytes without allocating, and
 // AppendQuote for strings, where encoding/json would reflect and allocate
-// on every body (docs/perf-notes.md, "JSON library", has the comparison).
+// on every body (lab/notes/perf-notes.md, "JSON library", has the comparison).
 
 // readOptions: names given twice are refused by the reader's own check,
 // which names the field ("must be given once"); UTF-8 is checked on the

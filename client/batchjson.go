@@ -19,7 +19,7 @@ import (
 // (github.com/go-json-experiment/json, as the API) without reflection or a
 // per-item allocation: at hundreds of thousands of checks a second,
 // reflective decoding of the answers would be the largest cost of the
-// client's batching (docs/perf-notes.md, "The Go client and batching").
+// client's batching (lab/notes/perf-notes.md, "The Go client and batching").
 
 // appendBatchJSON appends rs as the JSON array POST /check_rates takes.
 // Ids must be valid UTF-8 (batchable).

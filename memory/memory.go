@@ -55,7 +55,7 @@ type Config struct {
 	// Shards is the number of actors ids are spread over. Default: half of
 	// GOMAXPROCS, at least 1: one processor runs each actor and the others
 	// its callers; more shards than that cost more CPU a check than they
-	// save in waiting (docs/perf-notes.md, "The actor's hand-off").
+	// save in waiting (lab/notes/perf-notes.md, "The actor's hand-off").
 	Shards int
 	// Clock gives the time decisions are made at. Default: a steady clock
 	// per shard that advances with the system's monotonic clock, anchored

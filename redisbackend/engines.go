@@ -15,21 +15,27 @@ import (
 // An engine keeps one algorithm's records on Redis, each (id, scale) in one
 // key, tag + code + ":" + scale (and ":" + sub when the engine names its
 // records by one more number), decided by one small script (the token and
-// the leaky bucket share gcra.lua). The scripts share a calling convention
-// (docs/redis.md):
+// the leaky bucket share gcra.lua). The scripts share a calling convention:
 //
-//	KEYS[1]  the record
+//	KEYS[1]  the record: one key, so a migrating slot never splits a check
 //	ARGV[1]  scale, limit, hits, now (-1: Redis's TIME), deadline (-1:
-//	         none), TTL slack in ms, then the algorithm's own (extra),
-//	         packed (packArgs)
+//	         none; past it, change nothing and answer an error starting
+//	         with DEADLINE), TTL slack in ms, then the algorithm's own
+//	         (extra), packed (packArgs)
 //
 // and answer what their engine's decide reads: the sliding window, the
 // token bucket, the sliding window counters and the leaky bucket the record
-// as it was (a string is the cheapest answer a script gives), the log its
-// decision.
+// as it was (a string is the cheapest answer a script gives), led by the
+// time decided at when the script read TIME; the log its decision. A script
+// never rewinds (a now behind the record's last change decides at that
+// change), sets the record's TTL to the end of the last window that can read
+// it plus the slack, and keeps to two redis.calls where it can (a GET, then
+// a SETRANGE that keeps the TTL or a SET with it). TestCheapScripts counts
+// the commands a check sends.
 //
 // Fixed windows are not here: they are counters without a script (fixed.go).
-// A new algorithm is a script and one entry in engines.
+// A new algorithm is a script and one entry in engines, and, for its
+// denials to be cached, a state in denycache.go.
 type engine struct {
 	// code names the algorithm in its keys and index fields: one letter.
 	code string

@@ -1,6 +1,6 @@
 package main
 
-// The flood test (RELIABILITY.md, "Flood"): 10,000,000 distinct ids at full
+// The flood test (lab/notes/reliability.md, "Flood"): 10,000,000 distinct ids at full
 // speed against the built binary with a small -max-buckets, beside a steady
 // client whose latency is compared with and without the flood. It takes
 // minutes, so it runs only with RATERLIMITER_FLOOD=1 (scripts/flood.sh).

@@ -629,7 +629,7 @@ func TestBodyFloodIsBounded(t *testing.T) {
 	// A body is admitted against the budget by its Content-Length before
 	// more than its first byte is read, so the flood holds the budget and
 	// each connection's buffers, far below the gigabytes the same flood
-	// holds with no budget (RELIABILITY.md, "Hostile clients beside a
+	// holds with no budget (lab/notes/reliability.md, "Hostile clients beside a
 	// healthy one").
 	assert.Less(t, peak.Load(), int64(256<<20), "resident memory stays within the budget and the connections' buffers")
 	m := s.get(t, "/metrics").body

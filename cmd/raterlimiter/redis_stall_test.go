@@ -84,7 +84,7 @@ func TestRedisStallsCostNoAnswers(t *testing.T) {
 			stop := make(chan struct{})
 			stalls := stallEverySecond(rs, 80*time.Millisecond, stop)
 			// RATERLIMITER_STALL_LOAD lengthens the load, for a run of
-			// more checks than CI affords (RELIABILITY.md, "Redis slow or
+			// more checks than CI affords (lab/notes/reliability.md, "Redis slow or
 			// down").
 			deadline := time.Now().Add(envDuration(t, "RATERLIMITER_STALL_LOAD", 4500*time.Millisecond))
 			var wg sync.WaitGroup
@@ -162,7 +162,7 @@ func TestRedisStallsCostNoAnswers(t *testing.T) {
 // TestRedisOutageEngagesTheFailMode stops redis-server: the fail mode (here
 // open) engages once nothing has answered for DownAfter (2 s), never
 // before, and the circuit closes once Redis answers again (within a probe,
-// 100 ms). How long each took is logged (RELIABILITY.md); the test bounds
+// 100 ms). How long each took is logged (lab/notes/reliability.md); the test bounds
 // them only at 10 times what they take, far above a busy machine's stalls.
 func TestRedisOutageEngagesTheFailMode(t *testing.T) {
 	redistest.Available(t)

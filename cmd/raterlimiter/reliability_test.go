@@ -178,7 +178,7 @@ func goroutineDump() string {
 // to its baseline and checks are served again. Run with a mailbox large
 // enough to hold every check (they wait in it) and with one so small that
 // most callers wait to get in. How late past the timeout the 503s come is
-// logged: it is a figure of the machine (RELIABILITY.md), not asserted.
+// logged: it is a figure of the machine (lab/notes/reliability.md), not asserted.
 func TestSlowedActorAnswers503WithinTimeoutAndLeaksNothing(t *testing.T) {
 	const (
 		timeout = 500 * time.Millisecond

@@ -261,7 +261,7 @@ func openRLS(ctx context.Context, f rlsFlags, lis listenFlags, watch bool, lim r
 	// Stream workers serve calls on a fixed set of goroutines instead of
 	// one new goroutine a call, and a shared write buffer saves a buffer
 	// per connection: what many connections and calls hold stays bounded,
-	// at no cost in throughput (docs/perf-notes.md, "The sidecar's HTTP
+	// at no cost in throughput (lab/notes/perf-notes.md, "The sidecar's HTTP
 	// path"). A call waits on the limiter, so the workers are as many as
 	// the calls a loaded server has in hand: when all are busy grpc-go
 	// starts a goroutine for the call, whose stack then grows, which cost

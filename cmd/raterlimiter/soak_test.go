@@ -1,6 +1,6 @@
 package main
 
-// The soak (RELIABILITY.md, "Soak"): mixed load on the built binary for
+// The soak (lab/notes/reliability.md, "Soak"): mixed load on the built binary for
 // RATERLIMITER_SOAK_DURATION (default 10m), sampling its heap, goroutines
 // and open file descriptors. It runs only with RATERLIMITER_SOAK=1
 // (scripts/soak.sh).

@@ -34,7 +34,7 @@ const (
 	// BatchInFlight is how many batches may be on their way at once: one,
 	// since the checks that arrive while a batch travels make the next
 	// one, so batches grow with the load without a window to wait out
-	// (docs/perf-notes.md has the measurements).
+	// (lab/notes/perf-notes.md has the measurements).
 	BatchInFlight = 1
 )
 
