@@ -7,8 +7,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/raterlimiter/raterlimiter/internal/defaults"
-
 	"github.com/valyala/fasthttp"
 
 	rl "github.com/raterlimiter/raterlimiter"
@@ -19,7 +17,7 @@ import (
 const (
 	// defaultBucketsPage is Config.BucketsPage's default: the records one
 	// GET /buckets answers without a limit.
-	defaultBucketsPage = defaults.BucketsPage
+	defaultBucketsPage = 1000
 	// MaxBucketsPage is the most records one GET /buckets answers, whatever
 	// its limit.
 	MaxBucketsPage = 10_000

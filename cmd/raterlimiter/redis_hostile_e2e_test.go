@@ -237,7 +237,7 @@ func TestE2ERedisPlantedCounters(t *testing.T) {
 
 	for _, mode := range []string{"closed", "open"} {
 		t.Run(mode, func(t *testing.T) {
-			s := start(t, nil, "-backend", "redis", "-redis-url", rs.URL(), "-redis-fail", mode, "-redis-deny-cache", "0")
+			s := start(t, nil, "-backend", "redis", "-redis-url", rs.URL(), "-redis-fail", mode, "-redis-deny-cache", "-1")
 			for _, c := range []struct{ id, algo string }{{"planted-fixed", "fixed"}, {"planted-sliding", "sliding"}} {
 				for i := range 3 {
 					r := s.get(t, "/check_rate?id="+c.id+"&scale="+strconv.Itoa(scale)+"&limit=5&algo="+c.algo)
