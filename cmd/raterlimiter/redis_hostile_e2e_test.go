@@ -312,7 +312,8 @@ func TestE2ERedisMaxScale(t *testing.T) {
 		msg  string
 	}{
 		{[]string{"-redis-max-scale", "1h"}, "-redis-max-scale applies only to -backend redis"},
-		{[]string{"-backend", "redis", "-redis-url", rs.URL(), "-redis-max-scale", "0"}, "-redis-max-scale must be from 1ms to 87600h"},
+		{[]string{"-backend", "redis", "-redis-url", rs.URL(), "-redis-max-scale", "500us"}, "-redis-max-scale must be from 1ms to 87600h"},
+		{[]string{"-backend", "redis", "-redis-url", rs.URL(), "-redis-max-scale", "-1s"}, "-redis-max-scale must not be negative"},
 		{[]string{"-backend", "redis", "-redis-url", rs.URL(), "-redis-max-scale", "87601h"}, "-redis-max-scale must be from 1ms to 87600h"},
 	} {
 		code, _, stderr := runBinary(t, nil, tt.args...)
