@@ -159,7 +159,7 @@ func (c *config) flagTable() []flagDef {
 			usage: "start empty, with a warning, from a corrupt or foreign snapshot instead of refusing to"},
 
 		{name: "redis-url", group: redisGroup, value: text(&c.redisURL, "redis://127.0.0.1:6379/0"),
-			usage: "the Redis: redis://HOST:PORT/DB, rediss:// (TLS) or unix:///path (docs/redis.md)"},
+			usage: "the Redis: redis://HOST:PORT/DB, rediss:// for TLS, or unix:///path/to.sock"},
 		{name: "redis-fail", group: redisGroup, value: text(&c.redisFail, "closed"),
 			usage: "while Redis does not answer: closed (503), open (allow) or local (this sidecar counts)"},
 		{name: "redis-timeout", group: redisGroup, value: duration(&c.redisTimeout, 0),
@@ -184,7 +184,7 @@ func (c *config) flagTable() []flagDef {
 			usage: "status of a denied /auth: 429, or 401 or 403 for nginx auth_request"},
 
 		{name: "rls-listen", group: rlsGroup, value: text(&c.rls.listen, ""),
-			usage: "address to serve Envoy's rate limit service on (gRPC, h2c or TLS); empty: off"},
+			usage: "address to serve Envoy's rate limit service (gRPC) on; empty: off"},
 		{name: "rls-config", group: rlsGroup, value: text(&c.rls.config, ""),
 			usage: "envoyproxy/ratelimit configuration: a YAML file or a directory of *.yaml files"},
 		{name: "rls-merge-domains", group: rlsGroup, value: boolean(&c.rls.merge, false),
@@ -225,7 +225,7 @@ func (c *config) flagTable() []flagDef {
 		{name: "max-conns-per-proxy", group: boundsGroup, value: number(&c.exp.perProxy, 8192), off: "no bound",
 			usage: "the same bound for the addresses of -trusted-proxies"},
 		{name: "trusted-proxies", group: boundsGroup, value: text(&c.exp.trustedProxies, ""),
-			usage: "addresses and networks of reverse proxies, comma-separated (10.0.0.0/8,::1)"},
+			usage: "reverse proxies held to -max-conns-per-proxy: addresses, networks (10.0.0.0/8,::1)"},
 		{name: "first-byte-timeout", group: boundsGroup, value: duration(&c.exp.firstByte, 2*time.Second),
 			usage: "close a new connection that sends nothing for this long"},
 		{name: "body-budget", group: boundsGroup, value: number(&c.exp.bodyBudget, 32<<20), off: "no bound",
@@ -243,7 +243,7 @@ func (c *config) flagTable() []flagDef {
 			usage: "PEM private key of -tls-cert"},
 
 		{name: "admin-token", group: opsGroup, value: text(&c.adminToken, ""),
-			usage: "bearer token of /buckets, /reload, /dashboard and /debug/pprof/; empty: none"},
+			usage: "bearer token the admin endpoints require (not /metrics); without one: loopback only"},
 		{name: "admin-token-file", group: opsGroup, value: text(&c.exp.adminTokenFile, ""),
 			usage: "read the admin token from this file instead, unseen in the process list"},
 		{name: "admin-listen", group: opsGroup, value: text(&c.exp.adminListen, ""),
@@ -675,7 +675,7 @@ func parseDuration(s string) (time.Duration, error) {
 	if err == nil {
 		return d, nil
 	}
-	if _, numErr := strconv.ParseFloat(s, 64); numErr == nil {
+	if _, numErr := strconv.ParseFloat(s, 64); numErr == nil && strings.Trim(s, "+-.0123456789") == "" {
 		return 0, fmt.Errorf("a duration needs a unit: %ss, %sms or %sm, say", s, s, s)
 	}
 	return 0, errors.New("want a duration such as 5s, 250ms, 1m30s or 2h")

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -306,4 +307,33 @@ func fieldDoc(t *testing.T, dir, typ, field string) string {
 	}
 	t.Fatalf("no field %s.%s in %s", typ, field, dir)
 	return ""
+}
+
+// FuzzFlagValues: whatever a flag or a variable says, a number's and a
+// duration's Set refuse it or take it, never panic; what they take reads
+// back as the same value, and a bare number is told it needs a unit.
+func FuzzFlagValues(f *testing.F) {
+	for _, s := range []string{"5", "5s", "-1", "0", "1.5", "1h30m", "", "soon", "9223372036854775807", "1e3", "+5", ".5", "inf", "0x10", "-0"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		var d time.Duration
+		dv := duration(&d, time.Second)
+		if err := dv.Set(s); err == nil {
+			again := d
+			require.NoError(t, dv.Set(dv.String()), "%q read back as %q", s, dv.String())
+			assert.Equal(t, again, d)
+			assert.NotZero(t, d, "0 is the default")
+		} else if _, numErr := strconv.ParseFloat(s, 64); numErr == nil && strings.Trim(s, "+-.0123456789") == "" {
+			assert.Contains(t, err.Error(), "a duration needs a unit: "+s+"s")
+		}
+		var n int64
+		nv := number(&n, 7)
+		if err := nv.Set(s); err == nil {
+			again := n
+			require.NoError(t, nv.Set(nv.String()))
+			assert.Equal(t, again, n)
+			assert.NotZero(t, n, "0 is the default")
+		}
+	})
 }
