@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"github.com/raterlimiter/raterlimiter/internal/bounds"
-	"github.com/raterlimiter/raterlimiter/internal/defaults"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/assert"
@@ -523,7 +522,7 @@ func TestBoundsAtTheirEdges(t *testing.T) {
 func TestHostileRequestsGetJSONErrors(t *testing.T) {
 	h := newHarness(t, api.Config{MaxBodyBytes: 1024})
 	// A request line and headers beyond the read buffer: 431.
-	r := h.do(t, "GET", "/check_rate?id=a&scale=1000&limit=1", "", "", "X-Big", strings.Repeat("x", 3*defaults.ReadBufferSize))
+	r := h.do(t, "GET", "/check_rate?id=a&scale=1000&limit=1", "", "", "X-Big", strings.Repeat("x", 3*48<<10))
 	assert.Equal(t, 431, r.status)
 	assert.Contains(t, r.body, `"error"`)
 	// A body beyond MaxBodyBytes: 413.

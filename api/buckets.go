@@ -12,7 +12,6 @@ import (
 	"github.com/valyala/fasthttp"
 
 	rl "github.com/raterlimiter/raterlimiter"
-	"github.com/raterlimiter/raterlimiter/internal/defaults"
 	"github.com/raterlimiter/raterlimiter/internal/ms"
 )
 
@@ -20,7 +19,7 @@ import (
 const (
 	// defaultBucketsPage is Config.BucketsPage's default: the records one
 	// GET /buckets answers without a limit.
-	defaultBucketsPage = defaults.BucketsPage
+	defaultBucketsPage = 1000
 	// MaxBucketsPage is the most records one GET /buckets answers, whatever
 	// its limit.
 	MaxBucketsPage = 10_000

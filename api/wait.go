@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/raterlimiter/raterlimiter/internal/bounds"
-	"github.com/raterlimiter/raterlimiter/internal/defaults"
 
 	"github.com/valyala/fasthttp"
 
@@ -18,16 +17,16 @@ import (
 
 // defaultMaxWait bounds how long the sidecar holds an answer (wait=1, a
 // policy's wait: true) when Config.MaxWait is 0.
-const defaultMaxWait = defaults.MaxWait
+const defaultMaxWait = 10 * time.Second
 
 // Defaults of the bounds on how many answers are held at once.
 const (
 	// defaultMaxHeld is Config.MaxHeld's default: half of
 	// defaultMaxConnsPerIP, the bound on a proxy's connections when it is
 	// not in -trusted-proxies.
-	defaultMaxHeld = defaults.MaxHeld
+	defaultMaxHeld = 512
 	// defaultMaxHeldPerClient is Config.MaxHeldPerClient's default.
-	defaultMaxHeldPerClient = defaults.MaxHeldPerClient
+	defaultMaxHeldPerClient = 32
 )
 
 // holdSlots bounds the answers held at once, over the server and per

@@ -9,7 +9,6 @@ import (
 
 	"github.com/raterlimiter/raterlimiter/internal/bounds"
 	"github.com/raterlimiter/raterlimiter/internal/check"
-	"github.com/raterlimiter/raterlimiter/internal/defaults"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -42,7 +41,7 @@ func (c *counting) CheckRates(ctx context.Context, rs []rl.Request) ([]rl.Decisi
 func batching(t *testing.T, url string, cfg client.Config) *client.Client {
 	t.Helper()
 	if cfg.BatchMaxSize == 0 {
-		cfg.BatchMaxSize = defaults.BatchMaxSize
+		cfg.BatchMaxSize = 500
 	}
 	return clientOf(t, url, cfg)
 }

@@ -36,7 +36,6 @@ import (
 
 	"github.com/raterlimiter/raterlimiter/internal/bounds"
 	"github.com/raterlimiter/raterlimiter/internal/check"
-	"github.com/raterlimiter/raterlimiter/internal/defaults"
 
 	json "github.com/go-json-experiment/json/v1"
 	"github.com/valyala/fasthttp"
@@ -45,10 +44,13 @@ import (
 	"github.com/raterlimiter/raterlimiter/internal/ms"
 )
 
-// Defaults of Config's zero fields (see internal/defaults).
+// Defaults of Config's zero fields.
 const (
-	defaultTimeout  = defaults.ClientTimeout
-	defaultMaxConns = defaults.ClientMaxConnsPerHost
+	// defaultTimeout bounds every call that has no earlier deadline.
+	defaultTimeout = time.Second
+	// defaultMaxConns is how many connections the client keeps open to
+	// the sidecar (idle ones included).
+	defaultMaxConns = 256
 	// maxBody bounds what the client reads of one answer.
 	maxBody = 64 << 20
 )
@@ -61,7 +63,7 @@ type Config struct {
 	// for a sidecar listening on a unix socket (-listen unix:/path).
 	URL string
 	// Timeout bounds each call (the caller's context may end it sooner).
-	// Default 1 s; negative means no bound but the context's.
+	// Default 1s; negative means no bound but the context's.
 	Timeout time.Duration
 	// FailMode says what checks answer when the sidecar cannot. The
 	// client has no limiter of its own, so it takes rl.FailClosed and

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/raterlimiter/raterlimiter/internal/bounds"
-	"github.com/raterlimiter/raterlimiter/internal/defaults"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -80,7 +79,7 @@ func TestSidecarErrors(t *testing.T) {
 	require.ErrorAs(t, err, &fe)
 	assert.Equal(t, "id", fe.Field)
 
-	tooMany := make([]rl.Request, defaults.MaxBatch+1)
+	tooMany := make([]rl.Request, 1000+1) // one past the sidecar's -max-batch
 	for i := range tooMany {
 		tooMany[i] = rl.Request{ID: "a", Scale: time.Second, Limit: 1}
 	}

@@ -40,7 +40,6 @@ import (
 
 	"github.com/raterlimiter/raterlimiter/internal/bounds"
 	"github.com/raterlimiter/raterlimiter/internal/check"
-	"github.com/raterlimiter/raterlimiter/internal/defaults"
 	"github.com/raterlimiter/raterlimiter/internal/ms"
 
 	rl "github.com/raterlimiter/raterlimiter"
@@ -64,7 +63,7 @@ type Config struct {
 	// docs/reliability.md).
 	Clock func() time.Time
 	// SweepInterval is the time between sweeps of stale buckets. Default
-	// 10 s; negative disables the sweeper (records then leave only when
+	// 10s; negative disables the sweeper (records then leave only when
 	// the bounds below evict them or Reset deletes them).
 	SweepInterval time.Duration
 	// MaxIDBytes is the longest id accepted. Default
@@ -128,12 +127,19 @@ type SweepStats struct {
 	Took time.Duration
 }
 
-// The defaults of Config's bounds (internal/defaults names them for the
-// sidecar's flags).
+// The defaults of Config's bounds.
 const (
-	defaultMaxBuckets     = defaults.MaxBuckets
-	defaultMaxBucketBytes = defaults.MaxBucketBytes
-	defaultMaxScalesPerID = defaults.MaxScalesPerID
+	// defaultMaxBuckets: with ids of 16 bytes its records take about
+	// 256 MB (64 bytes a record), so it binds before defaultMaxBucketBytes;
+	// with longer ids the byte budget binds first.
+	defaultMaxBuckets = 4_000_000
+	// defaultMaxBucketBytes is the most the records take whatever their
+	// ids (about 256,000 records of 1,000-byte ids).
+	defaultMaxBucketBytes = 256 << 20
+	// defaultMaxScalesPerID is far more than any real use (a per-second,
+	// -minute, -hour and -day limit per algorithm), and a bound on what
+	// one id can be made to hold.
+	defaultMaxScalesPerID = 64
 )
 
 // tuning is what the tests set beyond a Config: the actors' mailbox size

@@ -92,9 +92,7 @@ func newBackend(cfg Config, o options) (*Backend, error) {
 	if strings.ContainsAny(cfg.Prefix, "{}") {
 		return nil, errors.New("redisbackend: prefix must not contain { or }")
 	}
-	if cfg.Timeout < 0 {
-		cfg.Timeout = defaultTimeout
-	}
+	cfg.Timeout = max(cfg.Timeout, 0) // negative: none, as zero
 	if o.probeInterval <= 0 {
 		o.probeInterval = defaultProbeInterval
 	}

@@ -529,7 +529,9 @@ func TestE2EStartFailures(t *testing.T) {
 		{"bad backend", nil, []string{"-backend", "etcd"}, 2, "-backend must be memory or redis"},
 		{"port in use", nil, []string{"-listen", s.addr}, 1, "address already in use"},
 		{"env port in use", []string{"RATERLIMITER_LISTEN=" + s.addr}, nil, 1, "address already in use"},
-		{"max-id-bytes out of range", nil, []string{"-max-id-bytes", "0"}, 2, "-max-id-bytes must be from 1 to 65536"},
+		{"max-id-bytes out of range", nil, []string{"-max-id-bytes", "65537"}, 2, "-max-id-bytes must be from 1 to 65536"},
+		{"a duration without a unit", nil, []string{"-timeout", "5"}, 2, `invalid value "5" for flag -timeout: a duration needs a unit: 5s, 5ms or 5m, say`},
+		{"a duration without a unit in the environment", []string{"RATERLIMITER_SHUTDOWN_TIMEOUT=30"}, nil, 2, `invalid value "30" for RATERLIMITER_SHUTDOWN_TIMEOUT: a duration needs a unit: 30s`},
 		{"stray argument", nil, []string{"serve"}, 2, `unexpected argument "serve"`},
 		{"http redis url", nil, []string{"-backend", "redis", "-redis-url", "http://127.0.0.1:6379"}, 2, `invalid value "http://127.0.0.1:6379" for -redis-url`},
 		{"redis flag with the memory backend", nil, []string{"-redis-fail", "open"}, 2, "-redis-fail applies only to -backend redis"},
@@ -550,10 +552,10 @@ func TestE2EHelpAndVersion(t *testing.T) {
 	code, stdout, stderr := runBinary(t, nil, "-h")
 	assert.Zero(t, code, stderr)
 	for _, f := range []string{"listen", "sweep-interval", "backend", "redis-url", "admin-token", "max-id-bytes", "shards", "timeout", "max-batch", "shutdown-timeout"} {
-		assert.Regexp(t, `\n  -`+f+`( \w+)?\n`, stdout)
-		assert.Contains(t, stdout, "env "+envName(f)+", default ")
+		env := "RATERLIMITER_" + strings.ToUpper(strings.ReplaceAll(f, "-", "_"))
+		assert.Regexp(t, `\n  -`+f+`( \w+)?  \(`+env+`, default .+\)\n        \S`, stdout)
 	}
-	assert.Contains(t, stdout, "\n  -version\n        print the version and exit\n        command line only, default false\n")
+	assert.Contains(t, stdout, "\n  -version  (default false)\n        print the version and exit\n")
 	assert.Contains(t, stdout, `default "127.0.0.1:8080"`)
 	assert.Contains(t, stdout, `default 10s`)
 	code, stdout, _ = runBinary(t, nil, "-version")
@@ -561,10 +563,10 @@ func TestE2EHelpAndVersion(t *testing.T) {
 	assert.Regexp(t, `^raterlimiter \S+( \([^)\n]*\))?\n$`, stdout)
 	// The environment cannot ask for the version: with a bad flag beside
 	// it, the binary reports the flag (it would have served otherwise).
-	code, stdout, stderr = runBinary(t, []string{"RATERLIMITER_VERSION=true"}, "-max-batch", "0")
+	code, stdout, stderr = runBinary(t, []string{"RATERLIMITER_VERSION=true"}, "-max-batch", "-1")
 	assert.Equal(t, 2, code)
 	assert.Empty(t, stdout)
-	assert.Contains(t, stderr, "-max-batch must be at least 1")
+	assert.Contains(t, stderr, "-max-batch must not be negative")
 }
 
 // TestE2ESigtermDuringLoad sends SIGTERM while clients keep requests in

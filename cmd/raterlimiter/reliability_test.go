@@ -24,8 +24,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/raterlimiter/raterlimiter/internal/defaults"
-
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -389,7 +387,7 @@ func TestHostileClientsDoNotStopHealthyOnes(t *testing.T) {
 		}
 	}
 
-	big := strings.Repeat("x", 3*defaults.ReadBufferSize)
+	big := strings.Repeat("x", 3*48<<10) // three times api.Config.ReadBufferSize's default
 	json := func(body string) string {
 		return fmt.Sprintf("POST /check_rate HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
 	}

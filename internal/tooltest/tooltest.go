@@ -12,6 +12,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -45,14 +47,14 @@ func Run(t testing.TB, bin string, args ...string) (code int, stdout, stderr str
 	return RunEnv(t, nil, bin, args...)
 }
 
-// RunEnv is Run with env added to the test's environment.
+// RunEnv is Run with env added to the test's environment (Environ).
 func RunEnv(t testing.TB, env []string, bin string, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), RunTimeout)
 	defer cancel()
 	var o, e bytes.Buffer
 	cmd := exec.CommandContext(ctx, bin, args...)
-	cmd.Env = append(os.Environ(), env...)
+	cmd.Env = append(Environ(), env...)
 	cmd.Stdout, cmd.Stderr = &o, &e
 	err := cmd.Run()
 	if ctx.Err() != nil {
@@ -66,6 +68,14 @@ func RunEnv(t testing.TB, env []string, bin string, args ...string) (code int, s
 		t.Fatalf("tooltest: %s: %v", bin, err)
 	}
 	return 0, o.String(), e.String()
+}
+
+// Environ is the test's environment as a program it runs sees it: without
+// the RATERLIMITER_ variables, which are the test suite's own
+// (RATERLIMITER_REQUIRE_REDIS) or would set a flag the test did not ask
+// for; a test passes the ones it means.
+func Environ() []string {
+	return slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, "RATERLIMITER_") })
 }
 
 // Proc is a program a test started with Start, running beside the test.
@@ -82,11 +92,12 @@ type Proc struct {
 	err    error // of Wait, once exited is closed
 }
 
-// Start starts bin with args, and env added to the test's environment.
+// Start starts bin with args, and env added to the test's environment
+// (Environ).
 func Start(t testing.TB, env []string, bin string, args ...string) *Proc {
 	t.Helper()
 	p := &Proc{Cmd: exec.Command(bin, args...), exited: make(chan struct{})}
-	p.Cmd.Env = append(os.Environ(), env...)
+	p.Cmd.Env = append(Environ(), env...)
 	p.Cmd.Stdout, p.Cmd.Stderr = (*procWriter)(p), (*procWriter)(p)
 	if err := p.Cmd.Start(); err != nil {
 		t.Fatalf("tooltest: start %s: %v", bin, err)

@@ -70,7 +70,7 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.BoolVar(&o.progress, "progress", false, "show a progress bar on stderr even when it is not a terminal")
 	fs.StringVar(&o.limitsSVG, "limits-svg", "", "replay the many-sources trace at each of -limits and draw the wrong-decision share per algorithm to this SVG file")
 	limits := fs.String("limits", "10,30,90,300,900", "limits per minute for -limits-svg, comma-separated")
-	if _, err := cli.Parse(fs, args, nil); err != nil {
+	if err := cli.Parse(fs, args); err != nil {
 		return o, err
 	}
 	for _, f := range strings.Split(*limits, ",") {
