@@ -27,14 +27,13 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/raterlimiter/raterlimiter/internal/bounds"
-
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/valyala/fasthttp"
 
 	rl "github.com/raterlimiter/raterlimiter"
-	"github.com/raterlimiter/raterlimiter/internal/ms"
-	"github.com/raterlimiter/raterlimiter/internal/policy"
+	"github.com/raterlimiter/raterlimiter/internal/check"
+	"github.com/raterlimiter/raterlimiter/internal/millis"
+	"github.com/raterlimiter/raterlimiter/internal/sidecar/policy"
 )
 
 // Defaults of Config's zero fields.
@@ -264,7 +263,7 @@ func New(cfg Config) *Server {
 		cfg.MaxBatch = defaultMaxBatch
 	}
 	if cfg.MaxIDBytes <= 0 {
-		cfg.MaxIDBytes = bounds.DefaultMaxIDBytes
+		cfg.MaxIDBytes = check.DefaultMaxIDBytes
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -340,7 +339,7 @@ func New(cfg Config) *Server {
 	if cfg.MaxWait <= 0 {
 		cfg.MaxWait = defaultMaxWait
 	}
-	s.maxWaitMS = min(max(cfg.MaxWait.Milliseconds(), 1), ms.MaxScale)
+	s.maxWaitMS = min(max(cfg.MaxWait.Milliseconds(), 1), millis.MaxScale)
 	s.holds = holdSlots{most: cmp.Or(max(cfg.MaxHeld, 0), defaultMaxHeld), perClient: cmp.Or(max(cfg.MaxHeldPerClient, 0), defaultMaxHeldPerClient),
 		by: map[netip.Addr]int{}}
 	for _, conns := range []int{s.connLimits.PerIP, s.connLimits.PerProxy} {

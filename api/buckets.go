@@ -12,7 +12,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	rl "github.com/raterlimiter/raterlimiter"
-	"github.com/raterlimiter/raterlimiter/internal/ms"
+	"github.com/raterlimiter/raterlimiter/internal/millis"
 )
 
 // Pages of GET /buckets.
@@ -65,7 +65,7 @@ func parseBucketsArgs(args *fasthttp.Args, get bool, page int, rs *rules) (bucke
 		case "id":
 			a.id = string(v)
 		case "scale":
-			if !ok || n < 1 || n > ms.MaxScale {
+			if !ok || n < 1 || n > millis.MaxScale {
 				return a, rs.scale
 			}
 			a.scale = n
@@ -128,14 +128,14 @@ func (s *Server) buckets(ctx *fasthttp.RequestCtx) {
 			bs = bs[:a.limit]
 			ctx.Response.Header.Set(NextCursorHeader, strconv.Itoa(a.cursor+a.limit))
 		}
-		out := make([]ms.Bucket, len(bs))
+		out := make([]millis.Bucket, len(bs))
 		for i, b := range bs {
-			out[i] = ms.OfBucket(b)
+			out[i] = millis.OfBucket(b)
 		}
 		s.writeJSON(ctx, fasthttp.StatusOK, out)
 		return
 	}
-	n, err := adm.Reset(c, a.id, ms.Duration(a.scale))
+	n, err := adm.Reset(c, a.id, millis.Duration(a.scale))
 	if err != nil {
 		s.limiterFailed(ctx, err)
 		return

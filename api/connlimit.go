@@ -14,7 +14,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/raterlimiter/raterlimiter/internal/policy"
+	"github.com/raterlimiter/raterlimiter/internal/clientip"
 )
 
 // Defaults of ConnLimits' zero fields.
@@ -49,7 +49,7 @@ type ConnLimits struct {
 	// negative: no bound.
 	PerProxy int
 	// Proxies are the trusted proxies (reverse proxies in gateway mode).
-	Proxies policy.Proxies
+	Proxies clientip.Proxies
 	// FirstByteTimeout closes a connection that sends nothing this long
 	// after it was accepted. Default 2s.
 	FirstByteTimeout time.Duration

@@ -17,7 +17,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/valyala/fasthttp"
 
-	"github.com/raterlimiter/raterlimiter/internal/topk"
+	"github.com/raterlimiter/raterlimiter/internal/sidecar/topk"
 )
 
 // dashboardPage is GET /dashboard: one page, no outside resources, that

@@ -7,12 +7,11 @@ import (
 	"sync"
 	"time"
 
-	"github.com/raterlimiter/raterlimiter/internal/bounds"
-
 	"github.com/valyala/fasthttp"
 
 	rl "github.com/raterlimiter/raterlimiter"
-	"github.com/raterlimiter/raterlimiter/internal/policy"
+	"github.com/raterlimiter/raterlimiter/internal/check"
+	"github.com/raterlimiter/raterlimiter/internal/sidecar/policy"
 )
 
 // defaultMaxWait bounds how long the sidecar holds an answer (wait=1, a
@@ -182,7 +181,7 @@ func appendShapingFields(dst []byte, p *policy.Policy) []byte {
 	switch p.Algo {
 	case rl.Slices:
 		dst = append(dst, `,"slices":`...)
-		dst = strconv.AppendInt(dst, cmp.Or(p.Slices, bounds.DefaultSlices), 10)
+		dst = strconv.AppendInt(dst, cmp.Or(p.Slices, check.DefaultSlices), 10)
 	case rl.Leaky:
 		dst = append(dst, `,"queue":`...)
 		dst = strconv.AppendInt(dst, p.Queue, 10)

@@ -10,7 +10,7 @@ import (
 
 	rl "github.com/raterlimiter/raterlimiter"
 	"github.com/raterlimiter/raterlimiter/api"
-	"github.com/raterlimiter/raterlimiter/internal/sidecartest"
+	"github.com/raterlimiter/raterlimiter/internal/testkit/tooltest"
 	"github.com/raterlimiter/raterlimiter/memory"
 )
 
@@ -20,7 +20,7 @@ import (
 func TestFlushLeavesOutEndedContexts(t *testing.T) {
 	lim := memory.New(memory.Config{SweepInterval: -1})
 	t.Cleanup(func() { lim.Close() })
-	c, err := New(Config{URL: sidecartest.Serve(t, api.Config{Limiter: lim}), Timeout: 30 * time.Second})
+	c, err := New(Config{URL: tooltest.Serve(t, api.Config{Limiter: lim}), Timeout: 30 * time.Second})
 	require.NoError(t, err)
 	t.Cleanup(func() { c.Close() })
 

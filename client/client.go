@@ -34,14 +34,12 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/raterlimiter/raterlimiter/internal/bounds"
-	"github.com/raterlimiter/raterlimiter/internal/check"
-
 	json "github.com/go-json-experiment/json/v1"
 	"github.com/valyala/fasthttp"
 
 	rl "github.com/raterlimiter/raterlimiter"
-	"github.com/raterlimiter/raterlimiter/internal/ms"
+	"github.com/raterlimiter/raterlimiter/internal/check"
+	"github.com/raterlimiter/raterlimiter/internal/millis"
 )
 
 // Defaults of Config's zero fields.
@@ -176,7 +174,7 @@ func New(cfg Config) (*Client, error) {
 		c.clock = time.Now
 	}
 	if c.maxID <= 0 {
-		c.maxID = bounds.DefaultMaxIDBytes
+		c.maxID = check.DefaultMaxIDBytes
 	}
 	conns := cfg.MaxConns
 	if conns <= 0 {
@@ -405,7 +403,7 @@ func (c *Client) Buckets(ctx context.Context, id string) ([]rl.Bucket, error) {
 		if cursor != "" {
 			uri += "&cursor=" + url.QueryEscape(cursor)
 		}
-		var bs []ms.Bucket
+		var bs []millis.Bucket
 		var next string
 		err := c.doHeaders(ctx, fasthttp.MethodGet, uri, nil, true, func(status int, b []byte, h *fasthttp.ResponseHeader) error {
 			next = string(h.Peek("X-Next-Cursor"))
@@ -414,7 +412,7 @@ func (c *Client) Buckets(ctx context.Context, id string) ([]rl.Bucket, error) {
 		if err != nil {
 			return nil, err
 		}
-		all = append(all, ms.Buckets(bs)...)
+		all = append(all, millis.Buckets(bs)...)
 		if next == "" {
 			break
 		}
@@ -425,14 +423,14 @@ func (c *Client) Buckets(ctx context.Context, id string) ([]rl.Bucket, error) {
 
 // decodeBuckets accepts a JSON array of records or an object holding one
 // under "buckets".
-func decodeBuckets(status int, b []byte, bs *[]ms.Bucket) error {
+func decodeBuckets(status int, b []byte, bs *[]millis.Bucket) error {
 	if status != fasthttp.StatusOK {
 		return errUnexpected
 	}
 	b = bytes.TrimSpace(b)
 	if len(b) > 0 && b[0] == '{' {
 		var w struct {
-			Buckets []ms.Bucket `json:"buckets"`
+			Buckets []millis.Bucket `json:"buckets"`
 		}
 		err := json.Unmarshal(b, &w)
 		*bs = w.Buckets

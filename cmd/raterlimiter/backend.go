@@ -6,15 +6,14 @@ import (
 	"log/slog"
 	"time"
 
-	rlcheck "github.com/raterlimiter/raterlimiter/internal/check"
-
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
 	rl "github.com/raterlimiter/raterlimiter"
 	"github.com/raterlimiter/raterlimiter/api"
-	"github.com/raterlimiter/raterlimiter/internal/cli"
-	"github.com/raterlimiter/raterlimiter/internal/policy"
+	rlcheck "github.com/raterlimiter/raterlimiter/internal/check"
+	"github.com/raterlimiter/raterlimiter/internal/sidecar/cli"
+	"github.com/raterlimiter/raterlimiter/internal/sidecar/policy"
 	"github.com/raterlimiter/raterlimiter/memory"
 	"github.com/raterlimiter/raterlimiter/redisbackend"
 )

@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/raterlimiter/raterlimiter/api"
-	"github.com/raterlimiter/raterlimiter/internal/cli"
-	"github.com/raterlimiter/raterlimiter/internal/readfile"
+	"github.com/raterlimiter/raterlimiter/internal/sidecar/cli"
+	"github.com/raterlimiter/raterlimiter/internal/sidecar/readfile"
 )
 
 // exposureFlags bound what a client can take of a sidecar reachable from

@@ -15,10 +15,11 @@ import (
 
 	"github.com/redis/rueidis"
 
-	"github.com/raterlimiter/raterlimiter/internal/bounds"
-	"github.com/raterlimiter/raterlimiter/internal/cli"
-	"github.com/raterlimiter/raterlimiter/internal/policy"
-	"github.com/raterlimiter/raterlimiter/internal/rls"
+	"github.com/raterlimiter/raterlimiter/internal/check"
+	"github.com/raterlimiter/raterlimiter/internal/clientip"
+	"github.com/raterlimiter/raterlimiter/internal/sidecar/cli"
+	"github.com/raterlimiter/raterlimiter/internal/sidecar/policy"
+	"github.com/raterlimiter/raterlimiter/internal/sidecar/rls"
 )
 
 // Every flag is declared once, in flagTable: its name, its group, the field
@@ -72,7 +73,7 @@ type config struct {
 	exp  exposureFlags // exposure.go
 
 	// proxies are -trusted-proxies, parsed by validate.
-	proxies policy.Proxies
+	proxies clientip.Proxies
 	// peerNotes are envoyproxy/ratelimit's variables read (peerenv.go).
 	peerNotes []peerNote
 }
@@ -133,7 +134,7 @@ func (c *config) flagTable() []flagDef {
 			usage: "permissions of the socket file of -listen unix:/path, in octal"},
 		{name: "max-batch", group: servingGroup, value: number(&c.maxBatch, 1000),
 			usage: "most checks in one POST /check_rates; more get 413"},
-		{name: "max-id-bytes", group: servingGroup, value: number(&c.maxIDBytes, bounds.DefaultMaxIDBytes),
+		{name: "max-id-bytes", group: servingGroup, value: number(&c.maxIDBytes, check.DefaultMaxIDBytes),
 			usage: "longest id accepted, in bytes, at most 65536"},
 		{name: "shutdown-timeout", group: servingGroup, value: duration(&c.shutdownTimeout, 10*time.Second),
 			usage: "longest wait on SIGINT or SIGTERM for the requests in flight to be answered"},
@@ -338,9 +339,9 @@ func (c *config) validate() error {
 		return bad("-redis-fail must be closed, open or local, not %q", c.redisFail)
 	case c.maxIDBytes > maxIDBytesCap:
 		return bad("-max-id-bytes must be from 1 to %d, not %d", maxIDBytesCap, c.maxIDBytes)
-	case c.redisMaxScale < time.Millisecond || c.redisMaxScale > bounds.MaxScale:
+	case c.redisMaxScale < time.Millisecond || c.redisMaxScale > check.MaxScale:
 		return bad("-redis-max-scale must be from 1ms to 87600h (10 years), not %v", c.redisMaxScale)
-	case c.maxWait < time.Millisecond || c.maxWait > bounds.MaxScale:
+	case c.maxWait < time.Millisecond || c.maxWait > check.MaxScale:
 		return bad("-max-wait must be from 1ms to ten years, not %v", c.maxWait)
 	case c.logFormat != "text" && c.logFormat != "json":
 		return bad("-log-format must be text or json, not %q", c.logFormat)
@@ -401,7 +402,7 @@ func (c *config) validate() error {
 		}
 	}
 	var err error
-	if c.proxies, err = policy.ParseProxies(proxies...); err != nil {
+	if c.proxies, err = clientip.ParseProxies(proxies...); err != nil {
 		return bad("-trusted-proxies: %s", strings.TrimPrefix(err.Error(), "policy: "))
 	}
 	return nil

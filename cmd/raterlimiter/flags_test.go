@@ -14,7 +14,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/raterlimiter/raterlimiter/internal/cli"
+	"github.com/raterlimiter/raterlimiter/internal/sidecar/cli"
 )
 
 // table is a fresh flag table, its values holding their defaults.

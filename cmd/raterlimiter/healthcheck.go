@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/raterlimiter/raterlimiter/internal/cli"
+	"github.com/raterlimiter/raterlimiter/internal/sidecar/cli"
 )
 
 // healthTarget is the URL to GET for a -healthcheck argument, and the unix

@@ -20,7 +20,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/raterlimiter/raterlimiter/internal/tooltest"
+	"github.com/raterlimiter/raterlimiter/internal/testkit/tooltest"
 )
 
 // Careless files and hostile clients, on the real binary: what an

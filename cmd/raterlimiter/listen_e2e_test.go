@@ -25,7 +25,7 @@ import (
 
 	rl "github.com/raterlimiter/raterlimiter"
 	rlclient "github.com/raterlimiter/raterlimiter/client"
-	"github.com/raterlimiter/raterlimiter/internal/tooltest"
+	"github.com/raterlimiter/raterlimiter/internal/testkit/tooltest"
 )
 
 // testPKI is a CA and a server certificate it signed, written as PEM files.

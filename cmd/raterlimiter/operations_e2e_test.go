@@ -15,7 +15,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/raterlimiter/raterlimiter/internal/tooltest"
+	"github.com/raterlimiter/raterlimiter/internal/testkit/tooltest"
 )
 
 // jsonLines parses every line of out as one JSON object and fails t on a

@@ -12,7 +12,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/raterlimiter/raterlimiter/internal/cli"
+	"github.com/raterlimiter/raterlimiter/internal/sidecar/cli"
 )
 
 // envoyproxy/ratelimit's environment variables, so that a deployment of

@@ -8,8 +8,8 @@ import (
 	"log/slog"
 
 	"github.com/raterlimiter/raterlimiter/api"
-	"github.com/raterlimiter/raterlimiter/internal/cli"
-	"github.com/raterlimiter/raterlimiter/internal/policy"
+	"github.com/raterlimiter/raterlimiter/internal/sidecar/cli"
+	"github.com/raterlimiter/raterlimiter/internal/sidecar/policy"
 )
 
 // policyFlags are the flags of gateway mode.

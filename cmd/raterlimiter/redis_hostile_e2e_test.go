@@ -15,7 +15,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/raterlimiter/raterlimiter/internal/redistest"
+	"github.com/raterlimiter/raterlimiter/internal/testkit/redistest"
 )
 
 // redisCLI runs redis-cli against rs and returns its output, failing t on

@@ -29,7 +29,7 @@ import (
 
 	rl "github.com/raterlimiter/raterlimiter"
 	"github.com/raterlimiter/raterlimiter/api"
-	"github.com/raterlimiter/raterlimiter/internal/sidecartest"
+	"github.com/raterlimiter/raterlimiter/internal/testkit/tooltest"
 	"github.com/raterlimiter/raterlimiter/memory"
 )
 
@@ -51,7 +51,7 @@ func startRelServer(t *testing.T, mcfg memory.Config, cfg api.Config) *relServer
 	lim := memory.New(mcfg)
 	t.Cleanup(func() { lim.Close() })
 	cfg.Limiter = lim
-	return &relServer{lim: lim, gate: gate, addr: strings.TrimPrefix(sidecartest.Serve(t, cfg), "http://")}
+	return &relServer{lim: lim, gate: gate, addr: strings.TrimPrefix(tooltest.Serve(t, cfg), "http://")}
 }
 
 // clockGate is a limiter's clock that a test can hold shut: an actor

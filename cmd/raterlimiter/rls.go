@@ -22,8 +22,8 @@ import (
 	"google.golang.org/grpc/reflection"
 
 	rl "github.com/raterlimiter/raterlimiter"
-	"github.com/raterlimiter/raterlimiter/internal/readfile"
-	"github.com/raterlimiter/raterlimiter/internal/rls"
+	"github.com/raterlimiter/raterlimiter/internal/sidecar/readfile"
+	"github.com/raterlimiter/raterlimiter/internal/sidecar/rls"
 )
 
 // rlsFlags are the flags of the Envoy rate limit service.

@@ -22,11 +22,11 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
-	"github.com/raterlimiter/raterlimiter/internal/redistest"
-	"github.com/raterlimiter/raterlimiter/internal/rls"
+	"github.com/raterlimiter/raterlimiter/internal/sidecar/rls"
+	"github.com/raterlimiter/raterlimiter/internal/testkit/redistest"
 )
 
-const compatConfig = "../../internal/rls/testdata/compat"
+const compatConfig = "../../internal/sidecar/rls/testdata/compat"
 
 // startRLS runs the binary with the Envoy RLS on a port the OS picks and
 // returns a client of it.
@@ -118,7 +118,7 @@ const (
 )
 
 // compatSuite replays envoyproxy/ratelimit's documented examples
-// (internal/rls/testdata/compat) through a real gRPC client.
+// (internal/sidecar/rls/testdata/compat) through a real gRPC client.
 func compatSuite(t *testing.T, c rlspb.RateLimitServiceClient, tag string) {
 	t.Run("example 1: key and value", func(t *testing.T) {
 		earlyInSecond()

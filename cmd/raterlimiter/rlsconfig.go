@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/raterlimiter/raterlimiter/internal/cli"
-	"github.com/raterlimiter/raterlimiter/internal/rls"
+	"github.com/raterlimiter/raterlimiter/internal/sidecar/cli"
+	"github.com/raterlimiter/raterlimiter/internal/sidecar/rls"
 )
 
 // rlsLoadFlags are the flags of how the Envoy rate limit service's

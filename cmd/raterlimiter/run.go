@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/raterlimiter/raterlimiter/api"
-	"github.com/raterlimiter/raterlimiter/internal/cli"
+	"github.com/raterlimiter/raterlimiter/internal/sidecar/cli"
 )
 
 // run is the whole program: it parses args (and the environment through

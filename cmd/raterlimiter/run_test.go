@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/raterlimiter/raterlimiter/api"
-	"github.com/raterlimiter/raterlimiter/internal/cli"
+	"github.com/raterlimiter/raterlimiter/internal/sidecar/cli"
 )
 
 func TestAdminAccess(t *testing.T) {

@@ -14,7 +14,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/raterlimiter/raterlimiter/internal/readfile"
+	"github.com/raterlimiter/raterlimiter/internal/sidecar/readfile"
 	"github.com/raterlimiter/raterlimiter/memory"
 )
 

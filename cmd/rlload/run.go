@@ -18,15 +18,12 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/raterlimiter/raterlimiter/internal/bounds"
-
 	rl "github.com/raterlimiter/raterlimiter"
 	"github.com/raterlimiter/raterlimiter/api"
 	"github.com/raterlimiter/raterlimiter/client"
 	"github.com/raterlimiter/raterlimiter/internal/check"
-	"github.com/raterlimiter/raterlimiter/internal/cli"
-	msform "github.com/raterlimiter/raterlimiter/internal/ms"
-	"github.com/raterlimiter/raterlimiter/internal/term"
+	msform "github.com/raterlimiter/raterlimiter/internal/millis"
+	"github.com/raterlimiter/raterlimiter/internal/sidecar/cli"
 	"github.com/raterlimiter/raterlimiter/memory"
 )
 
@@ -127,7 +124,7 @@ func (cfg *config) parse(args []string, stderr io.Writer) error {
 	if err != nil {
 		return cli.Usagef("-algo: %v", err)
 	}
-	if err := check.ValidateWire(cfg.request("user-0", a), bounds.DefaultMaxIDBytes); err != nil {
+	if err := check.ValidateWire(cfg.request("user-0", a), check.DefaultMaxIDBytes); err != nil {
 		return cli.Usagef("%v", err)
 	}
 	return nil
@@ -367,7 +364,7 @@ func load(ctx context.Context, cfg *config, stderr io.Writer) (result, error) {
 	start := time.Now()
 	cpu0 := cpuTime()
 	checks0, errs0 := totals()
-	progress := cfg.progress || term.IsTerminal(stderr)
+	progress := cfg.progress || cli.IsTerminal(stderr)
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	end := time.NewTimer(cfg.duration)

@@ -33,8 +33,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/raterlimiter/raterlimiter/internal/cli"
-	"github.com/raterlimiter/raterlimiter/internal/term"
+	"github.com/raterlimiter/raterlimiter/internal/sidecar/cli"
 )
 
 func main() {
@@ -116,7 +115,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	for _, tr := range traces {
 		total += int64(len(tr.events)) * int64(len(variants)+3) // the rows replay adds up
 	}
-	bar := newProgress(stderr, total, o.progress || term.IsTerminal(stderr))
+	bar := newProgress(stderr, total, o.progress || cli.IsTerminal(stderr))
 	defer bar.done()
 
 	if o.limitsSVG != "" {
