@@ -1,13 +1,13 @@
 package raterlimiter_test
 
 import (
-	"github.com/raterlimiter/raterlimiter/internal/check"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	rl "github.com/raterlimiter/raterlimiter"
+	"github.com/raterlimiter/raterlimiter/internal/check"
 )
 
 func TestParseFailMode(t *testing.T) {

@@ -27,7 +27,7 @@ import (
 
 	rl "github.com/raterlimiter/raterlimiter"
 	"github.com/raterlimiter/raterlimiter/buckets"
-	"github.com/raterlimiter/raterlimiter/internal/ms"
+	"github.com/raterlimiter/raterlimiter/internal/millis"
 )
 
 // Config configures an Actor. The zero value is usable: every zero field
@@ -156,9 +156,9 @@ type msg struct {
 	next     *msg
 	depth    atomic.Int32
 	deadline int64 // the caller's deadline in Unix ns, 0 if none
-	req      ms.Request
-	reqs     []ms.Request
-	out      []ms.Decision
+	req      millis.Request
+	reqs     []millis.Request
+	out      []millis.Decision
 	decided  int // a batch's first request not yet decided
 	fn       func(s *buckets.Store, now int64)
 	res      result        // the reply, written before ready is signalled
@@ -166,7 +166,7 @@ type msg struct {
 }
 
 type result struct {
-	d     ms.Decision
+	d     millis.Decision
 	sweep SweepStats
 	err   error
 }
@@ -210,15 +210,15 @@ func New(cfg Config) *Actor {
 // came to it, with raterlimiter.ErrClosed after Close, and with errPanicked
 // if the actor panicked on it. After any error but errPanicked, r was not
 // counted: the actor skips messages whose caller is gone.
-func (a *Actor) CheckRate(ctx context.Context, r ms.Request) (ms.Decision, error) {
+func (a *Actor) CheckRate(ctx context.Context, r millis.Request) (millis.Decision, error) {
 	m := msgPool.Get().(*msg)
 	m.kind, m.req = kindCheck, r
 	m.state.Store(queued)
 	res, err := a.call(ctx, m)
 	if err != nil {
-		return ms.Decision{}, err
+		return millis.Decision{}, err
 	}
-	m.req, m.res = ms.Request{}, result{}
+	m.req, m.res = millis.Request{}, result{}
 	msgPool.Put(m)
 	return res.d, res.err
 }
@@ -230,7 +230,7 @@ func (a *Actor) CheckRate(ctx context.Context, r ms.Request) (ms.Decision, error
 // The message carries a copy of rs and decisions of its own: a caller whose
 // context ends gets its error at once and may reuse both slices, while the
 // message can still wait in the mailbox and be decided later.
-func (a *Actor) CheckRates(ctx context.Context, rs []ms.Request, out []ms.Decision) error {
+func (a *Actor) CheckRates(ctx context.Context, rs []millis.Request, out []millis.Decision) error {
 	ds, err := a.Decide(ctx, slices.Clone(rs))
 	if err == nil {
 		copy(out, ds)
@@ -242,8 +242,8 @@ func (a *Actor) CheckRates(ctx context.Context, rs []ms.Request, out []ms.Decisi
 // rs until it has decided them, even after Decide returned an error, so the
 // caller must not change rs again. The decisions come in a slice of their
 // own.
-func (a *Actor) Decide(ctx context.Context, rs []ms.Request) ([]ms.Decision, error) {
-	out := make([]ms.Decision, len(rs))
+func (a *Actor) Decide(ctx context.Context, rs []millis.Request) ([]millis.Decision, error) {
+	out := make([]millis.Decision, len(rs))
 	if err := a.decideInto(ctx, rs, out); err != nil {
 		return nil, err
 	}
@@ -254,7 +254,7 @@ func (a *Actor) Decide(ctx context.Context, rs []ms.Request) ([]ms.Decision, err
 // long as rs. Both are handed over until it returns nil: after an error the
 // actor may still read rs and write out, so the caller must not touch
 // either again.
-func (a *Actor) decideInto(ctx context.Context, rs []ms.Request, out []ms.Decision) error {
+func (a *Actor) decideInto(ctx context.Context, rs []millis.Request, out []millis.Decision) error {
 	if len(out) != len(rs) {
 		return fmt.Errorf("actor: %d requests but room for %d decisions", len(rs), len(out))
 	}
@@ -701,7 +701,7 @@ func closeAll(l *msg) {
 }
 
 var _ interface {
-	CheckRate(context.Context, ms.Request) (ms.Decision, error)
+	CheckRate(context.Context, millis.Request) (millis.Decision, error)
 } = (*Actor)(nil)
 
 // gaveUp is the error of a caller whose context ended before the actor

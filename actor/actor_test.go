@@ -14,7 +14,7 @@ import (
 	rl "github.com/raterlimiter/raterlimiter"
 	"github.com/raterlimiter/raterlimiter/actor"
 	"github.com/raterlimiter/raterlimiter/buckets"
-	"github.com/raterlimiter/raterlimiter/internal/ms"
+	"github.com/raterlimiter/raterlimiter/internal/millis"
 )
 
 const t0 = 1_700_000_040_000
@@ -29,7 +29,7 @@ func newActor(t *testing.T, cfg actor.Config) *actor.Actor {
 	return a
 }
 
-func hit(id string) ms.Request { return ms.Request{ID: id, Scale: 1000, Limit: 100, Hits: 1} }
+func hit(id string) millis.Request { return millis.Request{ID: id, Scale: 1000, Limit: 100, Hits: 1} }
 
 // waitCtx bounds a test's wait so a hang fails instead of blocking the run.
 func waitCtx(t *testing.T) context.Context {
@@ -42,7 +42,7 @@ func TestSupervisorRestartsKeepingTheStore(t *testing.T) {
 	var logs bytes.Buffer
 	a := newActor(t, actor.Config{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	a.SetHook(func(r any) {
-		if req, ok := r.(ms.Request); ok && req.ID == "boom" {
+		if req, ok := r.(millis.Request); ok && req.ID == "boom" {
 			panic("injected")
 		}
 	})
@@ -76,7 +76,7 @@ func TestCloseAnswersEveryone(t *testing.T) {
 	release, started := make(chan struct{}), make(chan struct{})
 	a := actor.New(actor.Config{Clock: func() int64 { return t0 }, Mailbox: 4})
 	a.SetHook(func(r any) {
-		if req, ok := r.(ms.Request); ok && req.ID == "block" {
+		if req, ok := r.(millis.Request); ok && req.ID == "block" {
 			close(started)
 			<-release
 		}
@@ -123,7 +123,7 @@ func TestContextEndsTheWait(t *testing.T) {
 	defer close(release)
 	a := newActor(t, actor.Config{})
 	a.SetHook(func(r any) {
-		if req, ok := r.(ms.Request); ok && req.ID == "slow" {
+		if req, ok := r.(millis.Request); ok && req.ID == "slow" {
 			close(started)
 			<-release
 		}
@@ -185,25 +185,25 @@ func TestAbandonedBatchOwnsItsRequests(t *testing.T) {
 	release, started := make(chan struct{}), make(chan struct{})
 	a := newActor(t, actor.Config{})
 	a.SetHook(func(r any) {
-		if req, ok := r.(ms.Request); ok && req.ID == "block" {
+		if req, ok := r.(millis.Request); ok && req.ID == "block" {
 			close(started)
 			<-release
 		}
 	})
 	go a.CheckRate(context.Background(), hit("block"))
 	<-started
-	rs := []ms.Request{hit("a"), hit("a")}
-	out := make([]ms.Decision, 2)
+	rs := []millis.Request{hit("a"), hit("a")}
+	out := make([]millis.Decision, 2)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	require.Error(t, a.CheckRates(ctx, rs, out), "given up before the actor was free")
 	rs[0], rs[1] = hit("b"), hit("b") // the caller reuses its slice
-	out[0] = ms.Decision{Count: 42}
+	out[0] = millis.Decision{Count: 42}
 	close(release)
-	d, err := a.CheckRate(waitCtx(t), ms.Request{ID: "a", Scale: 1000, Limit: 100})
+	d, err := a.CheckRate(waitCtx(t), millis.Request{ID: "a", Scale: 1000, Limit: 100})
 	require.NoError(t, err)
 	assert.Equal(t, int64(0), d.Count, "the abandoned batch is skipped: not counted")
-	d, err = a.CheckRate(waitCtx(t), ms.Request{ID: "b", Scale: 1000, Limit: 100})
+	d, err = a.CheckRate(waitCtx(t), millis.Request{ID: "b", Scale: 1000, Limit: 100})
 	require.NoError(t, err)
 	assert.Equal(t, int64(0), d.Count, "not the caller's later contents")
 	assert.Equal(t, int64(42), out[0].Count, "nor written into the caller's out")
@@ -216,23 +216,23 @@ func TestLargeBatchLetsChecksThrough(t *testing.T) {
 	var once sync.Once
 	a := newActor(t, actor.Config{})
 	a.SetHook(func(r any) {
-		if req, ok := r.(ms.Request); ok && req.ID == "" { // a batch
+		if req, ok := r.(millis.Request); ok && req.ID == "" { // a batch
 			once.Do(func() { close(firstChunk); <-release })
 		}
 	})
 	ctx := waitCtx(t)
-	rs := make([]ms.Request, 10_000)
+	rs := make([]millis.Request, 10_000)
 	for i := range rs {
 		rs[i] = hit("batch")
 		rs[i].Limit = 1 << 20
 	}
 	batchDone := make(chan error, 1)
-	out := make([]ms.Decision, len(rs))
+	out := make([]millis.Decision, len(rs))
 	go func() { batchDone <- a.CheckRates(ctx, rs, out) }()
 	<-firstChunk
-	single := make(chan ms.Decision, 1)
+	single := make(chan millis.Decision, 1)
 	go func() {
-		d, err := a.CheckRate(ctx, ms.Request{ID: "batch", Scale: 1000, Limit: 1 << 20})
+		d, err := a.CheckRate(ctx, millis.Request{ID: "batch", Scale: 1000, Limit: 1 << 20})
 		assert.NoError(t, err)
 		single <- d
 	}()
@@ -251,12 +251,12 @@ func TestLargeBatchLetsChecksThrough(t *testing.T) {
 
 func TestDecideIntoWritesTheCallersSlice(t *testing.T) {
 	a := newActor(t, actor.Config{})
-	rs := []ms.Request{hit("a"), hit("b"), hit("a")}
-	out := make([]ms.Decision, len(rs))
+	rs := []millis.Request{hit("a"), hit("b"), hit("a")}
+	out := make([]millis.Decision, len(rs))
 	require.NoError(t, a.DecideInto(waitCtx(t), rs, out))
 	assert.Equal(t, []int64{1, 1, 2}, []int64{out[0].Count, out[1].Count, out[2].Count})
 	require.ErrorContains(t, a.DecideInto(waitCtx(t), rs, out[:2]), "3 requests but room for 2 decisions")
-	d, err := a.CheckRate(waitCtx(t), ms.Request{ID: "a", Scale: 1000, Limit: 100})
+	d, err := a.CheckRate(waitCtx(t), millis.Request{ID: "a", Scale: 1000, Limit: 100})
 	require.NoError(t, err)
 	assert.Equal(t, int64(2), d.Count, "the refused batch counted nothing")
 }

@@ -1,9 +1,10 @@
 package actor
 
 import (
-	"github.com/raterlimiter/raterlimiter/internal/ms"
 	"sync"
 	"time"
+
+	"github.com/raterlimiter/raterlimiter/internal/millis"
 )
 
 // Defaults for SteadyClock's tolerance and settle period.
@@ -61,7 +62,7 @@ func NewSteadyClock(wall func() int64, mono func() time.Duration, tolerance, set
 	sys := wall == nil && mono == nil
 	start := time.Now()
 	if wall == nil {
-		wall = ms.Now
+		wall = millis.Now
 	}
 	if mono == nil {
 		mono = func() time.Duration { return time.Since(start) }

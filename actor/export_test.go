@@ -3,7 +3,7 @@ package actor
 import (
 	"context"
 
-	"github.com/raterlimiter/raterlimiter/internal/ms"
+	"github.com/raterlimiter/raterlimiter/internal/millis"
 )
 
 // SetHook installs fn to run on the actor's goroutine before each message.
@@ -21,6 +21,6 @@ var (
 const DefaultClockTolerance = defaultClockTolerance
 
 // DecideInto is decideInto, for tests.
-func (a *Actor) DecideInto(ctx context.Context, rs []ms.Request, out []ms.Decision) error {
+func (a *Actor) DecideInto(ctx context.Context, rs []millis.Request, out []millis.Decision) error {
 	return a.decideInto(ctx, rs, out)
 }

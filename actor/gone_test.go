@@ -11,7 +11,7 @@ import (
 
 	rl "github.com/raterlimiter/raterlimiter"
 	"github.com/raterlimiter/raterlimiter/actor"
-	"github.com/raterlimiter/raterlimiter/internal/ms"
+	"github.com/raterlimiter/raterlimiter/internal/millis"
 )
 
 // blockOn makes the actor stop on the first check of id until release is
@@ -20,7 +20,7 @@ func blockOn(a *actor.Actor, id string) (started, release chan struct{}) {
 	started, release = make(chan struct{}), make(chan struct{})
 	var once sync.Once
 	a.SetHook(func(r any) {
-		if req, ok := r.(ms.Request); ok && req.ID == id {
+		if req, ok := r.(millis.Request); ok && req.ID == id {
 			once.Do(func() {
 				close(started)
 				<-release
@@ -54,7 +54,7 @@ func TestGivenUpChecksAreNotCounted(t *testing.T) {
 	go func() { _, err := a.CheckRate(ctx, hit("u")); single <- err }()
 	batch := make(chan error, 1)
 	go func() {
-		_, err := a.Decide(ctx, []ms.Request{hit("u"), hit("v")})
+		_, err := a.Decide(ctx, []millis.Request{hit("u"), hit("v")})
 		batch <- err
 	}()
 	for a.Pending() < 2 {
@@ -80,7 +80,7 @@ func TestTakenChecksAreAnswered(t *testing.T) {
 	started, release := blockOn(a, "slow")
 	ctx, cancel := context.WithCancel(context.Background())
 	type answer struct {
-		d   ms.Decision
+		d   millis.Decision
 		err error
 	}
 	done := make(chan answer, 1)
@@ -110,7 +110,7 @@ func TestExpiredChecksAreSkipped(t *testing.T) {
 	require.ErrorIs(t, err, actor.ErrExpired)
 	require.ErrorIs(t, err, rl.ErrUnavailable)
 	require.ErrorIs(t, err, context.DeadlineExceeded)
-	_, err = a.Decide(ctx, []ms.Request{hit("u")})
+	_, err = a.Decide(ctx, []millis.Request{hit("u")})
 	require.ErrorIs(t, err, actor.ErrExpired)
 	assert.Equal(t, int64(0), count(t, a, "u"))
 }

@@ -15,7 +15,7 @@ import (
 
 	rl "github.com/raterlimiter/raterlimiter"
 	"github.com/raterlimiter/raterlimiter/actor"
-	"github.com/raterlimiter/raterlimiter/internal/ms"
+	"github.com/raterlimiter/raterlimiter/internal/millis"
 )
 
 // TestMailboxCountsExactlyTheAnsweredChecks: many callers on a few ids,
@@ -114,7 +114,7 @@ func TestFloodPastTheLimitCountsExactly(t *testing.T) {
 		wg.Go(func() {
 			for i := range checks {
 				id := (c + i) % ids
-				d, err := a.CheckRate(context.Background(), ms.Request{ID: fmt.Sprint("id", id), Scale: 60_000, Limit: limit, Hits: 1})
+				d, err := a.CheckRate(context.Background(), millis.Request{ID: fmt.Sprint("id", id), Scale: 60_000, Limit: limit, Hits: 1})
 				if !assert.NoError(t, err) {
 					return
 				}
@@ -127,7 +127,7 @@ func TestFloodPastTheLimitCountsExactly(t *testing.T) {
 	wg.Wait()
 	for id := range ids {
 		assert.Equal(t, int64(limit), allowed[id].Load(), "id%d", id)
-		d, err := a.CheckRate(waitCtx(t), ms.Request{ID: fmt.Sprint("id", id), Scale: 60_000, Limit: limit})
+		d, err := a.CheckRate(waitCtx(t), millis.Request{ID: fmt.Sprint("id", id), Scale: 60_000, Limit: limit})
 		require.NoError(t, err)
 		assert.Equal(t, int64(callers*checks/ids), d.Count, "id%d: every hit counted", id)
 	}

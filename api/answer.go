@@ -11,10 +11,9 @@ import (
 	json "github.com/go-json-experiment/json/v1"
 	"github.com/valyala/fasthttp"
 
-	"github.com/raterlimiter/raterlimiter/internal/check"
-	"github.com/raterlimiter/raterlimiter/internal/policy"
-
 	rl "github.com/raterlimiter/raterlimiter"
+	"github.com/raterlimiter/raterlimiter/internal/check"
+	"github.com/raterlimiter/raterlimiter/internal/sidecar/policy"
 )
 
 // DegradedHeader is set, to the backend's fail mode ("open" or "local"), on

@@ -27,37 +27,35 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/raterlimiter/raterlimiter/internal/bounds"
-	"github.com/raterlimiter/raterlimiter/internal/defaults"
-
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/valyala/fasthttp"
 
 	rl "github.com/raterlimiter/raterlimiter"
-	"github.com/raterlimiter/raterlimiter/internal/ms"
-	"github.com/raterlimiter/raterlimiter/internal/policy"
+	"github.com/raterlimiter/raterlimiter/internal/check"
+	"github.com/raterlimiter/raterlimiter/internal/millis"
+	"github.com/raterlimiter/raterlimiter/internal/sidecar/policy"
 )
 
 // Defaults of Config's zero fields.
 const (
 	// defaultTimeout is Config.Timeout's default: the wait for the
 	// limiter's answer.
-	defaultTimeout = defaults.Timeout
+	defaultTimeout = time.Second
 	// defaultMaxBatch is Config.MaxBatch's default: the most checks in one
 	// POST /check_rates.
-	defaultMaxBatch = defaults.MaxBatch
+	defaultMaxBatch = 1000
 	// defaultReadTimeout is Config.ReadTimeout's default: reading one
 	// request.
-	defaultReadTimeout = defaults.ReadTimeout
+	defaultReadTimeout = 10 * time.Second
 	// defaultWriteTimeout is Config.WriteTimeout's default: writing one
 	// response.
-	defaultWriteTimeout = defaults.WriteTimeout
+	defaultWriteTimeout = 10 * time.Second
 	// defaultIdleTimeout is Config.IdleTimeout's default: a keep-alive
 	// connection's idle time.
-	defaultIdleTimeout = defaults.IdleTimeout
+	defaultIdleTimeout = 60 * time.Second
 	// defaultConcurrency is Config.Concurrency's default: the connections
 	// served at once.
-	defaultConcurrency = defaults.Concurrency
+	defaultConcurrency = 16384
 	// maxDefaultBodyBytes caps the default MaxBodyBytes: room for a full
 	// batch of ordinary ids, but not the 131 MB a batch of 1,000 ids of
 	// 64 KiB would claim; such a batch is refused with 413.
@@ -67,8 +65,8 @@ const (
 	// large_client_header_buffers (4 × 8 KiB) accepts from a client and
 	// those it sets itself, so that a client's big headers are read and
 	// decided, never an error nginx turns into a 500; and for an id of
-	// DefaultMaxIDBytes bytes, each percent-encoded.
-	defaultReadBufferSize = defaults.ReadBufferSize
+	// 1,024 bytes, each percent-encoded.
+	defaultReadBufferSize = 48 << 10
 	// concurrencySlack is how far above Concurrency fasthttp's own bound
 	// sits (see New).
 	concurrencySlack = 64
@@ -97,15 +95,15 @@ type Config struct {
 	// Limiter answers the checks.
 	Limiter rl.Limiter
 	// Timeout bounds the wait for the limiter's answer; past it the request
-	// gets 503. Default defaultTimeout. A check waits at most Timeout plus a
+	// gets 503. Default 1s. A check waits at most Timeout plus a
 	// tenth (deadlines are shared by the requests of a tenth of Timeout, so
 	// none pays for a timer of its own).
 	Timeout time.Duration
 	// MaxBatch is the most checks one POST /check_rates may carry; more get
-	// 413. Default defaultMaxBatch.
+	// 413. Default 1,000.
 	MaxBatch int
 	// MaxIDBytes is the longest id accepted, which must not exceed the
-	// limiter's own. Default bounds.DefaultMaxIDBytes.
+	// limiter's own. Default 1,024.
 	MaxIDBytes int
 	// AdminToken, if set, is the bearer token /buckets requires
 	// ("Authorization: Bearer TOKEN"). Empty: /buckets is open.
@@ -121,20 +119,20 @@ type Config struct {
 
 	// ReadTimeout, WriteTimeout and IdleTimeout bound slow clients: reading
 	// one request, writing one response, and a keep-alive connection's idle
-	// time. Defaults defaultReadTimeout, defaultWriteTimeout,
-	// defaultIdleTimeout.
+	// time. Defaults 10s, 10s and 60s.
 	ReadTimeout, WriteTimeout, IdleTimeout time.Duration
 	// MaxBodyBytes is the largest request body; larger ones get 413.
 	// Default: room for a batch of MaxBatch checks with ids of MaxIDBytes
 	// bytes, at least 1 MiB and at most 16 MiB.
 	MaxBodyBytes int
 	// ReadBufferSize bounds the request line and headers together; larger
-	// ones get 431 (an /auth request is denied instead). Default:
-	// defaultReadBufferSize, or more when MaxIDBytes needs it.
+	// ones get 431 (an /auth request is denied instead). Default 48 KiB
+	// (what nginx passes to /auth with every header it accepts), or more
+	// when MaxIDBytes needs it.
 	ReadBufferSize int
 	// Concurrency is the most connections served at once; beyond it a new
 	// connection gets 503 with Retry-After: 1 and is closed. Default
-	// defaultConcurrency.
+	// 16,384.
 	Concurrency int
 
 	// Policies, if set, are the server-side policies of gateway mode, for
@@ -171,7 +169,7 @@ type Config struct {
 	// listeners given to Serve.
 	ConnLimits ConnLimits
 	// BucketsPage is the records one GET /buckets answers without a limit.
-	// Default defaultBucketsPage.
+	// Default 1,000.
 	BucketsPage int
 	// Stale, if set, tells /healthz what is stale ("" when nothing is): a
 	// snapshot that has not been written for too long. /healthz then still
@@ -181,8 +179,8 @@ type Config struct {
 	// Dashboard configures GET /dashboard and /dashboard/data (admin).
 	Dashboard DashboardConfig
 	// MaxWait bounds how long an answer is held for its delay (wait=1, a
-	// policy's wait: true); a longer delay is a 429 at once. Default
-	// defaultMaxWait; at most raterlimiter.MaxDelayMS ms.
+	// policy's wait: true); a longer delay is a 429 at once. Default 10s;
+	// at most ten years (raterlimiter.MaxDelayMS ms).
 	MaxWait time.Duration
 	// MaxHeld bounds the answers held at once; MaxHeldPerClient those of
 	// one client address (as an ip key reads it: behind a trusted proxy,
@@ -190,7 +188,7 @@ type Config struct {
 	// either bound is denied at once if it would wait. Both are at most
 	// half of ConnLimits' bounds, PerIP and PerProxy: each held answer
 	// keeps one of the proxy's connections, which carry every other
-	// client too. Defaults defaultMaxHeld, defaultMaxHeldPerClient.
+	// client too. Defaults 512 and 32.
 	MaxHeld, MaxHeldPerClient int
 }
 
@@ -265,7 +263,7 @@ func New(cfg Config) *Server {
 		cfg.MaxBatch = defaultMaxBatch
 	}
 	if cfg.MaxIDBytes <= 0 {
-		cfg.MaxIDBytes = bounds.DefaultMaxIDBytes
+		cfg.MaxIDBytes = check.DefaultMaxIDBytes
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -341,7 +339,7 @@ func New(cfg Config) *Server {
 	if cfg.MaxWait <= 0 {
 		cfg.MaxWait = defaultMaxWait
 	}
-	s.maxWaitMS = min(max(cfg.MaxWait.Milliseconds(), 1), ms.MaxScale)
+	s.maxWaitMS = min(max(cfg.MaxWait.Milliseconds(), 1), millis.MaxScale)
 	s.holds = holdSlots{most: cmp.Or(max(cfg.MaxHeld, 0), defaultMaxHeld), perClient: cmp.Or(max(cfg.MaxHeldPerClient, 0), defaultMaxHeldPerClient),
 		by: map[netip.Addr]int{}}
 	for _, conns := range []int{s.connLimits.PerIP, s.connLimits.PerProxy} {

@@ -15,9 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/raterlimiter/raterlimiter/internal/bounds"
-	"github.com/raterlimiter/raterlimiter/internal/defaults"
-
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -26,6 +23,7 @@ import (
 
 	rl "github.com/raterlimiter/raterlimiter"
 	"github.com/raterlimiter/raterlimiter/api"
+	"github.com/raterlimiter/raterlimiter/internal/check"
 	"github.com/raterlimiter/raterlimiter/limitertest"
 	"github.com/raterlimiter/raterlimiter/memory"
 )
@@ -483,7 +481,7 @@ func TestMetrics(t *testing.T) {
 
 func TestBoundsAtTheirEdges(t *testing.T) {
 	h := newHarness(t, api.Config{})
-	maxID := strings.Repeat("\xff", bounds.DefaultMaxIDBytes)
+	maxID := strings.Repeat("\xff", check.DefaultMaxIDBytes)
 	q := func(id string, scale, limit, hits int64, algo string) string {
 		v := url.Values{"id": {id}, "scale": {strconv.FormatInt(scale, 10)}, "limit": {strconv.FormatInt(limit, 10)}, "hits": {strconv.FormatInt(hits, 10)}}
 		if algo != "" {
@@ -500,14 +498,14 @@ func TestBoundsAtTheirEdges(t *testing.T) {
 		{"id max bytes, percent-encoded", q(maxID, 1000, 1, 1, ""), 200},
 		{"id max+1 bytes", q(maxID+"x", 1000, 1, 1, ""), 400},
 		{"scale 1", q("s1", 1, 1, 1, ""), 200},
-		{"scale max", q("s2", bounds.MaxScale.Milliseconds(), 1, 1, ""), 200},
-		{"scale max+1", q("s3", bounds.MaxScale.Milliseconds()+1, 1, 1, ""), 400},
+		{"scale max", q("s2", check.MaxScale.Milliseconds(), 1, 1, ""), 200},
+		{"scale max+1", q("s3", check.MaxScale.Milliseconds()+1, 1, 1, ""), 400},
 		{"limit 0 denies", q("l1", 1000, 0, 1, ""), 429},
-		{"limit max", q("l2", 1000, bounds.MaxLimit, bounds.MaxHits, ""), 200},
-		{"limit max+1", q("l3", 1000, bounds.MaxLimit+1, 1, ""), 400},
+		{"limit max", q("l2", 1000, check.MaxLimit, check.MaxHits, ""), 200},
+		{"limit max+1", q("l3", 1000, check.MaxLimit+1, 1, ""), 400},
 		{"hits 0 peeks", q("h1", 1000, 0, 0, ""), 200},
-		{"hits max over a small limit", q("h2", 1000, 1, bounds.MaxHits, ""), 429},
-		{"hits max+1", q("h3", 1000, 1, bounds.MaxHits+1, ""), 400},
+		{"hits max over a small limit", q("h2", 1000, 1, check.MaxHits, ""), 429},
+		{"hits max+1", q("h3", 1000, 1, check.MaxHits+1, ""), 400},
 		{"algo sliding", q("a1", 1000, 1, 1, "sliding"), 200},
 		{"algo token", q("a2", 1000, 1, 1, "token"), 200},
 		{"algo unknown", q("a3", 1000, 1, 1, "gcra"), 400},
@@ -523,7 +521,7 @@ func TestBoundsAtTheirEdges(t *testing.T) {
 func TestHostileRequestsGetJSONErrors(t *testing.T) {
 	h := newHarness(t, api.Config{MaxBodyBytes: 1024})
 	// A request line and headers beyond the read buffer: 431.
-	r := h.do(t, "GET", "/check_rate?id=a&scale=1000&limit=1", "", "", "X-Big", strings.Repeat("x", 3*defaults.ReadBufferSize))
+	r := h.do(t, "GET", "/check_rate?id=a&scale=1000&limit=1", "", "", "X-Big", strings.Repeat("x", 3*48<<10))
 	assert.Equal(t, 431, r.status)
 	assert.Contains(t, r.body, `"error"`)
 	// A body beyond MaxBodyBytes: 413.
@@ -531,7 +529,7 @@ func TestHostileRequestsGetJSONErrors(t *testing.T) {
 	assert.Equal(t, 413, r.status)
 	assert.Contains(t, r.body, `"error"`)
 	// The largest id, every byte percent-encoded, fits the default buffer.
-	big := url.QueryEscape(strings.Repeat("\xff", bounds.DefaultMaxIDBytes))
+	big := url.QueryEscape(strings.Repeat("\xff", check.DefaultMaxIDBytes))
 	r = h.get(t, "/check_rate?id="+big+"&scale=1000&limit=1")
 	assert.Equal(t, 200, r.status, r.body)
 }

@@ -4,11 +4,10 @@ import (
 	"strconv"
 	"testing"
 
-	"github.com/raterlimiter/raterlimiter/internal/bounds"
-
 	"github.com/valyala/fasthttp"
 
-	"github.com/raterlimiter/raterlimiter/internal/policy"
+	"github.com/raterlimiter/raterlimiter/internal/check"
+	"github.com/raterlimiter/raterlimiter/internal/sidecar/policy"
 	"github.com/raterlimiter/raterlimiter/memory"
 )
 
@@ -28,7 +27,7 @@ func BenchmarkAuth(b *testing.B) {
 		many += "  - {name: p" + strconv.Itoa(i) + ", match: {methods: [POST], path_prefix: /p" + strconv.Itoa(i) + "/}, key: ip, limit: 10, scale: 1m}\n"
 	}
 	many += one[len("policies:\n"):]
-	lim := memory.New(memory.Config{SweepInterval: -1, MaxIDBytes: bounds.DefaultMaxIDBytes + policy.IDOverhead})
+	lim := memory.New(memory.Config{SweepInterval: -1, MaxIDBytes: check.DefaultMaxIDBytes + policy.IDOverhead})
 	b.Cleanup(func() { lim.Close() })
 	server := func(src string) fasthttp.RequestHandler {
 		f, err := policy.Parse("bench.yaml", []byte(src))

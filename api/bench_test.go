@@ -9,11 +9,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/raterlimiter/raterlimiter/internal/bounds"
-
 	"github.com/valyala/fasthttp"
 
 	rl "github.com/raterlimiter/raterlimiter"
+	"github.com/raterlimiter/raterlimiter/internal/check"
 	"github.com/raterlimiter/raterlimiter/memory"
 )
 
@@ -33,7 +32,7 @@ func bareParse(rs *rules) fasthttp.RequestHandler {
 		var shown string
 		var pc policyCheck
 		var opts checkOpts
-		if _, err := parseArgs(ctx.QueryArgs(), &r, &shown, bounds.DefaultMaxIDBytes, rs, &pc, &opts); err != nil {
+		if _, err := parseArgs(ctx.QueryArgs(), &r, &shown, check.DefaultMaxIDBytes, rs, &pc, &opts); err != nil {
 			ctx.SetStatusCode(400)
 			return
 		}
@@ -63,7 +62,7 @@ func benchmarkCheckRate(b *testing.B, write bool) {
 		name string
 		h    fasthttp.RequestHandler
 	}{
-		{"bare-parse", bareParse(newRules(bounds.DefaultMaxIDBytes))},
+		{"bare-parse", bareParse(newRules(check.DefaultMaxIDBytes))},
 		{"api-instant-limiter", New(Config{Limiter: instant{}}).Handler},
 		{"api-memory-limiter", New(Config{Limiter: lim}).Handler},
 	} {

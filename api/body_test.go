@@ -15,7 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/raterlimiter/raterlimiter/api"
-	"github.com/raterlimiter/raterlimiter/internal/sidecartest"
+	"github.com/raterlimiter/raterlimiter/internal/testkit/tooltest"
 	"github.com/raterlimiter/raterlimiter/memory"
 )
 
@@ -26,7 +26,7 @@ func serveTCP(t *testing.T, cfg api.Config) string {
 	lim := memory.New(memory.Config{SweepInterval: -1, Shards: 1})
 	t.Cleanup(func() { lim.Close() })
 	cfg.Limiter = lim
-	return strings.TrimPrefix(sidecartest.Serve(t, cfg), "http://")
+	return strings.TrimPrefix(tooltest.Serve(t, cfg), "http://")
 }
 
 // batchBody is a batch of one check, padded with spaces to size bytes.

@@ -12,15 +12,14 @@ import (
 	"github.com/valyala/fasthttp"
 
 	rl "github.com/raterlimiter/raterlimiter"
-	"github.com/raterlimiter/raterlimiter/internal/defaults"
-	"github.com/raterlimiter/raterlimiter/internal/ms"
+	"github.com/raterlimiter/raterlimiter/internal/millis"
 )
 
 // Pages of GET /buckets.
 const (
 	// defaultBucketsPage is Config.BucketsPage's default: the records one
 	// GET /buckets answers without a limit.
-	defaultBucketsPage = defaults.BucketsPage
+	defaultBucketsPage = 1000
 	// MaxBucketsPage is the most records one GET /buckets answers, whatever
 	// its limit.
 	MaxBucketsPage = 10_000
@@ -66,7 +65,7 @@ func parseBucketsArgs(args *fasthttp.Args, get bool, page int, rs *rules) (bucke
 		case "id":
 			a.id = string(v)
 		case "scale":
-			if !ok || n < 1 || n > ms.MaxScale {
+			if !ok || n < 1 || n > millis.MaxScale {
 				return a, rs.scale
 			}
 			a.scale = n
@@ -129,14 +128,14 @@ func (s *Server) buckets(ctx *fasthttp.RequestCtx) {
 			bs = bs[:a.limit]
 			ctx.Response.Header.Set(NextCursorHeader, strconv.Itoa(a.cursor+a.limit))
 		}
-		out := make([]ms.Bucket, len(bs))
+		out := make([]millis.Bucket, len(bs))
 		for i, b := range bs {
-			out[i] = ms.OfBucket(b)
+			out[i] = millis.OfBucket(b)
 		}
 		s.writeJSON(ctx, fasthttp.StatusOK, out)
 		return
 	}
-	n, err := adm.Reset(c, a.id, ms.Duration(a.scale))
+	n, err := adm.Reset(c, a.id, millis.Duration(a.scale))
 	if err != nil {
 		s.limiterFailed(ctx, err)
 		return

@@ -5,14 +5,13 @@ import (
 	"errors"
 	"strconv"
 
-	"github.com/raterlimiter/raterlimiter/internal/check"
-
 	"github.com/valyala/fasthttp"
 
 	rl "github.com/raterlimiter/raterlimiter"
+	"github.com/raterlimiter/raterlimiter/internal/check"
 	"github.com/raterlimiter/raterlimiter/internal/headers"
-	"github.com/raterlimiter/raterlimiter/internal/ms"
-	"github.com/raterlimiter/raterlimiter/internal/policy"
+	"github.com/raterlimiter/raterlimiter/internal/millis"
+	"github.com/raterlimiter/raterlimiter/internal/sidecar/policy"
 )
 
 func (s *Server) checkRate(ctx *fasthttp.RequestCtx) {
@@ -37,12 +36,12 @@ func (s *Server) checkRate(ctx *fasthttp.RequestCtx) {
 		return
 	}
 	if opts.wait {
-		r.MaxDelay = ms.Duration(s.boundDelay(r.MaxDelay.Milliseconds()))
+		r.MaxDelay = millis.Duration(s.boundDelay(r.MaxDelay.Milliseconds()))
 		if client := s.clientAddr(ctx, pc.st); s.takeHold(client) {
 			defer s.holds.give(client) // after hold
 		} else {
 			// No place to be held (wait.go): not a wait at all.
-			r.MaxDelay, opts.wait = ms.Duration(noWaitMS), false
+			r.MaxDelay, opts.wait = millis.Duration(noWaitMS), false
 		}
 	}
 	d, err := s.lim.CheckRate(s.deadlines.get(start), r)

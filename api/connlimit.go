@@ -12,11 +12,9 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/raterlimiter/raterlimiter/internal/defaults"
-
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/raterlimiter/raterlimiter/internal/policy"
+	"github.com/raterlimiter/raterlimiter/internal/clientip"
 )
 
 // Defaults of ConnLimits' zero fields.
@@ -24,17 +22,17 @@ const (
 	// defaultMaxConnsPerIP is the most connections one client address may
 	// hold: a sixteenth of defaultConcurrency, so one client cannot take
 	// the server from the others.
-	defaultMaxConnsPerIP = defaults.MaxConnsPerIP
+	defaultMaxConnsPerIP = 1024
 	// defaultMaxConnsPerProxy is the most connections one trusted proxy
 	// may hold: it carries many clients.
-	defaultMaxConnsPerProxy = defaults.MaxConnsPerProxy
+	defaultMaxConnsPerProxy = 8192
 	// defaultFirstByteTimeout is how long a new connection may stay silent
 	// before its first request begins.
-	defaultFirstByteTimeout = defaults.FirstByteTimeout
+	defaultFirstByteTimeout = 2 * time.Second
 	// defaultBodyBudget bounds the request bytes read and not yet answered,
 	// over every connection: what clients that send bodies slowly, or never
 	// finish them, can make the server hold.
-	defaultBodyBudget = defaults.BodyBudget
+	defaultBodyBudget = 32 << 20
 	// bodyAllowance is what every connection may hold unanswered whatever
 	// the budget: an ordinary request, so a full budget stops only the
 	// connections holding big bodies.
@@ -45,21 +43,21 @@ const (
 // means the defaults.
 type ConnLimits struct {
 	// PerIP is the most connections open at once from one address; more are
-	// refused at accept. Default defaultMaxConnsPerIP; negative: no bound.
+	// refused at accept. Default 1,024; negative: no bound.
 	PerIP int
-	// PerProxy replaces PerIP for the addresses of Proxies. Default
-	// defaultMaxConnsPerProxy.
+	// PerProxy replaces PerIP for the addresses of Proxies. Default 8,192;
+	// negative: no bound.
 	PerProxy int
 	// Proxies are the trusted proxies (reverse proxies in gateway mode).
-	Proxies policy.Proxies
+	Proxies clientip.Proxies
 	// FirstByteTimeout closes a connection that sends nothing this long
-	// after it was accepted. Default defaultFirstByteTimeout.
+	// after it was accepted. Default 2s.
 	FirstByteTimeout time.Duration
 	// BodyBudget bounds the bytes read from all connections and not yet
 	// answered. Past it, a connection holding more than 16 KiB of an
 	// unanswered request is closed, and a body announced bigger than that
-	// is refused with 503 before it is read. Default defaultBodyBudget; negative:
-	// no bound.
+	// is refused with 503 before it is read. Default 32 MiB; negative: no
+	// bound.
 	BodyBudget int64
 }
 

@@ -14,12 +14,10 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/raterlimiter/raterlimiter/internal/defaults"
-
 	dto "github.com/prometheus/client_model/go"
 	"github.com/valyala/fasthttp"
 
-	"github.com/raterlimiter/raterlimiter/internal/topk"
+	"github.com/raterlimiter/raterlimiter/internal/sidecar/topk"
 )
 
 // dashboardPage is GET /dashboard: one page, no outside resources, that
@@ -60,18 +58,18 @@ type DashboardConfig struct {
 	// Now is the clock of the rate samples. Default time.Now.
 	Now func() time.Time
 	// Sample is the top-k sketches' sampling: one check in Sample is
-	// counted (rounded up to a power of two). Default topk.DefaultSample;
-	// 1 counts every check.
+	// counted (rounded up to a power of two). Default 16; 1 counts every
+	// check.
 	Sample int
 	// Interval is how often the rates are sampled, from the first Serve
 	// on, whether anyone looks or not: an operator who opens the page
-	// after an incident sees the minutes before it. Default
-	// defaultDashboardInterval; negative: never in the background.
+	// after an incident sees the minutes before it. Default 1s; negative:
+	// never in the background.
 	Interval time.Duration
 }
 
 // defaultDashboardInterval is how often the dashboard samples the rates.
-const defaultDashboardInterval = defaults.DashboardInterval
+const defaultDashboardInterval = time.Second
 
 // BackendState is the backend's health as the dashboard shows it.
 type BackendState struct {

@@ -9,8 +9,6 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/raterlimiter/raterlimiter/internal/bounds"
-
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/valyala/fasthttp"
@@ -58,7 +56,7 @@ func FuzzDecodeCheck(f *testing.F) {
 	for _, s := range jsonSeeds {
 		f.Add([]byte(s))
 	}
-	rs := newRules(bounds.DefaultMaxIDBytes)
+	rs := newRules(check.DefaultMaxIDBytes)
 	f.Fuzz(func(t *testing.T, in []byte) {
 		var d jsonReader
 		var r rl.Request
@@ -66,7 +64,7 @@ func FuzzDecodeCheck(f *testing.F) {
 		var id []byte
 		err := d.reset(in)
 		if err == nil {
-			id, _, err = d.check(&r, nil, bounds.DefaultMaxIDBytes, rs, &pc, new(checkOpts))
+			id, _, err = d.check(&r, nil, check.DefaultMaxIDBytes, rs, &pc, new(checkOpts))
 		}
 		if err == nil {
 			err = d.end()
@@ -244,7 +242,7 @@ func FuzzCheckRateQuery(f *testing.F) {
 		var r rl.Request
 		var shown string
 		pc := s.policyCheck()
-		_, err := parseArgs(&args, &r, &shown, bounds.DefaultMaxIDBytes, s.rules, &pc, new(checkOpts))
+		_, err := parseArgs(&args, &r, &shown, check.DefaultMaxIDBytes, s.rules, &pc, new(checkOpts))
 		if err == nil {
 			for k := range args.All() {
 				assert.True(t, knownNames[string(k)], "accepted the unknown parameter %q", k)

@@ -11,8 +11,8 @@ import (
 	"github.com/go-json-experiment/json/jsontext"
 
 	rl "github.com/raterlimiter/raterlimiter"
-	"github.com/raterlimiter/raterlimiter/internal/ms"
-	"github.com/raterlimiter/raterlimiter/internal/policy"
+	"github.com/raterlimiter/raterlimiter/internal/millis"
+	"github.com/raterlimiter/raterlimiter/internal/sidecar/policy"
 )
 
 // The API reads and writes JSON with github.com/go-json-experiment/json
@@ -298,10 +298,10 @@ func appendDecision(dst []byte, id string, d rl.Decision) []byte {
 	dst = append(dst, `,"remaining":`...)
 	dst = strconv.AppendInt(dst, d.Remaining, 10)
 	dst = append(dst, `,"reset_ms":`...)
-	dst = strconv.AppendInt(dst, ms.Ceil(d.Reset), 10)
+	dst = strconv.AppendInt(dst, millis.Ceil(d.Reset), 10)
 	dst = append(dst, `,"retry_after_ms":`...)
-	dst = strconv.AppendInt(dst, ms.Ceil(d.RetryAfter), 10)
+	dst = strconv.AppendInt(dst, millis.Ceil(d.RetryAfter), 10)
 	dst = append(dst, `,"delay_ms":`...)
-	dst = strconv.AppendInt(dst, ms.Ceil(d.Delay), 10)
+	dst = strconv.AppendInt(dst, millis.Ceil(d.Delay), 10)
 	return append(dst, '}')
 }

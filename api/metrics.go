@@ -10,7 +10,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	rl "github.com/raterlimiter/raterlimiter"
-	"github.com/raterlimiter/raterlimiter/internal/checkmetric"
+	"github.com/raterlimiter/raterlimiter/internal/sidecar/checkmetric"
 )
 
 // result is what became of a check, a label of raterlimiter_checks_total.

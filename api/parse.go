@@ -3,11 +3,10 @@ package api
 import (
 	"github.com/valyala/fasthttp"
 
-	"github.com/raterlimiter/raterlimiter/internal/check"
-
 	rl "github.com/raterlimiter/raterlimiter"
-	"github.com/raterlimiter/raterlimiter/internal/ms"
-	"github.com/raterlimiter/raterlimiter/internal/policy"
+	"github.com/raterlimiter/raterlimiter/internal/check"
+	"github.com/raterlimiter/raterlimiter/internal/millis"
+	"github.com/raterlimiter/raterlimiter/internal/sidecar/policy"
 )
 
 // fields is a set of the check's fields, one bit each.
@@ -85,7 +84,7 @@ func (f fields) name() string {
 func (f fields) set(r *rl.Request, n int64) {
 	switch f {
 	case fieldScale:
-		r.Scale = ms.Duration(n)
+		r.Scale = millis.Duration(n)
 	case fieldLimit:
 		r.Limit = n
 	case fieldHits:
@@ -95,7 +94,7 @@ func (f fields) set(r *rl.Request, n int64) {
 	case fieldQueue:
 		r.Queue = n
 	case fieldMaxDelay:
-		r.MaxDelay = ms.Duration(n)
+		r.MaxDelay = millis.Duration(n)
 	}
 }
 

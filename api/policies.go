@@ -12,8 +12,8 @@ import (
 
 	rl "github.com/raterlimiter/raterlimiter"
 	"github.com/raterlimiter/raterlimiter/internal/headers"
-	"github.com/raterlimiter/raterlimiter/internal/ms"
-	"github.com/raterlimiter/raterlimiter/internal/policy"
+	"github.com/raterlimiter/raterlimiter/internal/millis"
+	"github.com/raterlimiter/raterlimiter/internal/sidecar/policy"
 )
 
 // policyOverhead is what a policy's counter id adds to a key: the limiter
@@ -66,7 +66,7 @@ func (pc *policyCheck) resolve(name []byte, seen fields, id []byte) (*policy.Pol
 // apply takes r's scale, limit, algo and (unless given) hits from p. The
 // caller sets r.ID to the counter id.
 func (pc *policyCheck) apply(r *rl.Request, p *policy.Policy, seen fields) {
-	r.Scale, r.Limit, r.Algo, r.Slices, r.Queue = ms.Duration(p.Scale), p.Limit, p.Algo, p.Slices, p.Queue
+	r.Scale, r.Limit, r.Algo, r.Slices, r.Queue = millis.Duration(p.Scale), p.Limit, p.Algo, p.Slices, p.Queue
 	if seen&fieldHits == 0 {
 		r.Hits = p.Hits
 	}
@@ -389,7 +389,7 @@ func (s *Server) writeAuth(ctx *fasthttp.RequestCtx, st *policyState, sc *authSc
 				denied = r
 			}
 			if !r.KeyRefused() && headers.Retryable(r.Request, r.Decision) {
-				retry = max(retry, ms.Ceil(r.Decision.RetryAfter))
+				retry = max(retry, millis.Ceil(r.Decision.RetryAfter))
 			} else {
 				never = true
 			}

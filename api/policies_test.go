@@ -9,14 +9,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/raterlimiter/raterlimiter/internal/bounds"
-
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/raterlimiter/raterlimiter/api"
-	"github.com/raterlimiter/raterlimiter/internal/ms"
-	"github.com/raterlimiter/raterlimiter/internal/policy"
+	"github.com/raterlimiter/raterlimiter/internal/check"
+	"github.com/raterlimiter/raterlimiter/internal/millis"
+	"github.com/raterlimiter/raterlimiter/internal/sidecar/policy"
 	"github.com/raterlimiter/raterlimiter/limitertest"
 	"github.com/raterlimiter/raterlimiter/memory"
 )
@@ -50,7 +49,7 @@ func newGateway(t *testing.T, src string, cfg api.Config) (*harness, string) {
 	f, err := policy.Load(path)
 	require.NoError(t, err)
 	clock := limitertest.NewClock(time.UnixMilli(t0))
-	lim := memory.New(memory.Config{Clock: clock.Now, SweepInterval: -1, Shards: 2, MaxIDBytes: bounds.DefaultMaxIDBytes + policy.IDOverhead})
+	lim := memory.New(memory.Config{Clock: clock.Now, SweepInterval: -1, Shards: 2, MaxIDBytes: check.DefaultMaxIDBytes + policy.IDOverhead})
 	t.Cleanup(func() { lim.Close() })
 	cfg.Limiter = lim
 	cfg.Policies = f
@@ -303,7 +302,7 @@ func TestBucketsArePaged(t *testing.T) {
 	}
 	r := h.get(t, "/buckets?id=p&limit=2")
 	require.Equal(t, 200, r.status, r.body)
-	var page []ms.Bucket
+	var page []millis.Bucket
 	require.NoError(t, json.Unmarshal([]byte(r.body), &page))
 	assert.Len(t, page, 2)
 	assert.Equal(t, "2", r.headers["X-Next-Cursor"])

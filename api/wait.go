@@ -7,27 +7,25 @@ import (
 	"sync"
 	"time"
 
-	"github.com/raterlimiter/raterlimiter/internal/bounds"
-	"github.com/raterlimiter/raterlimiter/internal/defaults"
-
 	"github.com/valyala/fasthttp"
 
 	rl "github.com/raterlimiter/raterlimiter"
-	"github.com/raterlimiter/raterlimiter/internal/policy"
+	"github.com/raterlimiter/raterlimiter/internal/check"
+	"github.com/raterlimiter/raterlimiter/internal/sidecar/policy"
 )
 
 // defaultMaxWait bounds how long the sidecar holds an answer (wait=1, a
 // policy's wait: true) when Config.MaxWait is 0.
-const defaultMaxWait = defaults.MaxWait
+const defaultMaxWait = 10 * time.Second
 
 // Defaults of the bounds on how many answers are held at once.
 const (
 	// defaultMaxHeld is Config.MaxHeld's default: half of
 	// defaultMaxConnsPerIP, the bound on a proxy's connections when it is
 	// not in -trusted-proxies.
-	defaultMaxHeld = defaults.MaxHeld
+	defaultMaxHeld = 512
 	// defaultMaxHeldPerClient is Config.MaxHeldPerClient's default.
-	defaultMaxHeldPerClient = defaults.MaxHeldPerClient
+	defaultMaxHeldPerClient = 32
 )
 
 // holdSlots bounds the answers held at once, over the server and per
@@ -183,7 +181,7 @@ func appendShapingFields(dst []byte, p *policy.Policy) []byte {
 	switch p.Algo {
 	case rl.Slices:
 		dst = append(dst, `,"slices":`...)
-		dst = strconv.AppendInt(dst, cmp.Or(p.Slices, bounds.DefaultSlices), 10)
+		dst = strconv.AppendInt(dst, cmp.Or(p.Slices, check.DefaultSlices), 10)
 	case rl.Leaky:
 		dst = append(dst, `,"queue":`...)
 		dst = strconv.AppendInt(dst, p.Queue, 10)

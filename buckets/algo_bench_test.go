@@ -1,13 +1,13 @@
 package buckets
 
 import (
-	"github.com/raterlimiter/raterlimiter/internal/check"
 	"strconv"
 	"testing"
 
 	rl "github.com/raterlimiter/raterlimiter"
 	"github.com/raterlimiter/raterlimiter/internal/algo"
-	"github.com/raterlimiter/raterlimiter/internal/ms"
+	"github.com/raterlimiter/raterlimiter/internal/check"
+	"github.com/raterlimiter/raterlimiter/internal/millis"
 )
 
 // BenchmarkAlgoCheck is the per-check cost of each algorithm through the
@@ -25,7 +25,7 @@ func BenchmarkAlgoCheck(b *testing.B) {
 		b.Run(a.String(), func(b *testing.B) {
 			s := New(Options{})
 			now := int64(1_700_000_040_000) - 30_000 // half a window before a boundary
-			req := ms.Request{Scale: 60_000, Limit: 1000, Hits: 1, Algo: a}
+			req := millis.Request{Scale: 60_000, Limit: 1000, Hits: 1, Algo: a}
 			for _, n := range names {
 				req.ID = n
 				if _, err := s.Check(now, req); err != nil {
@@ -61,10 +61,10 @@ func BenchmarkAlgoFunc(b *testing.B) {
 			continue // not decided from one record: LogCheck and SlicesCheck have benchmarks of their own
 		}
 		b.Run(a.String(), func(b *testing.B) {
-			r := ms.Request{ID: "u", Scale: 60_000, Limit: 1000, Hits: 1, Algo: a}
+			r := millis.Request{ID: "u", Scale: 60_000, Limit: 1000, Hits: 1, Algo: a}
 			st := cur
 			if a == rl.Token || a == rl.Leaky {
-				_, st, _ = algo.Token(algo.Record{}, false, start, ms.Request{ID: "u", Scale: 60_000, Limit: 1000, Hits: 700, Algo: rl.Token})
+				_, st, _ = algo.Token(algo.Record{}, false, start, millis.Request{ID: "u", Scale: 60_000, Limit: 1000, Hits: 700, Algo: rl.Token})
 			}
 			b.ReportAllocs()
 			var sink int64

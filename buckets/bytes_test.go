@@ -1,7 +1,6 @@
 package buckets
 
 import (
-	"github.com/raterlimiter/raterlimiter/internal/check"
 	"math/rand/v2"
 	"strconv"
 	"strings"
@@ -12,7 +11,8 @@ import (
 
 	rl "github.com/raterlimiter/raterlimiter"
 	"github.com/raterlimiter/raterlimiter/internal/algo"
-	"github.com/raterlimiter/raterlimiter/internal/ms"
+	"github.com/raterlimiter/raterlimiter/internal/check"
+	"github.com/raterlimiter/raterlimiter/internal/millis"
 )
 
 // TestMaxBytesBoundsLongIDs: ids of 1,000 bytes, with every algorithm, fill
@@ -26,7 +26,7 @@ func TestMaxBytesBoundsLongIDs(t *testing.T) {
 	for i := range 5000 {
 		now++
 		a := check.Algos[i%len(check.Algos)]
-		r := ms.Request{ID: pad + strconv.Itoa(i), Scale: 3_600_000, Limit: 1000, Hits: 1, Algo: a}
+		r := millis.Request{ID: pad + strconv.Itoa(i), Scale: 3_600_000, Limit: 1000, Hits: 1, Algo: a}
 		if a == rl.Slices {
 			r.Slices = 600
 		}
@@ -51,7 +51,7 @@ func TestMaxBytesBoundsAGrowingLog(t *testing.T) {
 		_, err := s.Check(now, hit("idle-"+strconv.Itoa(i), 3_600_000, 5))
 		require.NoError(t, err)
 	}
-	lg := ms.Request{ID: "log", Scale: 3_600_000, Limit: 60_000, Hits: 1, Algo: rl.Log}
+	lg := millis.Request{ID: "log", Scale: 3_600_000, Limit: 60_000, Hits: 1, Algo: rl.Log}
 	for i := range 10_000 {
 		now++
 		d, err := s.Check(now, lg)
@@ -88,11 +88,11 @@ func TestBytesFollowEveryChange(t *testing.T) {
 			require.NoError(t, s.Put(id(), 60_000, rl.Fixed, algo.Record{Count: 3, Created: now, Modified: now}))
 		case 3:
 			var l algo.Log
-			algo.LogCheck(&l, now, ms.Request{ID: "x", Scale: 60_000, Limit: 100, Hits: 40, Algo: rl.Log})
+			algo.LogCheck(&l, now, millis.Request{ID: "x", Scale: 60_000, Limit: 100, Hits: 40, Algo: rl.Log})
 			data, _ := l.AppendBinary(nil)
 			require.NoError(t, s.PutLog(id(), 60_000, now, data))
 		default:
-			r := ms.Request{ID: id(), Scale: []int64{100, 60_000}[rng.IntN(2)], Limit: 50, Hits: 1 + rng.Int64N(3),
+			r := millis.Request{ID: id(), Scale: []int64{100, 60_000}[rng.IntN(2)], Limit: 50, Hits: 1 + rng.Int64N(3),
 				Algo: check.Algos[rng.IntN(len(check.Algos))]}
 			if r.Algo == rl.Slices {
 				r.Slices = 10

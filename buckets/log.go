@@ -3,7 +3,7 @@ package buckets
 import (
 	rl "github.com/raterlimiter/raterlimiter"
 	"github.com/raterlimiter/raterlimiter/internal/algo"
-	"github.com/raterlimiter/raterlimiter/internal/ms"
+	"github.com/raterlimiter/raterlimiter/internal/millis"
 )
 
 // logSlab holds the sliding window logs of the store's Log records. A Log
@@ -45,7 +45,7 @@ func (s *Store) load() int { return s.tree.Len() + s.logs.ringBytes/logUnit }
 // checkLog decides a request with algo Log: the id's single record for the
 // scale points to its log in the slab. A record is made only when a hit is
 // remembered; a denied check or a peek on an absent log stores nothing.
-func (s *Store) checkLog(now int64, r ms.Request) (ms.Decision, error) {
+func (s *Store) checkLog(now int64, r millis.Request) (millis.Decision, error) {
 	p, ok := s.get(r.ID, r.Scale, rl.Log, 0)
 	if ok {
 		l := &s.logs.logs[p.count]
@@ -75,7 +75,7 @@ func (s *Store) checkLog(now int64, r ms.Request) (ms.Decision, error) {
 		return d, nil
 	}
 	if s.overScales(r.ID, r.Scale, 0) {
-		return ms.Decision{}, ErrTooManyScales
+		return millis.Decision{}, ErrTooManyScales
 	}
 	old := s.makeRoom(now, len(r.ID))
 	p = newRecIn(old, r.ID, r.Scale, rl.Log, algo.Record{Count: s.logs.alloc(l), Created: d.Now, Modified: d.Now})
@@ -87,9 +87,9 @@ func (s *Store) checkLog(now int64, r ms.Request) (ms.Decision, error) {
 // logView shows a log record as the admin API does: Count is the hits the
 // log held at its last check (some may have left the window since),
 // Modified the newest hit's time.
-func (s *Store) logView(p *rec) ms.Bucket {
+func (s *Store) logView(p *rec) millis.Bucket {
 	l := &s.logs.logs[p.count]
-	return ms.Bucket{Scale: p.scale(), Algo: rl.Log, Count: int64(l.Hits()), Created: p.created, Modified: p.modified}
+	return millis.Bucket{Scale: p.scale(), Algo: rl.Log, Count: int64(l.Hits()), Created: p.created, Modified: p.modified}
 }
 
 // AppendLog appends the marshalled log (algo.Log.AppendBinary) of id's Log
@@ -112,7 +112,7 @@ func (s *Store) AppendLog(dst []byte, id string, scale int64) ([]byte, bool) {
 // the same key and evicting one as Check does when the store is full. It is
 // for restoring a snapshot.
 func (s *Store) PutLog(id string, scale, created int64, data []byte) error {
-	req := ms.Request{ID: id, Scale: scale, Algo: rl.Log}
+	req := millis.Request{ID: id, Scale: scale, Algo: rl.Log}
 	if err := req.Validate(s.maxID); err != nil {
 		return err
 	}

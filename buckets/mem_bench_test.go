@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	rl "github.com/raterlimiter/raterlimiter"
-	"github.com/raterlimiter/raterlimiter/internal/ms"
+	"github.com/raterlimiter/raterlimiter/internal/millis"
 )
 
 // BenchmarkMemory holds 1,000,000 live buckets with 16-byte ids and reports
@@ -21,7 +21,7 @@ func BenchmarkMemory(b *testing.B) {
 		s := New(Options{})
 		for i := range n {
 			id := fmt.Sprintf("id-%013d", i*7919%n) // 16 bytes, inserted out of order
-			if _, err := s.Check(now, ms.Request{ID: id, Scale: 60_000, Limit: 10, Hits: 1}); err != nil {
+			if _, err := s.Check(now, millis.Request{ID: id, Scale: 60_000, Limit: 10, Hits: 1}); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -58,7 +58,7 @@ func BenchmarkLogMemory(b *testing.B) {
 				for range limit {
 					now += step
 					for _, id := range names {
-						if _, err := s.Check(now, ms.Request{ID: id, Scale: scale, Limit: limit, Hits: 1, Algo: rl.Log}); err != nil {
+						if _, err := s.Check(now, millis.Request{ID: id, Scale: scale, Limit: limit, Hits: 1, Algo: rl.Log}); err != nil {
 							b.Fatal(err)
 						}
 					}

@@ -1,8 +1,6 @@
 package buckets
 
 import (
-	"github.com/raterlimiter/raterlimiter/internal/bounds"
-	"github.com/raterlimiter/raterlimiter/internal/check"
 	"math/rand/v2"
 	"strconv"
 	"testing"
@@ -12,7 +10,8 @@ import (
 
 	rl "github.com/raterlimiter/raterlimiter"
 	"github.com/raterlimiter/raterlimiter/internal/algo"
-	"github.com/raterlimiter/raterlimiter/internal/ms"
+	"github.com/raterlimiter/raterlimiter/internal/check"
+	"github.com/raterlimiter/raterlimiter/internal/millis"
 )
 
 // TestSliceCountsCountAsScales: each slice count of a scale's Slices
@@ -21,10 +20,10 @@ import (
 // records of the other algorithms count once.
 func TestSliceCountsCountAsScales(t *testing.T) {
 	s := New(Options{MaxScalesPerID: 3})
-	req := func(scale int64, a rl.Algo, slices int64) ms.Request {
-		return ms.Request{ID: "u", Scale: scale, Limit: 1000, Hits: 1, Algo: a, Slices: slices}
+	req := func(scale int64, a rl.Algo, slices int64) millis.Request {
+		return millis.Request{ID: "u", Scale: scale, Limit: 1000, Hits: 1, Algo: a, Slices: slices}
 	}
-	for _, r := range []ms.Request{
+	for _, r := range []millis.Request{
 		req(60_000, rl.Fixed, 0), req(60_000, rl.Token, 0), req(60_000, rl.Log, 0), // one scale
 		req(60_000, rl.Slices, 2), req(60_000, rl.Slices, 3), // two more
 		req(60_000, rl.Leaky, 0), req(60_000, rl.Sliding, 0), // the first scale again
@@ -32,7 +31,7 @@ func TestSliceCountsCountAsScales(t *testing.T) {
 		_, err := s.Check(t0, r)
 		require.NoError(t, err, "%v slices %d", r.Algo, r.Slices)
 	}
-	for _, r := range []ms.Request{req(60_000, rl.Slices, 4), req(60_000, rl.Slices, 600), req(120_000, rl.Slices, 2), req(120_000, rl.Fixed, 0)} {
+	for _, r := range []millis.Request{req(60_000, rl.Slices, 4), req(60_000, rl.Slices, 600), req(120_000, rl.Slices, 2), req(120_000, rl.Fixed, 0)} {
 		_, err := s.Check(t0, r)
 		require.ErrorIs(t, err, ErrTooManyScales, "%v scale %d slices %d", r.Algo, r.Scale, r.Slices)
 	}
@@ -43,7 +42,7 @@ func TestSliceCountsCountAsScales(t *testing.T) {
 			require.NoError(t, err, "slices %d at +%d", n, now-t0)
 		}
 	}
-	_, err := s.Check(t0, ms.Request{ID: "v", Scale: 60_000, Limit: 5, Hits: 1, Algo: rl.Slices, Slices: 4})
+	_, err := s.Check(t0, millis.Request{ID: "v", Scale: 60_000, Limit: 5, Hits: 1, Algo: rl.Slices, Slices: 4})
 	require.NoError(t, err, "other ids are not bound by it")
 }
 
@@ -58,14 +57,14 @@ func TestScaleCountSeeks(t *testing.T) {
 	records := 0
 	for _, scale := range []int64{600, 1200, 1800} {
 		for _, a := range []rl.Algo{rl.Fixed, rl.Token, rl.Leaky} {
-			_, err := s.Check(now, ms.Request{ID: "big", Scale: scale, Limit: 1 << 30, Hits: 1, Algo: a})
+			_, err := s.Check(now, millis.Request{ID: "big", Scale: scale, Limit: 1 << 30, Hits: 1, Algo: a})
 			require.NoError(t, err)
 		}
 		for n := int64(600); n > 580; n-- {
 			w := algo.SliceWidth(scale, n)
 			for range n { // a check in every slice: the whole ring
 				now += w
-				d, err := s.Check(now, ms.Request{ID: "big", Scale: scale, Limit: 1 << 30, Hits: 1, Algo: rl.Slices, Slices: n})
+				d, err := s.Check(now, millis.Request{ID: "big", Scale: scale, Limit: 1 << 30, Hits: 1, Algo: rl.Slices, Slices: n})
 				require.NoError(t, err)
 				require.True(t, d.Allowed)
 			}
@@ -76,11 +75,11 @@ func TestScaleCountSeeks(t *testing.T) {
 	require.Greater(t, s.Len(), records, "the rings are full")
 
 	s.scaleSeeks = 0
-	_, err := s.Check(now, ms.Request{ID: "big", Scale: 2400, Limit: 5, Hits: 1})
+	_, err := s.Check(now, millis.Request{ID: "big", Scale: 2400, Limit: 5, Hits: 1})
 	require.NoError(t, err, "the 64th scale")
 	first := s.scaleSeeks
 	s.scaleSeeks = 0
-	_, err = s.Check(now, ms.Request{ID: "big", Scale: 3000, Limit: 5, Hits: 1, Algo: rl.Slices, Slices: 60})
+	_, err = s.Check(now, millis.Request{ID: "big", Scale: 3000, Limit: 5, Hits: 1, Algo: rl.Slices, Slices: 60})
 	require.ErrorIs(t, err, ErrTooManyScales, "the 65th")
 	second := s.scaleSeeks
 	t.Logf("seeks: %d and %d, over %d records", first, second, s.Len())
@@ -103,7 +102,7 @@ func TestScaleCountMatchesTheRecords(t *testing.T) {
 	for step := range 3000 {
 		now += rng.Int64N(30)
 		id := ids[rng.IntN(len(ids))]
-		r := ms.Request{ID: id, Scale: []int64{1, 10, 600, 6000, 1 << 38}[rng.IntN(5)], Limit: 1 << 20, Hits: 1,
+		r := millis.Request{ID: id, Scale: []int64{1, 10, 600, 6000, 1 << 38}[rng.IntN(5)], Limit: 1 << 20, Hits: 1,
 			Algo: check.Algos[rng.IntN(len(check.Algos))]}
 		if r.Algo == rl.Slices {
 			r.Slices = []int64{2, 3, 59, 600}[rng.IntN(4)]
@@ -145,16 +144,16 @@ func walkScales(s *Store, id string) int {
 // the count never strays into a neighbouring id.
 func TestScaleCountAtTheBoundaries(t *testing.T) {
 	s := New(Options{MaxScalesPerID: 2})
-	long := int64(ms.MaxScale)
-	for _, r := range []ms.Request{
+	long := int64(millis.MaxScale)
+	for _, r := range []millis.Request{
 		{ID: "z", Scale: long, Limit: 5, Hits: 1, Algo: rl.Leaky},
-		{ID: "z", Scale: long, Limit: 5, Hits: 1, Algo: rl.Slices, Slices: bounds.MaxSlices},
+		{ID: "z", Scale: long, Limit: 5, Hits: 1, Algo: rl.Slices, Slices: check.MaxSlices},
 		{ID: "z", Scale: long, Limit: 5, Hits: 1, Algo: rl.Fixed},
 	} {
 		_, err := s.Check(t0, r)
 		require.NoError(t, err, "%v", r.Algo)
 	}
-	_, err := s.Check(t0, ms.Request{ID: "z", Scale: 1, Limit: 5, Hits: 1})
+	_, err := s.Check(t0, millis.Request{ID: "z", Scale: 1, Limit: 5, Hits: 1})
 	require.ErrorIs(t, err, ErrTooManyScales)
 	assert.Equal(t, 2, s.scalesOf("z"))
 	assert.Equal(t, 0, s.scalesOf("y"), "an id sorting before")

@@ -7,7 +7,7 @@ import (
 
 	rl "github.com/raterlimiter/raterlimiter"
 	"github.com/raterlimiter/raterlimiter/internal/algo"
-	"github.com/raterlimiter/raterlimiter/internal/ms"
+	"github.com/raterlimiter/raterlimiter/internal/millis"
 )
 
 // The sliding window counters keep one record per slice, in a ring: the
@@ -123,7 +123,7 @@ func (p *rec) inGroup(meta uint64, n int64, id string) bool {
 
 // checkSlices decides a request with algo Slices (see the comment at the
 // top of this file).
-func (s *Store) checkSlices(now int64, r ms.Request) (ms.Decision, error) {
+func (s *Store) checkSlices(now int64, r millis.Request) (millis.Decision, error) {
 	n, w, k := algo.SliceOf(now, r)
 	meta := makeMeta(len(r.ID), r.Scale, rl.Slices)
 	slot := s.cache.slot(r.ID, slicesCacheMeta(r.ID, r.Scale, n))
@@ -190,7 +190,7 @@ func (s *Store) checkSlices(now int64, r ms.Request) (ms.Decision, error) {
 	case d.Allowed && r.Hits > 0:
 		p, err := s.startSlice(atK, newest == nil, slot, now, n, r)
 		if err != nil {
-			return ms.Decision{}, err
+			return millis.Decision{}, err
 		}
 		p.setSummary(base, back)
 		cur = p
@@ -216,7 +216,7 @@ func (s *Store) checkSlices(now int64, r ms.Request) (ms.Decision, error) {
 // there is one, else a new record (refused past MaxScalesPerID when first
 // is set: the limit holds no record in its window, so perhaps none at
 // all). The record goes into the cache's slot.
-func (s *Store) startSlice(atK *rec, first bool, slot uint64, now, n int64, r ms.Request) (*rec, error) {
+func (s *Store) startSlice(atK *rec, first bool, slot uint64, now, n int64, r millis.Request) (*rec, error) {
 	rec := algo.SlicesRecord(n, r.Hits, now, now)
 	if atK != nil {
 		atK.set(rec) // the same slot: its place in the tree holds
@@ -242,7 +242,7 @@ func (s *Store) startSlice(atK *rec, first bool, slot uint64, now, n int64, r ms
 // takes. It reports done false, having changed nothing, when the check is
 // denied (RetryAfterMS needs every slice) or the records do not add up to
 // the summary: the caller then scans the window.
-func (s *Store) nextSlice(last *rec, now, n, w, k int64, r ms.Request) (ms.Decision, bool) {
+func (s *Store) nextSlice(last *rec, now, n, w, k int64, r millis.Request) (millis.Decision, bool) {
 	kp := algo.Bucket(last.created, w)
 	from, lo := kp-n+1, k-n+1 // the first slice last's summary counts; the new window's
 	base, oldest := int64(0), int64(0)
@@ -290,18 +290,18 @@ func (s *Store) nextSlice(last *rec, now, n, w, k int64, r ms.Request) (ms.Decis
 		}
 		base = last.base() + last.own() - leaving
 		if base < 0 || base > 0 && !found {
-			return ms.Decision{}, false // the summary is stale: scan
+			return millis.Decision{}, false // the summary is stale: scan
 		}
 	}
 	d, allowed := algo.SlicesFastAt(uint64(base), oldest, n, w, k, now, r)
 	if !allowed {
-		return ms.Decision{}, false
+		return millis.Decision{}, false
 	}
 	if r.Hits > 0 {
 		slot := s.cache.slot(r.ID, slicesCacheMeta(r.ID, r.Scale, n))
 		p, err := s.startSlice(atK, false, slot, now, n, r)
 		if err != nil {
-			return ms.Decision{}, false
+			return millis.Decision{}, false
 		}
 		back := int64(0)
 		if base > 0 {

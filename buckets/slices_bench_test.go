@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	rl "github.com/raterlimiter/raterlimiter"
-	"github.com/raterlimiter/raterlimiter/internal/ms"
+	"github.com/raterlimiter/raterlimiter/internal/millis"
 )
 
 // BenchmarkSlicesCheck is a check of the sliding window counters at 60
@@ -28,7 +28,7 @@ func BenchmarkSlicesCheck(b *testing.B) {
 		for _, a := range []rl.Algo{rl.Fixed, rl.Slices} {
 			b.Run(fmt.Sprintf("perSlice=%d/%v", perSlice, a), func(b *testing.B) {
 				s := New(Options{})
-				req := ms.Request{Scale: scale, Limit: 1 << 30, Hits: 1, Algo: a}
+				req := millis.Request{Scale: scale, Limit: 1 << 30, Hits: 1, Algo: a}
 				now := int64(1_700_000_000_000)
 				now -= now % w
 				// Fill every slice of the window.
@@ -83,7 +83,7 @@ func BenchmarkSlicesMemory(b *testing.B) {
 				now := int64(1_700_000_000_000)
 				for range slices {
 					for _, id := range names {
-						if _, err := s.Check(now, ms.Request{ID: id, Scale: scale, Limit: 1000, Hits: 1, Algo: a}); err != nil {
+						if _, err := s.Check(now, millis.Request{ID: id, Scale: scale, Limit: 1000, Hits: 1, Algo: a}); err != nil {
 							b.Fatal(err)
 						}
 					}

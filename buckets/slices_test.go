@@ -12,7 +12,7 @@ import (
 
 	rl "github.com/raterlimiter/raterlimiter"
 	"github.com/raterlimiter/raterlimiter/internal/algo"
-	"github.com/raterlimiter/raterlimiter/internal/ms"
+	"github.com/raterlimiter/raterlimiter/internal/millis"
 )
 
 // slicesRef is the reference for the store's slices: every allowed hit of
@@ -20,7 +20,7 @@ import (
 // check reads them, and decided by algo.SlicesCheck.
 type slicesRef map[string][]struct{ at, n int64 }
 
-func (m slicesRef) check(now int64, r ms.Request) ms.Decision {
+func (m slicesRef) check(now int64, r millis.Request) millis.Decision {
 	n := r.SlicesOrDefault()
 	key := r.ID + "\x00" + strconv.FormatInt(r.Scale, 10) + "/" + strconv.FormatInt(n, 10)
 	w := algo.SliceWidth(r.Scale, n)
@@ -56,7 +56,7 @@ func TestSlicesAgainstTheReference(t *testing.T) {
 		now := int64(t0) + rng.Int64N(100_000)
 		for i := range 4000 {
 			now += []int64{0, 1, rng.Int64N(50), rng.Int64N(2000)}[rng.IntN(4)]
-			r := ms.Request{
+			r := millis.Request{
 				ID:     "id" + strconv.Itoa(rng.IntN(3)),
 				Scale:  []int64{10, 100, 1000, 6000}[rng.IntN(4)],
 				Limit:  []int64{0, 1, 5, 20, rng.Int64N(40)}[rng.IntN(5)],
@@ -85,7 +85,7 @@ func TestSlicesAgainstTheReference(t *testing.T) {
 
 func TestSlicesKeysAndListing(t *testing.T) {
 	s := New(Options{})
-	r := ms.Request{ID: "u", Scale: 60_000, Limit: 4, Hits: 1, Algo: rl.Slices, Slices: 6} // 10 s slices
+	r := millis.Request{ID: "u", Scale: 60_000, Limit: 4, Hits: 1, Algo: rl.Slices, Slices: 6} // 10 s slices
 	for _, at := range []int64{t0, t0 + 1, t0 + 10_000, t0 + 25_000} {
 		d, err := s.Check(at, r)
 		require.NoError(t, err)
@@ -104,7 +104,7 @@ func TestSlicesKeysAndListing(t *testing.T) {
 	assert.Equal(t, int64(1), d.Count)
 	bs := s.Buckets("u")
 	require.Len(t, bs, 4)
-	assert.Equal(t, ms.Bucket{Scale: 60_000, Algo: rl.Slices, Bucket: t0 / 10_000, Slices: 6, Count: 2, Created: t0, Modified: t0 + 1}, bs[0])
+	assert.Equal(t, millis.Bucket{Scale: 60_000, Algo: rl.Slices, Bucket: t0 / 10_000, Slices: 6, Count: 2, Created: t0, Modified: t0 + 1}, bs[0])
 	assert.Equal(t, int64(t0/10_000+1), bs[1].Bucket)
 	assert.Equal(t, int64(t0/10_000+2), bs[2].Bucket)
 	assert.Equal(t, int64(60), bs[3].Slices, "slice counts sort after the slices of the fewer")
@@ -117,7 +117,7 @@ func TestSlicesKeysAndListing(t *testing.T) {
 // have left the window.
 func TestSlicesLeaveTheStore(t *testing.T) {
 	s := New(Options{})
-	r := ms.Request{ID: "u", Scale: 1000, Limit: 100, Hits: 1, Algo: rl.Slices, Slices: 10} // 100 ms slices
+	r := millis.Request{ID: "u", Scale: 1000, Limit: 100, Hits: 1, Algo: rl.Slices, Slices: 10} // 100 ms slices
 	for i := range int64(30) {
 		_, err := s.Check(t0+100*i, r)
 		require.NoError(t, err)
@@ -141,7 +141,7 @@ func TestSlicesLeaveTheStore(t *testing.T) {
 // current slice, though that slice's summary predates it.
 func TestSlicesRestoredSummary(t *testing.T) {
 	s := New(Options{})
-	r := ms.Request{ID: "u", Scale: 60_000, Limit: 5, Hits: 1, Algo: rl.Slices, Slices: 6}
+	r := millis.Request{ID: "u", Scale: 60_000, Limit: 5, Hits: 1, Algo: rl.Slices, Slices: 6}
 	_, err := s.Check(t0+20_000, r)
 	require.NoError(t, err)
 	require.NoError(t, s.Put("u", 60_000, rl.Slices, algo.SlicesRecord(6, 4, t0, t0)))
@@ -150,7 +150,7 @@ func TestSlicesRestoredSummary(t *testing.T) {
 	assert.False(t, d.Allowed, "4 restored + 1 + 1 > 5")
 	assert.Equal(t, int64(5), d.Count)
 	require.NoError(t, s.Put("u", 60_000, rl.Slices, algo.SlicesRecord(6, 9, t0-60_000, t0-60_000)), "its slot holds a newer slice")
-	d, err = s.Check(t0+20_002, ms.Request{ID: "u", Scale: 60_000, Limit: 5, Algo: rl.Slices, Slices: 6})
+	d, err = s.Check(t0+20_002, millis.Request{ID: "u", Scale: 60_000, Limit: 5, Algo: rl.Slices, Slices: 6})
 	require.NoError(t, err)
 	assert.Equal(t, int64(5), d.Count, "an older slice put in its slot changes nothing")
 	require.Error(t, s.Put("u", 60_000, rl.Slices, algo.SlicesRecord(1, 4, t0, t0)), "one slice is no slices record")
@@ -162,7 +162,7 @@ func TestSlicesRestoredSummary(t *testing.T) {
 // sighting, so no counted slice comes back into play as if unspent.
 func TestSlicesNeverRewind(t *testing.T) {
 	s := New(Options{})
-	r := ms.Request{ID: "u", Scale: 60_000, Limit: 2, Hits: 1, Algo: rl.Slices, Slices: 6}
+	r := millis.Request{ID: "u", Scale: 60_000, Limit: 2, Hits: 1, Algo: rl.Slices, Slices: 6}
 	_, err := s.Check(t0+50_000, r)
 	require.NoError(t, err)
 	_, err = s.Check(t0+70_000, r)
@@ -181,7 +181,7 @@ func TestSlicesNeverRewind(t *testing.T) {
 func TestSlicesStartWithoutScanning(t *testing.T) {
 	for _, step := range []int64{100, 37, 250, 1100} { // 100 ms slices, a window of 1 s
 		s := New(Options{})
-		r := ms.Request{ID: "u", Scale: 1000, Limit: 1 << 20, Hits: 1, Algo: rl.Slices, Slices: 10}
+		r := millis.Request{ID: "u", Scale: 1000, Limit: 1 << 20, Hits: 1, Algo: rl.Slices, Slices: 10}
 		denied := 0
 		for i := range int64(200) {
 			if i == 150 {

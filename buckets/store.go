@@ -4,20 +4,18 @@ import (
 	"cmp"
 	"slices"
 
-	"github.com/raterlimiter/raterlimiter/internal/bounds"
-	"github.com/raterlimiter/raterlimiter/internal/check"
-
 	"github.com/tidwall/btree"
 
 	rl "github.com/raterlimiter/raterlimiter"
 	"github.com/raterlimiter/raterlimiter/internal/algo"
-	"github.com/raterlimiter/raterlimiter/internal/ms"
+	"github.com/raterlimiter/raterlimiter/internal/check"
+	"github.com/raterlimiter/raterlimiter/internal/millis"
 )
 
 // Options configures a Store. The zero value is ready to use.
 type Options struct {
 	// MaxIDBytes is the longest id accepted; 0 means
-	// bounds.DefaultMaxIDBytes. It cannot exceed MaxIDBytes.
+	// check.DefaultMaxIDBytes. It cannot exceed MaxIDBytes.
 	MaxIDBytes int
 	// Degree is the B-tree's degree; 0 means the library's default.
 	Degree int
@@ -91,7 +89,7 @@ type Store struct {
 func New(opts Options) *Store {
 	maxID := opts.MaxIDBytes
 	if maxID <= 0 {
-		maxID = bounds.DefaultMaxIDBytes
+		maxID = check.DefaultMaxIDBytes
 	}
 	maxID = min(maxID, MaxIDBytes)
 	return &Store{
@@ -242,11 +240,11 @@ func (s *Store) Len() int { return s.tree.Len() }
 // thus costs a bounded amount of memory, and mostly its own records; a
 // throttled id cannot reset itself by minting fresh ids.
 //
-// r must be valid (ms.Request.Validate, with ids up to the
+// r must be valid (millis.Request.Validate, with ids up to the
 // store's MaxIDBytes): the store trusts its owner, and the embedded
 // limiter validates every request once, where it comes in (package memory).
 // The error is ErrTooManyScales or nil.
-func (s *Store) Check(now int64, r ms.Request) (ms.Decision, error) {
+func (s *Store) Check(now int64, r millis.Request) (millis.Decision, error) {
 	switch r.Algo {
 	case rl.Log:
 		return s.checkLog(now, r)
@@ -283,7 +281,7 @@ func (s *Store) Check(now int64, r ms.Request) (ms.Decision, error) {
 		cur.set(next)
 	case write:
 		if s.overScales(r.ID, r.Scale, 0) {
-			return ms.Decision{}, ErrTooManyScales
+			return millis.Decision{}, ErrTooManyScales
 		}
 		p := newRecIn(s.makeRoom(now, len(r.ID)), r.ID, r.Scale, r.Algo, next)
 		p.setDenying(!d.Allowed)
@@ -382,7 +380,7 @@ func (s *Store) scalesOf(id string) int {
 // does when the store is full. It is for restoring a snapshot; Check is the
 // way to count.
 func (s *Store) Put(id string, scale int64, a rl.Algo, r algo.Record) error {
-	req := ms.Request{ID: id, Scale: scale, Algo: a}
+	req := millis.Request{ID: id, Scale: scale, Algo: a}
 	if err := req.Validate(s.maxID); err != nil {
 		return err
 	}
@@ -390,7 +388,7 @@ func (s *Store) Put(id string, scale int64, a rl.Algo, r algo.Record) error {
 		return errPutLog
 	}
 	if a == rl.Slices {
-		if n, _ := algo.SlicesOfRecord(r); n < bounds.MinSlices || n > bounds.MaxSlices {
+		if n, _ := algo.SlicesOfRecord(r); n < check.MinSlices || n > check.MaxSlices {
 			return &rl.FieldError{Field: "slices", Rule: "a slices record's slice count must be from 2 to 600"}
 		}
 	}
@@ -420,8 +418,8 @@ var errPutLog = &rl.FieldError{Field: "algo", Rule: "log records cannot be resto
 
 // Buckets returns the records of id in key order (a Slices limit's in the
 // order of its slices, not of its ring).
-func (s *Store) Buckets(id string) []ms.Bucket {
-	var out []ms.Bucket
+func (s *Store) Buckets(id string) []millis.Bucket {
+	var out []millis.Bucket
 	defer func() {
 		// Each limit's slices are one run of the tree's order: sort it.
 		for i := 0; i < len(out); {
@@ -430,7 +428,7 @@ func (s *Store) Buckets(id string) []ms.Bucket {
 				out[j].Scale == out[i].Scale && out[j].Slices == out[i].Slices {
 				j++
 			}
-			slices.SortFunc(out[i:j], func(x, y ms.Bucket) int { return cmp.Compare(x.Bucket, y.Bucket) })
+			slices.SortFunc(out[i:j], func(x, y millis.Bucket) int { return cmp.Compare(x.Bucket, y.Bucket) })
 			i = j
 		}
 	}()

@@ -4,15 +4,15 @@ import (
 	"strconv"
 	"testing"
 
-	"github.com/raterlimiter/raterlimiter/internal/ms"
+	"github.com/raterlimiter/raterlimiter/internal/millis"
 )
 
 // BenchmarkStoreCheck is the tree's share of a check: one fixed-window hit
 // on one of 10,000 ids, no actor.
 func BenchmarkStoreCheck(b *testing.B) {
-	rs := make([]ms.Request, 10_000)
+	rs := make([]millis.Request, 10_000)
 	for i := range rs {
-		rs[i] = ms.Request{ID: "user-" + strconv.Itoa(i), Scale: 60_000, Limit: 1 << 30, Hits: 1}
+		rs[i] = millis.Request{ID: "user-" + strconv.Itoa(i), Scale: 60_000, Limit: 1 << 30, Hits: 1}
 	}
 	s := New(Options{})
 	now := int64(1_700_000_000_000)

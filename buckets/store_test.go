@@ -2,7 +2,6 @@ package buckets
 
 import (
 	"fmt"
-	"github.com/raterlimiter/raterlimiter/internal/check"
 	"math/rand/v2"
 	"strconv"
 	"testing"
@@ -12,18 +11,19 @@ import (
 
 	rl "github.com/raterlimiter/raterlimiter"
 	"github.com/raterlimiter/raterlimiter/internal/algo"
-	"github.com/raterlimiter/raterlimiter/internal/ms"
+	"github.com/raterlimiter/raterlimiter/internal/check"
+	"github.com/raterlimiter/raterlimiter/internal/millis"
 )
 
 const t0 = 1_700_000_040_000 // a whole minute
 
-func hit(id string, scale, limit int64) ms.Request {
-	return ms.Request{ID: id, Scale: scale, Limit: limit, Hits: 1}
+func hit(id string, scale, limit int64) millis.Request {
+	return millis.Request{ID: id, Scale: scale, Limit: limit, Hits: 1}
 }
 
 func TestCheckCountsPerKey(t *testing.T) {
 	s := New(Options{})
-	for i, r := range []ms.Request{
+	for i, r := range []millis.Request{
 		hit("a", 1000, 5), hit("a", 1000, 5), hit("a", 60_000, 5), hit("b", 1000, 5),
 		{ID: "a", Scale: 1000, Limit: 5, Hits: 1, Algo: rl.Sliding},
 	} {
@@ -33,14 +33,14 @@ func TestCheckCountsPerKey(t *testing.T) {
 	assert.Equal(t, 4, s.Len())
 	bs := s.Buckets("a")
 	require.Len(t, bs, 3)
-	assert.Equal(t, ms.Bucket{Scale: 1000, Algo: rl.Fixed, Bucket: t0 / 1000, Count: 2, Created: t0, Modified: t0}, bs[0])
+	assert.Equal(t, millis.Bucket{Scale: 1000, Algo: rl.Fixed, Bucket: t0 / 1000, Count: 2, Created: t0, Modified: t0}, bs[0])
 	assert.Equal(t, rl.Sliding, bs[1].Algo, "algo sorts after scale")
 	assert.Equal(t, int64(60_000), bs[2].Scale)
 }
 
 func TestDelete(t *testing.T) {
 	s := New(Options{})
-	for _, r := range []ms.Request{hit("a", 1000, 5), hit("a", 2000, 5), hit("a\x00", 1000, 5), hit("ab", 1000, 5)} {
+	for _, r := range []millis.Request{hit("a", 1000, 5), hit("a", 2000, 5), hit("a\x00", 1000, 5), hit("ab", 1000, 5)} {
 		s.Check(t0, r)
 	}
 	assert.Equal(t, 1, s.Delete("a", 2000))
@@ -142,14 +142,14 @@ func TestSweepNeverChangesADecision(t *testing.T) {
 	for round := range 20 {
 		type step struct {
 			at    int64
-			r     ms.Request
+			r     millis.Request
 			sweep int // budget; 0: no sweep before this check
 		}
 		var steps []step
 		now := int64(t0) + rng.Int64N(10_000)
 		for range 2000 {
 			now += rng.Int64N(300)
-			st := step{at: now, r: ms.Request{
+			st := step{at: now, r: millis.Request{
 				ID:    "id" + strconv.Itoa(rng.IntN(8)),
 				Scale: []int64{1, 7, 100, 1000, 2500}[rng.IntN(5)],
 				Limit: rng.Int64N(6),
@@ -278,7 +278,7 @@ func TestPutRespectsMaxRecords(t *testing.T) {
 
 func TestScanFromResumes(t *testing.T) {
 	s := New(Options{})
-	for _, r := range []ms.Request{hit("a", 1000, 5), hit("a", 2000, 5), hit("b", 1000, 5), hit("c", 1000, 5)} {
+	for _, r := range []millis.Request{hit("a", 1000, 5), hit("a", 2000, 5), hit("b", 1000, 5), hit("c", 1000, 5)} {
 		s.Check(t0, r)
 	}
 	var seen []string
@@ -302,7 +302,7 @@ func TestEvictionKeepsThrottledIDsThrottled(t *testing.T) {
 	for _, a := range check.Algos {
 		t.Run(a.String(), func(t *testing.T) {
 			s := New(Options{MaxRecords: 200, Seed: 7})
-			thr := ms.Request{ID: "throttled", Scale: 3_600_000, Limit: 3, Hits: 1, Algo: a}
+			thr := millis.Request{ID: "throttled", Scale: 3_600_000, Limit: 3, Hits: 1, Algo: a}
 			if a == rl.Leaky {
 				thr.Queue = 2 // three pass (two of them wait), then the queue is full
 			}
@@ -315,7 +315,7 @@ func TestEvictionKeepsThrottledIDsThrottled(t *testing.T) {
 			allowed := 0
 			for i := range 20_000 {
 				now++
-				_, err := s.Check(now, ms.Request{ID: "fresh-" + strconv.Itoa(i), Scale: 3_600_000, Limit: 3, Hits: 1, Algo: a})
+				_, err := s.Check(now, millis.Request{ID: "fresh-" + strconv.Itoa(i), Scale: 3_600_000, Limit: 3, Hits: 1, Algo: a})
 				require.NoError(t, err)
 				if i%50 == 0 {
 					d, err := s.Check(now, thr)

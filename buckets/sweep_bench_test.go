@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/raterlimiter/raterlimiter/internal/ms"
+	"github.com/raterlimiter/raterlimiter/internal/millis"
 )
 
 // BenchmarkSweepStep measures one incremental sweep step of 256 records (actor.DefaultSweepBudget) in
@@ -13,7 +13,7 @@ func BenchmarkSweepStep(b *testing.B) {
 	const n = 1_000_000
 	s := New(Options{})
 	for i := range n {
-		s.Check(t0, ms.Request{ID: fmt.Sprintf("id-%013d", i), Scale: 1000, Limit: 10, Hits: 1})
+		s.Check(t0, millis.Request{ID: fmt.Sprintf("id-%013d", i), Scale: 1000, Limit: 10, Hits: 1})
 	}
 	b.Run("live", func(b *testing.B) {
 		for b.Loop() {
@@ -26,7 +26,7 @@ func BenchmarkSweepStep(b *testing.B) {
 			if s.Len() == 0 {
 				b.StopTimer()
 				for i := range n {
-					s.Check(t0, ms.Request{ID: fmt.Sprintf("id-%013d", i), Scale: 1000, Limit: 10, Hits: 1})
+					s.Check(t0, millis.Request{ID: fmt.Sprintf("id-%013d", i), Scale: 1000, Limit: 10, Hits: 1})
 				}
 				b.StartTimer()
 			}

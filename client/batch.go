@@ -8,17 +8,22 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/raterlimiter/raterlimiter/internal/defaults"
-
 	"github.com/valyala/fasthttp"
 
 	rl "github.com/raterlimiter/raterlimiter"
 )
 
-// Defaults of the batching mode (see internal/defaults).
+// Defaults of the batching mode.
 const (
-	defaultBatchMaxSize  = defaults.BatchMaxSize
-	defaultBatchInFlight = defaults.BatchInFlight
+	// defaultBatchMaxSize is the most checks one batch carries when only
+	// BatchWindow turns batching on; it must not exceed the sidecar's
+	// -max-batch (1,000 by default).
+	defaultBatchMaxSize = 500
+	// defaultBatchInFlight is how many batches may be on their way at
+	// once: one, since the checks that arrive while a batch travels make
+	// the next one, so batches grow with the load without a window to
+	// wait out.
+	defaultBatchInFlight = 1
 )
 
 // waiting is one CheckRate call waiting in the batcher. A caller that got

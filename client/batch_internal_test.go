@@ -10,8 +10,7 @@ import (
 
 	rl "github.com/raterlimiter/raterlimiter"
 	"github.com/raterlimiter/raterlimiter/api"
-	"github.com/raterlimiter/raterlimiter/internal/defaults"
-	"github.com/raterlimiter/raterlimiter/internal/sidecartest"
+	"github.com/raterlimiter/raterlimiter/internal/testkit/tooltest"
 	"github.com/raterlimiter/raterlimiter/memory"
 )
 
@@ -21,7 +20,7 @@ import (
 func TestFlushLeavesOutEndedContexts(t *testing.T) {
 	lim := memory.New(memory.Config{SweepInterval: -1})
 	t.Cleanup(func() { lim.Close() })
-	c, err := New(Config{URL: sidecartest.Serve(t, api.Config{Limiter: lim}), Timeout: 30 * time.Second})
+	c, err := New(Config{URL: tooltest.Serve(t, api.Config{Limiter: lim}), Timeout: 30 * time.Second})
 	require.NoError(t, err)
 	t.Cleanup(func() { c.Close() })
 
@@ -58,7 +57,7 @@ func TestConnectionSettingsReachTheTransportAndTheBatcher(t *testing.T) {
 	d, err := New(Config{URL: "http://127.0.0.1:1", BatchMaxSize: 10})
 	require.NoError(t, err)
 	t.Cleanup(func() { d.Close() })
-	assert.Equal(t, defaults.ClientMaxConnsPerHost, d.hc.MaxConns)
+	assert.Equal(t, 256, d.hc.MaxConns)
 	require.NotNil(t, d.batch)
-	assert.Equal(t, defaults.BatchInFlight, d.batch.inFlight, "one batch on its way at a time")
+	assert.Equal(t, 1, d.batch.inFlight, "one batch on its way at a time")
 }

@@ -12,13 +12,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/raterlimiter/raterlimiter/internal/bounds"
-
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	rl "github.com/raterlimiter/raterlimiter"
 	"github.com/raterlimiter/raterlimiter/client"
+	"github.com/raterlimiter/raterlimiter/internal/check"
 	"github.com/raterlimiter/raterlimiter/limitertest"
 	"github.com/raterlimiter/raterlimiter/memory"
 )
@@ -160,7 +159,7 @@ func TestBatchingErrorIsolationUnderLoad(t *testing.T) {
 	}
 	for g := range bad {
 		wg.Go(func() {
-			r := rl.Request{ID: strings.Repeat("x", bounds.DefaultMaxIDBytes+1+g), Scale: time.Minute, Limit: limit, Hits: 1}
+			r := rl.Request{ID: strings.Repeat("x", check.DefaultMaxIDBytes+1+g), Scale: time.Minute, Limit: limit, Hits: 1}
 			for range each / 4 {
 				_, err := c.CheckRate(context.Background(), r)
 				assert.ErrorIs(t, err, rl.ErrInvalid)

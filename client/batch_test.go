@@ -7,15 +7,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/raterlimiter/raterlimiter/internal/bounds"
-	"github.com/raterlimiter/raterlimiter/internal/check"
-	"github.com/raterlimiter/raterlimiter/internal/defaults"
-
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	rl "github.com/raterlimiter/raterlimiter"
 	"github.com/raterlimiter/raterlimiter/client"
+	"github.com/raterlimiter/raterlimiter/internal/check"
 	"github.com/raterlimiter/raterlimiter/limitertest"
 	"github.com/raterlimiter/raterlimiter/memory"
 )
@@ -42,7 +39,7 @@ func (c *counting) CheckRates(ctx context.Context, rs []rl.Request) ([]rl.Decisi
 func batching(t *testing.T, url string, cfg client.Config) *client.Client {
 	t.Helper()
 	if cfg.BatchMaxSize == 0 {
-		cfg.BatchMaxSize = defaults.BatchMaxSize
+		cfg.BatchMaxSize = 500
 	}
 	return clientOf(t, url, cfg)
 }
@@ -132,7 +129,7 @@ func TestBatchingIsolatesCallers(t *testing.T) {
 		d   rl.Decision
 		err error
 	}
-	check := func(c *client.Client, ctx context.Context, id string) chan answer {
+	send := func(c *client.Client, ctx context.Context, id string) chan answer {
 		ch := make(chan answer, 1)
 		go func() {
 			d, err := c.CheckRate(ctx, rl.Request{ID: id, Scale: time.Minute, Limit: 10, Hits: 1})
@@ -148,11 +145,11 @@ func TestBatchingIsolatesCallers(t *testing.T) {
 		// cancelled (if it joined one before the cancellation won).
 		c := batching(t, sidecar(t, lim, ""), client.Config{BatchWindow: 50 * time.Millisecond, BatchMaxSize: 3})
 		cctx, cancel := context.WithCancel(ctx)
-		gone := check(c, cctx, "u")
+		gone := send(c, cctx, "u")
 		cancel()
 		a := <-gone
 		assert.ErrorIs(t, a.err, context.Canceled)
-		b, d := check(c, ctx, "u"), check(c, ctx, "u")
+		b, d := send(c, ctx, "u"), send(c, ctx, "u")
 		var counts []int64
 		for _, ch := range []chan answer{b, d} {
 			a := <-ch
@@ -169,8 +166,8 @@ func TestBatchingIsolatesCallers(t *testing.T) {
 		// The client accepts longer ids than the sidecar, so the sidecar's
 		// 400 names the item.
 		c := batching(t, sidecar(t, lim, ""), client.Config{BatchWindow: time.Hour, BatchMaxSize: 3, MaxIDBytes: 4096})
-		long := strings.Repeat("x", bounds.DefaultMaxIDBytes+1)
-		chans := []chan answer{check(c, ctx, "a"), check(c, ctx, long), check(c, ctx, "b")}
+		long := strings.Repeat("x", check.DefaultMaxIDBytes+1)
+		chans := []chan answer{send(c, ctx, "a"), send(c, ctx, long), send(c, ctx, "b")}
 		var fe *rl.FieldError
 		for i, ch := range chans {
 			a := <-ch
@@ -190,12 +187,12 @@ func TestBatchingIsolatesCallers(t *testing.T) {
 	t.Run("a sidecar that is down fails each caller by its own mode", func(t *testing.T) {
 		url, _ := stalled(t)
 		closed := batching(t, url, client.Config{Timeout: 50 * time.Millisecond, BatchMaxSize: 2})
-		a, b := check(closed, ctx, "a"), check(closed, ctx, "b")
+		a, b := send(closed, ctx, "a"), send(closed, ctx, "b")
 		for _, ch := range []chan answer{a, b} {
 			assert.ErrorIs(t, (<-ch).err, rl.ErrUnavailable)
 		}
 		open := batching(t, url, client.Config{Timeout: 50 * time.Millisecond, BatchMaxSize: 2, FailMode: rl.FailOpen})
-		a, b = check(open, ctx, "a"), check(open, ctx, "b")
+		a, b = send(open, ctx, "a"), send(open, ctx, "b")
 		for _, ch := range []chan answer{a, b} {
 			got := <-ch
 			require.NoError(t, got.err)

@@ -7,12 +7,11 @@ import (
 	"strconv"
 	"sync"
 
-	"github.com/raterlimiter/raterlimiter/internal/check"
-
 	"github.com/go-json-experiment/json/jsontext"
 
 	rl "github.com/raterlimiter/raterlimiter"
-	"github.com/raterlimiter/raterlimiter/internal/ms"
+	"github.com/raterlimiter/raterlimiter/internal/check"
+	"github.com/raterlimiter/raterlimiter/internal/millis"
 )
 
 // The batch path's JSON, written and read with jsontext
@@ -195,7 +194,7 @@ const (
 // the one the API writes after the last: the API's answers take one
 // comparison per member.
 func (r *answerReader) decision(pub *rl.Decision) (allowed bool, err error) {
-	m := ms.OfDecision(*pub)
+	m := millis.OfDecision(*pub)
 	d := &m
 	defer func() {
 		now := pub.Now

@@ -6,14 +6,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/raterlimiter/raterlimiter/internal/bounds"
-
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	rl "github.com/raterlimiter/raterlimiter"
 	"github.com/raterlimiter/raterlimiter/internal/check"
-	"github.com/raterlimiter/raterlimiter/internal/ms"
+	"github.com/raterlimiter/raterlimiter/internal/millis"
 )
 
 func TestDecodeBatchAnswer(t *testing.T) {
@@ -76,7 +74,7 @@ func TestAppendBatchJSON(t *testing.T) {
 	rs := []rl.Request{
 		{ID: "u1", Scale: time.Second, Limit: 10, Hits: 1},
 		{ID: `q"uote\ <tag> & é ` + "\t", Scale: time.Minute, Limit: 0, Hits: 0, Peek: true, Algo: rl.Token},
-		{ID: strings.Repeat("x", 100), Scale: bounds.MaxScale, Limit: bounds.MaxLimit, Hits: bounds.MaxHits, Algo: rl.Sliding},
+		{ID: strings.Repeat("x", 100), Scale: check.MaxScale, Limit: check.MaxLimit, Hits: check.MaxHits, Algo: rl.Sliding},
 	}
 	b := appendBatchJSON(nil, rs)
 	got, err := wireRequests(b)
@@ -134,7 +132,7 @@ func wireDecisions(body []byte) ([]rl.Decision, error) {
 	for _, w := range wire {
 		var d rl.Decision
 		if w != nil {
-			d = ms.Decision{Allowed: w.Allowed, Count: w.Count, Limit: w.Limit, Remaining: w.Remaining,
+			d = millis.Decision{Allowed: w.Allowed, Count: w.Count, Limit: w.Limit, Remaining: w.Remaining,
 				ResetMS: w.ResetMS, RetryAfterMS: w.RetryAfterMS, DelayMS: w.DelayMS}.Public()
 			d.Now = time.Time{}
 		}
@@ -157,7 +155,7 @@ func wireRequests(body []byte) ([]rl.Request, error) {
 	}
 	var out []rl.Request
 	for _, w := range wire {
-		out = append(out, ms.Request{ID: w.ID, Scale: w.Scale, Limit: w.Limit, Hits: w.Hits, Algo: rl.Algo(w.Algo),
+		out = append(out, millis.Request{ID: w.ID, Scale: w.Scale, Limit: w.Limit, Hits: w.Hits, Algo: rl.Algo(w.Algo),
 			Slices: w.Slices, Queue: w.Queue, MaxDelayMS: w.MaxDelayMS}.Public())
 	}
 	return out, nil

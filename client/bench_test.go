@@ -12,8 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/raterlimiter/raterlimiter/internal/defaults"
-
 	"github.com/valyala/fasthttp"
 
 	rl "github.com/raterlimiter/raterlimiter"
@@ -73,9 +71,9 @@ func BenchmarkTransport(b *testing.B) {
 
 	b.Run("raw=net/http-tuned", func(b *testing.B) {
 		hc := &http.Client{Transport: &http.Transport{
-			MaxIdleConns:        defaults.ClientMaxConnsPerHost,
-			MaxIdleConnsPerHost: defaults.ClientMaxConnsPerHost,
-			MaxConnsPerHost:     defaults.ClientMaxConnsPerHost,
+			MaxIdleConns:        256,
+			MaxIdleConnsPerHost: 256,
+			MaxConnsPerHost:     256,
 			IdleConnTimeout:     90 * time.Second,
 			DisableCompression:  true,
 		}}
@@ -103,7 +101,7 @@ func BenchmarkTransport(b *testing.B) {
 	})
 
 	b.Run("raw=fasthttp-hostclient", func(b *testing.B) {
-		hc := &fasthttp.HostClient{Addr: addr, MaxConns: defaults.ClientMaxConnsPerHost}
+		hc := &fasthttp.HostClient{Addr: addr, MaxConns: 256}
 		defer hc.CloseIdleConnections()
 		var n atomic.Int64
 		b.ReportAllocs()
@@ -144,7 +142,7 @@ func BenchmarkBatching(b *testing.B) {
 			b.Run("callers="+strconv.Itoa(callers)+"/batching="+strconv.FormatBool(batching), func(b *testing.B) {
 				cfg := client.Config{URL: base, Timeout: 10 * time.Second}
 				if batching {
-					cfg.BatchMaxSize = defaults.BatchMaxSize
+					cfg.BatchMaxSize = 500
 				}
 				c, err := client.New(cfg)
 				if err != nil {

@@ -34,21 +34,21 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/raterlimiter/raterlimiter/internal/bounds"
-	"github.com/raterlimiter/raterlimiter/internal/check"
-	"github.com/raterlimiter/raterlimiter/internal/defaults"
-
 	json "github.com/go-json-experiment/json/v1"
 	"github.com/valyala/fasthttp"
 
 	rl "github.com/raterlimiter/raterlimiter"
-	"github.com/raterlimiter/raterlimiter/internal/ms"
+	"github.com/raterlimiter/raterlimiter/internal/check"
+	"github.com/raterlimiter/raterlimiter/internal/millis"
 )
 
-// Defaults of Config's zero fields (see internal/defaults).
+// Defaults of Config's zero fields.
 const (
-	defaultTimeout  = defaults.ClientTimeout
-	defaultMaxConns = defaults.ClientMaxConnsPerHost
+	// defaultTimeout bounds every call that has no earlier deadline.
+	defaultTimeout = time.Second
+	// defaultMaxConns is how many connections the client keeps open to
+	// the sidecar (idle ones included).
+	defaultMaxConns = 256
 	// maxBody bounds what the client reads of one answer.
 	maxBody = 64 << 20
 )
@@ -61,7 +61,7 @@ type Config struct {
 	// for a sidecar listening on a unix socket (-listen unix:/path).
 	URL string
 	// Timeout bounds each call (the caller's context may end it sooner).
-	// Default 1 s; negative means no bound but the context's.
+	// Default 1s; negative means no bound but the context's.
 	Timeout time.Duration
 	// FailMode says what checks answer when the sidecar cannot. The
 	// client has no limiter of its own, so it takes rl.FailClosed and
@@ -174,7 +174,7 @@ func New(cfg Config) (*Client, error) {
 		c.clock = time.Now
 	}
 	if c.maxID <= 0 {
-		c.maxID = bounds.DefaultMaxIDBytes
+		c.maxID = check.DefaultMaxIDBytes
 	}
 	conns := cfg.MaxConns
 	if conns <= 0 {
@@ -403,7 +403,7 @@ func (c *Client) Buckets(ctx context.Context, id string) ([]rl.Bucket, error) {
 		if cursor != "" {
 			uri += "&cursor=" + url.QueryEscape(cursor)
 		}
-		var bs []ms.Bucket
+		var bs []millis.Bucket
 		var next string
 		err := c.doHeaders(ctx, fasthttp.MethodGet, uri, nil, true, func(status int, b []byte, h *fasthttp.ResponseHeader) error {
 			next = string(h.Peek("X-Next-Cursor"))
@@ -412,7 +412,7 @@ func (c *Client) Buckets(ctx context.Context, id string) ([]rl.Bucket, error) {
 		if err != nil {
 			return nil, err
 		}
-		all = append(all, ms.Buckets(bs)...)
+		all = append(all, millis.Buckets(bs)...)
 		if next == "" {
 			break
 		}
@@ -423,14 +423,14 @@ func (c *Client) Buckets(ctx context.Context, id string) ([]rl.Bucket, error) {
 
 // decodeBuckets accepts a JSON array of records or an object holding one
 // under "buckets".
-func decodeBuckets(status int, b []byte, bs *[]ms.Bucket) error {
+func decodeBuckets(status int, b []byte, bs *[]millis.Bucket) error {
 	if status != fasthttp.StatusOK {
 		return errUnexpected
 	}
 	b = bytes.TrimSpace(b)
 	if len(b) > 0 && b[0] == '{' {
 		var w struct {
-			Buckets []ms.Bucket `json:"buckets"`
+			Buckets []millis.Bucket `json:"buckets"`
 		}
 		err := json.Unmarshal(b, &w)
 		*bs = w.Buckets

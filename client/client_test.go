@@ -14,8 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/raterlimiter/raterlimiter/internal/bounds"
-
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -319,7 +317,7 @@ func TestInvalidRequestsAreRefusedLocally(t *testing.T) {
 		{"empty id", rl.Request{Scale: time.Millisecond, Limit: 1}, "ID"},
 		{"id over the configured max", rl.Request{ID: "123456789", Scale: time.Millisecond, Limit: 1}, "ID"},
 		{"scale 0", rl.Request{ID: "u", Limit: 1}, "Scale"},
-		{"limit past the max", rl.Request{ID: "u", Scale: time.Millisecond, Limit: bounds.MaxLimit + 1}, "Limit"},
+		{"limit past the max", rl.Request{ID: "u", Scale: time.Millisecond, Limit: check.MaxLimit + 1}, "Limit"},
 		{"negative hits", rl.Request{ID: "u", Scale: time.Millisecond, Hits: -1}, "Hits"},
 		{"unknown algo", rl.Request{ID: "u", Scale: time.Millisecond, Algo: 9}, "Algo"},
 	}

@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	rl "github.com/raterlimiter/raterlimiter"
-	"github.com/raterlimiter/raterlimiter/internal/ms"
+	"github.com/raterlimiter/raterlimiter/internal/millis"
 )
 
 // FuzzAnswer feeds arbitrary statuses and bodies to the decoding of every
@@ -30,7 +30,7 @@ func FuzzAnswer(f *testing.F) {
 	f.Add(200, []byte(`{"algo":"bogus"}`))
 	f.Fuzz(func(t *testing.T, status int, body []byte) {
 		var d rl.Decision
-		var bs []ms.Bucket
+		var bs []millis.Bucket
 		var n int
 		decoders := map[string]func(int, []byte) error{
 			"check_rate":  func(s int, b []byte) error { return decodeDecision(s, b, &d) },

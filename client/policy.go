@@ -5,14 +5,12 @@ import (
 	"net/url"
 	"strconv"
 
-	"github.com/raterlimiter/raterlimiter/internal/bounds"
-
 	json "github.com/go-json-experiment/json/v1"
 	"github.com/valyala/fasthttp"
 
 	rl "github.com/raterlimiter/raterlimiter"
 	"github.com/raterlimiter/raterlimiter/internal/check"
-	"github.com/raterlimiter/raterlimiter/internal/ms"
+	"github.com/raterlimiter/raterlimiter/internal/millis"
 )
 
 // CheckPolicy asks the sidecar whether id may make hits more requests under
@@ -36,8 +34,8 @@ func (c *Client) CheckPolicy(ctx context.Context, policy, id string, hits int64)
 		return rl.Decision{}, r, &rl.FieldError{Field: "id", Rule: "must not be empty"}
 	case len(id) > c.maxID:
 		return rl.Decision{}, r, &rl.FieldError{Field: "id", Rule: "must be at most " + strconv.Itoa(c.maxID) + " bytes"}
-	case hits < 0 || hits > bounds.MaxHits:
-		return rl.Decision{}, r, &rl.FieldError{Field: "hits", Rule: "must be an integer from 0 to " + strconv.FormatInt(bounds.MaxHits, 10)}
+	case hits < 0 || hits > check.MaxHits:
+		return rl.Decision{}, r, &rl.FieldError{Field: "hits", Rule: "must be an integer from 0 to " + strconv.FormatInt(check.MaxHits, 10)}
 	}
 	u := make([]byte, 0, len(c.base)+len("/check_rate?policy=&id=&hits=")+len(policy)+3*len(id)+20)
 	u = append(u, c.base...)
@@ -63,7 +61,7 @@ func (c *Client) CheckPolicy(ctx context.Context, policy, id string, hits int64)
 		if err := json.Unmarshal(body, &p); err != nil {
 			return err
 		}
-		r.Scale, r.Algo, r.Slices, r.Queue = ms.Duration(p.Scale), rl.Algo(p.Algo), p.Slices, p.Queue
+		r.Scale, r.Algo, r.Slices, r.Queue = millis.Duration(p.Scale), rl.Algo(p.Algo), p.Slices, p.Queue
 		return nil
 	})
 	d.Now = c.clock()

@@ -7,16 +7,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/raterlimiter/raterlimiter/internal/bounds"
-	"github.com/raterlimiter/raterlimiter/internal/defaults"
-
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	rl "github.com/raterlimiter/raterlimiter"
 	"github.com/raterlimiter/raterlimiter/api"
 	"github.com/raterlimiter/raterlimiter/client"
-	"github.com/raterlimiter/raterlimiter/internal/sidecartest"
+	"github.com/raterlimiter/raterlimiter/internal/check"
+	"github.com/raterlimiter/raterlimiter/internal/testkit/tooltest"
 	"github.com/raterlimiter/raterlimiter/limitertest"
 	"github.com/raterlimiter/raterlimiter/memory"
 )
@@ -29,7 +27,7 @@ const testTimeout = 30 * time.Second
 // returns its URL; the test's cleanup shuts it down.
 func sidecar(t testing.TB, lim rl.Limiter, token string) string {
 	t.Helper()
-	return sidecartest.Serve(t, api.Config{Limiter: lim, AdminToken: token})
+	return tooltest.Serve(t, api.Config{Limiter: lim, AdminToken: token})
 }
 
 // clientOf returns a client of the sidecar at url configured by cfg (its
@@ -63,10 +61,10 @@ func TestSidecarErrors(t *testing.T) {
 	lim := memory.New(memory.Config{SweepInterval: -1})
 	t.Cleanup(func() { lim.Close() })
 	url := sidecar(t, lim, "T")
-	long := string(make([]byte, bounds.DefaultMaxIDBytes+1))
+	long := string(make([]byte, check.DefaultMaxIDBytes+1))
 	ctx := context.Background()
 
-	lax := clientOf(t, url, client.Config{MaxIDBytes: 4 * bounds.DefaultMaxIDBytes})
+	lax := clientOf(t, url, client.Config{MaxIDBytes: 4 * check.DefaultMaxIDBytes})
 	_, err := lax.CheckRate(ctx, rl.Request{ID: long, Scale: time.Second, Limit: 1, Hits: 1})
 	var fe *rl.FieldError
 	require.ErrorAs(t, err, &fe, "the sidecar's 400 comes back as a FieldError: %v", err)
@@ -80,7 +78,7 @@ func TestSidecarErrors(t *testing.T) {
 	require.ErrorAs(t, err, &fe)
 	assert.Equal(t, "id", fe.Field)
 
-	tooMany := make([]rl.Request, defaults.MaxBatch+1)
+	tooMany := make([]rl.Request, 1000+1) // one past the sidecar's -max-batch
 	for i := range tooMany {
 		tooMany[i] = rl.Request{ID: "a", Scale: time.Second, Limit: 1}
 	}
@@ -144,7 +142,7 @@ func TestIDsOfAnyBytes(t *testing.T) {
 func TestBucketsFollowsPages(t *testing.T) {
 	lim := memory.New(memory.Config{SweepInterval: -1})
 	t.Cleanup(func() { lim.Close() })
-	c := clientOf(t, sidecartest.Serve(t, api.Config{Limiter: lim, BucketsPage: 2}), client.Config{})
+	c := clientOf(t, tooltest.Serve(t, api.Config{Limiter: lim, BucketsPage: 2}), client.Config{})
 	ctx := context.Background()
 	for scale := time.Second; scale <= 5*time.Second; scale += time.Second {
 		_, err := c.CheckRate(ctx, rl.Request{ID: "p", Scale: scale, Limit: 5, Hits: 1})

@@ -6,14 +6,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/raterlimiter/raterlimiter/internal/bounds"
-	"github.com/raterlimiter/raterlimiter/internal/check"
-	"github.com/raterlimiter/raterlimiter/internal/ms"
-
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	rl "github.com/raterlimiter/raterlimiter"
+	"github.com/raterlimiter/raterlimiter/internal/check"
+	"github.com/raterlimiter/raterlimiter/internal/millis"
 )
 
 // tcase is one scenario: steps run in order against a fresh limiter whose
@@ -38,7 +36,7 @@ type step struct {
 func (c tcase) run(t *testing.T, l rl.Limiter, clock *Clock) {
 	ctx := context.Background()
 	for i, s := range c.Steps {
-		clock.Advance(ms.Duration(s.Advance))
+		clock.Advance(millis.Duration(s.Advance))
 		if s.Do != nil {
 			s.Do(t, l)
 			continue
@@ -59,16 +57,16 @@ func (c tcase) run(t *testing.T, l rl.Limiter, clock *Clock) {
 const t0 = 1_700_000_040_000
 
 func req(id string, scale, limit, hits int64) rl.Request {
-	return rl.Request{ID: id, Scale: ms.Duration(scale), Limit: limit, Hits: hits, Peek: hits == 0}
+	return rl.Request{ID: id, Scale: millis.Duration(scale), Limit: limit, Hits: hits, Peek: hits == 0}
 }
 
 // allow and deny build expected fixed-window decisions.
 func allow(count, limit, reset int64) rl.Decision {
-	return rl.Decision{Allowed: true, Count: count, Limit: limit, Remaining: max(0, limit-count), Reset: ms.Duration(reset)}
+	return rl.Decision{Allowed: true, Count: count, Limit: limit, Remaining: max(0, limit-count), Reset: millis.Duration(reset)}
 }
 
 func deny(count, limit, reset, retry int64) rl.Decision {
-	return rl.Decision{Count: count, Limit: limit, Remaining: max(0, limit-count), Reset: ms.Duration(reset), RetryAfter: ms.Duration(retry)}
+	return rl.Decision{Count: count, Limit: limit, Remaining: max(0, limit-count), Reset: millis.Duration(reset), RetryAfter: millis.Duration(retry)}
 }
 
 func fixedCases() []tcase {
@@ -140,13 +138,13 @@ func fixedCases() []tcase {
 		{Name: "fixed/ids of any bytes", Start: t0, Steps: []step{
 			{Req: req("a b/c?d=e&f%20#ü\x00\xff\"'{}[]", 1000, 1, 1), Want: allow(1, 1, 1000)},
 			{Req: req("a b/c?d=e&f%20#ü\x00\xff\"'{}[]", 1000, 1, 1), Want: deny(2, 1, 1000, 1000)},
-			{Req: req(strings.Repeat("x", bounds.DefaultMaxIDBytes), 1000, 1, 1), Want: allow(1, 1, 1000)},
+			{Req: req(strings.Repeat("x", check.DefaultMaxIDBytes), 1000, 1, 1), Want: allow(1, 1, 1000)},
 		}},
 		{Name: "fixed/bounds at their edges", Start: t0, Steps: []step{
-			{Req: req("u", ms.MaxScale, 1, 1), Want: allow(1, 1, ms.MaxScale-t0%ms.MaxScale)},
-			{Req: req("u", 1, bounds.MaxLimit, bounds.MaxHits), Want: allow(bounds.MaxHits, bounds.MaxLimit, 1)},
-			{Req: req("u", 1, bounds.MaxLimit, 1), Want: deny(bounds.MaxHits+1, bounds.MaxLimit, 1, 1)},
-			{Req: req("v", 1, 0, bounds.MaxHits), Want: deny(bounds.MaxHits, 0, 1, 1)},
+			{Req: req("u", millis.MaxScale, 1, 1), Want: allow(1, 1, millis.MaxScale-t0%millis.MaxScale)},
+			{Req: req("u", 1, check.MaxLimit, check.MaxHits), Want: allow(check.MaxHits, check.MaxLimit, 1)},
+			{Req: req("u", 1, check.MaxLimit, 1), Want: deny(check.MaxHits+1, check.MaxLimit, 1, 1)},
+			{Req: req("v", 1, 0, check.MaxHits), Want: deny(check.MaxHits, 0, 1, 1)},
 		}},
 	}
 }
@@ -163,18 +161,18 @@ func invalid() []struct {
 		r     rl.Request
 	}{
 		{"ID", with(func(r *rl.Request) { r.ID = "" })},
-		{"ID", with(func(r *rl.Request) { r.ID = strings.Repeat("x", bounds.DefaultMaxIDBytes+1) })},
+		{"ID", with(func(r *rl.Request) { r.ID = strings.Repeat("x", check.DefaultMaxIDBytes+1) })},
 		{"Scale", with(func(r *rl.Request) { r.Scale = 0 })},
 		{"Scale", with(func(r *rl.Request) { r.Scale = -time.Millisecond })},
 		{"Scale", with(func(r *rl.Request) { r.Scale = time.Second + time.Nanosecond })},
-		{"Scale", with(func(r *rl.Request) { r.Scale = bounds.MaxScale + time.Millisecond })},
+		{"Scale", with(func(r *rl.Request) { r.Scale = check.MaxScale + time.Millisecond })},
 		{"Limit", with(func(r *rl.Request) { r.Limit = -1 })},
-		{"Limit", with(func(r *rl.Request) { r.Limit = bounds.MaxLimit + 1 })},
+		{"Limit", with(func(r *rl.Request) { r.Limit = check.MaxLimit + 1 })},
 		{"Hits", with(func(r *rl.Request) { r.Hits = -1 })},
-		{"Hits", with(func(r *rl.Request) { r.Hits = bounds.MaxHits + 1 })},
+		{"Hits", with(func(r *rl.Request) { r.Hits = check.MaxHits + 1 })},
 		{"Algo", with(func(r *rl.Request) { r.Algo = rl.Algo(7) })},
-		{"Slices", with(func(r *rl.Request) { r.Slices = bounds.MaxSlices + 1 })},
-		{"Queue", with(func(r *rl.Request) { r.Queue = bounds.MaxQueue + 1 })},
+		{"Slices", with(func(r *rl.Request) { r.Slices = check.MaxSlices + 1 })},
+		{"Queue", with(func(r *rl.Request) { r.Queue = check.MaxQueue + 1 })},
 		{"MaxDelay", with(func(r *rl.Request) { r.MaxDelay = -time.Millisecond })},
 	}
 }
@@ -335,14 +333,14 @@ func commonCases() []tcase {
 // allowAny is the decision of a first hit on a fresh id, any algorithm.
 func allowAny(a rl.Algo, r rl.Request) rl.Decision {
 	scale := r.Scale.Milliseconds()
-	d := rl.Decision{Allowed: true, Count: r.Hits, Limit: r.Limit, Remaining: r.Limit - r.Hits, Reset: ms.Duration(scale - t0%scale)}
+	d := rl.Decision{Allowed: true, Count: r.Hits, Limit: r.Limit, Remaining: r.Limit - r.Hits, Reset: millis.Duration(scale - t0%scale)}
 	switch a {
 	case rl.Token, rl.Leaky:
 		// The bucket refills (the queue drains) r.Hits, each scale/limit ms.
-		d.Reset = ms.Duration((r.Hits*scale + r.Limit - 1) / r.Limit)
+		d.Reset = millis.Duration((r.Hits*scale + r.Limit - 1) / r.Limit)
 	case rl.Slices:
 		// The slice of 17 ms holding t0 leaves 60 slices after its start.
-		d.Reset = ms.Duration(60*17 - t0%17)
+		d.Reset = millis.Duration(60*17 - t0%17)
 	}
 	return d
 }

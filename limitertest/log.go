@@ -2,12 +2,12 @@ package limitertest
 
 import (
 	rl "github.com/raterlimiter/raterlimiter"
-	"github.com/raterlimiter/raterlimiter/internal/bounds"
-	"github.com/raterlimiter/raterlimiter/internal/ms"
+	"github.com/raterlimiter/raterlimiter/internal/check"
+	"github.com/raterlimiter/raterlimiter/internal/millis"
 )
 
 func lreq(scale, limit, hits int64) rl.Request {
-	return rl.Request{ID: "u", Scale: ms.Duration(scale), Limit: limit, Hits: hits, Peek: hits == 0, Algo: rl.Log}
+	return rl.Request{ID: "u", Scale: millis.Duration(scale), Limit: limit, Hits: hits, Peek: hits == 0, Algo: rl.Log}
 }
 
 // logCases are the sliding window log's cases: allowed iff the allowed hits
@@ -54,14 +54,14 @@ func logCases() []tcase {
 			{Req: lreq(1000, 0, 1), Want: deny(1, 0, 800, 800)},
 		}},
 		{Name: "log/the limit's bound", Start: t0, Steps: []step{
-			{Req: lreq(1000, bounds.MaxLogLimit, bounds.MaxLogLimit), Want: allow(bounds.MaxLogLimit, bounds.MaxLogLimit, 1000)},
-			{Req: lreq(1000, bounds.MaxLogLimit+1, 1), WantErr: rl.ErrInvalid},
-			{Req: lreq(1000, bounds.MaxLogLimit, 1), Want: deny(bounds.MaxLogLimit, bounds.MaxLogLimit, 1000, 1000)},
+			{Req: lreq(1000, check.MaxLogLimit, check.MaxLogLimit), Want: allow(check.MaxLogLimit, check.MaxLogLimit, 1000)},
+			{Req: lreq(1000, check.MaxLogLimit+1, 1), WantErr: rl.ErrInvalid},
+			{Req: lreq(1000, check.MaxLogLimit, 1), Want: deny(check.MaxLogLimit, check.MaxLogLimit, 1000, 1000)},
 		}},
 		{Name: "log/long scales", Start: t0, Steps: []step{
-			{Req: lreq(ms.MaxScale, 2, 1), Want: allow(1, 2, ms.MaxScale)},
-			{Advance: 1, Req: lreq(ms.MaxScale, 2, 1), Want: allow(2, 2, ms.MaxScale-1)},
-			{Req: lreq(ms.MaxScale, 2, 1), Want: deny(2, 2, ms.MaxScale-1, ms.MaxScale-1)},
+			{Req: lreq(millis.MaxScale, 2, 1), Want: allow(1, 2, millis.MaxScale)},
+			{Advance: 1, Req: lreq(millis.MaxScale, 2, 1), Want: allow(2, 2, millis.MaxScale-1)},
+			{Req: lreq(millis.MaxScale, 2, 1), Want: deny(2, 2, millis.MaxScale-1, millis.MaxScale-1)},
 		}},
 	}
 }

@@ -3,18 +3,17 @@ package limitertest
 import (
 	"time"
 
-	"github.com/raterlimiter/raterlimiter/internal/bounds"
-	"github.com/raterlimiter/raterlimiter/internal/ms"
-
 	rl "github.com/raterlimiter/raterlimiter"
+	"github.com/raterlimiter/raterlimiter/internal/check"
+	"github.com/raterlimiter/raterlimiter/internal/millis"
 )
 
 func wreq(scale, limit, hits, slices int64) rl.Request {
-	return rl.Request{ID: "u", Scale: ms.Duration(scale), Limit: limit, Hits: hits, Peek: hits == 0, Algo: rl.Slices, Slices: slices}
+	return rl.Request{ID: "u", Scale: millis.Duration(scale), Limit: limit, Hits: hits, Peek: hits == 0, Algo: rl.Slices, Slices: slices}
 }
 
 func qreq(scale, limit, hits, queue int64) rl.Request {
-	return rl.Request{ID: "u", Scale: ms.Duration(scale), Limit: limit, Hits: hits, Peek: hits == 0, Algo: rl.Leaky, Queue: queue}
+	return rl.Request{ID: "u", Scale: millis.Duration(scale), Limit: limit, Hits: hits, Peek: hits == 0, Algo: rl.Leaky, Queue: queue}
 }
 
 // slicesCases are the sliding window counters' cases: the window is cut
@@ -27,7 +26,7 @@ func slicesCases() []tcase {
 	const minute = 60_000
 	// A minute in six slices of 10 s: t0 starts one.
 	ten := func(hits int64) rl.Request { return wreq(minute, 4, hits, 6) }
-	bigW := ms.MaxScale / 600
+	bigW := millis.MaxScale / 600
 	bigReset := bigW*600 - t0%bigW
 	return []tcase{
 		{Name: "slices/the window is the last slices", Start: t0, Steps: []step{
@@ -86,9 +85,9 @@ func slicesCases() []tcase {
 			{Advance: 1, Req: wreq(1000, 1, 1, 0), Want: allow(1, 1, 1020)},
 		}},
 		{Name: "slices/bounds at their edges", Start: t0, Steps: []step{
-			{Req: wreq(ms.MaxScale, bounds.MaxLimit, bounds.MaxHits, 600), Want: allow(bounds.MaxLimit, bounds.MaxLimit, bigReset)},
-			{Req: wreq(ms.MaxScale, bounds.MaxLimit, 1, 600), Want: deny(bounds.MaxLimit, bounds.MaxLimit, bigReset, bigReset)},
-			{Req: wreq(1, bounds.MaxLimit, bounds.MaxHits, 2), Want: allow(bounds.MaxLimit, bounds.MaxLimit, 2)},
+			{Req: wreq(millis.MaxScale, check.MaxLimit, check.MaxHits, 600), Want: allow(check.MaxLimit, check.MaxLimit, bigReset)},
+			{Req: wreq(millis.MaxScale, check.MaxLimit, 1, 600), Want: deny(check.MaxLimit, check.MaxLimit, bigReset, bigReset)},
+			{Req: wreq(1, check.MaxLimit, check.MaxHits, 2), Want: allow(check.MaxLimit, check.MaxLimit, 2)},
 			{Req: wreq(1, 5, 1, 1), WantErr: rl.ErrInvalid},
 			{Req: wreq(1, 5, 1, 601), WantErr: rl.ErrInvalid},
 		}},
@@ -98,7 +97,7 @@ func slicesCases() []tcase {
 // lallow and ldeny build expected leaky decisions.
 func lallow(count, limit, reset, delay int64) rl.Decision {
 	d := allow(count, limit, reset)
-	d.Delay = ms.Duration(delay)
+	d.Delay = millis.Duration(delay)
 	return d
 }
 
@@ -111,7 +110,7 @@ func ldeny(count, limit, reset, retry int64) rl.Decision {
 // refused when more than queue hits' worth of time is ahead of it.
 func leakyCases() []tcase {
 	five := func(hits, queue int64) rl.Request { return qreq(1000, 5, hits, queue) }
-	bounded := func(maxDelay int64) rl.Request { r := five(1, 10); r.MaxDelay = ms.Duration(maxDelay); return r }
+	bounded := func(maxDelay int64) rl.Request { r := five(1, 10); r.MaxDelay = millis.Duration(maxDelay); return r }
 	return []tcase{
 		{Name: "leaky/a queue of three at five a second", Start: t0, Steps: []step{
 			{Req: five(1, 3), Want: lallow(1, 5, 200, 0)},
@@ -168,11 +167,11 @@ func leakyCases() []tcase {
 			{Req: five(6, 100), Want: ldeny(1, 5, 200, 200)},
 		}},
 		{Name: "leaky/bounds at their edges", Start: t0, Steps: []step{
-			{Req: qreq(ms.MaxScale, bounds.MaxLimit, bounds.MaxHits, bounds.MaxQueue), Want: lallow(bounds.MaxLimit, bounds.MaxLimit, ms.MaxScale, 0)},
+			{Req: qreq(millis.MaxScale, check.MaxLimit, check.MaxHits, check.MaxQueue), Want: lallow(check.MaxLimit, check.MaxLimit, millis.MaxScale, 0)},
 			// a scale's worth queued, far more than 65536 intervals of 73.4 ms
-			{Req: qreq(ms.MaxScale, bounds.MaxLimit, 1, bounds.MaxQueue), Want: ldeny(bounds.MaxLimit, bounds.MaxLimit, ms.MaxScale, ms.MaxScale-bounds.MaxQueue*ms.MaxScale/bounds.MaxLimit)},
-			{Req: qreq(1, bounds.MaxLimit, 1, bounds.MaxQueue), Want: lallow(1, bounds.MaxLimit, 1, 0)},
-			{Req: qreq(1000, 5, 1, bounds.MaxQueue+1), WantErr: rl.ErrInvalid},
+			{Req: qreq(millis.MaxScale, check.MaxLimit, 1, check.MaxQueue), Want: ldeny(check.MaxLimit, check.MaxLimit, millis.MaxScale, millis.MaxScale-check.MaxQueue*millis.MaxScale/check.MaxLimit)},
+			{Req: qreq(1, check.MaxLimit, 1, check.MaxQueue), Want: lallow(1, check.MaxLimit, 1, 0)},
+			{Req: qreq(1000, 5, 1, check.MaxQueue+1), WantErr: rl.ErrInvalid},
 			{Req: rl.Request{ID: "u", Scale: time.Second, Limit: 5, Hits: 1, Queue: 1}, WantErr: rl.ErrInvalid},
 		}},
 	}

@@ -4,23 +4,23 @@ import (
 	"time"
 
 	rl "github.com/raterlimiter/raterlimiter"
-	"github.com/raterlimiter/raterlimiter/internal/bounds"
-	"github.com/raterlimiter/raterlimiter/internal/ms"
+	"github.com/raterlimiter/raterlimiter/internal/check"
+	"github.com/raterlimiter/raterlimiter/internal/millis"
 )
 
 func sreq(scale, limit, hits int64) rl.Request {
-	return rl.Request{ID: "u", Scale: ms.Duration(scale), Limit: limit, Hits: hits, Peek: hits == 0, Algo: rl.Sliding}
+	return rl.Request{ID: "u", Scale: millis.Duration(scale), Limit: limit, Hits: hits, Peek: hits == 0, Algo: rl.Sliding}
 }
 
 func treq(scale, limit, hits int64) rl.Request {
-	return rl.Request{ID: "u", Scale: ms.Duration(scale), Limit: limit, Hits: hits, Peek: hits == 0, Algo: rl.Token}
+	return rl.Request{ID: "u", Scale: millis.Duration(scale), Limit: limit, Hits: hits, Peek: hits == 0, Algo: rl.Token}
 }
 
 // slidingCases are the sliding window's cases. The estimate is
 // prev*(scale-elapsed)/scale + cur, allowed iff estimate + hits <= limit;
 // Count is the estimate after the decision rounded up.
 func slidingCases() []tcase {
-	bigReset := ms.MaxScale - t0%ms.MaxScale
+	bigReset := millis.MaxScale - t0%millis.MaxScale
 	return []tcase{
 		{Name: "sliding/limit is reached, then passes as the window slides", Start: t0, Steps: []step{
 			{Req: sreq(1000, 5, 5), Want: allow(5, 5, 1000)},
@@ -76,10 +76,10 @@ func slidingCases() []tcase {
 			{Req: sreq(1000, 3, 3), Want: allow(3, 3, 1000)},
 		}},
 		{Name: "sliding/bounds at their edges", Start: t0, Steps: []step{
-			{Req: sreq(ms.MaxScale, bounds.MaxLimit, bounds.MaxHits), Want: allow(bounds.MaxLimit, bounds.MaxLimit, bigReset)},
+			{Req: sreq(millis.MaxScale, check.MaxLimit, check.MaxHits), Want: allow(check.MaxLimit, check.MaxLimit, bigReset)},
 			// next window: from e = ceil(scale/limit) = 74
-			{Req: sreq(ms.MaxScale, bounds.MaxLimit, 1), Want: deny(bounds.MaxLimit, bounds.MaxLimit, bigReset, bigReset+74)},
-			{Req: rl.Request{ID: "u", Scale: time.Millisecond, Limit: bounds.MaxLimit, Hits: bounds.MaxHits, Algo: rl.Sliding}, Want: allow(bounds.MaxLimit, bounds.MaxLimit, 1)},
+			{Req: sreq(millis.MaxScale, check.MaxLimit, 1), Want: deny(check.MaxLimit, check.MaxLimit, bigReset, bigReset+74)},
+			{Req: rl.Request{ID: "u", Scale: time.Millisecond, Limit: check.MaxLimit, Hits: check.MaxHits, Algo: rl.Sliding}, Want: allow(check.MaxLimit, check.MaxLimit, 1)},
 		}},
 	}
 }
@@ -141,10 +141,10 @@ func tokenCases() []tcase {
 			{Req: treq(1000, 3, 4), Want: deny(1, 3, 334, 334)},
 		}},
 		{Name: "token/bounds at their edges", Start: t0, Steps: []step{
-			{Req: treq(ms.MaxScale, bounds.MaxLimit, bounds.MaxHits), Want: allow(bounds.MaxLimit, bounds.MaxLimit, ms.MaxScale)},
+			{Req: treq(millis.MaxScale, check.MaxLimit, check.MaxHits), Want: allow(check.MaxLimit, check.MaxLimit, millis.MaxScale)},
 			// one interval is 315360000000/4294967295 = 73.4... ms
-			{Req: treq(ms.MaxScale, bounds.MaxLimit, 1), Want: deny(bounds.MaxLimit, bounds.MaxLimit, ms.MaxScale, 74)},
-			{Req: rl.Request{ID: "u", Scale: time.Millisecond, Limit: bounds.MaxLimit, Hits: 1, Algo: rl.Token}, Want: allow(1, bounds.MaxLimit, 1)},
+			{Req: treq(millis.MaxScale, check.MaxLimit, 1), Want: deny(check.MaxLimit, check.MaxLimit, millis.MaxScale, 74)},
+			{Req: rl.Request{ID: "u", Scale: time.Millisecond, Limit: check.MaxLimit, Hits: 1, Algo: rl.Token}, Want: allow(1, check.MaxLimit, 1)},
 		}},
 	}
 }

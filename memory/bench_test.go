@@ -8,11 +8,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/raterlimiter/raterlimiter/internal/ms"
-
 	rl "github.com/raterlimiter/raterlimiter"
 	"github.com/raterlimiter/raterlimiter/internal/algo"
 	"github.com/raterlimiter/raterlimiter/internal/check"
+	"github.com/raterlimiter/raterlimiter/internal/millis"
 	"github.com/raterlimiter/raterlimiter/memory"
 )
 
@@ -42,7 +41,7 @@ func (m *mutexMap) CheckRate(_ context.Context, r rl.Request, now int64) rl.Deci
 	if err := check.Validate(r, 0); err != nil {
 		return rl.Decision{}
 	}
-	m0 := ms.Of(r)
+	m0 := millis.Of(r)
 	k := mapKey{r.ID, m0.Scale, algo.Bucket(now, m0.Scale)}
 	m.mu.Lock()
 	rec, ok := m.m[k]

@@ -6,14 +6,13 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/raterlimiter/raterlimiter/internal/ms"
-
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	rl "github.com/raterlimiter/raterlimiter"
 	"github.com/raterlimiter/raterlimiter/buckets"
 	"github.com/raterlimiter/raterlimiter/internal/algo"
+	"github.com/raterlimiter/raterlimiter/internal/millis"
 )
 
 // TestCursorUnderDeletesAndInserts drives the chunked copy of one store by
@@ -35,7 +34,7 @@ func TestCursorUnderDeletesAndInserts(t *testing.T) {
 			s := buckets.New(buckets.Options{})
 			id := func(i int) string { return fmt.Sprintf("id%06d", i) }
 			hit := func(i int) {
-				_, err := s.Check(now, ms.Request{ID: id(i), Scale: 60_000, Limit: 10, Hits: 1, Algo: rl.Algo(i % 3)})
+				_, err := s.Check(now, millis.Request{ID: id(i), Scale: 60_000, Limit: 10, Hits: 1, Algo: rl.Algo(i % 3)})
 				require.NoError(t, err)
 			}
 			for i := range n {
@@ -95,7 +94,7 @@ func TestCursorResumesWithinSlices(t *testing.T) {
 	for i, n := range []int64{2, 6, 60} {
 		for k := range int64(5) {
 			for _, id := range []string{"a", "b"} {
-				r := ms.Request{ID: id, Scale: 60_000, Limit: 100, Hits: 1 + int64(i), Algo: rl.Slices, Slices: n}
+				r := millis.Request{ID: id, Scale: 60_000, Limit: 100, Hits: 1 + int64(i), Algo: rl.Slices, Slices: n}
 				_, err := s.Check(now+k*1000, r)
 				require.NoError(t, err)
 			}

@@ -38,14 +38,11 @@ import (
 	"sync"
 	"time"
 
-	"github.com/raterlimiter/raterlimiter/internal/bounds"
-	"github.com/raterlimiter/raterlimiter/internal/check"
-	"github.com/raterlimiter/raterlimiter/internal/defaults"
-	"github.com/raterlimiter/raterlimiter/internal/ms"
-
 	rl "github.com/raterlimiter/raterlimiter"
 	"github.com/raterlimiter/raterlimiter/actor"
 	"github.com/raterlimiter/raterlimiter/buckets"
+	"github.com/raterlimiter/raterlimiter/internal/check"
+	"github.com/raterlimiter/raterlimiter/internal/millis"
 	"github.com/raterlimiter/raterlimiter/sweeper"
 )
 
@@ -64,7 +61,7 @@ type Config struct {
 	// docs/reliability.md).
 	Clock func() time.Time
 	// SweepInterval is the time between sweeps of stale buckets. Default
-	// 10 s; negative disables the sweeper (records then leave only when
+	// 10s; negative disables the sweeper (records then leave only when
 	// the bounds below evict them or Reset deletes them).
 	SweepInterval time.Duration
 	// MaxIDBytes is the longest id accepted. Default
@@ -128,12 +125,19 @@ type SweepStats struct {
 	Took time.Duration
 }
 
-// The defaults of Config's bounds (internal/defaults names them for the
-// sidecar's flags).
+// The defaults of Config's bounds.
 const (
-	defaultMaxBuckets     = defaults.MaxBuckets
-	defaultMaxBucketBytes = defaults.MaxBucketBytes
-	defaultMaxScalesPerID = defaults.MaxScalesPerID
+	// defaultMaxBuckets: with ids of 16 bytes its records take about
+	// 256 MB (64 bytes a record), so it binds before defaultMaxBucketBytes;
+	// with longer ids the byte budget binds first.
+	defaultMaxBuckets = 4_000_000
+	// defaultMaxBucketBytes is the most the records take whatever their
+	// ids (about 256,000 records of 1,000-byte ids).
+	defaultMaxBucketBytes = 256 << 20
+	// defaultMaxScalesPerID is far more than any real use (a per-second,
+	// -minute, -hour and -day limit per algorithm), and a bound on what
+	// one id can be made to hold.
+	defaultMaxScalesPerID = 64
 )
 
 // tuning is what the tests set beyond a Config: the actors' mailbox size
@@ -169,7 +173,7 @@ func newLimiter(cfg Config, t tuning) *Limiter {
 		cfg.Shards = max(1, runtime.GOMAXPROCS(0)/2)
 	}
 	if cfg.MaxIDBytes <= 0 {
-		cfg.MaxIDBytes = bounds.DefaultMaxIDBytes
+		cfg.MaxIDBytes = check.DefaultMaxIDBytes
 	}
 	cfg.MaxIDBytes = min(cfg.MaxIDBytes, buckets.MaxIDBytes)
 	switch {
@@ -194,7 +198,7 @@ func newLimiter(cfg Config, t tuning) *Limiter {
 	}
 	var clock func() int64
 	if cfg.Clock != nil {
-		clock = ms.Clock(cfg.Clock)
+		clock = millis.Clock(cfg.Clock)
 	}
 	l := &Limiter{seed: maphash.MakeSeed(), maxID: cfg.MaxIDBytes, logger: cfg.Logger} // MaxIDBytes > 0 here
 	for i := range cfg.Shards {
@@ -248,7 +252,7 @@ func (l *Limiter) CheckRate(ctx context.Context, r rl.Request) (rl.Decision, err
 	if err := check.Validate(r, l.maxID); err != nil {
 		return rl.Decision{}, err
 	}
-	d, err := l.shard(r.ID).CheckRate(ctx, ms.Of(check.Counted(r)))
+	d, err := l.shard(r.ID).CheckRate(ctx, millis.Of(check.Counted(r)))
 	return d.Public(), err
 }
 
@@ -284,16 +288,16 @@ func (l *Limiter) CheckRates(ctx context.Context, rs []rl.Request) ([]rl.Decisio
 }
 
 // counted is a copy of rs as the limiter decides it (Request.Counted).
-func counted(rs []rl.Request) []ms.Request {
-	out := make([]ms.Request, len(rs))
+func counted(rs []rl.Request) []millis.Request {
+	out := make([]millis.Request, len(rs))
 	for i, r := range rs {
-		out[i] = ms.Of(check.Counted(r))
+		out[i] = millis.Of(check.Counted(r))
 	}
 	return out
 }
 
 // public returns ds as a Go caller holds them.
-func public(ds []ms.Decision) []rl.Decision {
+func public(ds []millis.Decision) []rl.Decision {
 	if ds == nil {
 		return nil
 	}
@@ -305,7 +309,7 @@ func public(ds []ms.Decision) []rl.Decision {
 }
 
 // checkShards decides a valid batch over several shards.
-func (l *Limiter) checkShards(ctx context.Context, rs []rl.Request) ([]ms.Decision, error) {
+func (l *Limiter) checkShards(ctx context.Context, rs []rl.Request) ([]millis.Decision, error) {
 	// Group the requests by shard, keeping their order within a shard; each
 	// shard's group is a slice of its own, handed over to its actor.
 	n := len(l.actors)
@@ -314,7 +318,7 @@ func (l *Limiter) checkShards(ctx context.Context, rs []rl.Request) ([]ms.Decisi
 		s := int(maphash.String(l.seed, rs[i].ID) % uint64(n))
 		idx[s] = append(idx[s], i)
 	}
-	out := make([]ms.Decision, len(rs))
+	out := make([]millis.Decision, len(rs))
 	var wg sync.WaitGroup
 	errs := make([]error, n)
 	for s := range n {
@@ -322,11 +326,11 @@ func (l *Limiter) checkShards(ctx context.Context, rs []rl.Request) ([]ms.Decisi
 			continue
 		}
 		wg.Go(func() {
-			sub := make([]ms.Request, len(idx[s]))
+			sub := make([]millis.Request, len(idx[s]))
 			for j, i := range idx[s] {
-				sub[j] = ms.Of(check.Counted(rs[i]))
+				sub[j] = millis.Of(check.Counted(rs[i]))
 			}
-			var dec []ms.Decision
+			var dec []millis.Decision
 			if dec, errs[s] = l.actors[s].Decide(ctx, sub); errs[s] == nil {
 				for j, i := range idx[s] {
 					out[i] = dec[j]
@@ -351,9 +355,9 @@ func (l *Limiter) Buckets(ctx context.Context, id string) ([]rl.Bucket, error) {
 	if err := check.Validate(rl.Request{ID: id, Scale: time.Millisecond}, l.maxID); err != nil {
 		return nil, err
 	}
-	var out []ms.Bucket
+	var out []millis.Bucket
 	err := l.shard(id).Do(ctx, func(s *buckets.Store, _ int64) { out = s.Buckets(id) })
-	return ms.Buckets(out), err
+	return millis.Buckets(out), err
 }
 
 // Reset deletes the records of id (of every scale when scale is 0) and

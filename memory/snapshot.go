@@ -15,9 +15,8 @@ import (
 	"github.com/raterlimiter/raterlimiter/actor"
 	"github.com/raterlimiter/raterlimiter/buckets"
 	"github.com/raterlimiter/raterlimiter/internal/algo"
-	"github.com/raterlimiter/raterlimiter/internal/bounds"
 	"github.com/raterlimiter/raterlimiter/internal/check"
-	"github.com/raterlimiter/raterlimiter/internal/ms"
+	"github.com/raterlimiter/raterlimiter/internal/millis"
 )
 
 // The snapshot format, version 3. All integers are big-endian or Go varints
@@ -58,7 +57,7 @@ const (
 	// store holds (checked below).
 	snapshotMaxID = 1<<20 - 1
 	// maxLogBytes bounds a Log record's entries: a log holds at most
-	// bounds.MaxLogLimit hits, a few bytes each.
+	// check.MaxLogLimit hits, a few bytes each.
 	maxLogBytes = 1 << 20
 	// readStep bounds what one read of an id may allocate ahead of the data
 	// actually present, so a hostile length field costs little.
@@ -265,7 +264,7 @@ func appendHeader(b []byte, base int64) []byte {
 }
 
 // add encodes one record: the store guarantees an id of 1 to snapshotMaxID
-// bytes, a scale of 1 to ms.MaxScale and a valid algorithm. A Log record's
+// bytes, a scale of 1 to millis.MaxScale and a valid algorithm. A Log record's
 // marshalled entries are written after its times, with their length.
 func (e *encoder) add(r record) {
 	id := r.ID
@@ -400,7 +399,7 @@ func decode(sr io.Reader, fn func(record) error) (snapshotInfo, error) {
 			return info, err
 		}
 		rec := record{Scale: int64(sa >> bits), Algo: rl.Algo(sa & (1<<bits - 1))}
-		if rec.Scale < 1 || rec.Scale > ms.MaxScale || !check.ValidAlgo(rec.Algo) {
+		if rec.Scale < 1 || rec.Scale > millis.MaxScale || !check.ValidAlgo(rec.Algo) {
 			return info, corrupt("record %d: scale %d or algorithm %d out of range", info.records, sa>>bits, sa&(1<<bits-1))
 		}
 		var c, dc, dm int64
@@ -487,7 +486,7 @@ func implausible(r record, written int64) string {
 		switch {
 		case st.Count < 0:
 			return fmt.Sprintf("a negative count (%d)", st.Count)
-		case r.Algo == rl.Sliding && st.Count > bounds.MaxLimit:
+		case r.Algo == rl.Sliding && st.Count > check.MaxLimit:
 			return fmt.Sprintf("a sliding count (%d) above any limit", st.Count)
 		case st.Modified < st.Created:
 			return "changed before it was created"
@@ -513,8 +512,8 @@ func implausible(r record, written int64) string {
 		}
 	case rl.Slices:
 		switch n := uint64(st.Count) >> 32; {
-		case n < uint64(bounds.MinSlices) || n > uint64(bounds.MaxSlices):
-			return fmt.Sprintf("a slice count (%d) out of %d to %d", n, bounds.MinSlices, bounds.MaxSlices)
+		case n < uint64(check.MinSlices) || n > uint64(check.MaxSlices):
+			return fmt.Sprintf("a slice count (%d) out of %d to %d", n, check.MinSlices, check.MaxSlices)
 		case st.Modified < st.Created:
 			return "changed before it was created"
 		case st.Modified > written+clockSlack:

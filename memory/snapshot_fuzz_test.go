@@ -11,7 +11,7 @@ import (
 	"testing"
 
 	"github.com/raterlimiter/raterlimiter/internal/check"
-	"github.com/raterlimiter/raterlimiter/internal/ms"
+	"github.com/raterlimiter/raterlimiter/internal/millis"
 )
 
 // FuzzReadSnapshot: any bytes are read without a panic; a failure is
@@ -29,7 +29,7 @@ func FuzzReadSnapshot(f *testing.F) {
 		n := 0
 		info, err := readSnapshot(bytes.NewReader(data), int64(len(data)), func(r record) error {
 			n++
-			if r.ID == "" || len(r.ID) > snapshotMaxID || r.Scale < 1 || r.Scale > ms.MaxScale || !check.ValidAlgo(r.Algo) {
+			if r.ID == "" || len(r.ID) > snapshotMaxID || r.Scale < 1 || r.Scale > millis.MaxScale || !check.ValidAlgo(r.Algo) {
 				t.Fatalf("record out of range accepted: %d-byte id, scale %d, algo %d", len(r.ID), r.Scale, r.Algo)
 			}
 			return nil

@@ -24,9 +24,8 @@ import (
 	rl "github.com/raterlimiter/raterlimiter"
 	"github.com/raterlimiter/raterlimiter/buckets"
 	"github.com/raterlimiter/raterlimiter/internal/algo"
-	"github.com/raterlimiter/raterlimiter/internal/bounds"
 	"github.com/raterlimiter/raterlimiter/internal/check"
-	"github.com/raterlimiter/raterlimiter/internal/ms"
+	"github.com/raterlimiter/raterlimiter/internal/millis"
 	"github.com/raterlimiter/raterlimiter/limitertest"
 )
 
@@ -598,7 +597,7 @@ func TestRecordsValidatedByMeaning(t *testing.T) {
 	}{
 		{"a plausible record", []record{ok}, ""},
 		{"a count of -1,000,000", []record{with(func(r *record) { r.State.Count = -1_000_000 })}, "negative count"},
-		{"a sliding count above any limit", []record{with(func(r *record) { r.Algo = rl.Sliding; r.State.Count = bounds.MaxLimit + 1 })}, "above any limit"},
+		{"a sliding count above any limit", []record{with(func(r *record) { r.Algo = rl.Sliding; r.State.Count = check.MaxLimit + 1 })}, "above any limit"},
 		{"a record five windows in the future", []record{with(func(r *record) {
 			r.Scale = 3_600_000
 			r.State.Created, r.State.Modified = written+5*3_600_000, written+5*3_600_000
@@ -607,7 +606,7 @@ func TestRecordsValidatedByMeaning(t *testing.T) {
 		{"a token TAT ten years ahead", []record{with(func(r *record) {
 			r.Algo = rl.Token
 			r.State.Count = 0
-			r.State.Modified = written + ms.MaxScale
+			r.State.Modified = written + millis.MaxScale
 		})}, "theoretical arrival time"},
 		{"a plausible token bucket", []record{with(func(r *record) {
 			r.Algo = rl.Token

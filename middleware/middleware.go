@@ -45,7 +45,7 @@ type Config struct {
 	// every request, and is refused. MaxDelay bounds how long a request
 	// waits its turn (algo Leaky, whose allowed checks may come with a
 	// delay): a longer wait is a 429 that took no place in the queue; 0
-	// means 10 s (the sidecar's -max-wait), and any other value is a whole
+	// means 10s (the sidecar's -max-wait), and any other value is a whole
 	// number of milliseconds up to ten years, as for any Request. Policy
 	// must be left zero with PolicyName.
 	Policy rl.Request

@@ -13,7 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	rl "github.com/raterlimiter/raterlimiter"
-	"github.com/raterlimiter/raterlimiter/internal/policy"
+	"github.com/raterlimiter/raterlimiter/internal/clientip"
 	"github.com/raterlimiter/raterlimiter/memory"
 	"github.com/raterlimiter/raterlimiter/middleware"
 	"github.com/raterlimiter/raterlimiter/middleware/internal/core"
@@ -55,7 +55,7 @@ func TestClientIP(t *testing.T) {
 		})
 	}
 	t.Run("nobody trusted by default", func(t *testing.T) {
-		var none policy.Proxies
+		var none clientip.Proxies
 		got := none.ClientIP(netip.MustParseAddr("127.0.0.1"), []string{"1.1.1.1"}, "2.2.2.2")
 		assert.Equal(t, "127.0.0.1", got.String())
 	})

@@ -12,14 +12,12 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/raterlimiter/raterlimiter/internal/bounds"
-	"github.com/raterlimiter/raterlimiter/internal/check"
-
 	"github.com/redis/rueidis"
 
 	rl "github.com/raterlimiter/raterlimiter"
 	"github.com/raterlimiter/raterlimiter/internal/algo"
-	"github.com/raterlimiter/raterlimiter/internal/ms"
+	"github.com/raterlimiter/raterlimiter/internal/check"
+	"github.com/raterlimiter/raterlimiter/internal/millis"
 )
 
 // clockSlack is added to every TTL when Config.Clock is set: the client's
@@ -92,9 +90,7 @@ func newBackend(cfg Config, o options) (*Backend, error) {
 	if strings.ContainsAny(cfg.Prefix, "{}") {
 		return nil, errors.New("redisbackend: prefix must not contain { or }")
 	}
-	if cfg.Timeout < 0 {
-		cfg.Timeout = defaultTimeout
-	}
+	cfg.Timeout = max(cfg.Timeout, 0) // negative: none, as zero
 	if o.probeInterval <= 0 {
 		o.probeInterval = defaultProbeInterval
 	}
@@ -108,7 +104,7 @@ func newBackend(cfg Config, o options) (*Backend, error) {
 		o.maxQueued = defaultMaxQueued
 	}
 	if cfg.MaxIDBytes <= 0 {
-		cfg.MaxIDBytes = bounds.DefaultMaxIDBytes
+		cfg.MaxIDBytes = check.DefaultMaxIDBytes
 	}
 	if cfg.Fail > rl.FailLocal {
 		return nil, fmt.Errorf("redisbackend: unknown fail mode %d", cfg.Fail)
@@ -343,7 +339,7 @@ func (b *Backend) CheckRate(ctx context.Context, r rl.Request) (rl.Decision, err
 	if err := check.Validate(r, b.cfg.MaxIDBytes); err != nil {
 		return rl.Decision{}, err
 	}
-	ds, err := b.decide(ctx, "check", []ms.Request{ms.Of(check.Counted(r))})
+	ds, err := b.decide(ctx, "check", []millis.Request{millis.Of(check.Counted(r))})
 	if err != nil {
 		return rl.Decision{}, err
 	}
@@ -379,9 +375,9 @@ func (b *Backend) CheckRates(ctx context.Context, rs []rl.Request) ([]rl.Decisio
 	if len(rs) == 0 {
 		return []rl.Decision{}, nil
 	}
-	counted := make([]ms.Request, len(rs))
+	counted := make([]millis.Request, len(rs))
 	for i, r := range rs {
-		counted[i] = ms.Of(check.Counted(r))
+		counted[i] = millis.Of(check.Counted(r))
 	}
 	ds, err := b.decide(ctx, "check_batch", counted)
 	if err != nil {
@@ -414,12 +410,12 @@ func (b *Backend) scriptNow(now int64) int64 {
 
 // decide decides rs (valid, non-empty): the denials the local cache knows
 // here, the rest on Redis, and by the fail mode those Redis did not answer.
-func (b *Backend) decide(ctx context.Context, op string, rs []ms.Request) ([]ms.Decision, error) {
+func (b *Backend) decide(ctx context.Context, op string, rs []millis.Request) ([]millis.Decision, error) {
 	if b.closed.Load() {
 		return nil, errClosed
 	}
 	now := b.clock()
-	ds := make([]ms.Decision, len(rs))
+	ds := make([]millis.Decision, len(rs))
 	todo, pending := b.denials.answer(rs, now, ds)
 	if b.cfg.OnLocalDenials != nil && len(todo) < len(rs) {
 		b.cfg.OnLocalDenials(len(rs) - len(todo))
@@ -512,7 +508,7 @@ func at0(xs []int64, i int) int64 {
 // for Redis's TIME and for none), and for each the index of the call whose
 // answer decides it. pending (nil: none) holds the hits a fixed window's
 // check adds besides its own (denyCache.answer).
-func (b *Backend) checkCalls(rs []ms.Request, todo []int, pending []int64, now, nowArg, deadline int64) ([]call, []int) {
+func (b *Backend) checkCalls(rs []millis.Request, todo []int, pending []int64, now, nowArg, deadline int64) ([]call, []int) {
 	calls := make([]call, 0, 2*len(todo))
 	at := make([]int, len(todo))
 	for j, i := range todo {
@@ -541,7 +537,7 @@ func (b *Backend) checkCalls(rs []ms.Request, todo []int, pending []int64, now, 
 // the state it was decided from (for the cache of denials), with the calls
 // the check leaves to make: the id's index to refresh, a counter to
 // saturate.
-func (b *Backend) decision(r ms.Request, pending, now int64, res rueidis.RedisResult) (ms.Decision, state, []call, error) {
+func (b *Backend) decision(r millis.Request, pending, now int64, res rueidis.RedisResult) (millis.Decision, state, []call, error) {
 	e := engines[r.Algo]
 	if e == nil {
 		d, st, created, saturate, err := fixedDecision(r, pending, now, res)
@@ -563,7 +559,7 @@ func (b *Backend) decision(r ms.Request, pending, now int64, res rueidis.RedisRe
 		return d, st, more, nil
 	}
 	if err := res.Error(); err != nil && !rueidis.IsRedisNil(err) {
-		return ms.Decision{}, state{}, nil, err
+		return millis.Decision{}, state{}, nil, err
 	}
 	m, _ := res.ToMessage()
 	d, st, index, err := e.decide(r, answer{msg: m, now: now, timed: b.scriptNow(now) < 0, slack: b.scriptSlack})
@@ -580,7 +576,7 @@ func (b *Backend) decision(r ms.Request, pending, now int64, res rueidis.RedisRe
 // an error matching errParse: Redis held a record that no check writes (a
 // counter below zero, planted or damaged), and answering from it would
 // give a count below zero or a remaining outside 0 .. limit.
-func sane(d ms.Decision, r ms.Request) error {
+func sane(d millis.Decision, r millis.Request) error {
 	if d.Count < 0 || d.Remaining < 0 || d.Remaining > r.Limit {
 		return fmt.Errorf("%w: a record no check writes (count %d, remaining %d, limit %d)", errParse, d.Count, d.Remaining, r.Limit)
 	}

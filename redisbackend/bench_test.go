@@ -15,7 +15,7 @@ import (
 
 	rl "github.com/raterlimiter/raterlimiter"
 	"github.com/raterlimiter/raterlimiter/client"
-	"github.com/raterlimiter/raterlimiter/internal/redistest"
+	"github.com/raterlimiter/raterlimiter/internal/testkit/redistest"
 	"github.com/raterlimiter/raterlimiter/redisbackend"
 )
 

@@ -9,14 +9,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/raterlimiter/raterlimiter/internal/bounds"
-	"github.com/raterlimiter/raterlimiter/internal/check"
-
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	rl "github.com/raterlimiter/raterlimiter"
-	"github.com/raterlimiter/raterlimiter/internal/redistest"
+	"github.com/raterlimiter/raterlimiter/internal/check"
+	"github.com/raterlimiter/raterlimiter/internal/testkit/redistest"
 	"github.com/raterlimiter/raterlimiter/redisbackend"
 )
 
@@ -93,11 +91,11 @@ func clusterRequests(prefix string, n int) []rl.Request {
 		a := check.Algos[i%len(check.Algos)]
 		limit := int64(1_000_000)
 		if a == rl.Log {
-			limit = bounds.MaxLogLimit
+			limit = check.MaxLogLimit
 		}
-		rs[i] = rl.Request{ID: prefix + strconv.Itoa(i), Scale: bounds.MaxScale, Limit: limit, Hits: 1, Algo: a}
+		rs[i] = rl.Request{ID: prefix + strconv.Itoa(i), Scale: check.MaxScale, Limit: limit, Hits: 1, Algo: a}
 		if a == rl.Leaky {
-			rs[i].Queue = bounds.MaxQueue // every hit waits its turn: none refused
+			rs[i].Queue = check.MaxQueue // every hit waits its turn: none refused
 		}
 	}
 	return rs

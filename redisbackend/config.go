@@ -6,7 +6,6 @@ import (
 	"time"
 
 	rl "github.com/raterlimiter/raterlimiter"
-	"github.com/raterlimiter/raterlimiter/internal/defaults"
 )
 
 // Defaults of Config's zero fields.
@@ -15,8 +14,6 @@ const (
 	defaultURL = "redis://127.0.0.1:6379/0"
 	// defaultPrefix starts every key.
 	defaultPrefix = "rl"
-	// defaultTimeout is Config.Timeout's zero value (internal/defaults).
-	defaultTimeout = defaults.RedisTimeout
 	// defaultCallTimeout bounds a call whose context has no deadline.
 	defaultCallTimeout = time.Second
 	// defaultProbeInterval is how often an open circuit lets one call try
@@ -36,9 +33,9 @@ const (
 	// defaultMaxQueued bounds the calls waiting for a turn; beyond it a
 	// call is shed at once (503, not counted).
 	defaultMaxQueued = 8192
-	// defaultDenyCache is how many ids' denials the local cache keeps
-	// (Config.DenyCache; internal/defaults).
-	defaultDenyCache = defaults.DenyCache
+	// defaultDenyCache is how many ids' denials the local cache keeps: a
+	// few hundred bytes each.
+	defaultDenyCache = 65536
 )
 
 // Config configures a Backend. Every zero field means the default its comment
@@ -57,12 +54,12 @@ type Config struct {
 	Prefix string
 	// Timeout, if positive, is a ceiling on a call's wait for Redis, past
 	// which Redis counts as unavailable (the circuit and Fail apply). Zero
-	// (the default): a call waits as long as its caller's deadline allows
-	// (1 s without one), and a caller giving up is only a
-	// caller giving up, never a reason to open the circuit.
+	// (the default) or negative, none: a call waits as long as its
+	// caller's deadline allows (1s without one), and a caller giving up is
+	// only a caller giving up, never a reason to open the circuit.
 	Timeout time.Duration
 	// DownAfter is how long calls may fail to get any answer before the
-	// circuit opens. Default 2 s.
+	// circuit opens. Default 2s.
 	DownAfter time.Duration
 	// MaxInFlight bounds the calls to Redis at once; the rest wait their
 	// turn, and beyond 8,192 waiting a call is shed at once with an error

@@ -14,12 +14,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/raterlimiter/raterlimiter/internal/bounds"
-
 	"github.com/redis/rueidis"
 	"github.com/stretchr/testify/require"
 
 	rl "github.com/raterlimiter/raterlimiter"
+	"github.com/raterlimiter/raterlimiter/internal/check"
 	"github.com/raterlimiter/raterlimiter/redisbackend"
 )
 
@@ -147,8 +146,8 @@ func BenchmarkRedisCost(b *testing.B) {
 		{"sliding-cold", []string{"evalsha"}, cold(backend("sc", redisbackend.Config{}), rl.Sliding, 1e9)},
 		{"token", []string{"evalsha"}, checks(backend("t", redisbackend.Config{}), rl.Token, 1e9)},
 		{"token-cold", []string{"evalsha"}, cold(backend("tc", redisbackend.Config{}), rl.Token, 1e9)},
-		{"log", []string{"evalsha"}, checks(backend("l", redisbackend.Config{}), rl.Log, bounds.MaxLogLimit)},
-		{"log-cold", []string{"evalsha"}, cold(backend("lc", redisbackend.Config{}), rl.Log, bounds.MaxLogLimit)},
+		{"log", []string{"evalsha"}, checks(backend("l", redisbackend.Config{}), rl.Log, check.MaxLogLimit)},
+		{"log-cold", []string{"evalsha"}, cold(backend("lc", redisbackend.Config{}), rl.Log, check.MaxLogLimit)},
 		{"slices", []string{"evalsha"}, checks(backend("n", redisbackend.Config{}), rl.Slices, 1e9)},
 		{"slices-cold", []string{"evalsha"}, cold(backend("nc", redisbackend.Config{}), rl.Slices, 1e9)},
 		{"leaky", []string{"evalsha"}, checks(backend("k", redisbackend.Config{}), rl.Leaky, 1e9)},
@@ -156,7 +155,7 @@ func BenchmarkRedisCost(b *testing.B) {
 		{"fixed-deadlines", []string{"evalsha"}, checks(backend("fd", redisbackend.Config{Deadlines: true}), rl.Fixed, 1e9)},
 		{"sliding-deadlines", []string{"evalsha"}, checks(backend("sd", redisbackend.Config{Deadlines: true}), rl.Sliding, 1e9)},
 		{"token-deadlines", []string{"evalsha"}, checks(backend("td", redisbackend.Config{Deadlines: true}), rl.Token, 1e9)},
-		{"log-deadlines", []string{"evalsha"}, checks(backend("ld", redisbackend.Config{Deadlines: true}), rl.Log, bounds.MaxLogLimit)},
+		{"log-deadlines", []string{"evalsha"}, checks(backend("ld", redisbackend.Config{Deadlines: true}), rl.Log, check.MaxLogLimit)},
 		{"slices-deadlines", []string{"evalsha"}, checks(backend("nd", redisbackend.Config{Deadlines: true}), rl.Slices, 1e9)},
 		{"leaky-deadlines", []string{"evalsha"}, checks(backend("kd", redisbackend.Config{Deadlines: true}), rl.Leaky, 1e9)},
 	}

@@ -7,15 +7,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/raterlimiter/raterlimiter/internal/check"
-
 	"github.com/redis/rueidis"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	rl "github.com/raterlimiter/raterlimiter"
-	"github.com/raterlimiter/raterlimiter/internal/ms"
-	"github.com/raterlimiter/raterlimiter/internal/redistest"
+	"github.com/raterlimiter/raterlimiter/internal/check"
+	"github.com/raterlimiter/raterlimiter/internal/millis"
+	"github.com/raterlimiter/raterlimiter/internal/testkit/redistest"
 	"github.com/raterlimiter/raterlimiter/limitertest"
 )
 
@@ -40,13 +39,13 @@ func get(t *testing.T, b *Backend, key string, n int) []int64 {
 // checkCall returns the call that decides r at now on the client's clock,
 // with the scripts' now argument nowArg and deadline argument deadline (-1:
 // Redis's TIME, none), as the backend sends it.
-func checkCall(b *Backend, r ms.Request, now, nowArg, deadline int64) call {
-	calls, at := b.checkCalls([]ms.Request{r}, []int{0}, nil, now, nowArg, deadline)
+func checkCall(b *Backend, r millis.Request, now, nowArg, deadline int64) call {
+	calls, at := b.checkCalls([]millis.Request{r}, []int{0}, nil, now, nowArg, deadline)
 	return calls[at[0]]
 }
 
 // evalCheck runs the check script of r with the given arguments (EVAL).
-func evalCheck(b *Backend, r ms.Request, now, nowArg, deadline int64) error {
+func evalCheck(b *Backend, r millis.Request, now, nowArg, deadline int64) error {
 	c := checkCall(b, r, now, nowArg, deadline)
 	err := b.conn().Do(context.Background(), c.build(b.conn(), true)).Error()
 	if rueidis.IsRedisNil(err) {
@@ -67,7 +66,7 @@ func TestScriptRefusesPastDeadline(t *testing.T) {
 	defer b.Close()
 	t0 := limitertest.T0.UnixMilli()
 	for _, a := range check.Algos {
-		r := ms.Request{ID: "u-" + a.String(), Scale: 60_000, Limit: 10, Hits: 1, Algo: a}
+		r := millis.Request{ID: "u-" + a.String(), Scale: 60_000, Limit: 10, Hits: 1, Algo: a}
 		key := checkCall(b, r, t0, -1, -1).key
 
 		err := evalCheck(b, r, t0, t0, t0-1)
@@ -117,7 +116,7 @@ func TestNeverRewinds(t *testing.T) {
 	require.NoError(t, err)
 	defer b.Close()
 	ctx := context.Background()
-	r := ms.Request{ID: "rewind", Scale: scale, Limit: 10, Hits: 1, Algo: rl.Sliding}
+	r := millis.Request{ID: "rewind", Scale: scale, Limit: 10, Hits: 1, Algo: rl.Sliding}
 	key := checkCall(b, r, t0, t0, -1).key
 	// 7 hits, last changed at t0+5000, created at t0.
 	c := b.conn()

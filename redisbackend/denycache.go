@@ -7,7 +7,7 @@ import (
 
 	rl "github.com/raterlimiter/raterlimiter"
 	"github.com/raterlimiter/raterlimiter/internal/algo"
-	"github.com/raterlimiter/raterlimiter/internal/ms"
+	"github.com/raterlimiter/raterlimiter/internal/millis"
 )
 
 // The local cache of denials. When Redis denies a request, the backend keeps
@@ -69,7 +69,7 @@ type state struct {
 	slices []uint64
 	// log: the decision of (limit, hits), valid before end (Redis's time).
 	limit, hits int64
-	d           ms.Decision
+	d           millis.Decision
 	end         int64
 }
 
@@ -84,7 +84,7 @@ type denial struct {
 
 // subOf is the sub of r's record: its slice count for the sliding window
 // counters, else 0.
-func subOf(r ms.Request) int64 {
+func subOf(r millis.Request) int64 {
 	if r.Algo == rl.Slices {
 		return r.SlicesOrDefault()
 	}
@@ -107,7 +107,7 @@ func (c *denyCache) shard(id string) *denyShard {
 // client's clock), into ds, and returns the indexes of the others, with the
 // hits each must add on Redis besides its own: a fixed window's hits counted
 // here, which Redis learns with the window's next check that goes to it.
-func (c *denyCache) answer(rs []ms.Request, now int64, ds []ms.Decision) (todo []int, pending []int64) {
+func (c *denyCache) answer(rs []millis.Request, now int64, ds []millis.Decision) (todo []int, pending []int64) {
 	todo = make([]int, 0, len(rs))
 	for i, r := range rs {
 		if c == nil || c.ids.Load() == 0 {
@@ -128,7 +128,7 @@ func (c *denyCache) answer(rs []ms.Request, now int64, ds []ms.Decision) (todo [
 	return todo, pending
 }
 
-func (c *denyCache) lookup(r ms.Request, now int64, out *ms.Decision) (answered bool, pending int64) {
+func (c *denyCache) lookup(r millis.Request, now int64, out *millis.Decision) (answered bool, pending int64) {
 	s := c.shard(r.ID)
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -166,7 +166,7 @@ func (c *denyCache) lookup(r ms.Request, now int64, out *ms.Decision) (answered 
 
 // decide decides r at now (the client's clock) from e's state: denied when
 // it denies, gone when the state no longer says anything about r's record.
-func (e *denial) decide(r ms.Request, now int64) (d ms.Decision, denied, gone bool) {
+func (e *denial) decide(r millis.Request, now int64) (d millis.Decision, denied, gone bool) {
 	t := now + e.offset // never earlier than Redis's time now
 	st := &e.st
 	switch r.Algo {
@@ -259,7 +259,7 @@ func (c *denyCache) drop(s *denyShard, id string, i int) {
 // remember notes Redis's answer d to r, from state st, sent at now (the
 // client's clock): a denial's state is kept, and any other answer drops the
 // record's state, which the check may have changed.
-func (c *denyCache) remember(r ms.Request, d ms.Decision, st state, now int64) {
+func (c *denyCache) remember(r millis.Request, d millis.Decision, st state, now int64) {
 	if c == nil || (d.Allowed && (r.Hits == 0 || c.ids.Load() == 0)) {
 		return
 	}

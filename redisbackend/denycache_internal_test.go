@@ -10,7 +10,7 @@ import (
 
 	rl "github.com/raterlimiter/raterlimiter"
 	"github.com/raterlimiter/raterlimiter/internal/algo"
-	"github.com/raterlimiter/raterlimiter/internal/ms"
+	"github.com/raterlimiter/raterlimiter/internal/millis"
 )
 
 // TestDenyCacheIsBounded: however many ids are denied, the cache holds no
@@ -18,8 +18,8 @@ import (
 func TestDenyCacheIsBounded(t *testing.T) {
 	c := newDenyCache(1024)
 	for i := range 100_000 {
-		r := ms.Request{ID: "id" + strconv.Itoa(i), Scale: 1000, Limit: 1, Hits: 1, Algo: rl.Token}
-		c.remember(r, ms.Decision{Allowed: false, Now: 5, RetryAfterMS: 100}, state{ok: true, rec: algo.Record{Modified: 2000}}, 5)
+		r := millis.Request{ID: "id" + strconv.Itoa(i), Scale: 1000, Limit: 1, Hits: 1, Algo: rl.Token}
+		c.remember(r, millis.Decision{Allowed: false, Now: 5, RetryAfterMS: 100}, state{ok: true, rec: algo.Record{Modified: 2000}}, 5)
 	}
 	n := 0
 	for i := range c.shards {
@@ -37,47 +37,47 @@ func TestDenyCacheIsBounded(t *testing.T) {
 func TestDenyCacheForgetsAndLets(t *testing.T) {
 	c := newDenyCache(64)
 	const t0 = 1_700_000_040_000
-	r := ms.Request{ID: "u", Scale: 1000, Limit: 2, Hits: 1}
+	r := millis.Request{ID: "u", Scale: 1000, Limit: 2, Hits: 1}
 	// Redis counted the third hit of a window of two.
 	d, _, _ := algo.Fixed(algo.Record{Count: 2}, true, t0, r)
 	require.False(t, d.Allowed)
 	st := state{w: algo.Bucket(t0, r.Scale), cur: d.Count}
 	c.remember(r, d, st, t0)
 
-	ds := make([]ms.Decision, 1)
-	todo, _ := c.answer([]ms.Request{r}, t0+10, ds)
+	ds := make([]millis.Decision, 1)
+	todo, _ := c.answer([]millis.Request{r}, t0+10, ds)
 	assert.Empty(t, todo, "denied here")
 	assert.Equal(t, int64(4), ds[0].Count, "every hit counts")
 	peek := r
 	peek.Hits, peek.Peek = 0, true
-	todo, _ = c.answer([]ms.Request{peek}, t0+10, ds)
+	todo, _ = c.answer([]millis.Request{peek}, t0+10, ds)
 	assert.Empty(t, todo, "a fixed window over its limit answers peeks too")
 	assert.Equal(t, int64(4), ds[0].Count)
 
 	bigger := r
 	bigger.Limit = 100
-	todo, pending := c.answer([]ms.Request{bigger}, t0+10, ds)
+	todo, pending := c.answer([]millis.Request{bigger}, t0+10, ds)
 	assert.Equal(t, []int{0}, todo, "a limit the state allows goes to Redis")
 	assert.Equal(t, []int64{1}, pending, "with the hit counted here")
 
 	c.remember(r, d, st, t0)
-	todo, _ = c.answer([]ms.Request{r}, t0+1000, ds)
+	todo, _ = c.answer([]millis.Request{r}, t0+1000, ds)
 	assert.Equal(t, []int{0}, todo, "the window has passed")
 
 	c.remember(r, d, st, t0)
 	c.forget("u")
-	todo, _ = c.answer([]ms.Request{r}, t0+10, ds)
+	todo, _ = c.answer([]millis.Request{r}, t0+10, ds)
 	assert.Equal(t, []int{0}, todo, "Reset forgets")
 
 	c.remember(r, d, st, t0)
-	c.remember(r, ms.Decision{Allowed: true, Now: t0 + 20}, state{}, t0+20)
-	todo, _ = c.answer([]ms.Request{r}, t0+30, ds)
+	c.remember(r, millis.Decision{Allowed: true, Now: t0 + 20}, state{}, t0+20)
+	todo, _ = c.answer([]millis.Request{r}, t0+30, ds)
 	assert.Equal(t, []int{0}, todo, "an allowed answer from Redis drops the state")
 
 	assert.Zero(t, c.ids.Load(), "nothing left")
 
 	var nilCache *denyCache
-	todo, _ = nilCache.answer([]ms.Request{r}, t0, ds)
+	todo, _ = nilCache.answer([]millis.Request{r}, t0, ds)
 	assert.Equal(t, []int{0}, todo, "off")
 }
 
@@ -89,10 +89,10 @@ func TestDenyCacheForgetsAndLets(t *testing.T) {
 func TestDenyCacheSlicesAndLeaky(t *testing.T) {
 	c := newDenyCache(64)
 	const t0 = 1_700_000_040_000
-	ds := make([]ms.Decision, 1)
+	ds := make([]millis.Decision, 1)
 
 	// Six slices of 10 s: 4 hits at t0, the limit.
-	r6 := ms.Request{ID: "u", Scale: 60_000, Limit: 4, Hits: 1, Algo: rl.Slices, Slices: 6}
+	r6 := millis.Request{ID: "u", Scale: 60_000, Limit: 4, Hits: 1, Algo: rl.Slices, Slices: 6}
 	_, _, k := algo.SliceOf(t0, r6)
 	list := []algo.Slice{{Num: k, Hits: 4}}
 	d := algo.SlicesCheck(list, t0, r6)
@@ -110,19 +110,19 @@ func TestDenyCacheSlicesAndLeaky(t *testing.T) {
 	c.remember(r60, d60, st, t0)
 	for _, tc := range []struct {
 		name string
-		r    ms.Request
+		r    millis.Request
 		list []algo.Slice
 		lead int64
 	}{{"6 slices", r6, list, 5}, {"60 slices", r60, list60, 0}} {
 		at := int64(t0 + 1000)
-		todo, _ := c.answer([]ms.Request{tc.r}, at, ds)
+		todo, _ := c.answer([]millis.Request{tc.r}, at, ds)
 		require.Empty(t, todo, tc.name)
 		assert.Equal(t, algo.SlicesCheck(tc.list, at+tc.lead, tc.r), ds[0], tc.name)
 	}
 	// Once slice k has left the window (at (k+6)*w, Redis's time), Redis
 	// decides again.
 	n, w, _ := algo.SliceOf(t0, r6)
-	todo, _ := c.answer([]ms.Request{r6}, (k+n)*w-5, ds)
+	todo, _ := c.answer([]millis.Request{r6}, (k+n)*w-5, ds)
 	assert.Equal(t, []int{0}, todo, "the slices have left")
 
 	// A window of many slices with hits, packed and read back as they
@@ -144,19 +144,19 @@ func TestDenyCacheSlicesAndLeaky(t *testing.T) {
 	require.False(t, d600.Allowed)
 	st.w, st.slices = packSlices(many)
 	c.remember(r600, d600, st, t0)
-	todo, _ = c.answer([]ms.Request{r600}, t0, ds)
+	todo, _ = c.answer([]millis.Request{r600}, t0, ds)
 	assert.Equal(t, []int{0}, todo, "not cached")
 
 	// A leaky bucket of 5 a second and no queue: a hit each 200 ms.
-	q := ms.Request{ID: "q", Scale: 1000, Limit: 5, Hits: 1, Algo: rl.Leaky}
+	q := millis.Request{ID: "q", Scale: 1000, Limit: 5, Hits: 1, Algo: rl.Leaky}
 	tat := algo.Record{Count: 5 << 32, Modified: t0 + 200}
 	d, _, _ = algo.Leaky(tat, true, t0, q)
 	require.False(t, d.Allowed)
 	c.remember(q, d, state{rec: tat, ok: true}, t0)
-	todo, _ = c.answer([]ms.Request{q}, t0+199, ds)
+	todo, _ = c.answer([]millis.Request{q}, t0+199, ds)
 	require.Empty(t, todo)
 	want, _, _ := algo.Leaky(tat, true, t0+199, q)
 	assert.Equal(t, want, ds[0])
-	todo, _ = c.answer([]ms.Request{q}, t0+200, ds)
+	todo, _ = c.answer([]millis.Request{q}, t0+200, ds)
 	assert.Equal(t, []int{0}, todo, "the queue has room: Redis decides")
 }

@@ -9,7 +9,7 @@ import (
 
 	rl "github.com/raterlimiter/raterlimiter"
 	"github.com/raterlimiter/raterlimiter/internal/algo"
-	"github.com/raterlimiter/raterlimiter/internal/ms"
+	"github.com/raterlimiter/raterlimiter/internal/millis"
 )
 
 // An engine keeps one algorithm's records on Redis, each (id, scale) in one
@@ -45,17 +45,17 @@ type engine struct {
 	// slices, a queue; n of them, at most 2), packed after the six every
 	// script takes. An array, not a slice: the arguments stay on the
 	// caller's stack.
-	extra func(r ms.Request) (x [2]int64, n int)
+	extra func(r millis.Request) (x [2]int64, n int)
 	// sub, if set, returns the number that names r's record beside its
 	// scale (a slice count: the sliding window counters of one scale and
 	// two slice counts never share a record). It follows the scale in the
 	// record's key and index field.
-	sub func(r ms.Request) int64
+	sub func(r millis.Request) int64
 	// decide is the decision of r from the script's answer, the state it
 	// was decided from (for the cache of denials), and how long the
 	// record's kind must now stay listed, in ms (0: no longer than before;
 	// kinds.go, docs/redis.md).
-	decide func(r ms.Request, a answer) (ms.Decision, state, int64, error)
+	decide func(r millis.Request, a answer) (millis.Decision, state, int64, error)
 	// read builds the command that reads a record for the admin API, and
 	// view turns its answer into the stored records, as package algo keeps
 	// them (algo.View shows them), given the record's scale and sub.
@@ -64,7 +64,7 @@ type engine struct {
 }
 
 // subOf is e.sub(r), or 0 when e has none.
-func (e *engine) subOf(r ms.Request) int64 {
+func (e *engine) subOf(r millis.Request) int64 {
 	if e.sub == nil {
 		return 0
 	}
@@ -171,7 +171,7 @@ var engines = map[rl.Algo]*engine{
 	rl.Token:   {code: "g", script: gcraScript, decide: tokenDecide, read: getRecord, view: tokenView, extra: tokenExtra},
 	rl.Log:     {code: "l", script: logScript, decide: logDecide, read: logRead, view: logView},
 	rl.Slices: {code: "n", script: slicesScript, decide: slicesDecide, read: getRecord, view: slicesView,
-		extra: slicesExtra, sub: ms.Request.SlicesOrDefault},
+		extra: slicesExtra, sub: millis.Request.SlicesOrDefault},
 	rl.Leaky: {code: "k", script: gcraScript, decide: leakyDecide, read: getRecord, view: tokenView,
 		extra: leakyExtra},
 }
@@ -221,10 +221,10 @@ func ints(ms []rueidis.RedisMessage, n int) ([]int64, error) {
 
 // slidingDecide reads the record "c m cr pc pm pcr" (sliding.lua) and
 // decides as the script did.
-func slidingDecide(r ms.Request, a answer) (ms.Decision, state, int64, error) {
+func slidingDecide(r millis.Request, a answer) (millis.Decision, state, int64, error) {
 	now, v, ok, err := a.record(6)
 	if err != nil {
-		return ms.Decision{}, state{}, 0, err
+		return millis.Decision{}, state{}, 0, err
 	}
 	var c, m, cr, pc, pcr int64
 	if ok {
@@ -252,20 +252,20 @@ func slidingDecide(r ms.Request, a answer) (ms.Decision, state, int64, error) {
 }
 
 // tokenExtra is gcra.lua's own arguments for a token bucket: no queue.
-func tokenExtra(ms.Request) ([2]int64, int) { return [2]int64{-1, 0}, 2 }
+func tokenExtra(millis.Request) ([2]int64, int) { return [2]int64{-1, 0}, 2 }
 
 // tokenDecide reads the record "m n d cr", the TAT m + n/d (gcra.lua), and
 // decides as the script did.
-func tokenDecide(r ms.Request, a answer) (ms.Decision, state, int64, error) {
+func tokenDecide(r millis.Request, a answer) (millis.Decision, state, int64, error) {
 	return gcraDecide(r, a, algo.Token)
 }
 
 // gcraDecide reads a token bucket's or a leaky bucket's record (gcra.lua) and
 // decides with f (algo.Token, algo.Leaky) as the script did.
-func gcraDecide(r ms.Request, a answer, f func(algo.Record, bool, int64, ms.Request) (ms.Decision, algo.Record, bool)) (ms.Decision, state, int64, error) {
+func gcraDecide(r millis.Request, a answer, f func(algo.Record, bool, int64, millis.Request) (millis.Decision, algo.Record, bool)) (millis.Decision, state, int64, error) {
 	now, v, ok, err := a.record(4)
 	if err != nil {
-		return ms.Decision{}, state{}, 0, err
+		return millis.Decision{}, state{}, 0, err
 	}
 	var rec algo.Record
 	if ok {
@@ -289,16 +289,16 @@ func gcraDecide(r ms.Request, a answer, f func(algo.Record, bool, int64, ms.Requ
 
 // logDecide: the script decided and answered {now, index, allowed, count,
 // reset, retry}.
-func logDecide(r ms.Request, a answer) (ms.Decision, state, int64, error) {
+func logDecide(r millis.Request, a answer) (millis.Decision, state, int64, error) {
 	vs, err := a.msg.ToArray()
 	if err != nil {
-		return ms.Decision{}, state{}, 0, err
+		return millis.Decision{}, state{}, 0, err
 	}
 	v, err := ints(vs, 6)
 	if err != nil {
-		return ms.Decision{}, state{}, 0, err
+		return millis.Decision{}, state{}, 0, err
 	}
-	d := ms.Decision{Allowed: v[2] == 1, Count: v[3], Limit: r.Limit, ResetMS: v[4], RetryAfterMS: v[5], Now: v[0]}
+	d := millis.Decision{Allowed: v[2] == 1, Count: v[3], Limit: r.Limit, ResetMS: v[4], RetryAfterMS: v[5], Now: v[0]}
 	d.Remaining = max(0, r.Limit-d.Count)
 	return d, state{}, v[1], nil
 }

@@ -10,16 +10,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/raterlimiter/raterlimiter/internal/bounds"
-	"github.com/raterlimiter/raterlimiter/internal/check"
-
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	rl "github.com/raterlimiter/raterlimiter"
 	"github.com/raterlimiter/raterlimiter/internal/algo"
-	"github.com/raterlimiter/raterlimiter/internal/ms"
-	"github.com/raterlimiter/raterlimiter/internal/redistest"
+	"github.com/raterlimiter/raterlimiter/internal/check"
+	"github.com/raterlimiter/raterlimiter/internal/millis"
+	"github.com/raterlimiter/raterlimiter/internal/testkit/redistest"
 	"github.com/raterlimiter/raterlimiter/redisbackend"
 )
 
@@ -50,7 +48,7 @@ func (l *local) CheckRates(_ context.Context, rs []rl.Request) ([]rl.Decision, e
 	now := time.Now().UnixMilli()
 	out := make([]rl.Decision, len(rs))
 	for i, r := range rs {
-		out[i] = l.m.check(now, ms.Of(r)).Public()
+		out[i] = l.m.check(now, millis.Of(r)).Public()
 	}
 	return out, nil
 }
@@ -337,7 +335,7 @@ func TestClusterMasterDown(t *testing.T) {
 	ctx := context.Background()
 	rs := make([]rl.Request, 60)
 	for i := range rs {
-		rs[i] = rl.Request{ID: "node-down-" + strconv.Itoa(i), Scale: bounds.MaxScale, Limit: 10, Hits: 1}
+		rs[i] = rl.Request{ID: "node-down-" + strconv.Itoa(i), Scale: check.MaxScale, Limit: 10, Hits: 1}
 	}
 	ds, err := b.CheckRates(ctx, rs)
 	require.NoError(t, err)

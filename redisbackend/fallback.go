@@ -6,12 +6,12 @@ import (
 	"fmt"
 
 	rl "github.com/raterlimiter/raterlimiter"
-	"github.com/raterlimiter/raterlimiter/internal/ms"
+	"github.com/raterlimiter/raterlimiter/internal/millis"
 )
 
 // degrade answers rs[failed] by the fail mode; ds holds Redis's answers to the
 // others.
-func (b *Backend) degrade(ctx context.Context, rs []ms.Request, ds []ms.Decision, failed []int, cause error) ([]ms.Decision, error) {
+func (b *Backend) degrade(ctx context.Context, rs []millis.Request, ds []millis.Decision, failed []int, cause error) ([]millis.Decision, error) {
 	if b.cfg.OnDegraded != nil {
 		b.cfg.OnDegraded(rl.DegradedEvent{Mode: b.cfg.Fail, Checks: len(failed), Err: &unavailableError{cause: cause}})
 	}
@@ -19,7 +19,7 @@ func (b *Backend) degrade(ctx context.Context, rs []ms.Request, ds []ms.Decision
 	case rl.FailOpen:
 		now := b.clock()
 		for _, i := range failed {
-			ds[i] = ms.Decision{Allowed: true, Limit: rs[i].Limit, Remaining: rs[i].Limit, Now: now, FailMode: rl.FailOpen}
+			ds[i] = millis.Decision{Allowed: true, Limit: rs[i].Limit, Remaining: rs[i].Limit, Now: now, FailMode: rl.FailOpen}
 		}
 	case rl.FailLocal:
 		sub := make([]rl.Request, len(failed))
@@ -31,7 +31,7 @@ func (b *Backend) degrade(ctx context.Context, rs []ms.Request, ds []ms.Decision
 			return nil, &unavailableError{cause: errors.Join(cause, fmt.Errorf("fallback: %w", err))}
 		}
 		for j, i := range failed {
-			ds[i] = ms.OfDecision(local[j])
+			ds[i] = millis.OfDecision(local[j])
 			ds[i].FailMode = rl.FailLocal
 		}
 	default:

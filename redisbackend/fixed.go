@@ -8,7 +8,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/raterlimiter/raterlimiter/internal/algo"
-	"github.com/raterlimiter/raterlimiter/internal/ms"
+	"github.com/raterlimiter/raterlimiter/internal/millis"
 )
 
 // Fixed windows are plain counters, one key per window:
@@ -39,7 +39,7 @@ func (b *Backend) fixedKey(id string, scale, w int64) string {
 // client's clock), which also counts pending hits (denied by the cache of
 // denials, not yet counted on Redis), and returns them with the index of the
 // one whose answer is the count.
-func (b *Backend) fixedCalls(calls []call, r ms.Request, pending, now, nowArg, deadline int64) ([]call, int) {
+func (b *Backend) fixedCalls(calls []call, r millis.Request, pending, now, nowArg, deadline int64) ([]call, int) {
 	w := algo.Bucket(now, r.Scale)
 	key := b.fixedKey(r.ID, r.Scale, w)
 	ttl := (w+1)*r.Scale - now + b.windowSlack
@@ -68,7 +68,7 @@ func isOverflow(err error) bool {
 // a new window's counter; saturate, that INCRBY refused to pass 2^63-1, so
 // the decision saturates as algo.Fixed does and the counter should be set to
 // 2^63-1.
-func fixedDecision(r ms.Request, pending, now int64, res rueidis.RedisResult) (d ms.Decision, st state, created, saturate bool, err error) {
+func fixedDecision(r millis.Request, pending, now int64, res rueidis.RedisResult) (d millis.Decision, st state, created, saturate bool, err error) {
 	var count int64
 	if err = res.Error(); err != nil {
 		switch {

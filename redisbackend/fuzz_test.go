@@ -7,14 +7,12 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/raterlimiter/raterlimiter/internal/bounds"
-	"github.com/raterlimiter/raterlimiter/internal/check"
-	"github.com/raterlimiter/raterlimiter/internal/ms"
-
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	rl "github.com/raterlimiter/raterlimiter"
+	"github.com/raterlimiter/raterlimiter/internal/check"
+	"github.com/raterlimiter/raterlimiter/internal/millis"
 )
 
 // hashTag returns what Redis Cluster hashes of key: the bytes between the
@@ -89,7 +87,7 @@ func FuzzParseField(f *testing.F) {
 		}
 		assert.Positive(t, scale)
 		if a == rl.Slices {
-			assert.True(t, sub >= bounds.MinSlices && sub <= bounds.MaxSlices, "slice count %d", sub)
+			assert.True(t, sub >= check.MinSlices && sub <= check.MaxSlices, "slice count %d", sub)
 		} else {
 			assert.Zero(t, sub)
 		}
@@ -99,21 +97,21 @@ func FuzzParseField(f *testing.F) {
 
 // checkMS is CheckRate in milliseconds, for the tests that compare it with
 // package algo.
-func (b *Backend) checkMS(ctx context.Context, r ms.Request) (ms.Decision, error) {
+func (b *Backend) checkMS(ctx context.Context, r millis.Request) (millis.Decision, error) {
 	d, err := b.CheckRate(ctx, r.Public())
-	return ms.OfDecision(d), err
+	return millis.OfDecision(d), err
 }
 
 // checkRatesMS is CheckRates in milliseconds.
-func (b *Backend) checkRatesMS(ctx context.Context, rs []ms.Request) ([]ms.Decision, error) {
+func (b *Backend) checkRatesMS(ctx context.Context, rs []millis.Request) ([]millis.Decision, error) {
 	pub := make([]rl.Request, len(rs))
 	for i, r := range rs {
 		pub[i] = r.Public()
 	}
 	ds, err := b.CheckRates(ctx, pub)
-	out := make([]ms.Decision, len(ds))
+	out := make([]millis.Decision, len(ds))
 	for i, d := range ds {
-		out[i] = ms.OfDecision(d)
+		out[i] = millis.OfDecision(d)
 	}
 	return out, err
 }

@@ -8,14 +8,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/raterlimiter/raterlimiter/internal/bounds"
-
 	"github.com/stretchr/testify/require"
 
 	rl "github.com/raterlimiter/raterlimiter"
 	"github.com/raterlimiter/raterlimiter/internal/algo"
-	"github.com/raterlimiter/raterlimiter/internal/ms"
-	"github.com/raterlimiter/raterlimiter/internal/redistest"
+	"github.com/raterlimiter/raterlimiter/internal/check"
+	"github.com/raterlimiter/raterlimiter/internal/millis"
+	"github.com/raterlimiter/raterlimiter/internal/testkit/redistest"
 	"github.com/raterlimiter/raterlimiter/limitertest"
 )
 
@@ -40,21 +39,21 @@ func TestGCRAScriptWritesWhatAlgoWrites(t *testing.T) {
 	pick := func(xs ...int64) int64 { return xs[rnd.IntN(len(xs))] }
 	for _, a := range []rl.Algo{rl.Token, rl.Leaky} {
 		prefix := a.String()
-		f := map[rl.Algo]func(algo.Record, bool, int64, ms.Request) (ms.Decision, algo.Record, bool){
+		f := map[rl.Algo]func(algo.Record, bool, int64, millis.Request) (millis.Decision, algo.Record, bool){
 			rl.Token: algo.Token, rl.Leaky: algo.Leaky}[a]
 		edges, slow := 0, 0
 		for round := range 40 {
 			// S/L = 100 for the first limit: a denial's retry lands on
 			// whole milliseconds of exact products.
-			scale := pick(ms.MaxScale, ms.MaxScale-1, 1<<30+rnd.Int64N(ms.MaxScale-1<<30))
-			limits := []int64{pick(3_153_600_000, bounds.MaxLimit, bounds.MaxLimit-1, 1<<20+rnd.Int64N(bounds.MaxLimit-1<<20)),
-				pick(bounds.MaxLimit, 7, 1+rnd.Int64N(bounds.MaxLimit))}
+			scale := pick(millis.MaxScale, millis.MaxScale-1, 1<<30+rnd.Int64N(millis.MaxScale-1<<30))
+			limits := []int64{pick(3_153_600_000, check.MaxLimit, check.MaxLimit-1, 1<<20+rnd.Int64N(check.MaxLimit-1<<20)),
+				pick(check.MaxLimit, 7, 1+rnd.Int64N(check.MaxLimit))}
 			if round%4 == 3 {
 				// Small numbers: the direct path, where a limit of 1 puts
 				// the check 1 ms before a retry one past the edge.
 				scale, limits = pick(1, 7, 1000, 60_000), []int64{pick(1, 2, 10), pick(1, 3)}
 			}
-			r := ms.Request{ID: prefix + strconv.Itoa(round), Scale: scale, Algo: a}
+			r := millis.Request{ID: prefix + strconv.Itoa(round), Scale: scale, Algo: a}
 			key := checkCall(b, r, 0, 0, -1).key
 			var ref algo.Record
 			var ok bool
@@ -67,8 +66,8 @@ func TestGCRAScriptWritesWhatAlgoWrites(t *testing.T) {
 				r.Hits = pick(1, r.Limit, r.Limit/2+1, rnd.Int64N(r.Limit+1))
 				r.Peek = r.Hits == 0
 				if a == rl.Leaky {
-					r.Queue = pick(0, 1, bounds.MaxQueue, rnd.Int64N(bounds.MaxQueue+1))
-					r.Queue = min(r.Queue, int64(float64(ms.MaxScale)/float64(r.Scale)*float64(r.Limit)))
+					r.Queue = pick(0, 1, check.MaxQueue, rnd.Int64N(check.MaxQueue+1))
+					r.Queue = min(r.Queue, int64(float64(millis.MaxScale)/float64(r.Scale)*float64(r.Limit)))
 					for r.Validate(0) != nil {
 						r.Queue /= 2
 					}
@@ -82,15 +81,15 @@ func TestGCRAScriptWritesWhatAlgoWrites(t *testing.T) {
 						// their low limb only.
 						hi, lo := bits.Mul64(uint64(r.Queue), uint64(r.Scale))
 						q, _ := bits.Div64(hi, lo, uint64(r.Limit))
-						r.MaxDelayMS = max(1, min(int64(q)-int64(rnd.IntN(2)), ms.MaxScale))
+						r.MaxDelayMS = max(1, min(int64(q)-int64(rnd.IntN(2)), millis.MaxScale))
 					}
 				}
 				switch {
 				case retry > 0 && rnd.IntN(2) == 0:
-					clock.Advance(ms.Duration(retry - int64(rnd.IntN(2)))) // at the edge, or 1 ms before
+					clock.Advance(millis.Duration(retry - int64(rnd.IntN(2)))) // at the edge, or 1 ms before
 					edges++
 				case rnd.IntN(3) == 0:
-					clock.Advance(ms.Duration(rnd.Int64N(scale/4 + 1)))
+					clock.Advance(millis.Duration(rnd.Int64N(scale/4 + 1)))
 				}
 				now := clock.Now().UnixMilli()
 				want, next, write := f(ref, ok, now, r)

@@ -12,8 +12,8 @@ import (
 
 	rl "github.com/raterlimiter/raterlimiter"
 	"github.com/raterlimiter/raterlimiter/internal/algo"
-	"github.com/raterlimiter/raterlimiter/internal/ms"
-	"github.com/raterlimiter/raterlimiter/internal/redistest"
+	"github.com/raterlimiter/raterlimiter/internal/millis"
+	"github.com/raterlimiter/raterlimiter/internal/testkit/redistest"
 	"github.com/raterlimiter/raterlimiter/limitertest"
 )
 
@@ -31,7 +31,7 @@ func TestScriptsKeepTheIndexAhead(t *testing.T) {
 				require.NoError(t, err)
 				defer b.Close()
 				slack := clockSlack.Milliseconds()
-				r := ms.Request{ID: "ahead-" + a.String() + strconv.FormatInt(scale, 10), Scale: scale, Limit: 1 << 20, Hits: 1, Algo: a}
+				r := millis.Request{ID: "ahead-" + a.String() + strconv.FormatInt(scale, 10), Scale: scale, Limit: 1 << 20, Hits: 1, Algo: a}
 				now := limitertest.T0.UnixMilli() + 7
 				var indexExpires, writes int64
 				step := scale / 3

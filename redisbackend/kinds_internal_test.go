@@ -7,14 +7,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/raterlimiter/raterlimiter/internal/check"
-
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	rl "github.com/raterlimiter/raterlimiter"
-	"github.com/raterlimiter/raterlimiter/internal/ms"
-	"github.com/raterlimiter/raterlimiter/internal/redistest"
+	"github.com/raterlimiter/raterlimiter/internal/check"
+	"github.com/raterlimiter/raterlimiter/internal/millis"
+	"github.com/raterlimiter/raterlimiter/internal/testkit/redistest"
 	"github.com/raterlimiter/raterlimiter/limitertest"
 )
 
@@ -47,7 +46,7 @@ func TestKindsRegistryFull(t *testing.T) {
 	}
 	for _, a := range check.Algos {
 		t.Run(a.String(), func(t *testing.T) {
-			r := ms.Request{ID: "u", Scale: 7_777, Limit: 10, Hits: 1, Algo: a}
+			r := millis.Request{ID: "u", Scale: 7_777, Limit: 10, Hits: 1, Algo: a}
 			f := field(codeOf(a), r.Scale, engineSub(r))
 
 			prefix := "kf" + a.String()
@@ -85,7 +84,7 @@ func TestKindsRegistryFull(t *testing.T) {
 			require.NoError(t, err)
 			defer b3.Close()
 			ids := []string{"x", "y", "z"}
-			var rs []ms.Request
+			var rs []millis.Request
 			for _, id := range ids {
 				x := r
 				x.ID = id
@@ -116,7 +115,7 @@ func TestKindsRegistryFull(t *testing.T) {
 }
 
 // engineSub is the sub of r's record (0: none).
-func engineSub(r ms.Request) int64 {
+func engineSub(r millis.Request) int64 {
 	if e := engines[r.Algo]; e != nil {
 		return e.subOf(r)
 	}

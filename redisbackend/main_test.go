@@ -6,7 +6,7 @@ import (
 	"os"
 	"testing"
 
-	"github.com/raterlimiter/raterlimiter/internal/redistest"
+	"github.com/raterlimiter/raterlimiter/internal/testkit/redistest"
 )
 
 // TestMain starts the private redis-server the examples use (redisURL):

@@ -12,16 +12,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/raterlimiter/raterlimiter/internal/bounds"
-	"github.com/raterlimiter/raterlimiter/internal/check"
-
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	rl "github.com/raterlimiter/raterlimiter"
 	"github.com/raterlimiter/raterlimiter/internal/algo"
-	"github.com/raterlimiter/raterlimiter/internal/ms"
-	"github.com/raterlimiter/raterlimiter/internal/redistest"
+	"github.com/raterlimiter/raterlimiter/internal/check"
+	"github.com/raterlimiter/raterlimiter/internal/millis"
+	"github.com/raterlimiter/raterlimiter/internal/testkit/redistest"
 	"github.com/raterlimiter/raterlimiter/limitertest"
 	"github.com/raterlimiter/raterlimiter/redisbackend"
 )
@@ -41,7 +39,7 @@ type mkey struct {
 	slices        int64
 }
 
-func (m *model) check(now int64, r ms.Request) ms.Decision {
+func (m *model) check(now int64, r millis.Request) millis.Decision {
 	if r.Algo == rl.Slices {
 		n, _, k := algo.SliceOf(now, r)
 		var list []algo.Slice
@@ -96,16 +94,16 @@ func randomProfile(rnd *rand.Rand) profile {
 	pick := func(xs ...int64) int64 { return xs[rnd.IntN(len(xs))] }
 	var p profile
 	for range 2 {
-		p.scales = append(p.scales, pick(1, 7, 1000, 60_000, ms.MaxScale, ms.MaxScale-1, 1+rnd.Int64N(ms.MaxScale)))
-		p.limits = append(p.limits, pick(0, 1, 3, 10, 1000, bounds.MaxLimit, bounds.MaxLimit-1, 1+rnd.Int64N(bounds.MaxLimit)))
+		p.scales = append(p.scales, pick(1, 7, 1000, 60_000, millis.MaxScale, millis.MaxScale-1, 1+rnd.Int64N(millis.MaxScale)))
+		p.limits = append(p.limits, pick(0, 1, 3, 10, 1000, check.MaxLimit, check.MaxLimit-1, 1+rnd.Int64N(check.MaxLimit)))
 	}
 	return p
 }
 
 // randomRequest draws a request of the profile, with hits near the limit's
 // fractions so that both allowing and denying happen.
-func (p profile) randomRequest(rnd *rand.Rand) ms.Request {
-	r := ms.Request{
+func (p profile) randomRequest(rnd *rand.Rand) millis.Request {
+	r := millis.Request{
 		ID:    idOf(int64(rnd.IntN(2))),
 		Algo:  check.Algos[rnd.IntN(len(check.Algos))],
 		Scale: p.scales[rnd.IntN(len(p.scales))],
@@ -113,14 +111,14 @@ func (p profile) randomRequest(rnd *rand.Rand) ms.Request {
 	}
 	switch r.Algo {
 	case rl.Log:
-		r.Limit = min(r.Limit, bounds.MaxLogLimit)
+		r.Limit = min(r.Limit, check.MaxLogLimit)
 	case rl.Slices:
 		r.Slices = []int64{0, 2, 7, 600}[rnd.IntN(4)]
 	case rl.Leaky:
 		// A queue that drains within ten years (the bound Validate keeps).
-		q := []int64{0, 1, 3, bounds.MaxQueue, rnd.Int64N(bounds.MaxQueue + 1)}[rnd.IntN(5)]
+		q := []int64{0, 1, 3, check.MaxQueue, rnd.Int64N(check.MaxQueue + 1)}[rnd.IntN(5)]
 		if r.Limit > 0 {
-			q = min(q, int64(float64(ms.MaxScale)/float64(r.Scale)*float64(r.Limit)))
+			q = min(q, int64(float64(millis.MaxScale)/float64(r.Scale)*float64(r.Limit)))
 		}
 		r.Queue = q
 		for r.Validate(0) != nil {
@@ -136,9 +134,9 @@ func (p profile) randomRequest(rnd *rand.Rand) ms.Request {
 	case 1:
 		r.Hits = r.Limit
 	case 2:
-		r.Hits = min(r.Limit+1, bounds.MaxHits)
+		r.Hits = min(r.Limit+1, check.MaxHits)
 	case 3:
-		r.Hits = rnd.Int64N(bounds.MaxHits + 1)
+		r.Hits = rnd.Int64N(check.MaxHits + 1)
 	case 4, 5:
 		r.Hits = rnd.Int64N(r.Limit/2 + 1)
 	default:
@@ -202,17 +200,17 @@ func TestMatchesAlgo(t *testing.T) {
 				if strings.HasPrefix(mode, "batch") {
 					n = 1 + rnd.IntN(8)
 				}
-				rs := make([]ms.Request, n)
+				rs := make([]millis.Request, n)
 				for j := range rs {
 					rs[j] = prof.randomRequest(rnd)
 				}
-				var got []ms.Decision
+				var got []millis.Decision
 				if n > 1 || strings.HasPrefix(mode, "batch") {
 					got, err = checkRatesMS(ctx, b, rs)
 				} else {
-					var d ms.Decision
+					var d millis.Decision
 					d, err = checkMS(ctx, b, rs[0])
-					got = []ms.Decision{d}
+					got = []millis.Decision{d}
 				}
 				require.NoError(t, err, "step %d", i)
 				for j, r := range rs {
@@ -266,7 +264,7 @@ func TestFixedCounterSaturates(t *testing.T) {
 			require.NoError(t, err)
 			defer b.Close()
 			tag := prefix + ":{" + base64.RawURLEncoding.EncodeToString([]byte("big")) + "}:"
-			start := int64(9223372036854775807 - bounds.MaxHits - 1) // one MaxHits fits, the next overflows
+			start := int64(9223372036854775807 - check.MaxHits - 1) // one MaxHits fits, the next overflows
 			now := strconv.FormatInt(limitertest.T0.UnixMilli(), 10)
 			// The window's counter, and its index entry.
 			_, err = srv.Do("SET", tag+"f:1000:"+strconv.FormatInt(limitertest.T0.UnixMilli()/1000, 10), strconv.FormatInt(start, 10))
@@ -274,7 +272,7 @@ func TestFixedCounterSaturates(t *testing.T) {
 			_, err = srv.Do("HSET", tag+"i", "f:1000", now)
 			require.NoError(t, err)
 			rec := algo.Record{Count: start, Created: limitertest.T0.UnixMilli(), Modified: limitertest.T0.UnixMilli()}
-			r := ms.Request{ID: "big", Scale: 1000, Limit: bounds.MaxLimit, Hits: bounds.MaxHits}
+			r := millis.Request{ID: "big", Scale: 1000, Limit: check.MaxLimit, Hits: check.MaxHits}
 			for i := range 3 {
 				want, next, _ := algo.Fixed(rec, true, clock.Now().UnixMilli(), r)
 				rec = next
@@ -292,21 +290,21 @@ func TestFixedCounterSaturates(t *testing.T) {
 }
 
 // checkMS is l.CheckRate in milliseconds, to compare with package algo.
-func checkMS(ctx context.Context, l rl.Limiter, r ms.Request) (ms.Decision, error) {
+func checkMS(ctx context.Context, l rl.Limiter, r millis.Request) (millis.Decision, error) {
 	d, err := l.CheckRate(ctx, r.Public())
-	return ms.OfDecision(d), err
+	return millis.OfDecision(d), err
 }
 
 // checkRatesMS is l.CheckRates in milliseconds.
-func checkRatesMS(ctx context.Context, l rl.Limiter, rs []ms.Request) ([]ms.Decision, error) {
+func checkRatesMS(ctx context.Context, l rl.Limiter, rs []millis.Request) ([]millis.Decision, error) {
 	pub := make([]rl.Request, len(rs))
 	for i, r := range rs {
 		pub[i] = r.Public()
 	}
 	ds, err := l.CheckRates(ctx, pub)
-	out := make([]ms.Decision, len(ds))
+	out := make([]millis.Decision, len(ds))
 	for i, d := range ds {
-		out[i] = ms.OfDecision(d)
+		out[i] = millis.OfDecision(d)
 	}
 	return out, err
 }

@@ -9,14 +9,12 @@ import (
 	"strings"
 	"time"
 
-	"github.com/raterlimiter/raterlimiter/internal/bounds"
-	"github.com/raterlimiter/raterlimiter/internal/check"
-
 	"github.com/redis/rueidis"
 
 	rl "github.com/raterlimiter/raterlimiter"
 	"github.com/raterlimiter/raterlimiter/internal/algo"
-	"github.com/raterlimiter/raterlimiter/internal/ms"
+	"github.com/raterlimiter/raterlimiter/internal/check"
+	"github.com/raterlimiter/raterlimiter/internal/millis"
 )
 
 // The admin API reads an id's records through the registry of kinds,
@@ -193,7 +191,7 @@ func parseField(f string) (a rl.Algo, scale, sub int64, ok bool) {
 		return 0, 0, 0, false
 	}
 	if hasSub {
-		if sub, err = strconv.ParseInt(subText, 10, 64); err != nil || sub < bounds.MinSlices || sub > bounds.MaxSlices {
+		if sub, err = strconv.ParseInt(subText, 10, 64); err != nil || sub < check.MinSlices || sub > check.MaxSlices {
 			return 0, 0, 0, false
 		}
 	}
@@ -205,8 +203,8 @@ func parseField(f string) (a rl.Algo, scale, sub int64, ok bool) {
 
 // live returns the records of ls that a decision at now can still read, as
 // the admin API shows them, ordered by scale, algo, slice count and bucket.
-func live(now int64, ls []listed) []ms.Bucket {
-	var out []ms.Bucket
+func live(now int64, ls []listed) []millis.Bucket {
+	var out []millis.Bucket
 	for _, l := range ls {
 		for _, rec := range l.recs {
 			if !algo.Expired(l.algo, l.scale, rec, now) {
@@ -214,7 +212,7 @@ func live(now int64, ls []listed) []ms.Bucket {
 			}
 		}
 	}
-	slices.SortFunc(out, func(x, y ms.Bucket) int {
+	slices.SortFunc(out, func(x, y millis.Bucket) int {
 		return cmp.Or(cmp.Compare(x.Scale, y.Scale), cmp.Compare(x.Algo, y.Algo),
 			cmp.Compare(x.Slices, y.Slices), cmp.Compare(x.Bucket, y.Bucket))
 	})
@@ -228,14 +226,14 @@ func (b *Backend) Buckets(ctx context.Context, id string) ([]rl.Bucket, error) {
 	if err := b.usable(); err != nil {
 		return nil, err
 	}
-	if err := (ms.Request{ID: id, Scale: 1}).Validate(b.cfg.MaxIDBytes); err != nil {
+	if err := (millis.Request{ID: id, Scale: 1}).Validate(b.cfg.MaxIDBytes); err != nil {
 		return nil, err
 	}
 	now, ls, err := b.records(ctx, "buckets", id, 0, false)
 	if err != nil {
 		return nil, err
 	}
-	return ms.Buckets(live(now, ls)), nil
+	return millis.Buckets(live(now, ls)), nil
 }
 
 // Reset deletes the records of id, of every scale when scale is 0, and

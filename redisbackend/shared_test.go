@@ -7,14 +7,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/raterlimiter/raterlimiter/internal/bounds"
-	"github.com/raterlimiter/raterlimiter/internal/check"
-
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	rl "github.com/raterlimiter/raterlimiter"
-	"github.com/raterlimiter/raterlimiter/internal/redistest"
+	"github.com/raterlimiter/raterlimiter/internal/check"
+	"github.com/raterlimiter/raterlimiter/internal/testkit/redistest"
 	"github.com/raterlimiter/raterlimiter/redisbackend"
 )
 
@@ -48,7 +46,7 @@ func TestTwoBackendsShareOneLimit(t *testing.T) {
 						// A ten-year window: no window starts, and GCRA
 						// refills one hit per 36 days, while the test runs.
 						id := target.name + "/" + name + "/" + time.Now().Format(time.RFC3339Nano)
-						r := rl.Request{ID: id, Scale: bounds.MaxScale, Limit: limit, Hits: 1, Algo: a}
+						r := rl.Request{ID: id, Scale: check.MaxScale, Limit: limit, Hits: 1, Algo: a}
 						if a == rl.Leaky {
 							r.Queue = limit - 1 // the limit at once, all but one waiting
 						}

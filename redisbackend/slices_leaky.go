@@ -9,7 +9,7 @@ import (
 
 	rl "github.com/raterlimiter/raterlimiter"
 	"github.com/raterlimiter/raterlimiter/internal/algo"
-	"github.com/raterlimiter/raterlimiter/internal/ms"
+	"github.com/raterlimiter/raterlimiter/internal/millis"
 )
 
 // The sliding window counters and the leaky bucket, as engines:
@@ -29,11 +29,11 @@ import (
 const slicesHeader = 24
 
 // slicesExtra is slices.lua's own argument: the slice count.
-func slicesExtra(r ms.Request) ([2]int64, int) { return [2]int64{r.SlicesOrDefault()}, 1 }
+func slicesExtra(r millis.Request) ([2]int64, int) { return [2]int64{r.SlicesOrDefault()}, 1 }
 
 // leakyExtra is gcra.lua's own arguments for a queue: its length and the
 // bound on the delay.
-func leakyExtra(r ms.Request) ([2]int64, int) { return [2]int64{r.Queue, r.MaxDelayMS}, 2 }
+func leakyExtra(r millis.Request) ([2]int64, int) { return [2]int64{r.Queue, r.MaxDelayMS}, 2 }
 
 // slicesRecord reads a slices record s of n slices: the time of its last
 // change and the window's slices as of then, oldest first, those holding
@@ -60,17 +60,17 @@ func slicesRecord(s string, n, w int64) (m int64, list []algo.Slice, err error) 
 
 // slicesDecide reads the record slices.lua answered and decides as the
 // script did, with algo.SlicesCheck.
-func slicesDecide(r ms.Request, a answer) (ms.Decision, state, int64, error) {
+func slicesDecide(r millis.Request, a answer) (millis.Decision, state, int64, error) {
 	now, s, ok, err := a.raw()
 	if err != nil {
-		return ms.Decision{}, state{}, 0, err
+		return millis.Decision{}, state{}, 0, err
 	}
 	n, w, _ := algo.SliceOf(now, r)
 	var list []algo.Slice
 	var m int64
 	if ok {
 		if m, list, err = slicesRecord(s, n, w); err != nil {
-			return ms.Decision{}, state{}, 0, err
+			return millis.Decision{}, state{}, 0, err
 		}
 		now = max(now, m) // never rewind
 	}
@@ -117,7 +117,7 @@ func slicesView(msg rueidis.RedisMessage, scale, n int64) ([]algo.Record, error)
 
 // leakyDecide reads the record gcra.lua answered (a token bucket's) and decides
 // as the script did, with algo.Leaky.
-func leakyDecide(r ms.Request, a answer) (ms.Decision, state, int64, error) {
+func leakyDecide(r millis.Request, a answer) (millis.Decision, state, int64, error) {
 	return gcraDecide(r, a, algo.Leaky)
 }
 

@@ -14,8 +14,8 @@ import (
 
 	rl "github.com/raterlimiter/raterlimiter"
 	"github.com/raterlimiter/raterlimiter/internal/algo"
-	"github.com/raterlimiter/raterlimiter/internal/ms"
-	"github.com/raterlimiter/raterlimiter/internal/redistest"
+	"github.com/raterlimiter/raterlimiter/internal/millis"
+	"github.com/raterlimiter/raterlimiter/internal/testkit/redistest"
 	"github.com/raterlimiter/raterlimiter/limitertest"
 )
 
@@ -52,19 +52,19 @@ func TestSlicesRecord(t *testing.T) {
 	defer b.Close()
 	ctx := context.Background()
 	const n, scale = 10, 10_000 // slices of 1 s
-	r := ms.Request{ID: "u{1}", Scale: scale, Limit: 50, Algo: rl.Slices, Slices: n}
+	r := millis.Request{ID: "u{1}", Scale: scale, Limit: 50, Algo: rl.Slices, Slices: n}
 	key := checkCall(b, r, 0, 0, -1).key
 	assert.Equal(t, "sr:{dXsxfQ}:n:10000:10", key)
 	var list []algo.Slice // the reference: the allowed hits per slice
 	for i := range 400 {
 		switch rnd.IntN(6) {
 		case 0:
-			clock.Advance(ms.Duration(rnd.Int64N(1000)))
+			clock.Advance(millis.Duration(rnd.Int64N(1000)))
 		case 1:
-			clock.Advance(ms.Duration(1000 * (1 + rnd.Int64N(3))))
+			clock.Advance(millis.Duration(1000 * (1 + rnd.Int64N(3))))
 		case 2:
 			if rnd.IntN(10) == 0 {
-				clock.Advance(ms.Duration(scale + rnd.Int64N(3*scale)))
+				clock.Advance(millis.Duration(scale + rnd.Int64N(3*scale)))
 			}
 		}
 		r.Hits = rnd.Int64N(8)
@@ -122,13 +122,13 @@ func TestSlicesNeverRewind(t *testing.T) {
 	require.NoError(t, err)
 	defer b.Close()
 	ctx := context.Background()
-	r := ms.Request{ID: "u{1}", Scale: 10_000, Limit: 1000, Hits: 1, Algo: rl.Slices, Slices: 10} // 1 s slices
+	r := millis.Request{ID: "u{1}", Scale: 10_000, Limit: 1000, Hits: 1, Algo: rl.Slices, Slices: 10} // 1 s slices
 	var last int64
 	for i := range 25 {
 		_, err := b.checkMS(ctx, r)
 		require.NoError(t, err)
 		last = clock.Now().UnixMilli()
-		clock.Advance(ms.Duration(500 + int64(i%2)*500))
+		clock.Advance(millis.Duration(500 + int64(i%2)*500))
 	}
 	peek := r
 	peek.Hits, peek.Peek = 0, true
@@ -173,7 +173,7 @@ func TestCheapScripts(t *testing.T) {
 	require.NoError(t, err)
 	defer b.Close()
 	ctx := context.Background()
-	for _, r := range []ms.Request{
+	for _, r := range []millis.Request{
 		{ID: "s", Scale: 60_000, Limit: 1 << 30, Hits: 1, Algo: rl.Sliding},
 		{ID: "t", Scale: 60_000, Limit: 1 << 30, Hits: 1, Algo: rl.Token},
 		{ID: "n", Scale: 60_000, Limit: 1 << 30, Hits: 1, Algo: rl.Slices},
@@ -187,7 +187,7 @@ func TestCheapScripts(t *testing.T) {
 			require.NoError(t, err)
 			const checks = 200
 			for range checks {
-				clock.Advance(ms.Duration(150)) // slices of 1 s and 100 ms: new ones often
+				clock.Advance(millis.Duration(150)) // slices of 1 s and 100 ms: new ones often
 				d, err := b.checkMS(ctx, r)
 				require.NoError(t, err)
 				require.True(t, d.Allowed)

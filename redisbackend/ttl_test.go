@@ -13,8 +13,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	rl "github.com/raterlimiter/raterlimiter"
-	"github.com/raterlimiter/raterlimiter/internal/ms"
-	"github.com/raterlimiter/raterlimiter/internal/redistest"
+	"github.com/raterlimiter/raterlimiter/internal/millis"
+	"github.com/raterlimiter/raterlimiter/internal/testkit/redistest"
 	"github.com/raterlimiter/raterlimiter/limitertest"
 	"github.com/raterlimiter/raterlimiter/redisbackend"
 )
@@ -40,24 +40,24 @@ func TestTTL(t *testing.T) {
 	tests := []struct {
 		name string
 		algo rl.Algo
-		key  func(d ms.Decision) string // after the id's tag
+		key  func(d millis.Decision) string // after the id's tag
 		hits int64
 		// the TTL must lie in [lo, hi] ms, before the slack, given d (the
 		// decision)
-		bounds func(d ms.Decision) (lo, hi int64)
+		bounds func(d millis.Decision) (lo, hi int64)
 	}{
-		{"fixed: the window's end", rl.Fixed, func(d ms.Decision) string { return "f:60000:" + strconv.FormatInt(d.Now/scale, 10) }, 1,
-			func(d ms.Decision) (int64, int64) { return d.ResetMS - slackMS, d.ResetMS }},
-		{"sliding: one window later", rl.Sliding, func(ms.Decision) string { return "w:60000" }, 1,
-			func(d ms.Decision) (int64, int64) { return d.ResetMS + scale - slackMS, d.ResetMS + scale }},
-		{"token: when full again, rounded up to scale/8", rl.Token, func(ms.Decision) string { return "g:60000" }, 3,
-			func(d ms.Decision) (int64, int64) { return d.ResetMS - slackMS, d.ResetMS + scale/8 }},
-		{"log: when its newest hit leaves", rl.Log, func(ms.Decision) string { return "l:60000" }, 1,
-			func(d ms.Decision) (int64, int64) { return scale - slackMS, scale }},
-		{"slices: when its newest slice leaves", rl.Slices, func(ms.Decision) string { return "n:60000:60" }, 1,
-			func(d ms.Decision) (int64, int64) { return d.ResetMS - slackMS, d.ResetMS }},
-		{"leaky: when the queue has drained, rounded up to scale/8", rl.Leaky, func(ms.Decision) string { return "k:60000" }, 3,
-			func(d ms.Decision) (int64, int64) { return d.ResetMS - slackMS, d.ResetMS + scale/8 }},
+		{"fixed: the window's end", rl.Fixed, func(d millis.Decision) string { return "f:60000:" + strconv.FormatInt(d.Now/scale, 10) }, 1,
+			func(d millis.Decision) (int64, int64) { return d.ResetMS - slackMS, d.ResetMS }},
+		{"sliding: one window later", rl.Sliding, func(millis.Decision) string { return "w:60000" }, 1,
+			func(d millis.Decision) (int64, int64) { return d.ResetMS + scale - slackMS, d.ResetMS + scale }},
+		{"token: when full again, rounded up to scale/8", rl.Token, func(millis.Decision) string { return "g:60000" }, 3,
+			func(d millis.Decision) (int64, int64) { return d.ResetMS - slackMS, d.ResetMS + scale/8 }},
+		{"log: when its newest hit leaves", rl.Log, func(millis.Decision) string { return "l:60000" }, 1,
+			func(d millis.Decision) (int64, int64) { return scale - slackMS, scale }},
+		{"slices: when its newest slice leaves", rl.Slices, func(millis.Decision) string { return "n:60000:60" }, 1,
+			func(d millis.Decision) (int64, int64) { return d.ResetMS - slackMS, d.ResetMS }},
+		{"leaky: when the queue has drained, rounded up to scale/8", rl.Leaky, func(millis.Decision) string { return "k:60000" }, 3,
+			func(d millis.Decision) (int64, int64) { return d.ResetMS - slackMS, d.ResetMS + scale/8 }},
 	}
 	for _, deadlines := range []bool{false, true} {
 		prefix := "ttl" + strconv.FormatBool(deadlines)
@@ -67,7 +67,7 @@ func TestTTL(t *testing.T) {
 		for _, tt := range tests {
 			t.Run(prefix+"/"+tt.name, func(t *testing.T) {
 				id := "ttl-" + tt.algo.String()
-				d, err := checkMS(context.Background(), b, ms.Request{ID: id, Scale: scale, Limit: 10, Hits: tt.hits, Algo: tt.algo})
+				d, err := checkMS(context.Background(), b, millis.Request{ID: id, Scale: scale, Limit: 10, Hits: tt.hits, Algo: tt.algo})
 				require.NoError(t, err)
 				tag := prefix + ":{" + base64.RawURLEncoding.EncodeToString([]byte(id)) + "}:"
 				lo, hi := tt.bounds(d)
@@ -126,7 +126,7 @@ func TestIndexOutlivesRecords(t *testing.T) {
 				return n
 			}
 			tag := prefix + ":{" + base64.RawURLEncoding.EncodeToString([]byte("u")) + "}:"
-			r := ms.Request{ID: "u", Scale: scale, Limit: 1_000_000, Hits: 1, Algo: a}
+			r := millis.Request{ID: "u", Scale: scale, Limit: 1_000_000, Hits: 1, Algo: a}
 			ctx := context.Background()
 			// Ten minutes of checks, one every 5 s: many epochs.
 			for i := range 120 {

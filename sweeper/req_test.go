@@ -1,7 +1,7 @@
 package sweeper_test
 
 import (
-	"github.com/raterlimiter/raterlimiter/internal/ms"
+	"github.com/raterlimiter/raterlimiter/internal/millis"
 )
 
-func req(scale int64) ms.Request { return ms.Request{ID: "u", Scale: scale, Limit: 5, Hits: 1} }
+func req(scale int64) millis.Request { return millis.Request{ID: "u", Scale: scale, Limit: 5, Hits: 1} }

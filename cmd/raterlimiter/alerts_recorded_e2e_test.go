@@ -23,8 +23,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
-	"github.com/raterlimiter/raterlimiter/internal/redistest"
-	"github.com/raterlimiter/raterlimiter/internal/tooltest"
+	"github.com/raterlimiter/raterlimiter/internal/testkit/redistest"
+	"github.com/raterlimiter/raterlimiter/internal/testkit/tooltest"
 )
 
 var updateRecorded = flag.Bool("update-recorded-alerts", false, "rewrite the recorded part of deploy/prometheus/alerts_test.yml from real runs")

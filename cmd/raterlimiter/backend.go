@@ -6,15 +6,14 @@ import (
 	"log/slog"
 	"time"
 
-	rlcheck "github.com/raterlimiter/raterlimiter/internal/check"
-
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
 	rl "github.com/raterlimiter/raterlimiter"
 	"github.com/raterlimiter/raterlimiter/api"
-	"github.com/raterlimiter/raterlimiter/internal/cli"
-	"github.com/raterlimiter/raterlimiter/internal/policy"
+	rlcheck "github.com/raterlimiter/raterlimiter/internal/check"
+	"github.com/raterlimiter/raterlimiter/internal/sidecar/cli"
+	"github.com/raterlimiter/raterlimiter/internal/sidecar/policy"
 	"github.com/raterlimiter/raterlimiter/memory"
 	"github.com/raterlimiter/raterlimiter/redisbackend"
 )
@@ -43,8 +42,8 @@ func openBackend(cfg config, logger *slog.Logger, onSwept func(n int, took time.
 			Shards:         cfg.shards,
 			SweepInterval:  cfg.sweepInterval,
 			MaxIDBytes:     limiterIDBytes(cfg),
-			MaxBuckets:     maxBuckets(cfg),
-			MaxBucketBytes: maxBucketBytes(cfg),
+			MaxBuckets:     cfg.maxBuckets,
+			MaxBucketBytes: cfg.maxBucketBytes,
 			MaxScalesPerID: cfg.maxScalesPerID,
 			OnSweep:        func(s memory.SweepStats) { onSwept(s.Deleted, s.Took) },
 			Logger:         logger,
@@ -71,18 +70,14 @@ func openBackend(cfg config, logger *slog.Logger, onSwept func(n int, took time.
 			return backend{}, cli.Usagef("-redis-fail must be closed, open or local, not %q", cfg.redisFail) // checked by parse
 		}
 		rc := redisbackend.Config{URL: cfg.redisURL, Timeout: cfg.redisTimeout, Fail: fail,
-			MaxIDBytes: limiterIDBytes(cfg), Logger: logger, Deadlines: cfg.redisDeadlines}
-		rc.DenyCache = cfg.redisDenyCache
-		if cfg.redisDenyCache == 0 {
-			rc.DenyCache = -1 // off
-		}
+			MaxIDBytes: limiterIDBytes(cfg), Logger: logger, Deadlines: cfg.redisDeadlines, DenyCache: cfg.redisDenyCache}
 		metrics := newRedisMetrics()
 		metrics.hook(&rc)
 		var fallback *memory.Limiter
 		if fail == rl.FailLocal {
 			fallback = memory.New(memory.Config{Shards: cfg.shards, SweepInterval: cfg.sweepInterval,
-				MaxIDBytes: limiterIDBytes(cfg), MaxBuckets: maxBuckets(cfg), MaxScalesPerID: cfg.maxScalesPerID, Logger: logger,
-				MaxBucketBytes: maxBucketBytes(cfg)})
+				MaxIDBytes: limiterIDBytes(cfg), MaxBuckets: cfg.maxBuckets, MaxScalesPerID: cfg.maxScalesPerID, Logger: logger,
+				MaxBucketBytes: cfg.maxBucketBytes})
 			rc.Fallback = fallback
 		}
 		rb, err := redisbackend.New(rc)
@@ -112,38 +107,10 @@ func openBackend(cfg config, logger *slog.Logger, onSwept func(n int, took time.
 	return backend{}, errors.New("unknown backend " + cfg.backend)
 }
 
-// maxBuckets is memory.Config.MaxBuckets for -max-buckets, whose 0 means no
-// bound.
-func maxBuckets(cfg config) int {
-	if cfg.maxBuckets == 0 {
-		return -1
-	}
-	return cfg.maxBuckets
-}
-
-// maxBucketBytes is memory.Config.MaxBucketBytes for -max-bucket-bytes,
-// whose 0 means no bound.
-func maxBucketBytes(cfg config) int64 {
-	if cfg.maxBucketBytes == 0 {
-		return -1
-	}
-	return cfg.maxBucketBytes
-}
-
 // limiterIDBytes is the longest id the backend accepts: -max-id-bytes, and
 // room for the policy name that a check by policy puts before its key. The
 // API holds the ids and keys callers send to -max-id-bytes itself.
 func limiterIDBytes(cfg config) int { return cfg.maxIDBytes + policy.IDOverhead }
-
-// defaultRedisMaxScale is -redis-max-scale's default: a day. On Redis a
-// record lives as long as its scale (plus a slack), and a caller that names
-// its own scale under fresh ids leaves one record per id; a day covers the
-// per-second to per-day limits callers name themselves, bounds how long a
-// flood of fresh ids stays in Redis after it stops, and keeps what it holds
-// meanwhile to the ids of one day. Longer quotas (a week, a month) belong in
-// a policy, whose scale the operator chooses and the bound leaves alone, or
-// the operator raises the flag.
-const defaultRedisMaxScale = 24 * time.Hour
 
 // apiMaxScale is api.Config.MaxScale: -redis-max-scale on the Redis
 // backend; none on the memory backend, whose records -max-buckets bounds.

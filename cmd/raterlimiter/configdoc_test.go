@@ -2,6 +2,7 @@ package main
 
 import (
 	"flag"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -10,58 +11,59 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-var updateConfigDoc = flag.Bool("update-config-doc", false, "rewrite docs/configuration.md's flag table from the flags")
+var updateConfigDoc = flag.Bool("update-config-doc", false, "rewrite docs/configuration.md's flag tables from the flag table")
 
-const configDocPath = "../../docs/configuration.md"
+const (
+	configDocPath = "../../docs/configuration.md"
+	// The flag tables of docs/configuration.md lie between these lines.
+	configDocStart = "<!-- flags: made from cmd/raterlimiter/flags.go; go test ./cmd/raterlimiter -run ConfigDoc -update-config-doc rewrites them -->\n"
+	configDocEnd   = "<!-- end of flags -->\n"
+)
 
-// configTable is docs/configuration.md's flag table, made from the same rows
-// as -h.
-func configTable() string {
-	var cfg config
-	fs := flag.NewFlagSet("raterlimiter", flag.ContinueOnError)
-	cfg.flags(fs)
+// configDoc is docs/configuration.md's flag tables, made from the table -h
+// is made from: one per group.
+func configDoc() string {
+	var c config
+	table := c.flagTable()
 	var b strings.Builder
-	b.WriteString("| flag | environment | default | meaning |\n|---|---|---|---|\n")
-	for _, r := range flagRows(fs) {
-		env := "`" + r.env + "`"
-		if r.env == "" {
-			env = "command line only"
+	for _, g := range flagGroups(table) {
+		fmt.Fprintf(&b, "\n### %s\n\n", g.title)
+		if g.note != "" {
+			b.WriteString(g.note + "\n\n")
 		}
-		b.WriteString("| `-" + r.name + "` | " + env + " | `" + r.def + "` | " + strings.ReplaceAll(r.usage, "|", `\|`) + " |\n")
+		b.WriteString("| flag | environment | default | meaning |\n|---|---|---|---|\n")
+		for _, d := range table {
+			if d.group != g {
+				continue
+			}
+			_, def, use := d.shown()
+			env := "command line only"
+			if d.env() != "" {
+				env = "`" + d.env() + "`"
+			}
+			fmt.Fprintf(&b, "| `-%s` | %s | `%s` | %s |\n", d.name, env, def, strings.ReplaceAll(use, "|", `\|`))
+		}
 	}
-	return b.String()
+	return b.String() + "\n"
 }
 
-// TestConfigDocMatchesHelp keeps docs/configuration.md's flag table equal
-// to -h. Run with -update-config-doc to rewrite it after changing a flag.
+// TestConfigDocMatchesHelp keeps docs/configuration.md's flag tables equal
+// to the flag table. Run with -update-config-doc to rewrite them after
+// changing a flag.
 func TestConfigDocMatchesHelp(t *testing.T) {
 	raw, err := os.ReadFile(configDocPath)
 	require.NoError(t, err)
 	doc := string(raw)
-	const marker = "<!-- section: config -->"
-	i := strings.Index(doc, marker)
-	require.GreaterOrEqual(t, i, 0, "docs/configuration.md has no config section")
-	section := doc[i:]
-	if j := strings.Index(section[len(marker):], "\n## "); j >= 0 {
-		section = section[:len(marker)+j]
-	}
-	const head = "| flag | environment | default | meaning |\n"
-	start := strings.Index(section, head)
-	require.GreaterOrEqual(t, start, 0, "the config section has no flag table")
-	end := start
-	for end < len(section) && strings.HasPrefix(section[end:], "|") {
-		nl := strings.IndexByte(section[end:], '\n')
-		if nl < 0 {
-			end = len(section)
-			break
-		}
-		end += nl + 1
-	}
-	got, want := section[start:end], configTable()
+	start := strings.Index(doc, configDocStart)
+	require.GreaterOrEqual(t, start, 0, "docs/configuration.md has no line %q", configDocStart)
+	start += len(configDocStart)
+	end := strings.Index(doc[start:], configDocEnd)
+	require.GreaterOrEqual(t, end, 0, "docs/configuration.md has no line %q", configDocEnd)
+	end += start
+	got, want := doc[start:end], configDoc()
 	if *updateConfigDoc && got != want {
-		doc = doc[:i+start] + want + doc[i+end:]
-		require.NoError(t, os.WriteFile(configDocPath, []byte(doc), 0o644))
+		require.NoError(t, os.WriteFile(configDocPath, []byte(doc[:start]+want+doc[end:]), 0o644))
 		return
 	}
-	assert.Equal(t, want, got, "docs/configuration.md's flag table differs from -h; run: go test ./cmd/raterlimiter -run ConfigDoc -update-config-doc")
+	assert.Equal(t, want, got, "docs/configuration.md's flag tables differ from the flag table; run: go test ./cmd/raterlimiter -run ConfigDoc -update-config-doc")
 }

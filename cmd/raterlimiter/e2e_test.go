@@ -22,13 +22,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/raterlimiter/raterlimiter/internal/bounds"
-
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/raterlimiter/raterlimiter/internal/ms"
-	"github.com/raterlimiter/raterlimiter/internal/tooltest"
+	"github.com/raterlimiter/raterlimiter/internal/check"
+	"github.com/raterlimiter/raterlimiter/internal/millis"
+	"github.com/raterlimiter/raterlimiter/internal/testkit/tooltest"
 )
 
 // binary is the raterlimiter built once for the end-to-end tests.
@@ -171,14 +170,14 @@ func decode[T any](t *testing.T, s string) T {
 	return v
 }
 
-// check is one request in the three encodings the API takes.
-type check struct {
+// wireCheck is one request in the three encodings the API takes.
+type wireCheck struct {
 	id                 string
 	scale, limit, hits string // raw, as sent
 	algo               string // "" leaves it out
 }
 
-func (c check) values() url.Values {
+func (c wireCheck) values() url.Values {
 	v := url.Values{"id": {c.id}, "scale": {c.scale}, "limit": {c.limit}}
 	if c.hits != "" {
 		v.Set("hits", c.hits)
@@ -189,7 +188,7 @@ func (c check) values() url.Values {
 	return v
 }
 
-func (c check) json() string {
+func (c wireCheck) json() string {
 	b, _ := json.Marshal(c.id)
 	s := `{"id":` + string(b) + `,"scale":` + c.scale + `,"limit":` + c.limit
 	if c.hits != "" {
@@ -202,7 +201,7 @@ func (c check) json() string {
 }
 
 // send sends c as a query, a form or JSON.
-func (s *sidecar) send(t *testing.T, how string, c check) reply {
+func (s *sidecar) send(t *testing.T, how string, c wireCheck) reply {
 	t.Helper()
 	switch how {
 	case "query":
@@ -222,30 +221,30 @@ func TestE2EInputBounds(t *testing.T) {
 	const maxID, pastMax = "<max>", "<max+1>" // 16 and 17 bytes, fresh per encoding
 	tests := []struct {
 		name   string
-		c      check
+		c      wireCheck
 		status int
 		field  string // of the 400
 	}{
-		{"id of 1 byte", check{id: "a", scale: "1000", limit: "1"}, 200, ""},
-		{"id empty", check{id: "", scale: "1000", limit: "1"}, 400, "id"},
-		{"id at max-id-bytes", check{id: maxID, scale: "1000", limit: "1"}, 200, ""},
-		{"id one byte past", check{id: pastMax, scale: "1000", limit: "1"}, 400, "id"},
-		{"scale 1", check{id: "s", scale: "1", limit: "1"}, 200, ""},
-		{"scale 0", check{id: "s", scale: "0", limit: "1"}, 400, "scale"},
-		{"scale max", check{id: "s", scale: i64(bounds.MaxScale.Milliseconds()), limit: "1"}, 200, ""},
-		{"scale max+1", check{id: "s", scale: i64(bounds.MaxScale.Milliseconds() + 1), limit: "1"}, 400, "scale"},
-		{"limit 0 denies", check{id: "l", scale: "1000", limit: "0"}, 429, ""},
-		{"limit -1", check{id: "l", scale: "1000", limit: "-1"}, 400, "limit"},
-		{"limit max", check{id: "lm", scale: "1000", limit: i64(bounds.MaxLimit)}, 200, ""},
-		{"limit max+1", check{id: "l", scale: "1000", limit: i64(bounds.MaxLimit + 1)}, 400, "limit"},
-		{"hits 0 peeks", check{id: "h", scale: "1000", limit: "0", hits: "0"}, 200, ""},
-		{"hits -1", check{id: "h", scale: "1000", limit: "1", hits: "-1"}, 400, "hits"},
-		{"hits max", check{id: "hm", scale: "1000", limit: i64(bounds.MaxLimit), hits: i64(bounds.MaxHits)}, 200, ""},
-		{"hits max+1", check{id: "h", scale: "1000", limit: i64(bounds.MaxLimit), hits: i64(bounds.MaxHits + 1)}, 400, "hits"},
-		{"algo fixed", check{id: "af", scale: "1000", limit: "1", algo: "fixed"}, 200, ""},
-		{"algo sliding", check{id: "as", scale: "1000", limit: "1", algo: "sliding"}, 200, ""},
-		{"algo token", check{id: "at", scale: "1000", limit: "1", algo: "token"}, 200, ""},
-		{"algo unknown", check{id: "a", scale: "1000", limit: "1", algo: "gcra"}, 400, "algo"},
+		{"id of 1 byte", wireCheck{id: "a", scale: "1000", limit: "1"}, 200, ""},
+		{"id empty", wireCheck{id: "", scale: "1000", limit: "1"}, 400, "id"},
+		{"id at max-id-bytes", wireCheck{id: maxID, scale: "1000", limit: "1"}, 200, ""},
+		{"id one byte past", wireCheck{id: pastMax, scale: "1000", limit: "1"}, 400, "id"},
+		{"scale 1", wireCheck{id: "s", scale: "1", limit: "1"}, 200, ""},
+		{"scale 0", wireCheck{id: "s", scale: "0", limit: "1"}, 400, "scale"},
+		{"scale max", wireCheck{id: "s", scale: i64(check.MaxScale.Milliseconds()), limit: "1"}, 200, ""},
+		{"scale max+1", wireCheck{id: "s", scale: i64(check.MaxScale.Milliseconds() + 1), limit: "1"}, 400, "scale"},
+		{"limit 0 denies", wireCheck{id: "l", scale: "1000", limit: "0"}, 429, ""},
+		{"limit -1", wireCheck{id: "l", scale: "1000", limit: "-1"}, 400, "limit"},
+		{"limit max", wireCheck{id: "lm", scale: "1000", limit: i64(check.MaxLimit)}, 200, ""},
+		{"limit max+1", wireCheck{id: "l", scale: "1000", limit: i64(check.MaxLimit + 1)}, 400, "limit"},
+		{"hits 0 peeks", wireCheck{id: "h", scale: "1000", limit: "0", hits: "0"}, 200, ""},
+		{"hits -1", wireCheck{id: "h", scale: "1000", limit: "1", hits: "-1"}, 400, "hits"},
+		{"hits max", wireCheck{id: "hm", scale: "1000", limit: i64(check.MaxLimit), hits: i64(check.MaxHits)}, 200, ""},
+		{"hits max+1", wireCheck{id: "h", scale: "1000", limit: i64(check.MaxLimit), hits: i64(check.MaxHits + 1)}, 400, "hits"},
+		{"algo fixed", wireCheck{id: "af", scale: "1000", limit: "1", algo: "fixed"}, 200, ""},
+		{"algo sliding", wireCheck{id: "as", scale: "1000", limit: "1", algo: "sliding"}, 200, ""},
+		{"algo token", wireCheck{id: "at", scale: "1000", limit: "1", algo: "token"}, 200, ""},
+		{"algo unknown", wireCheck{id: "a", scale: "1000", limit: "1", algo: "gcra"}, 400, "algo"},
 	}
 	for _, how := range []string{"query", "form", "json"} {
 		for _, tt := range tests {
@@ -480,7 +479,7 @@ func TestE2EBatchAdminMetrics(t *testing.T) {
 	assert.Equal(t, 401, s.do(t, "GET", "/buckets?id=b1", "", "", "Authorization", "Bearer fromenv").status)
 	r = s.do(t, "GET", "/buckets?id=b1", "", "", "Authorization", "Bearer t0k")
 	require.Equal(t, 200, r.status)
-	var recs []ms.Bucket // the wire's form, in milliseconds
+	var recs []millis.Bucket // the wire's form, in milliseconds
 	require.NoError(t, json.Unmarshal([]byte(r.body), &recs))
 	require.Len(t, recs, 1)
 	assert.Equal(t, int64(60000), recs[0].Scale)
@@ -529,7 +528,9 @@ func TestE2EStartFailures(t *testing.T) {
 		{"bad backend", nil, []string{"-backend", "etcd"}, 2, "-backend must be memory or redis"},
 		{"port in use", nil, []string{"-listen", s.addr}, 1, "address already in use"},
 		{"env port in use", []string{"RATERLIMITER_LISTEN=" + s.addr}, nil, 1, "address already in use"},
-		{"max-id-bytes out of range", nil, []string{"-max-id-bytes", "0"}, 2, "-max-id-bytes must be from 1 to 65536"},
+		{"max-id-bytes out of range", nil, []string{"-max-id-bytes", "65537"}, 2, "-max-id-bytes must be from 1 to 65536"},
+		{"a duration without a unit", nil, []string{"-timeout", "5"}, 2, `invalid value "5" for flag -timeout: a duration needs a unit: 5s, 5ms or 5m, say`},
+		{"a duration without a unit in the environment", []string{"RATERLIMITER_SHUTDOWN_TIMEOUT=30"}, nil, 2, `invalid value "30" for RATERLIMITER_SHUTDOWN_TIMEOUT: a duration needs a unit: 30s`},
 		{"stray argument", nil, []string{"serve"}, 2, `unexpected argument "serve"`},
 		{"http redis url", nil, []string{"-backend", "redis", "-redis-url", "http://127.0.0.1:6379"}, 2, `invalid value "http://127.0.0.1:6379" for -redis-url`},
 		{"redis flag with the memory backend", nil, []string{"-redis-fail", "open"}, 2, "-redis-fail applies only to -backend redis"},
@@ -550,10 +551,10 @@ func TestE2EHelpAndVersion(t *testing.T) {
 	code, stdout, stderr := runBinary(t, nil, "-h")
 	assert.Zero(t, code, stderr)
 	for _, f := range []string{"listen", "sweep-interval", "backend", "redis-url", "admin-token", "max-id-bytes", "shards", "timeout", "max-batch", "shutdown-timeout"} {
-		assert.Regexp(t, `\n  -`+f+`( \w+)?\n`, stdout)
-		assert.Contains(t, stdout, "env "+envName(f)+", default ")
+		env := "RATERLIMITER_" + strings.ToUpper(strings.ReplaceAll(f, "-", "_"))
+		assert.Regexp(t, `\n  -`+f+`( \w+)?  \(`+env+`, default .+\)\n        \S`, stdout)
 	}
-	assert.Contains(t, stdout, "\n  -version\n        print the version and exit\n        command line only, default false\n")
+	assert.Contains(t, stdout, "\n  -version  (default false)\n        print the version and exit\n")
 	assert.Contains(t, stdout, `default "127.0.0.1:8080"`)
 	assert.Contains(t, stdout, `default 10s`)
 	code, stdout, _ = runBinary(t, nil, "-version")
@@ -561,10 +562,10 @@ func TestE2EHelpAndVersion(t *testing.T) {
 	assert.Regexp(t, `^raterlimiter \S+( \([^)\n]*\))?\n$`, stdout)
 	// The environment cannot ask for the version: with a bad flag beside
 	// it, the binary reports the flag (it would have served otherwise).
-	code, stdout, stderr = runBinary(t, []string{"RATERLIMITER_VERSION=true"}, "-max-batch", "0")
+	code, stdout, stderr = runBinary(t, []string{"RATERLIMITER_VERSION=true"}, "-max-batch", "-1")
 	assert.Equal(t, 2, code)
 	assert.Empty(t, stdout)
-	assert.Contains(t, stderr, "-max-batch must be at least 1")
+	assert.Contains(t, stderr, "-max-batch must not be negative")
 }
 
 // TestE2ESigtermDuringLoad sends SIGTERM while clients keep requests in

@@ -9,7 +9,7 @@ import (
 )
 
 // The sidecar's files (the policies, the RLS configuration, the TLS pairs
-// and CA bundles, the admin token) are read with internal/readfile: regular
+// and CA bundles, the admin token) are read with internal/sidecar/readfile: regular
 // files only, bounded in size while read. Loading one runs under
 // fileTimeout, so that a read that hangs (a stale network mount, a FUSE
 // daemon that stopped answering) fails the load as a file that does not

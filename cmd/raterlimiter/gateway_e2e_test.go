@@ -18,7 +18,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/raterlimiter/raterlimiter/internal/tooltest"
+	"github.com/raterlimiter/raterlimiter/internal/testkit/tooltest"
 )
 
 // The gateway tests drive the real nginx and Caddy with the configurations

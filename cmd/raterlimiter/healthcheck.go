@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -12,36 +11,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/raterlimiter/raterlimiter/internal/cli"
+	"github.com/raterlimiter/raterlimiter/internal/sidecar/cli"
 )
-
-// healthFlags turn the binary into its own probe: a distroless image has
-// no curl, and a Kubernetes exec probe (or a Docker HEALTHCHECK) runs
-// `raterlimiter -healthcheck URL` instead: URL's path picks the check,
-// /livez for liveness, /readyz for readiness (/healthz by default).
-type healthFlags struct {
-	url     string
-	timeout time.Duration
-}
-
-// healthFlagNames lists them in the order -h shows them.
-func healthFlagNames() []string { return []string{"healthcheck", "healthcheck-timeout"} }
-
-func (f *healthFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&f.url, "healthcheck", "", "probe a sidecar and exit: 0 if GET URL answers 200 within -healthcheck-timeout, 1 otherwise; URL is http://HOST:PORT[/PATH], https://… (verified against the system's roots) or unix:/path/to.sock[:/PATH] (GET PATH on the socket); PATH is /livez (liveness), /readyz (readiness) or /healthz, the default")
-	fs.DurationVar(&f.timeout, "healthcheck-timeout", time.Second, "how long -healthcheck waits for the whole answer")
-}
-
-func (f *healthFlags) validate() error {
-	if f.timeout <= 0 {
-		return cli.Usagef("-healthcheck-timeout must be positive")
-	}
-	if f.url == "" {
-		return nil
-	}
-	_, _, err := healthTarget(f.url)
-	return err
-}
 
 // healthTarget is the URL to GET for a -healthcheck argument, and the unix
 // socket to reach it through ("" for TCP). A socket's path is followed by
@@ -70,11 +41,15 @@ func healthTarget(raw string) (target, sock string, err error) {
 	return u.String(), "", nil
 }
 
-// healthcheck GETs f's URL once and returns nil iff it answered 200 within
-// f.timeout; it writes the status and the answer's first line to stdout. Redirects are
-// not followed: only the sidecar's own 200 counts.
-func healthcheck(ctx context.Context, f healthFlags, stdout io.Writer) error {
-	target, sock, err := healthTarget(f.url)
+// healthcheck is -healthcheck: the binary as its own probe, since a
+// distroless image has no curl, and a Kubernetes exec probe (or a Docker
+// HEALTHCHECK) runs `raterlimiter -healthcheck URL` instead; URL's path
+// picks the check, /livez for liveness, /readyz for readiness (/healthz by
+// default). It GETs rawURL once and returns nil iff it answered 200 within
+// timeout; it writes the status and the answer's first line to stdout.
+// Redirects are not followed: only the sidecar's own 200 counts.
+func healthcheck(ctx context.Context, rawURL string, timeout time.Duration, stdout io.Writer) error {
+	target, sock, err := healthTarget(rawURL)
 	if err != nil {
 		return err
 	}
@@ -85,7 +60,7 @@ func healthcheck(ctx context.Context, f healthFlags, stdout io.Writer) error {
 	}
 	defer tr.CloseIdleConnections()
 	hc := &http.Client{Transport: tr, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	ctx, cancel := context.WithTimeout(ctx, f.timeout)
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, target, nil)
 	if err != nil {
@@ -94,18 +69,18 @@ func healthcheck(ctx context.Context, f healthFlags, stdout io.Writer) error {
 	resp, err := hc.Do(req)
 	if err != nil {
 		if errors.Is(err, context.DeadlineExceeded) {
-			return fmt.Errorf("healthcheck %s: no answer within %v", f.url, f.timeout)
+			return fmt.Errorf("healthcheck %s: no answer within %v", rawURL, timeout)
 		}
-		return fmt.Errorf("healthcheck %s: %w", f.url, err)
+		return fmt.Errorf("healthcheck %s: %w", rawURL, err)
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, 512))
 	if err != nil {
-		return fmt.Errorf("healthcheck %s: reading the answer: %w", f.url, err)
+		return fmt.Errorf("healthcheck %s: reading the answer: %w", rawURL, err)
 	}
 	line, _, _ := strings.Cut(strings.TrimSpace(string(body)), "\n")
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("healthcheck %s: %s: %.200q", f.url, resp.Status, line)
+		return fmt.Errorf("healthcheck %s: %s: %.200q", rawURL, resp.Status, line)
 	}
 	fmt.Fprintf(stdout, "%s %.200q\n", resp.Status, line)
 	return nil

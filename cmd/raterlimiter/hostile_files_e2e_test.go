@@ -20,8 +20,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/raterlimiter/raterlimiter/internal/defaults"
-	"github.com/raterlimiter/raterlimiter/internal/tooltest"
+	"github.com/raterlimiter/raterlimiter/internal/testkit/tooltest"
 )
 
 // Careless files and hostile clients, on the real binary: what an
@@ -613,7 +612,7 @@ func TestGatewayHeldAnswerOutlivesTheProxy(t *testing.T) {
 	if testing.Short() {
 		t.Skip("drives nginx")
 	}
-	maxWait := defaults.MaxWait
+	maxWait := 10 * time.Second // -max-wait's default
 	readTimeout := func(re, conf string) time.Duration {
 		m := regexp.MustCompile(re).FindStringSubmatch(conf)
 		require.NotNil(t, m, "%s sets no read timeout:\n%s", re, conf)

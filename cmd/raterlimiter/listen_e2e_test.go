@@ -25,7 +25,7 @@ import (
 
 	rl "github.com/raterlimiter/raterlimiter"
 	rlclient "github.com/raterlimiter/raterlimiter/client"
-	"github.com/raterlimiter/raterlimiter/internal/tooltest"
+	"github.com/raterlimiter/raterlimiter/internal/testkit/tooltest"
 )
 
 // testPKI is a CA and a server certificate it signed, written as PEM files.
@@ -203,18 +203,19 @@ func TestE2EUnixSocket(t *testing.T) {
 
 func TestListenFlagsValidate(t *testing.T) {
 	for _, tt := range []struct {
-		f   listenFlags
-		bad bool
+		args []string
+		bad  bool
 	}{
-		{listenFlags{unixMode: "0660"}, false},
-		{listenFlags{unixMode: "0660", cert: "c", key: "k"}, false},
-		{listenFlags{unixMode: "0660", cert: "c"}, true},
-		{listenFlags{unixMode: "0660", key: "k"}, true},
-		{listenFlags{unixMode: "rw"}, true},
-		{listenFlags{unixMode: "01777"}, true},
-		{listenFlags{unixMode: "0999"}, true},
+		{[]string{"-unix-mode", "0660"}, false},
+		{[]string{"-tls-cert", "c", "-tls-key", "k"}, false},
+		{[]string{"-tls-cert", "c"}, true},
+		{[]string{"-tls-key", "k"}, true},
+		{[]string{"-unix-mode", "rw"}, true},
+		{[]string{"-unix-mode", "01777"}, true},
+		{[]string{"-unix-mode", "0999"}, true},
 	} {
-		err := tt.f.validate()
-		assert.Equal(t, tt.bad, err != nil, "%+v: %v", tt.f, err)
+		var c config
+		err := c.parse(tt.args, noEnv)
+		assert.Equal(t, tt.bad, err != nil, "%q: %v", tt.args, err)
 	}
 }

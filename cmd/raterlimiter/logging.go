@@ -1,35 +1,13 @@
 package main
 
 import (
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
 
 	"google.golang.org/grpc/grpclog"
-
-	"github.com/raterlimiter/raterlimiter/internal/cli"
 )
-
-// logFlags choose the log's format.
-type logFlags struct {
-	format string
-}
-
-// logFlagNames lists them in the order -h shows them.
-func logFlagNames() []string { return []string{"log-format"} }
-
-func (f *logFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&f.format, "log-format", "text", "format of every log line on stderr: text (key=value) or json (one JSON object a line, from log/slog)")
-}
-
-func (f *logFlags) validate() error {
-	if f.format != "text" && f.format != "json" {
-		return cli.Usagef("-log-format must be text or json, not %q", f.format)
-	}
-	return nil
-}
 
 // newLogger is the sidecar's logger on w, in format ("json" or anything
 // else for text).

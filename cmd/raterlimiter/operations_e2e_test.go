@@ -15,7 +15,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/raterlimiter/raterlimiter/internal/tooltest"
+	"github.com/raterlimiter/raterlimiter/internal/testkit/tooltest"
 )
 
 // jsonLines parses every line of out as one JSON object and fails t on a
@@ -165,5 +165,5 @@ func TestE2EHealthcheck(t *testing.T) {
 	for _, u := range []string{"127.0.0.1:8080", "ftp://127.0.0.1/", "unix:relative.sock", "http://", "http://user:pw@127.0.0.1/", "unix:/s?x=1"} {
 		fails(2, "-healthcheck", "-healthcheck", u)
 	}
-	fails(2, "-healthcheck-timeout must be positive", "-healthcheck", tcp.base, "-healthcheck-timeout", "0s")
+	fails(2, "-healthcheck-timeout must not be negative", "-healthcheck", tcp.base, "-healthcheck-timeout", "-1s")
 }

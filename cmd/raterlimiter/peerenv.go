@@ -12,7 +12,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/raterlimiter/raterlimiter/internal/cli"
+	"github.com/raterlimiter/raterlimiter/internal/sidecar/cli"
 )
 
 // envoyproxy/ratelimit's environment variables, so that a deployment of
@@ -152,7 +152,7 @@ func applyPeerEnv(fs *flag.FlagSet, set map[string]bool, lookup func(string) (st
 		if u, err := url.Parse(v); err == nil && u.User != nil {
 			shown = u.Redacted()
 		}
-		info("envoyproxy/ratelimit's %s read as -%s %s (the flag or %s would win)", names, r.flag, shown, envName(r.flag))
+		info("envoyproxy/ratelimit's %s read as -%s %s (the flag or %s would win)", names, r.flag, shown, envPrefix+strings.ToUpper(strings.ReplaceAll(r.flag, "-", "_")))
 	}
 	return notes, nil
 }

@@ -10,12 +10,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/rueidis"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/redis/rueidis"
-
-	"github.com/raterlimiter/raterlimiter/internal/cli"
+	"github.com/raterlimiter/raterlimiter/internal/sidecar/cli"
 )
 
 // peerLookup is an environment of the given "NAME=value" pairs.
@@ -100,7 +99,7 @@ func TestPeerEnvironment(t *testing.T) {
 		}, ""},
 		{"the service's switches", rls, []string{"SHADOW_MODE=true", "QUOTA_MODE=1", "RESPONSE_DYNAMIC_METADATA=TRUE", "MERGE_DOMAIN_CONFIG=t", "LIMIT_RESPONSE_HEADERS_ENABLED=true", "LOG_FORMAT=json", "HOST=127.0.0.2", "PORT=9000"}, func(t *testing.T, c config) {
 			assert.True(t, c.rls.shadow && c.rls.quota && c.rls.metadata && c.rls.merge && c.rls.headers)
-			assert.Equal(t, "json", c.log.format)
+			assert.Equal(t, "json", c.logFormat)
 			assert.Equal(t, "127.0.0.2:9000", c.listen)
 		}, ""},
 		{"TLS only with GRPC_SERVER_USE_TLS", rls, []string{"GRPC_SERVER_TLS_CERT=/c.pem", "GRPC_SERVER_TLS_KEY=/k.pem"}, func(t *testing.T, c config) {
@@ -124,7 +123,7 @@ func TestPeerEnvironment(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var c config
-			_, err := c.parse(tt.args, peerLookup(tt.env...))
+			err := c.parse(tt.args, peerLookup(tt.env...))
 			if tt.wantErr != "" {
 				require.Error(t, err)
 				assert.Contains(t, err.Error(), tt.wantErr)
@@ -153,7 +152,9 @@ func TestPeerEnvironmentPrefixes(t *testing.T) {
 	fs := flag.NewFlagSet("raterlimiter", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	var c config
-	c.flags(fs)
+	for _, d := range c.flagTable() {
+		fs.Var(d.value, d.name, d.usage)
+	}
 	environ := []string{"STATSD_HOST=s", "STATSD_PORT=1", "TRACING_ENABLED=true", "MEMCACHE_HOST_PORT=m:1", "STATSDX=no", "OTHER=1"}
 	got, err := applyPeerEnv(fs, map[string]bool{"rls-listen": true}, peerLookup(environ...), environ)
 	require.NoError(t, err)
@@ -174,7 +175,9 @@ func TestPeerEnvironmentPrefixes(t *testing.T) {
 func TestPeerTableNamesRealFlags(t *testing.T) {
 	fs := flag.NewFlagSet("raterlimiter", flag.ContinueOnError)
 	var c config
-	c.flags(fs)
+	for _, d := range c.flagTable() {
+		fs.Var(d.value, d.name, d.usage)
+	}
 	seen := map[string]string{}
 	for _, r := range peerTable {
 		if r.flag != "" {

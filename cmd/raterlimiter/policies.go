@@ -3,14 +3,13 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 
 	"github.com/raterlimiter/raterlimiter/api"
-	"github.com/raterlimiter/raterlimiter/internal/cli"
-	"github.com/raterlimiter/raterlimiter/internal/policy"
+	"github.com/raterlimiter/raterlimiter/internal/sidecar/cli"
+	"github.com/raterlimiter/raterlimiter/internal/sidecar/policy"
 )
 
 // policyFlags are the flags of gateway mode.
@@ -20,34 +19,6 @@ type policyFlags struct {
 	denyStatus  int
 	authHeaders string
 	check       string
-}
-
-// policyFlagNames lists them in the order -h shows them.
-func policyFlagNames() []string {
-	return []string{"policies", "policies-only", "auth-deny-status", "auth-headers", "check-policies"}
-}
-
-func (f *policyFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&f.path, "policies", "", "policies file (YAML) of gateway mode: the limits /auth and checks by policy name apply; reloaded when it changes (-watch-files), on SIGHUP and on POST /reload; empty: none")
-	fs.BoolVar(&f.only, "policies-only", false, "refuse checks that do not name a policy, so callers cannot choose their own limits (needs -policies)")
-	fs.IntVar(&f.denyStatus, "auth-deny-status", 429, "status /auth answers a denied request with: 429, or 401 or 403 for nginx auth_request")
-	fs.StringVar(&f.authHeaders, "auth-headers", "", "the proxy in front of /auth: nginx (X-Original-Method, X-Original-URI, Host), caddy or traefik (X-Forwarded-Method, -Uri, -Host); /auth reads the original request from that family only, and answers 503 while unset")
-	fs.StringVar(&f.check, "check-policies", "", "check this policies file, print what is wrong with it (file:line: message) and exit: 0 when it loads, 2 when not")
-}
-
-func (f *policyFlags) validate() error {
-	switch {
-	case f.only && f.path == "":
-		return cli.Usagef("-policies-only needs -policies")
-	case f.denyStatus != 429 && f.denyStatus != 401 && f.denyStatus != 403:
-		return cli.Usagef("-auth-deny-status must be 429, 401 or 403, not %d", f.denyStatus)
-	case f.authHeaders != "" && f.path == "":
-		return cli.Usagef("-auth-headers needs -policies")
-	}
-	if _, err := policy.ParseGateway(f.authHeaders); err != nil {
-		return cli.Usagef("-auth-headers must be nginx, caddy or traefik, not %q", f.authHeaders)
-	}
-	return nil
 }
 
 // gateway is -auth-headers, validated.

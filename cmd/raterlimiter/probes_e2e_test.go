@@ -11,8 +11,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/raterlimiter/raterlimiter/internal/redistest"
-	"github.com/raterlimiter/raterlimiter/internal/tooltest"
+	"github.com/raterlimiter/raterlimiter/internal/testkit/redistest"
+	"github.com/raterlimiter/raterlimiter/internal/testkit/tooltest"
 )
 
 // probes asks what a kubelet's probes would: /livez and /readyz by GET,

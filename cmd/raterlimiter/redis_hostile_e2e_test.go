@@ -15,7 +15,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/raterlimiter/raterlimiter/internal/redistest"
+	"github.com/raterlimiter/raterlimiter/internal/testkit/redistest"
 )
 
 // redisCLI runs redis-cli against rs and returns its output, failing t on
@@ -237,7 +237,7 @@ func TestE2ERedisPlantedCounters(t *testing.T) {
 
 	for _, mode := range []string{"closed", "open"} {
 		t.Run(mode, func(t *testing.T) {
-			s := start(t, nil, "-backend", "redis", "-redis-url", rs.URL(), "-redis-fail", mode, "-redis-deny-cache", "0")
+			s := start(t, nil, "-backend", "redis", "-redis-url", rs.URL(), "-redis-fail", mode, "-redis-deny-cache", "-1")
 			for _, c := range []struct{ id, algo string }{{"planted-fixed", "fixed"}, {"planted-sliding", "sliding"}} {
 				for i := range 3 {
 					r := s.get(t, "/check_rate?id="+c.id+"&scale="+strconv.Itoa(scale)+"&limit=5&algo="+c.algo)
@@ -312,7 +312,8 @@ func TestE2ERedisMaxScale(t *testing.T) {
 		msg  string
 	}{
 		{[]string{"-redis-max-scale", "1h"}, "-redis-max-scale applies only to -backend redis"},
-		{[]string{"-backend", "redis", "-redis-url", rs.URL(), "-redis-max-scale", "0"}, "-redis-max-scale must be from 1ms to 87600h"},
+		{[]string{"-backend", "redis", "-redis-url", rs.URL(), "-redis-max-scale", "500us"}, "-redis-max-scale must be from 1ms to 87600h"},
+		{[]string{"-backend", "redis", "-redis-url", rs.URL(), "-redis-max-scale", "-1s"}, "-redis-max-scale must not be negative"},
 		{[]string{"-backend", "redis", "-redis-url", rs.URL(), "-redis-max-scale", "87601h"}, "-redis-max-scale must be from 1ms to 87600h"},
 	} {
 		code, _, stderr := runBinary(t, nil, tt.args...)

@@ -24,14 +24,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/raterlimiter/raterlimiter/internal/defaults"
-
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	rl "github.com/raterlimiter/raterlimiter"
 	"github.com/raterlimiter/raterlimiter/api"
-	"github.com/raterlimiter/raterlimiter/internal/sidecartest"
+	"github.com/raterlimiter/raterlimiter/internal/testkit/tooltest"
 	"github.com/raterlimiter/raterlimiter/memory"
 )
 
@@ -53,7 +51,7 @@ func startRelServer(t *testing.T, mcfg memory.Config, cfg api.Config) *relServer
 	lim := memory.New(mcfg)
 	t.Cleanup(func() { lim.Close() })
 	cfg.Limiter = lim
-	return &relServer{lim: lim, gate: gate, addr: strings.TrimPrefix(sidecartest.Serve(t, cfg), "http://")}
+	return &relServer{lim: lim, gate: gate, addr: strings.TrimPrefix(tooltest.Serve(t, cfg), "http://")}
 }
 
 // clockGate is a limiter's clock that a test can hold shut: an actor
@@ -389,7 +387,7 @@ func TestHostileClientsDoNotStopHealthyOnes(t *testing.T) {
 		}
 	}
 
-	big := strings.Repeat("x", 3*defaults.ReadBufferSize)
+	big := strings.Repeat("x", 3*48<<10) // three times api.Config.ReadBufferSize's default
 	json := func(body string) string {
 		return fmt.Sprintf("POST /check_rate HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
 	}

@@ -5,7 +5,6 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
-	"flag"
 	"fmt"
 	"log/slog"
 	"net"
@@ -23,9 +22,8 @@ import (
 	"google.golang.org/grpc/reflection"
 
 	rl "github.com/raterlimiter/raterlimiter"
-	"github.com/raterlimiter/raterlimiter/internal/cli"
-	"github.com/raterlimiter/raterlimiter/internal/readfile"
-	"github.com/raterlimiter/raterlimiter/internal/rls"
+	"github.com/raterlimiter/raterlimiter/internal/sidecar/readfile"
+	"github.com/raterlimiter/raterlimiter/internal/sidecar/rls"
 )
 
 // rlsFlags are the flags of the Envoy rate limit service.
@@ -47,71 +45,6 @@ type rlsFlags struct {
 	cert, key           string
 	clientCA, clientSAN string
 	rlsLoadFlags        // -rls-merge-domains, -check-rls-config (rlsconfig.go)
-}
-
-// rlsFlagNames lists them in the order -h shows them.
-func rlsFlagNames() []string {
-	return []string{"rls-listen", "rls-config", "check-rls-config", "rls-merge-domains", "rls-max-descriptors", "rls-shadow-mode", "rls-quota-mode", "rls-response-metadata", "rls-response-headers",
-		"rls-tls-cert", "rls-tls-key", "rls-tls-client-ca", "rls-tls-client-san",
-		"rls-max-conns-per-ip", "rls-max-conns", "rls-max-streams",
-		"rls-arriving-budget", "rls-receive-timeout", "rls-idle-timeout", "rls-keepalive"}
-}
-
-func (f *rlsFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&f.listen, "rls-listen", "", "address to serve Envoy's rate limit service (gRPC ShouldRateLimit, health, reflection) on; empty: off")
-	fs.StringVar(&f.config, "rls-config", "", "envoyproxy/ratelimit configuration: a YAML file or a directory of *.yaml files; reloaded when it changes (-watch-files) and on SIGHUP")
-	fs.IntVar(&f.maxDescriptors, "rls-max-descriptors", rls.DefaultMaxDescriptors, "most descriptors one ShouldRateLimit request may carry (more: InvalidArgument); with -max-id-bytes it sets the largest request read (a longer one: ResourceExhausted, unread)")
-	fs.BoolVar(&f.shadow, "rls-shadow-mode", false, "global shadow mode: every descriptor is counted and reported, OVER_LIMIT included, but the overall code is always OK (envoyproxy/ratelimit's SHADOW_MODE)")
-	fs.StringVar(&f.cert, "rls-tls-cert", "", "PEM certificate chain to serve the RLS over TLS with (needs -rls-tls-key); reread when it changes (-watch-files) and on SIGHUP")
-	fs.StringVar(&f.key, "rls-tls-key", "", "PEM private key of -rls-tls-cert")
-	fs.StringVar(&f.clientCA, "rls-tls-client-ca", "", "mutual TLS: PEM CA bundle that RLS clients' certificates must chain to; a client without one is refused (needs -rls-tls-cert); reread when it changes (-watch-files) and on SIGHUP")
-	fs.StringVar(&f.clientSAN, "rls-tls-client-san", "", "mutual TLS: a client certificate must also name this DNS name or URI (a SPIFFE id, say) among its subject alternative names (needs -rls-tls-client-ca)")
-	fs.IntVar(&f.maxConnsPerIP, "rls-max-conns-per-ip", rls.DefaultMaxConnsPerIP, "most RLS connections one client address may hold at once; a new one past it takes the place of that address's connection idle longest (no call in flight), or is closed at accept when none is idle; -1: no bound")
-	fs.IntVar(&f.maxConns, "rls-max-conns", rls.DefaultMaxConns, "most RLS connections open at once over every address; a new one past it takes the place of the connection idle longest (no call in flight), or is closed at accept when none is idle; -1: no bound")
-	fs.IntVar(&f.maxStreams, "rls-max-streams", rls.DefaultMaxStreams, "most calls one RLS connection may have open at once (HTTP/2 max concurrent streams), answered or not")
-	fs.Int64Var(&f.arrivingBudget, "rls-arriving-budget", rls.DefaultArrivingBudget, "bytes of RLS requests begun and not yet whole, over all connections; past it a connection holding more than the largest request of them is closed; -1: no bound")
-	fs.DurationVar(&f.receiveTimeout, "rls-receive-timeout", rls.DefaultReceiveTimeout, "longest time an RLS request may take to arrive after its headers; a slower one is ended and its bytes dropped")
-	fs.DurationVar(&f.idleTimeout, "rls-idle-timeout", rls.DefaultIdleTimeout, "close an RLS connection with no call open for this long")
-	fs.DurationVar(&f.keepalive, "rls-keepalive", rls.DefaultKeepalive, "ping an RLS connection that sent nothing for this long, and close it if the ping is not answered within 10s")
-	f.rlsLoadFlags.register(fs)
-}
-
-func (f *rlsFlags) validate() error {
-	switch {
-	case f.listen != "" && f.config == "":
-		return cli.Usagef("-rls-listen needs -rls-config")
-	case f.config != "" && f.listen == "":
-		return cli.Usagef("-rls-config needs -rls-listen")
-	case f.maxDescriptors < 1:
-		return cli.Usagef("-rls-max-descriptors must be at least 1")
-	case f.maxConnsPerIP == 0 || f.maxConnsPerIP < -1:
-		return cli.Usagef("-rls-max-conns-per-ip must be positive, or -1 for no bound")
-	case f.maxConns == 0 || f.maxConns < -1:
-		return cli.Usagef("-rls-max-conns must be positive, or -1 for no bound")
-	case f.maxStreams < 1:
-		return cli.Usagef("-rls-max-streams must be at least 1")
-	case f.arrivingBudget == 0 || f.arrivingBudget < -1:
-		return cli.Usagef("-rls-arriving-budget must be positive, or -1 for no bound")
-	case f.receiveTimeout <= 0:
-		return cli.Usagef("-rls-receive-timeout must be positive")
-	case f.idleTimeout <= 0:
-		return cli.Usagef("-rls-idle-timeout must be positive")
-	case f.keepalive <= 0:
-		return cli.Usagef("-rls-keepalive must be positive")
-	case (f.cert == "") != (f.key == ""):
-		return cli.Usagef("-rls-tls-cert and -rls-tls-key go together")
-	case f.clientCA != "" && f.cert == "":
-		return cli.Usagef("-rls-tls-client-ca needs -rls-tls-cert: mutual TLS is TLS first")
-	case f.clientSAN != "" && f.clientCA == "":
-		return cli.Usagef("-rls-tls-client-san needs -rls-tls-client-ca")
-	case f.cert != "" && f.listen == "":
-		return cli.Usagef("-rls-tls-cert needs -rls-listen")
-	case f.merge && f.config == "" && f.check == "":
-		return cli.Usagef("-rls-merge-domains needs -rls-config or -check-rls-config")
-	case (f.quota || f.metadata || f.headers) && f.listen == "":
-		return cli.Usagef("-rls-quota-mode, -rls-response-metadata and -rls-response-headers need -rls-listen")
-	}
-	return nil
 }
 
 // limits are the listener's bounds: the largest request is fitted to

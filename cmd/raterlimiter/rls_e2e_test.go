@@ -22,8 +22,8 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
-	"github.com/raterlimiter/raterlimiter/internal/redistest"
-	"github.com/raterlimiter/raterlimiter/internal/rls"
+	"github.com/raterlimiter/raterlimiter/internal/sidecar/rls"
+	"github.com/raterlimiter/raterlimiter/internal/testkit/redistest"
 )
 
 const compatConfig = "../../docs/gateways/rls"
@@ -315,3 +315,34 @@ func TestRLSConfigAtStartAndReload(t *testing.T) {
 const sigHUP = syscall.SIGHUP
 
 func writeFile(path, content string) error { return os.WriteFile(path, []byte(content), 0o600) }
+
+// TestRLSStartsBeforeRedis: the Envoy RLS whose Redis is not up yet serves
+// at once (a call is answered Unavailable, as -redis-fail closed says, not
+// refused at the door), the sidecar is live and not ready, and once Redis
+// answers the sidecar is ready within 2 s and the call is decided.
+func TestRLSStartsBeforeRedis(t *testing.T) {
+	redistest.Available(t)
+	rs := redistest.Start(t)
+	rs.Kill() // its port stays reserved for the restart below
+	s, c, _ := startRLS(t, "-backend", "redis", "-redis-url", rs.URL())
+	assert.Equal(t, 200, s.get(t, "/livez").status)
+	assert.Equal(t, 503, s.get(t, "/readyz").status)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_, err := c.ShouldRateLimit(ctx, &rlspb.RateLimitRequest{Domain: "mongo_cps", Descriptors: []*ratelimitv3.RateLimitDescriptor{desc("database", "users")}})
+	require.Error(t, err)
+	assert.Equal(t, codes.Unavailable, status.Code(err), "answered by the fail mode (closed): %v", err)
+
+	rs.Restart(t)
+	start := time.Now()
+	s.WaitUntil(t, 2*time.Second, "/readyz 200", func() bool {
+		if s.get(t, "/readyz").status == 200 {
+			return true
+		}
+		time.Sleep(20 * time.Millisecond)
+		return false
+	})
+	t.Logf("ready %v after Redis came up", time.Since(start).Round(time.Millisecond))
+	r := ask(t, c, "mongo_cps", 0, desc("database", "users"))
+	checkRLS(t, r, false, st{rpu: 500, unit: second, remaining: 499})
+}

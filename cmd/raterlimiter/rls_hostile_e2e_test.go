@@ -23,8 +23,8 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
-	"github.com/raterlimiter/raterlimiter/internal/bounds"
-	"github.com/raterlimiter/raterlimiter/internal/rls"
+	"github.com/raterlimiter/raterlimiter/internal/check"
+	"github.com/raterlimiter/raterlimiter/internal/sidecar/rls"
 )
 
 // The hostile RLS callers of issue 31, row 5, against the binary with a
@@ -400,7 +400,7 @@ func TestRLSStalledRequestsAreBounded(t *testing.T) {
 	// it does not).
 	m := regexp.MustCompile(`max_request_bytes=(\d+)`).FindStringSubmatch(s.logs())
 	if m == nil {
-		m = []string{"", strconv.Itoa(rls.MaxRequestBytes(rls.DefaultMaxDescriptors, bounds.DefaultMaxIDBytes))}
+		m = []string{"", strconv.Itoa(rls.MaxRequestBytes(rls.DefaultMaxDescriptors, check.DefaultMaxIDBytes))}
 	}
 	limit, err := strconv.Atoi(m[1])
 	require.NoError(t, err)

@@ -15,7 +15,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
-	"github.com/raterlimiter/raterlimiter/internal/redistest"
+	"github.com/raterlimiter/raterlimiter/internal/testkit/redistest"
 )
 
 // TestE2ERLSOverrideIsBoundOnRedis: a descriptor's own limit override is a

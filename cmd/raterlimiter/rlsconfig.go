@@ -2,12 +2,11 @@ package main
 
 import (
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 
-	"github.com/raterlimiter/raterlimiter/internal/cli"
-	"github.com/raterlimiter/raterlimiter/internal/rls"
+	"github.com/raterlimiter/raterlimiter/internal/sidecar/cli"
+	"github.com/raterlimiter/raterlimiter/internal/sidecar/rls"
 )
 
 // rlsLoadFlags are the flags of how the Envoy rate limit service's
@@ -21,15 +20,6 @@ type rlsLoadFlags struct {
 	headers  bool
 	// loads abandons a read that hangs, at start and on every reload.
 	loads *fileLoads
-}
-
-func (f *rlsLoadFlags) register(fs *flag.FlagSet) {
-	f.loads = &fileLoads{}
-	fs.BoolVar(&f.merge, "rls-merge-domains", false, "let several files of -rls-config (or -check-rls-config) give one domain, their descriptors merged, as envoyproxy/ratelimit's MERGE_DOMAIN_CONFIG=true; a descriptor given twice is still refused")
-	fs.BoolVar(&f.quota, "rls-quota-mode", false, "put every Envoy RLS rate limit in quota mode, as envoyproxy/ratelimit's QUOTA_MODE=true: over the limit the descriptor's status stays OK (the limit, nothing remaining), and -rls-response-metadata reports it")
-	fs.BoolVar(&f.metadata, "rls-response-metadata", false, "add the request and its quota-mode violations to each Envoy RLS answer's dynamic_metadata, as envoyproxy/ratelimit's RESPONSE_DYNAMIC_METADATA=true")
-	fs.BoolVar(&f.headers, "rls-response-headers", false, "add RateLimit-Limit, RateLimit-Remaining and RateLimit-Reset of the descriptor nearest its limit to each Envoy RLS answer's response headers, which Envoy writes on the response to the client, as envoyproxy/ratelimit's LIMIT_RESPONSE_HEADERS_ENABLED=true")
-	fs.StringVar(&f.check, "check-rls-config", "", "check this envoyproxy/ratelimit configuration (a YAML file or a directory of *.yaml files), print what is wrong with it (file:line: message) and exit: 0 when it loads, 2 when not")
 }
 
 // load reads the configuration at path as the flags say, abandoning a

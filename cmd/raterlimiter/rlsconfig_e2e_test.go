@@ -5,12 +5,11 @@ import (
 	"strings"
 	"testing"
 
+	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
-
-	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 )
 
 // TestCheckRLSConfig: -check-rls-config loads a configuration without

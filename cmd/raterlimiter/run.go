@@ -7,11 +7,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"sync/atomic"
 	"time"
 
 	"github.com/raterlimiter/raterlimiter/api"
-	"github.com/raterlimiter/raterlimiter/internal/cli"
+	"github.com/raterlimiter/raterlimiter/internal/sidecar/cli"
 )
 
 // run is the whole program: it parses args (and the environment through
@@ -28,13 +29,13 @@ func run(ctx context.Context, args []string, lookupEnv func(string) (string, boo
 // is JSON.
 func runLogged(ctx context.Context, args []string, lookupEnv func(string) (string, bool), stdout, stderr io.Writer, install func(*slog.Logger)) (err error) {
 	var cfg config
-	fs, err := cfg.parse(args, lookupEnv)
+	err = cfg.parse(args, lookupEnv)
 	if errors.Is(err, flag.ErrHelp) {
-		usage(stdout, fs)
+		usage(stdout)
 		return nil
 	}
-	logger := newLogger(cfg.log.format, stderr)
-	if cfg.log.format == "json" {
+	logger := newLogger(cfg.logFormat, stderr)
+	if cfg.logFormat == "json" {
 		defer func() {
 			if err != nil && !errors.Is(err, flag.ErrHelp) {
 				logger.Error("raterlimiter exited with an error", "err", err.Error(), "exit_status", cli.Status(err))
@@ -49,8 +50,8 @@ func runLogged(ctx context.Context, args []string, lookupEnv func(string) (strin
 		fmt.Fprintln(stdout, "raterlimiter", version())
 		return nil
 	}
-	if cfg.health.url != "" {
-		return healthcheck(ctx, cfg.health, stdout)
+	if cfg.healthcheck != "" {
+		return healthcheck(ctx, cfg.healthcheck, cfg.healthcheckTimeout, stdout)
 	}
 	if cfg.pol.check != "" {
 		return checkPolicies(cfg.pol.check, stdout)
@@ -65,7 +66,7 @@ func runLogged(ctx context.Context, args []string, lookupEnv func(string) (strin
 	if err != nil {
 		return err
 	}
-	for _, w := range envWarnings(fs, lookupEnv) {
+	for _, w := range envWarnings(lookupEnv, os.Environ()) {
 		logger.Warn(w)
 	}
 	logPeerNotes(logger, cfg.peerNotes)
@@ -88,7 +89,7 @@ func runLogged(ctx context.Context, args []string, lookupEnv func(string) (strin
 	}()
 
 	tlsReloads := newTLSReloads()
-	rlsSvc, err := openRLS(ctx, cfg.rls, cfg.lis, cfg.watch.on, be.Limiter, cfg.backend, cfg.maxIDBytes, cfg.exp.firstByte, apiMaxScale(cfg), tlsReloads, logger)
+	rlsSvc, err := openRLS(ctx, cfg.rls, cfg.lis, cfg.watchFiles, be.Limiter, cfg.backend, cfg.maxIDBytes, cfg.exp.firstByte, apiMaxScale(cfg), tlsReloads, logger)
 	if err != nil {
 		return err
 	}
@@ -102,11 +103,7 @@ func runLogged(ctx context.Context, args []string, lookupEnv func(string) (strin
 	if err != nil {
 		return err
 	}
-	proxies, err := cfg.exp.validate(cfg.adminToken)
-	if err != nil {
-		return err
-	}
-	ln, err := openListener(ctx, cfg.listen, cfg.lis, cfg.watch.on, tlsReloads, logger)
+	ln, err := openListener(ctx, cfg.listen, cfg.lis, cfg.watchFiles, tlsReloads, logger)
 	if err != nil {
 		return err
 	}
@@ -140,17 +137,17 @@ func runLogged(ctx context.Context, args []string, lookupEnv func(string) (strin
 
 		Admin:         access,
 		MetricsPublic: cfg.exp.metricsPublic,
-		ConnLimits: api.ConnLimits{PerIP: cfg.exp.perIP, PerProxy: cfg.exp.perProxy, Proxies: proxies,
+		ConnLimits: api.ConnLimits{PerIP: cfg.exp.perIP, PerProxy: cfg.exp.perProxy, Proxies: cfg.proxies,
 			FirstByteTimeout: cfg.exp.firstByte, BodyBudget: cfg.exp.bodyBudget},
-		Dashboard: cfg.dash.config(cfg.backend, be.State),
-		MaxWait:   cfg.wait.maxWait,
-		MaxHeld:   cfg.wait.maxHeld, MaxHeldPerClient: cfg.wait.maxHeldPerClient,
+		Dashboard: api.DashboardConfig{Off: cfg.dashboardOff, HashIDs: cfg.dashboardHashIDs, Backend: cfg.backend, State: be.State},
+		MaxWait:   cfg.maxWait,
+		MaxHeld:   cfg.maxHeld, MaxHeldPerClient: cfg.maxHeldPerClient,
 	})
 	srv.Store(s)
 	if policies != nil {
 		logger.Info("policies loaded", "file", cfg.pol.path, "policies", len(policies.Policies), "policies_only", cfg.pol.only, "auth_headers", cfg.pol.authHeaders)
 		warnWithoutGateway(cfg.pol, logger)
-		reloadPolicies(ctx, s, cfg.pol, cfg.watch.on, logger)
+		reloadPolicies(ctx, s, cfg.pol, cfg.watchFiles, logger)
 	}
 
 	addr := ln.Addr()
@@ -172,7 +169,7 @@ func runLogged(ctx context.Context, args []string, lookupEnv func(string) (strin
 	rctx, stopRLS := context.WithCancel(ctx)
 	defer stopRLS()
 	if rlsSvc != nil {
-		rlsDone = rlsSvc.serve(rctx, cfg.shutdownTimeout, cfg.watch.on, logger)
+		rlsDone = rlsSvc.serve(rctx, cfg.shutdownTimeout, cfg.watchFiles, logger)
 	}
 	select {
 	case err := <-served:

@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/raterlimiter/raterlimiter/api"
-	"github.com/raterlimiter/raterlimiter/internal/cli"
+	"github.com/raterlimiter/raterlimiter/internal/sidecar/cli"
 )
 
 func TestAdminAccess(t *testing.T) {
@@ -76,17 +76,51 @@ func TestRunFlagsAndEnvironment(t *testing.T) {
 			assert.Equal(t, 9, c.maxBatch)
 		}, ""},
 		{"bad env", nil, env("RATERLIMITER_TIMEOUT", "soon"), nil, `invalid value "soon" for RATERLIMITER_TIMEOUT`},
-		{"zero timeout", []string{"-timeout", "0s"}, noEnv, nil, "-timeout must be positive"},
+		{"zero timeout is the default", []string{"-timeout", "0s"}, noEnv, func(t *testing.T, c config) {
+			assert.Equal(t, "1s", c.timeout.String())
+		}, ""},
+		{"negative timeout", []string{"-timeout", "-1s"}, noEnv, nil, "-timeout must not be negative (0 means its default, 1s)"},
+		{"a duration without a unit", []string{"-timeout", "5"}, noEnv, nil, `invalid value "5" for flag -timeout: a duration needs a unit: 5s, 5ms or 5m, say`},
+		{"a duration without a unit from the environment", nil, env("RATERLIMITER_MAX_WAIT", "2.5"), nil, `invalid value "2.5" for RATERLIMITER_MAX_WAIT: a duration needs a unit: 2.5s, 2.5ms or 2.5m, say`},
+		{"not a duration", []string{"-shutdown-timeout", "soon"}, noEnv, nil, `invalid value "soon" for flag -shutdown-timeout: want a duration such as 5s, 250ms, 1m30s or 2h`},
 		{"max wait by default", nil, noEnv, func(t *testing.T, c config) {
-			assert.Equal(t, "10s", c.wait.maxWait.String())
+			assert.Equal(t, "10s", c.maxWait.String())
 		}, ""},
 		{"max wait from env", nil, env("RATERLIMITER_MAX_WAIT", "250ms"), func(t *testing.T, c config) {
-			assert.Equal(t, "250ms", c.wait.maxWait.String())
+			assert.Equal(t, "250ms", c.maxWait.String())
 		}, ""},
-		{"zero max wait", []string{"-max-wait", "0s"}, noEnv, nil, "-max-wait must be from 1ms to ten years"},
+		{"zero max wait is the default", []string{"-max-wait", "0s"}, noEnv, func(t *testing.T, c config) {
+			assert.Equal(t, "10s", c.maxWait.String())
+		}, ""},
 		{"max wait under a ms", []string{"-max-wait", "500us"}, noEnv, nil, "-max-wait must be from 1ms"},
 		{"negative shards", []string{"-shards", "-1"}, noEnv, nil, "-shards must not be negative"},
-		{"zero batch", []string{"-max-batch", "0"}, noEnv, nil, "-max-batch must be at least 1"},
+		{"zero batch is the default", []string{"-max-batch", "0"}, noEnv, func(t *testing.T, c config) {
+			assert.Equal(t, 1000, c.maxBatch)
+		}, ""},
+		{"negative batch", []string{"-max-batch", "-1"}, noEnv, nil, "-max-batch must not be negative (0 means its default, 1000)"},
+		{"not a number", []string{"-max-batch", "1e3"}, noEnv, nil, `invalid value "1e3" for flag -max-batch: want a whole number, such as 100`},
+		{"an empty string is the default", []string{"-listen", ""}, env("RATERLIMITER_LOG_FORMAT", ""), func(t *testing.T, c config) {
+			assert.Equal(t, "127.0.0.1:8080", c.listen)
+			assert.Equal(t, "text", c.logFormat)
+		}, ""},
+		{"-1 is no bound", []string{"-max-buckets", "-1", "-max-bucket-bytes", "-1", "-max-scales-per-id", "-1", "-max-conns-per-ip", "-1"}, env("RATERLIMITER_BODY_BUDGET", "-1"), func(t *testing.T, c config) {
+			assert.Equal(t, -1, c.maxBuckets)
+			assert.Equal(t, int64(-1), c.maxBucketBytes)
+			assert.Equal(t, -1, c.maxScalesPerID)
+			assert.Equal(t, -1, c.exp.perIP)
+			assert.Equal(t, int64(-1), c.exp.bodyBudget)
+		}, ""},
+		{"-1 turns the sweeper off", []string{"-sweep-interval", "-1"}, noEnv, func(t *testing.T, c config) {
+			assert.Negative(t, c.sweepInterval)
+		}, ""},
+		{"zero is no longer no bound", []string{"-max-buckets", "0", "-max-bucket-bytes", "0"}, noEnv, func(t *testing.T, c config) {
+			assert.Equal(t, 4_000_000, c.maxBuckets)
+			assert.Equal(t, int64(256<<20), c.maxBucketBytes)
+		}, ""},
+		{"-1 turns the deny cache off", []string{"-backend", "redis", "-redis-deny-cache", "-1"}, noEnv, func(t *testing.T, c config) {
+			assert.Equal(t, -1, c.redisDenyCache)
+		}, ""},
+		{"snapshots with the redis backend", []string{"-backend", "redis", "-redis-fail", "local", "-snapshot", "s"}, noEnv, nil, "-snapshot applies only to -backend memory; with -backend redis -redis-fail local it would do nothing"},
 		{"the environment cannot ask for the version", nil, env("RATERLIMITER_VERSION", "true"), func(t *testing.T, c config) {
 			assert.False(t, c.version)
 		}, ""},
@@ -99,8 +133,8 @@ func TestRunFlagsAndEnvironment(t *testing.T) {
 		{"-redis-timeout with the memory backend", []string{"-redis-timeout", "1s"}, noEnv, nil, "-redis-timeout applies only to -backend redis"},
 		{"-redis-url not a Redis URL", []string{"-backend", "redis", "-redis-url", "http://127.0.0.1:6379"}, noEnv, nil, `invalid value "http://127.0.0.1:6379" for -redis-url`},
 		{"-redis-url not a URL", []string{"-backend", "redis", "-redis-url", "127.0.0.1:6379"}, noEnv, nil, `invalid value "127.0.0.1:6379" for -redis-url`},
-		{"-shards with the redis backend", []string{"-backend", "redis", "-shards", "2"}, noEnv, nil, "-shards applies to -backend memory (and to -backend redis only with -redis-fail local)"},
-		{"-sweep-interval with the redis backend", []string{"-backend", "redis", "-sweep-interval", "1s"}, noEnv, nil, "-sweep-interval applies to -backend memory"},
+		{"-shards with the redis backend", []string{"-backend", "redis", "-shards", "2"}, noEnv, nil, "-shards applies only to -backend memory (and to -backend redis with -redis-fail local); with -backend redis it would do nothing"},
+		{"-sweep-interval with the redis backend", []string{"-backend", "redis", "-sweep-interval", "1s"}, noEnv, nil, "-sweep-interval applies only to -backend memory"},
 		{"-shards with the redis backend's own counters", []string{"-backend", "redis", "-redis-fail", "local", "-shards", "2", "-max-scales-per-id", "8"}, noEnv, func(t *testing.T, c config) {
 			assert.Equal(t, 2, c.shards)
 			assert.Equal(t, 8, c.maxScalesPerID)
@@ -112,7 +146,7 @@ func TestRunFlagsAndEnvironment(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var c config
-			_, err := c.parse(tt.args, tt.env)
+			err := c.parse(tt.args, tt.env)
 			if tt.wantErr != "" {
 				require.Error(t, err)
 				assert.Contains(t, err.Error(), tt.wantErr)
@@ -129,7 +163,7 @@ func TestRunFlagsAndEnvironment(t *testing.T) {
 func TestRunHelpVersionAndCleanStop(t *testing.T) {
 	var out, errOut bytes.Buffer
 	require.NoError(t, run(context.Background(), []string{"-h"}, noEnv, &out, &errOut))
-	assert.Contains(t, out.String(), "-listen string")
+	assert.Contains(t, out.String(), "\n  -listen string  (RATERLIMITER_LISTEN, default \"127.0.0.1:8080\")\n")
 
 	out.Reset()
 	require.NoError(t, run(context.Background(), []string{"-version"}, noEnv, &out, &errOut))
@@ -164,5 +198,5 @@ func TestRunVersionNotFromTheEnvironment(t *testing.T) {
 
 	out.Reset()
 	require.NoError(t, run(ctx, []string{"-h"}, noEnv, &out, &errOut))
-	assert.Contains(t, out.String(), "  -version\n        print the version and exit\n        command line only, default false\n")
+	assert.Contains(t, out.String(), "\n  -version  (default false)\n        print the version and exit\n")
 }

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io/fs"
 	"log/slog"
@@ -15,8 +14,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/raterlimiter/raterlimiter/internal/cli"
-	"github.com/raterlimiter/raterlimiter/internal/readfile"
+	"github.com/raterlimiter/raterlimiter/internal/sidecar/readfile"
 	"github.com/raterlimiter/raterlimiter/memory"
 )
 
@@ -31,29 +29,6 @@ type snapshotFlags struct {
 	path          string
 	interval      time.Duration
 	ignoreCorrupt bool
-}
-
-// snapshotFlagNames lists them in the order -h shows them.
-func snapshotFlagNames() []string {
-	return []string{"snapshot", "snapshot-interval", "snapshot-ignore-corrupt"}
-}
-
-func (f *snapshotFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&f.path, "snapshot", "", "file the memory backend's counters are saved to on shutdown and loaded from on start; empty: none")
-	fs.DurationVar(&f.interval, "snapshot-interval", 0, "also save the snapshot this often, so a crash loses at most one interval; 0: only on shutdown")
-	fs.BoolVar(&f.ignoreCorrupt, "snapshot-ignore-corrupt", false, "start empty, with a warning, when the snapshot is corrupt or foreign, instead of refusing to start")
-}
-
-func (f *snapshotFlags) check(backend string) error {
-	switch {
-	case f.path != "" && backend != "memory":
-		return cli.Usagef("-snapshot needs -backend memory (Redis keeps its own state)")
-	case f.interval < 0:
-		return cli.Usagef("-snapshot-interval must not be negative")
-	case f.interval > 0 && f.path == "":
-		return cli.Usagef("-snapshot-interval needs -snapshot")
-	}
-	return nil
 }
 
 // finalSnapshotTimeout bounds the snapshot written on shutdown.

@@ -198,7 +198,7 @@ func TestE2ESnapshotFlagErrors(t *testing.T) {
 	}{
 		{name: "interval without a file", args: []string{"-snapshot-interval", "1s"}, msg: "-snapshot-interval needs -snapshot"},
 		{name: "negative interval", args: []string{"-snapshot", "x", "-snapshot-interval", "-1s"}, msg: "must not be negative"},
-		{name: "redis backend", args: []string{"-snapshot", "x", "-backend", "redis"}, msg: "-snapshot needs -backend memory"},
+		{name: "redis backend", args: []string{"-snapshot", "x", "-backend", "redis"}, msg: "-snapshot applies only to -backend memory; with -backend redis it would do nothing"},
 		{name: "directory missing", args: []string{"-snapshot", missing}, msg: missing + " cannot be written: its directory " + filepath.Dir(missing) + " does not exist", code: 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -75,13 +75,12 @@ func TestE2EFileErrorsNameTheFileNotHelp(t *testing.T) {
 // and says so in its first lines, never repeating a value.
 func TestE2EUnknownVariablesWarnAtStart(t *testing.T) {
 	s := start(t, []string{"RATERLIMITER_POLICY=/etc/raterlimiter/policies.yaml", "RATERLIMITER_VERSION=true",
-		"RATERLIMITER_ADMIN_TOKN=hunter2hunter2", "RATERLIMITER_REQUIRE_REDIS=0", "RATERLIMITER_MAX_BATCH=10"})
+		"RATERLIMITER_ADMIN_TOKN=hunter2hunter2", "RATERLIMITER_MAX_BATCH=10"})
 	logs := s.logs()
 	assert.Contains(t, logs, `level=WARN msg="RATERLIMITER_POLICY is ignored: no flag reads it (did you mean RATERLIMITER_POLICIES?)"`)
 	assert.Contains(t, logs, `level=WARN msg="RATERLIMITER_VERSION is ignored: -version is set on the command line only"`)
 	assert.Contains(t, logs, `msg="RATERLIMITER_ADMIN_TOKN is ignored: no flag reads it (did you mean RATERLIMITER_ADMIN_TOKEN?)"`)
 	assert.NotContains(t, logs, "hunter2", "a value may be a secret")
-	assert.NotContains(t, logs, "RATERLIMITER_REQUIRE_REDIS", "the test suite's own variable")
 	assert.NotContains(t, logs, "RATERLIMITER_MAX_BATCH", "a flag's variable")
 	assert.Equal(t, 200, s.get(t, "/healthz").status, "it serves")
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
-	"flag"
 	"fmt"
 	"io/fs"
 	"log/slog"
@@ -17,8 +16,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/raterlimiter/raterlimiter/internal/cli"
-	"github.com/raterlimiter/raterlimiter/internal/readfile"
+	"github.com/raterlimiter/raterlimiter/internal/sidecar/cli"
+	"github.com/raterlimiter/raterlimiter/internal/sidecar/readfile"
 )
 
 // listenFlags are the flags of how the sidecar listens beyond -listen: TLS
@@ -26,25 +25,6 @@ import (
 type listenFlags struct {
 	cert, key string
 	unixMode  string
-}
-
-// listenFlagNames lists them in the order -h shows them.
-func listenFlagNames() []string { return []string{"tls-cert", "tls-key", "unix-mode"} }
-
-func (f *listenFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&f.cert, "tls-cert", "", "PEM certificate chain to serve HTTPS with (needs -tls-key); reread when they change (-watch-files) and on SIGHUP")
-	fs.StringVar(&f.key, "tls-key", "", "PEM private key of -tls-cert; reread when they change (-watch-files) and on SIGHUP")
-	fs.StringVar(&f.unixMode, "unix-mode", "0660", "permissions of the socket file when -listen is unix:/path (octal)")
-}
-
-func (f *listenFlags) validate() error {
-	if (f.cert == "") != (f.key == "") {
-		return cli.Usagef("-tls-cert and -tls-key go together")
-	}
-	if _, err := f.mode(); err != nil {
-		return cli.Usagef("-unix-mode must be octal permissions such as 0660, not %q", f.unixMode)
-	}
-	return nil
 }
 
 func (f *listenFlags) mode() (fs.FileMode, error) {

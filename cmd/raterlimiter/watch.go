@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -215,11 +214,4 @@ func onReload(ctx context.Context, logger *slog.Logger, watch bool, paths []stri
 	if err := watchFiles(ctx, paths, logger, func() { once("file changed") }); err != nil {
 		logger.Warn("cannot watch files for changes; SIGHUP still reloads", "files", paths, "err", err)
 	}
-}
-
-// watchFlag is -watch-files.
-type watchFlag struct{ on bool }
-
-func (f *watchFlag) register(fs *flag.FlagSet) {
-	fs.BoolVar(&f.on, "watch-files", true, "reload -policies, -rls-config and the TLS pairs (-tls-cert, -rls-tls-cert) when their files change, a Kubernetes ConfigMap's update included (a file that does not load keeps the rules in force, as SIGHUP); false: on SIGHUP and POST /reload only")
 }

@@ -11,8 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/raterlimiter/raterlimiter/internal/bounds"
-
 	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/assert"
@@ -21,10 +19,11 @@ import (
 
 	rl "github.com/raterlimiter/raterlimiter"
 	"github.com/raterlimiter/raterlimiter/api"
-	"github.com/raterlimiter/raterlimiter/internal/cli"
-	"github.com/raterlimiter/raterlimiter/internal/policy"
-	"github.com/raterlimiter/raterlimiter/internal/rls"
-	"github.com/raterlimiter/raterlimiter/internal/tooltest"
+	"github.com/raterlimiter/raterlimiter/internal/check"
+	"github.com/raterlimiter/raterlimiter/internal/sidecar/cli"
+	"github.com/raterlimiter/raterlimiter/internal/sidecar/policy"
+	"github.com/raterlimiter/raterlimiter/internal/sidecar/rls"
+	"github.com/raterlimiter/raterlimiter/internal/testkit/tooltest"
 	"github.com/raterlimiter/raterlimiter/limitertest"
 	"github.com/raterlimiter/raterlimiter/memory"
 )
@@ -287,7 +286,7 @@ func TestExitStatus(t *testing.T) {
 // error, and every call rlload made is one the server answered.
 func TestAgainstRLS(t *testing.T) {
 	clock := limitertest.NewClock(limitertest.T0) // one window for the whole run
-	lim := memory.New(memory.Config{Clock: clock.Now, SweepInterval: -1, MaxIDBytes: bounds.DefaultMaxIDBytes + policy.IDOverhead})
+	lim := memory.New(memory.Config{Clock: clock.Now, SweepInterval: -1, MaxIDBytes: check.DefaultMaxIDBytes + policy.IDOverhead})
 	t.Cleanup(func() { lim.Close() })
 	cfg0, err := rls.Parse("bench.yaml", []byte("domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: hour, requests_per_unit: 5}\n"))
 	require.NoError(t, err)

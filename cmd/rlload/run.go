@@ -18,16 +18,12 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/raterlimiter/raterlimiter/internal/bounds"
-	"github.com/raterlimiter/raterlimiter/internal/defaults"
-
 	rl "github.com/raterlimiter/raterlimiter"
 	"github.com/raterlimiter/raterlimiter/api"
 	"github.com/raterlimiter/raterlimiter/client"
 	"github.com/raterlimiter/raterlimiter/internal/check"
-	"github.com/raterlimiter/raterlimiter/internal/cli"
-	msform "github.com/raterlimiter/raterlimiter/internal/ms"
-	"github.com/raterlimiter/raterlimiter/internal/term"
+	msform "github.com/raterlimiter/raterlimiter/internal/millis"
+	"github.com/raterlimiter/raterlimiter/internal/sidecar/cli"
 	"github.com/raterlimiter/raterlimiter/memory"
 )
 
@@ -68,10 +64,10 @@ func (cfg *config) flags(fs *flag.FlagSet) {
 	fs.DurationVar(&cfg.duration, "d", 10*time.Second, "how long to measure")
 	fs.DurationVar(&cfg.warmup, "warmup", 0, "how long to run before measuring (connections, buckets)")
 	fs.BoolVar(&cfg.batch, "batch", false, "use the client's batching mode (POST /check_rates)")
-	fs.IntVar(&cfg.batchMax, "batch-max", 0, "most checks in one batch, with -batch; 0: "+strconv.Itoa(defaults.BatchMaxSize)+" (the sidecar's default -max-batch)")
+	fs.IntVar(&cfg.batchMax, "batch-max", 500, "most checks in one batch, with -batch; at most the sidecar's -max-batch (1000 by default)")
 	fs.DurationVar(&cfg.batchWindow, "batch-window", 0, "how long a batch that may leave still waits for more checks; 0: none")
-	fs.IntVar(&cfg.conns, "conns", 0, "most connections to the sidecar; 0: the client's default ("+strconv.Itoa(defaults.ClientMaxConnsPerHost)+")")
-	fs.DurationVar(&cfg.timeout, "timeout", defaults.ClientTimeout, "bound on each check over HTTP")
+	fs.IntVar(&cfg.conns, "conns", 0, "most connections to the sidecar; 0: the client's default (256)")
+	fs.DurationVar(&cfg.timeout, "timeout", time.Second, "bound on each check over HTTP")
 	fs.StringVar(&cfg.algo, "algo", "fixed", "algorithm: fixed, sliding, token, log, slices (60 slices) or leaky (no queue)")
 	fs.Int64Var(&cfg.scale, "scale", 60_000, "window of each check, in milliseconds")
 	fs.Int64Var(&cfg.limit, "limit", 1_000_000_000, "limit of each check (the default lets every check through)")
@@ -97,7 +93,7 @@ func (cfg *config) parse(args []string, stderr io.Writer) error {
 		fs.PrintDefaults()
 	}
 	cfg.flags(fs)
-	if _, err := cli.Parse(fs, args, nil); err != nil {
+	if err := cli.Parse(fs, args); err != nil {
 		return err
 	}
 	switch {
@@ -128,7 +124,7 @@ func (cfg *config) parse(args []string, stderr io.Writer) error {
 	if err != nil {
 		return cli.Usagef("-algo: %v", err)
 	}
-	if err := check.ValidateWire(cfg.request("user-0", a), bounds.DefaultMaxIDBytes); err != nil {
+	if err := check.ValidateWire(cfg.request("user-0", a), check.DefaultMaxIDBytes); err != nil {
 		return cli.Usagef("%v", err)
 	}
 	return nil
@@ -271,7 +267,7 @@ func target(cfg *config, stderr io.Writer) (checker, func(), error) {
 	}
 	ccfg := client.Config{URL: url, Timeout: cfg.timeout, MaxConns: cfg.conns}
 	if cfg.batch { // a positive size turns the client's batching on
-		ccfg.BatchMaxSize, ccfg.BatchWindow = cmp.Or(cfg.batchMax, defaults.BatchMaxSize), cfg.batchWindow
+		ccfg.BatchMaxSize, ccfg.BatchWindow = cmp.Or(cfg.batchMax, 500), cfg.batchWindow
 	}
 	c, err := client.New(ccfg)
 	if err != nil {
@@ -368,7 +364,7 @@ func load(ctx context.Context, cfg *config, stderr io.Writer) (result, error) {
 	start := time.Now()
 	cpu0 := cpuTime()
 	checks0, errs0 := totals()
-	progress := cfg.progress || term.IsTerminal(stderr)
+	progress := cfg.progress || cli.IsTerminal(stderr)
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	end := time.NewTimer(cfg.duration)

@@ -13,8 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/raterlimiter/raterlimiter/api"
-	"github.com/raterlimiter/raterlimiter/internal/sidecartest"
-	"github.com/raterlimiter/raterlimiter/internal/tooltest"
+	"github.com/raterlimiter/raterlimiter/internal/testkit/tooltest"
 	"github.com/raterlimiter/raterlimiter/memory"
 )
 
@@ -27,7 +26,7 @@ func startSidecar(t *testing.T) string {
 	t.Helper()
 	lim := memory.New(memory.Config{Clock: clock, SweepInterval: -1})
 	t.Cleanup(func() { lim.Close() })
-	return sidecartest.Serve(t, api.Config{Limiter: lim})
+	return tooltest.Serve(t, api.Config{Limiter: lim})
 }
 
 func get(h http.Handler, peer string) (*http.Response, string) {

@@ -3,12 +3,12 @@
 // The store (package buckets) keeps the records; these functions decide. Being
 // pure, they are also the reference that other backends are tested against.
 //
-// Times are Unix milliseconds. Requests must be valid (ms.Request.Validate).
+// Times are Unix milliseconds. Requests must be valid (millis.Request.Validate).
 package algo
 
 import (
 	rl "github.com/raterlimiter/raterlimiter"
-	"github.com/raterlimiter/raterlimiter/internal/ms"
+	"github.com/raterlimiter/raterlimiter/internal/millis"
 )
 
 // Record is what one bucket holds. Its meaning depends on the algorithm:
@@ -85,7 +85,7 @@ func Expired(a rl.Algo, scale int64, rec Record, now int64) bool {
 // and the record to store when write is true. Log keeps its hits outside a
 // Record: decide it with LogCheck; Slices reads many records: decide it
 // with SlicesCheck.
-func Check(cur Record, ok bool, prev Record, prevOK bool, now int64, r ms.Request) (d ms.Decision, next Record, write bool) {
+func Check(cur Record, ok bool, prev Record, prevOK bool, now int64, r millis.Request) (d millis.Decision, next Record, write bool) {
 	switch r.Algo {
 	case rl.Sliding:
 		return Sliding(cur, ok, prev, prevOK, now, r)
@@ -109,7 +109,7 @@ func satAdd(a, b int64) int64 {
 }
 
 // View presents a stored record as the admin API shows it.
-func View(a rl.Algo, scale int64, rec Record) ms.Bucket {
+func View(a rl.Algo, scale int64, rec Record) millis.Bucket {
 	switch a {
 	case rl.Token, rl.Leaky:
 		b := tokenView(scale, rec)
@@ -117,13 +117,13 @@ func View(a rl.Algo, scale int64, rec Record) ms.Bucket {
 		return b
 	case rl.Slices:
 		n, hits := SlicesOfRecord(rec)
-		return ms.Bucket{Scale: scale, Algo: a, Bucket: BucketOf(a, scale, rec), Slices: n,
+		return millis.Bucket{Scale: scale, Algo: a, Bucket: BucketOf(a, scale, rec), Slices: n,
 			Count: hits, Created: rec.Created, Modified: rec.Modified}
 	case rl.Log:
 		// Count is the hits in the log; one record per id and scale.
-		return ms.Bucket{Scale: scale, Algo: a, Count: rec.Count, Created: rec.Created, Modified: rec.Modified}
+		return millis.Bucket{Scale: scale, Algo: a, Count: rec.Count, Created: rec.Created, Modified: rec.Modified}
 	}
-	return ms.Bucket{
+	return millis.Bucket{
 		Scale: scale, Algo: a, Bucket: Bucket(rec.Created, scale),
 		Count: rec.Count, Created: rec.Created, Modified: rec.Modified,
 	}

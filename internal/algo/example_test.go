@@ -5,7 +5,7 @@ import (
 
 	rl "github.com/raterlimiter/raterlimiter"
 	"github.com/raterlimiter/raterlimiter/internal/algo"
-	"github.com/raterlimiter/raterlimiter/internal/ms"
+	"github.com/raterlimiter/raterlimiter/internal/millis"
 )
 
 // The previous window of 1000 ms allowed 10 hits; a quarter into the current
@@ -15,7 +15,7 @@ func ExampleSliding() {
 	const start = 1_700_000_040_000
 	prev := algo.Record{Count: 10, Created: start - 1000, Modified: start - 1}
 	cur := algo.Record{Count: 2, Created: start, Modified: start}
-	r := ms.Request{ID: "u", Scale: 1000, Limit: 10, Hits: 1, Algo: rl.Sliding}
+	r := millis.Request{ID: "u", Scale: 1000, Limit: 10, Hits: 1, Algo: rl.Sliding}
 	d, _, write := algo.Sliding(cur, true, prev, true, start+250, r)
 	fmt.Println(d.Allowed, d.Count, d.Remaining, d.ResetMS, d.RetryAfterMS, write)
 	d, next, write := algo.Sliding(cur, true, prev, true, start+300, r)
@@ -29,7 +29,7 @@ func ExampleSliding() {
 // burst of three, the fourth waits 334 ms and moves the TAT 333.33 ms on.
 func ExampleToken() {
 	const now = 1_700_000_040_000
-	r := ms.Request{ID: "u", Scale: 1000, Limit: 3, Hits: 3, Algo: rl.Token}
+	r := millis.Request{ID: "u", Scale: 1000, Limit: 3, Hits: 3, Algo: rl.Token}
 	d, st, _ := algo.Token(algo.Record{}, false, now, r)
 	fmt.Println(d.Allowed, d.Count, d.ResetMS)
 	r.Hits = 1

@@ -1,14 +1,14 @@
 package algo
 
 import (
-	"github.com/raterlimiter/raterlimiter/internal/ms"
+	"github.com/raterlimiter/raterlimiter/internal/millis"
 )
 
 // Fixed is raterlimiter's fixed window: the hits are added to the current
 // window's counter whether or not they are allowed (as the Erlang original), and
 // allowed iff the counter stays within the limit. Hits=0 peeks and writes
 // nothing; a limit of 0 denies every hit.
-func Fixed(cur Record, ok bool, now int64, r ms.Request) (ms.Decision, Record, bool) {
+func Fixed(cur Record, ok bool, now int64, r millis.Request) (millis.Decision, Record, bool) {
 	if !ok {
 		cur = Record{Created: now}
 	}
@@ -18,7 +18,7 @@ func Fixed(cur Record, ok bool, now int64, r ms.Request) (ms.Decision, Record, b
 		cur.Count = satAdd(cur.Count, r.Hits)
 		cur.Modified = now
 	}
-	d := ms.Decision{
+	d := millis.Decision{
 		Allowed: cur.Count <= r.Limit,
 		Count:   cur.Count,
 		Limit:   r.Limit,

@@ -1,48 +1,50 @@
 package algo
 
 import (
-	"github.com/raterlimiter/raterlimiter/internal/bounds"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 
 	rl "github.com/raterlimiter/raterlimiter"
-	"github.com/raterlimiter/raterlimiter/internal/ms"
+	"github.com/raterlimiter/raterlimiter/internal/check"
+	"github.com/raterlimiter/raterlimiter/internal/millis"
 )
 
 func TestFixed(t *testing.T) {
 	const t0 = 1_700_000_040_000
-	r := func(limit, hits int64) ms.Request { return ms.Request{ID: "u", Scale: 1000, Limit: limit, Hits: hits} }
+	r := func(limit, hits int64) millis.Request {
+		return millis.Request{ID: "u", Scale: 1000, Limit: limit, Hits: hits}
+	}
 	tests := []struct {
 		name      string
 		cur       Record
 		ok        bool
 		now       int64
-		r         ms.Request
-		want      ms.Decision
+		r         millis.Request
+		want      millis.Decision
 		wantRec   Record
 		wantWrite bool
 	}{
 		{"first hit creates the record", Record{}, false, t0 + 250, r(2, 1),
-			ms.Decision{Allowed: true, Count: 1, Limit: 2, Remaining: 1, ResetMS: 750, Now: t0 + 250},
+			millis.Decision{Allowed: true, Count: 1, Limit: 2, Remaining: 1, ResetMS: 750, Now: t0 + 250},
 			Record{Count: 1, Created: t0 + 250, Modified: t0 + 250}, true},
 		{"hit within the limit", Record{1, t0, t0}, true, t0 + 999, r(2, 1),
-			ms.Decision{Allowed: true, Count: 2, Limit: 2, Remaining: 0, ResetMS: 1, Now: t0 + 999},
+			millis.Decision{Allowed: true, Count: 2, Limit: 2, Remaining: 0, ResetMS: 1, Now: t0 + 999},
 			Record{2, t0, t0 + 999}, true},
 		{"denied hits count", Record{2, t0, t0}, true, t0 + 10, r(2, 1),
-			ms.Decision{Count: 3, Limit: 2, ResetMS: 990, RetryAfterMS: 990, Now: t0 + 10},
+			millis.Decision{Count: 3, Limit: 2, ResetMS: 990, RetryAfterMS: 990, Now: t0 + 10},
 			Record{3, t0, t0 + 10}, true},
 		{"limit 0 denies the first hit", Record{}, false, t0, r(0, 1),
-			ms.Decision{Count: 1, ResetMS: 1000, RetryAfterMS: 1000, Now: t0},
+			millis.Decision{Count: 1, ResetMS: 1000, RetryAfterMS: 1000, Now: t0},
 			Record{1, t0, t0}, true},
 		{"peek writes nothing", Record{1, t0, t0}, true, t0 + 5, r(2, 0),
-			ms.Decision{Allowed: true, Count: 1, Limit: 2, Remaining: 1, ResetMS: 995, Now: t0 + 5},
+			millis.Decision{Allowed: true, Count: 1, Limit: 2, Remaining: 1, ResetMS: 995, Now: t0 + 5},
 			Record{1, t0, t0}, false},
 		{"peek of a fresh id", Record{}, false, t0, r(2, 0),
-			ms.Decision{Allowed: true, Count: 0, Limit: 2, Remaining: 2, ResetMS: 1000, Now: t0},
+			millis.Decision{Allowed: true, Count: 0, Limit: 2, Remaining: 2, ResetMS: 1000, Now: t0},
 			Record{0, t0, 0}, false},
-		{"count saturates", Record{1<<63 - 2, t0, t0}, true, t0, r(bounds.MaxLimit, bounds.MaxHits),
-			ms.Decision{Count: 1<<63 - 1, Limit: bounds.MaxLimit, ResetMS: 1000, RetryAfterMS: 1000, Now: t0},
+		{"count saturates", Record{1<<63 - 2, t0, t0}, true, t0, r(check.MaxLimit, check.MaxHits),
+			millis.Decision{Count: 1<<63 - 1, Limit: check.MaxLimit, ResetMS: 1000, RetryAfterMS: 1000, Now: t0},
 			Record{1<<63 - 1, t0, t0}, true},
 	}
 	for _, tt := range tests {

@@ -1,7 +1,6 @@
 package algo_test
 
 import (
-	"github.com/raterlimiter/raterlimiter/internal/bounds"
 	"math/big"
 	"testing"
 
@@ -9,7 +8,8 @@ import (
 
 	rl "github.com/raterlimiter/raterlimiter"
 	"github.com/raterlimiter/raterlimiter/internal/algo"
-	"github.com/raterlimiter/raterlimiter/internal/ms"
+	"github.com/raterlimiter/raterlimiter/internal/check"
+	"github.com/raterlimiter/raterlimiter/internal/millis"
 )
 
 // within maps any v into [lo, hi].
@@ -19,7 +19,7 @@ func within(v, lo, hi int64) int64 {
 
 // checkRetry checks a denied decision's RetryAfterMS against the state in s:
 // the same request passes at now+retry and fails 1 ms earlier.
-func checkRetry(t *testing.T, s *sim, now int64, r ms.Request, d ms.Decision) {
+func checkRetry(t *testing.T, s *sim, now int64, r millis.Request, d millis.Decision) {
 	t.Helper()
 	if d.Allowed {
 		if d.RetryAfterMS != 0 {
@@ -47,13 +47,13 @@ func checkRetry(t *testing.T, s *sim, now int64, r ms.Request, d ms.Decision) {
 func FuzzSliding(f *testing.F) {
 	f.Add(int64(10), int64(2), int64(250), int64(1000), int64(10), int64(1))
 	f.Add(int64(3), int64(0), int64(0), int64(1000), int64(3), int64(1))
-	f.Add(bounds.MaxLimit, int64(0), int64(1), ms.MaxScale, bounds.MaxLimit, bounds.MaxHits)
-	f.Add(int64(0), bounds.MaxLimit, int64(0), int64(1), bounds.MaxLimit, int64(1))
+	f.Add(check.MaxLimit, int64(0), int64(1), millis.MaxScale, check.MaxLimit, check.MaxHits)
+	f.Add(int64(0), check.MaxLimit, int64(0), int64(1), check.MaxLimit, int64(1))
 	f.Fuzz(func(t *testing.T, p, c, e, scale, limit, hits int64) {
-		scale = within(scale, 1, ms.MaxScale)
-		limit = within(limit, 0, bounds.MaxLimit)
-		hits = within(hits, 0, bounds.MaxHits)
-		p, c = within(p, 0, bounds.MaxLimit), within(c, 0, bounds.MaxLimit)
+		scale = within(scale, 1, millis.MaxScale)
+		limit = within(limit, 0, check.MaxLimit)
+		hits = within(hits, 0, check.MaxHits)
+		p, c = within(p, 0, check.MaxLimit), within(c, 0, check.MaxLimit)
 		b := algo.Bucket(t0, scale)
 		e = within(e, 0, scale-1)
 		now := b*scale + e
@@ -64,7 +64,7 @@ func FuzzSliding(f *testing.F) {
 		if c > 0 {
 			s.recs[b] = rec(c, b*scale)
 		}
-		r := ms.Request{ID: "u", Scale: scale, Limit: limit, Hits: hits, Algo: rl.Sliding}
+		r := millis.Request{ID: "u", Scale: scale, Limit: limit, Hits: hits, Algo: rl.Sliding}
 		before := s.clone()
 		d := s.check(now, r)
 		allowed, count := slidingModel(p, c, e, scale, limit, hits)
@@ -82,19 +82,19 @@ func FuzzToken(f *testing.F) {
 	f.Add(int64(1000), int64(0), int64(10), int64(1000), int64(10), int64(1))
 	f.Add(int64(666), int64(2), int64(3), int64(1000), int64(3), int64(2))
 	f.Add(int64(0), int64(2), int64(3), int64(1000), int64(3), int64(3))
-	f.Add(ms.MaxScale, int64(0), bounds.MaxLimit, ms.MaxScale, bounds.MaxLimit, int64(1))
+	f.Add(millis.MaxScale, int64(0), check.MaxLimit, millis.MaxScale, check.MaxLimit, int64(1))
 	f.Add(int64(400), int64(1), int64(3), int64(1000), int64(0), int64(1))
 	f.Fuzz(func(t *testing.T, ahead, num, den, scale, limit, hits int64) {
-		scale = within(scale, 1, ms.MaxScale)
-		limit = within(limit, 0, bounds.MaxLimit)
-		hits = within(hits, 0, bounds.MaxHits)
-		den = within(den, 1, bounds.MaxLimit)
+		scale = within(scale, 1, millis.MaxScale)
+		limit = within(limit, 0, check.MaxLimit)
+		hits = within(hits, 0, check.MaxHits)
+		den = within(den, 1, check.MaxLimit)
 		num = within(num, 0, den-1)
 		ahead = within(ahead, -scale, scale) // a TAT from the past up to full use
 		now := int64(t0)
 		s := newSim(t)
 		s.recs[0] = *tat(now+ahead, num, den)
-		r := ms.Request{ID: "u", Scale: scale, Limit: limit, Hits: hits, Algo: rl.Token}
+		r := millis.Request{ID: "u", Scale: scale, Limit: limit, Hits: hits, Algo: rl.Token}
 		before := s.clone()
 		d := s.check(now, r)
 		if den == limit {
@@ -115,14 +115,14 @@ func FuzzToken(f *testing.F) {
 func FuzzSlices(f *testing.F) {
 	f.Add(int64(3_600_000), int64(10), int64(1), int64(60), int64(30_000), []byte{4, 0, 0, 3, 0, 2})
 	f.Add(int64(1000), int64(3), int64(3), int64(2), int64(0), []byte{1, 1, 1})
-	f.Add(ms.MaxScale, bounds.MaxLimit, bounds.MaxHits, int64(600), int64(-1), []byte{255, 255})
+	f.Add(millis.MaxScale, check.MaxLimit, check.MaxHits, int64(600), int64(-1), []byte{255, 255})
 	f.Add(int64(1), int64(0), int64(0), int64(600), int64(0), []byte{})
 	f.Fuzz(func(t *testing.T, scale, limit, hits, n, e int64, counts []byte) {
-		scale = within(scale, 1, ms.MaxScale)
-		limit = within(limit, 0, bounds.MaxLimit)
-		hits = within(hits, 0, bounds.MaxHits)
-		n = within(n, bounds.MinSlices, bounds.MaxSlices)
-		r := ms.Request{ID: "u", Scale: scale, Limit: limit, Hits: hits, Algo: rl.Slices, Slices: n}
+		scale = within(scale, 1, millis.MaxScale)
+		limit = within(limit, 0, check.MaxLimit)
+		hits = within(hits, 0, check.MaxHits)
+		n = within(n, check.MinSlices, check.MaxSlices)
+		r := millis.Request{ID: "u", Scale: scale, Limit: limit, Hits: hits, Algo: rl.Slices, Slices: n}
 		w := algo.SliceWidth(scale, n)
 		k := algo.Bucket(t0, w)
 		now := k*w + within(e, 0, w-1)
@@ -156,7 +156,7 @@ func FuzzSlices(f *testing.F) {
 		if oldest >= 0 {
 			reset = (oldest+n)*w - now
 		}
-		want := ms.Decision{Allowed: allowed, Count: count, Limit: limit, Remaining: max(0, limit-count), ResetMS: reset, Now: now}
+		want := millis.Decision{Allowed: allowed, Count: count, Limit: limit, Remaining: max(0, limit-count), ResetMS: reset, Now: now}
 		if allowed {
 			require.Equal(t, want, d, "%+v %v", r, list)
 			fast, ok := algo.SlicesFast(uint64(sum), max(oldest, 0), now, r)
@@ -182,21 +182,21 @@ func FuzzLeaky(f *testing.F) {
 	f.Add(int64(0), int64(0), int64(5), int64(1000), int64(5), int64(1), int64(3), int64(0))
 	f.Add(int64(600), int64(0), int64(5), int64(1000), int64(5), int64(1), int64(3), int64(0))
 	f.Add(int64(666), int64(2), int64(3), int64(1000), int64(3), int64(1), int64(2), int64(600))
-	f.Add(ms.MaxScale, int64(0), bounds.MaxLimit, ms.MaxScale, bounds.MaxLimit, int64(1), bounds.MaxQueue, ms.MaxScale)
+	f.Add(millis.MaxScale, int64(0), check.MaxLimit, millis.MaxScale, check.MaxLimit, int64(1), check.MaxQueue, millis.MaxScale)
 	f.Add(int64(400), int64(1), int64(3), int64(1000), int64(0), int64(1), int64(0), int64(0))
 	f.Fuzz(func(t *testing.T, ahead, num, den, scale, limit, hits, queue, maxDelay int64) {
-		scale = within(scale, 1, ms.MaxScale)
-		limit = within(limit, 0, bounds.MaxLimit)
-		hits = within(hits, 0, bounds.MaxHits)
-		queue = within(queue, 0, bounds.MaxQueue)
-		maxDelay = within(maxDelay, 0, ms.MaxScale)
-		den = within(den, 1, bounds.MaxLimit)
+		scale = within(scale, 1, millis.MaxScale)
+		limit = within(limit, 0, check.MaxLimit)
+		hits = within(hits, 0, check.MaxHits)
+		queue = within(queue, 0, check.MaxQueue)
+		maxDelay = within(maxDelay, 0, millis.MaxScale)
+		den = within(den, 1, check.MaxLimit)
 		num = within(num, 0, den-1)
 		ahead = within(ahead, -scale, min(scale*(queue+2), 1<<50))
 		now := int64(t0)
 		s := newSim(t)
 		s.recs[0] = *tat(now+ahead, num, den)
-		r := ms.Request{ID: "u", Scale: scale, Limit: limit, Hits: hits, Algo: rl.Leaky, Queue: queue, MaxDelayMS: maxDelay}
+		r := millis.Request{ID: "u", Scale: scale, Limit: limit, Hits: hits, Algo: rl.Leaky, Queue: queue, MaxDelayMS: maxDelay}
 		before := s.clone()
 		d := s.check(now, r)
 		if den == limit {

@@ -1,7 +1,7 @@
 package algo
 
 import (
-	"github.com/raterlimiter/raterlimiter/internal/ms"
+	"github.com/raterlimiter/raterlimiter/internal/millis"
 )
 
 // Leaky is the leaky bucket as a queue: GCRA whose theoretical arrival
@@ -35,6 +35,6 @@ import (
 // The record is Token's: a check with another limit converts the stored
 // fraction rounding the TAT up. The queue's length is not stored: it only
 // decides who is let in.
-func Leaky(st Record, ok bool, now int64, r ms.Request) (ms.Decision, Record, bool) {
+func Leaky(st Record, ok bool, now int64, r millis.Request) (millis.Decision, Record, bool) {
 	return gcra(st, ok, now, r, true)
 }

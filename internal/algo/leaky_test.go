@@ -2,7 +2,6 @@ package algo_test
 
 import (
 	"fmt"
-	"github.com/raterlimiter/raterlimiter/internal/bounds"
 	"math/big"
 	"testing"
 
@@ -11,11 +10,12 @@ import (
 
 	rl "github.com/raterlimiter/raterlimiter"
 	"github.com/raterlimiter/raterlimiter/internal/algo"
-	"github.com/raterlimiter/raterlimiter/internal/ms"
+	"github.com/raterlimiter/raterlimiter/internal/check"
+	"github.com/raterlimiter/raterlimiter/internal/millis"
 )
 
-func leakyReq(scale, limit, hits, queue int64) ms.Request {
-	return ms.Request{ID: "u", Scale: scale, Limit: limit, Hits: hits, Algo: rl.Leaky, Queue: queue}
+func leakyReq(scale, limit, hits, queue int64) millis.Request {
+	return millis.Request{ID: "u", Scale: scale, Limit: limit, Hits: hits, Algo: rl.Leaky, Queue: queue}
 }
 
 // TestLeakyQueue: five a second with a queue of 3: four checks at once
@@ -24,7 +24,7 @@ func leakyReq(scale, limit, hits, queue int64) ms.Request {
 func TestLeakyQueue(t *testing.T) {
 	s := newSim(t)
 	r := leakyReq(1000, 5, 1, 3)
-	for i, want := range []ms.Decision{
+	for i, want := range []millis.Decision{
 		{Allowed: true, Count: 1, Limit: 5, Remaining: 4, ResetMS: 200},
 		{Allowed: true, Count: 2, Limit: 5, Remaining: 3, ResetMS: 400, DelayMS: 200},
 		{Allowed: true, Count: 3, Limit: 5, Remaining: 2, ResetMS: 600, DelayMS: 400},
@@ -42,7 +42,7 @@ func TestLeakyQueue(t *testing.T) {
 	s = newSim(t)
 	r.Queue = 0
 	assert.True(t, s.check(t0, r).Allowed)
-	assert.Equal(t, ms.Decision{Count: 1, Limit: 5, Remaining: 4, ResetMS: 1, RetryAfterMS: 1, Now: t0 + 199}, s.check(t0+199, r))
+	assert.Equal(t, millis.Decision{Count: 1, Limit: 5, Remaining: 4, ResetMS: 1, RetryAfterMS: 1, Now: t0 + 199}, s.check(t0+199, r))
 	assert.Equal(t, int64(0), s.check(t0+200, r).DelayMS)
 }
 
@@ -79,15 +79,15 @@ func TestLeakyFractionalInterval(t *testing.T) {
 func TestLeakyEdges(t *testing.T) {
 	tests := []struct {
 		name string
-		r    ms.Request
-		want ms.Decision
+		r    millis.Request
+		want millis.Decision
 	}{
-		{"limit 0 denies", leakyReq(1000, 0, 1, 3), ms.Decision{Limit: 0, RetryAfterMS: 1}},
-		{"a peek of limit 0", leakyReq(1000, 0, 0, 3), ms.Decision{Allowed: true}},
-		{"hits above the limit never pass", leakyReq(1000, 3, 4, 100), ms.Decision{Limit: 3, Remaining: 3, RetryAfterMS: 1}},
-		{"hits up to the limit pass at once", leakyReq(1000, 3, 3, 0), ms.Decision{Allowed: true, Count: 3, Limit: 3, ResetMS: 1000}},
-		{"the largest bounds", leakyReq(ms.MaxScale, bounds.MaxLimit, bounds.MaxHits, bounds.MaxQueue),
-			ms.Decision{Allowed: true, Count: bounds.MaxLimit, Limit: bounds.MaxLimit, ResetMS: ms.MaxScale}},
+		{"limit 0 denies", leakyReq(1000, 0, 1, 3), millis.Decision{Limit: 0, RetryAfterMS: 1}},
+		{"a peek of limit 0", leakyReq(1000, 0, 0, 3), millis.Decision{Allowed: true}},
+		{"hits above the limit never pass", leakyReq(1000, 3, 4, 100), millis.Decision{Limit: 3, Remaining: 3, RetryAfterMS: 1}},
+		{"hits up to the limit pass at once", leakyReq(1000, 3, 3, 0), millis.Decision{Allowed: true, Count: 3, Limit: 3, ResetMS: 1000}},
+		{"the largest bounds", leakyReq(millis.MaxScale, check.MaxLimit, check.MaxHits, check.MaxQueue),
+			millis.Decision{Allowed: true, Count: check.MaxLimit, Limit: check.MaxLimit, ResetMS: millis.MaxScale}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -149,11 +149,11 @@ func TestPropertyLeakyModel(t *testing.T) {
 // and 400 ms; a fourth is refused until 200 ms from now.
 func ExampleLeaky() {
 	const now = 1_700_000_040_000
-	r := ms.Request{ID: "u", Scale: 1000, Limit: 5, Hits: 1, Algo: rl.Leaky, Queue: 2}
+	r := millis.Request{ID: "u", Scale: 1000, Limit: 5, Hits: 1, Algo: rl.Leaky, Queue: 2}
 	var st algo.Record
 	ok := false
 	for range 4 {
-		var d ms.Decision
+		var d millis.Decision
 		d, st, _ = algo.Leaky(st, ok, now, r)
 		ok = true
 		fmt.Println(d.Allowed, d.DelayMS, d.Count, d.RetryAfterMS)

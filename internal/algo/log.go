@@ -3,14 +3,14 @@ package algo
 import (
 	"encoding/binary"
 	"errors"
-	"github.com/raterlimiter/raterlimiter/internal/bounds"
 
-	"github.com/raterlimiter/raterlimiter/internal/ms"
+	"github.com/raterlimiter/raterlimiter/internal/check"
+	"github.com/raterlimiter/raterlimiter/internal/millis"
 )
 
 // MaxLogLimit is the largest limit the sliding window log accepts: the log
 // keeps one entry per allowed hit at worst, so the limit bounds its memory.
-const MaxLogLimit = bounds.MaxLogLimit
+const MaxLogLimit = check.MaxLogLimit
 
 // Log is the sliding window log of one id and scale: every allowed hit of
 // the last scale milliseconds with the millisecond it was allowed at, oldest
@@ -159,7 +159,7 @@ func (l *Log) timeToFree(need uint64, scale int64) int64 {
 // RetryAfterMS, the time until enough hits have left for r.Hits to fit
 // (waiting exactly that long passes, 1 ms less fails). Hits above the limit
 // never pass: RetryAfterMS is then max(ResetMS, 1).
-func LogCheck(l *Log, now int64, r ms.Request) ms.Decision {
+func LogCheck(l *Log, now int64, r millis.Request) millis.Decision {
 	if l.lastC > 0 && now < l.lastT {
 		now = l.lastT
 	}
@@ -171,7 +171,7 @@ func LogCheck(l *Log, now int64, r ms.Request) ms.Decision {
 		l.add(now, h)
 		total += h
 	}
-	d := ms.Decision{Allowed: allowed, Count: int64(total), Limit: r.Limit, Now: now}
+	d := millis.Decision{Allowed: allowed, Count: int64(total), Limit: r.Limit, Now: now}
 	if total < lim {
 		d.Remaining = int64(lim - total)
 	}

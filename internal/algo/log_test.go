@@ -9,13 +9,13 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/raterlimiter/raterlimiter/internal/algo"
-	"github.com/raterlimiter/raterlimiter/internal/ms"
+	"github.com/raterlimiter/raterlimiter/internal/millis"
 )
 
 // naiveLog is the reference: one timestamp per allowed hit.
 type naiveLog struct{ ts []int64 }
 
-func (n *naiveLog) check(now int64, r ms.Request) ms.Decision {
+func (n *naiveLog) check(now int64, r millis.Request) millis.Decision {
 	if len(n.ts) > 0 && now < n.ts[len(n.ts)-1] {
 		now = n.ts[len(n.ts)-1]
 	}
@@ -32,7 +32,7 @@ func (n *naiveLog) check(now int64, r ms.Request) ms.Decision {
 		}
 		total += r.Hits
 	}
-	d := ms.Decision{Allowed: allowed, Count: total, Limit: r.Limit, Remaining: max(0, r.Limit-total), Now: now}
+	d := millis.Decision{Allowed: allowed, Count: total, Limit: r.Limit, Remaining: max(0, r.Limit-total), Now: now}
 	if len(n.ts) > 0 {
 		d.ResetMS = n.ts[0] + r.Scale - now
 	}
@@ -47,8 +47,8 @@ func (n *naiveLog) check(now int64, r ms.Request) ms.Decision {
 	return d
 }
 
-func logReq(scale, limit, hits int64) ms.Request {
-	return ms.Request{ID: "u", Scale: scale, Limit: limit, Hits: hits}
+func logReq(scale, limit, hits int64) millis.Request {
+	return millis.Request{ID: "u", Scale: scale, Limit: limit, Hits: hits}
 }
 
 func TestLogRolls(t *testing.T) {
@@ -185,7 +185,7 @@ func FuzzLog(f *testing.F) {
 	f.Add(int64(1), []byte{1, 1, 1, 1, 1, 1})
 	f.Add(int64(60000), []byte{255, 255, 3, 0, 0, 10, 128, 7, 1})
 	f.Fuzz(func(t *testing.T, scale int64, ops []byte) {
-		scale = within(scale, 1, ms.MaxScale)
+		scale = within(scale, 1, millis.MaxScale)
 		var l algo.Log
 		var n naiveLog
 		now := int64(t0)

@@ -8,7 +8,7 @@ import (
 
 	rl "github.com/raterlimiter/raterlimiter"
 	"github.com/raterlimiter/raterlimiter/internal/algo"
-	"github.com/raterlimiter/raterlimiter/internal/ms"
+	"github.com/raterlimiter/raterlimiter/internal/millis"
 )
 
 // sim is one id's records, kept as the store keeps them: by bucket number
@@ -28,7 +28,7 @@ func (s *sim) clone() *sim {
 	return c
 }
 
-func (s *sim) check(now int64, r ms.Request) ms.Decision {
+func (s *sim) check(now int64, r millis.Request) millis.Decision {
 	s.t.Helper()
 	if r.Algo == rl.Slices {
 		return s.checkSlices(now, r)
@@ -55,7 +55,7 @@ func (s *sim) check(now int64, r ms.Request) ms.Decision {
 
 // checkSlices keeps a Slices limit's records by slice number, one slice
 // count per sim, as the store does, and decides with SlicesCheck.
-func (s *sim) checkSlices(now int64, r ms.Request) ms.Decision {
+func (s *sim) checkSlices(now int64, r millis.Request) millis.Decision {
 	s.t.Helper()
 	var list []algo.Slice
 	for num, rec := range s.recs {
@@ -142,7 +142,7 @@ type slicesModel struct {
 
 // check decides r at now and returns the decision's allowed, count and
 // reset.
-func (m *slicesModel) check(now int64, r ms.Request) (allowed bool, count, reset int64) {
+func (m *slicesModel) check(now int64, r millis.Request) (allowed bool, count, reset int64) {
 	n := r.SlicesOrDefault()
 	w := (r.Scale + n - 1) / n
 	k := floorDiv(now, w)
@@ -185,7 +185,7 @@ type leakyModel struct {
 }
 
 // check returns the decision's allowed, count, reset and delay.
-func (g *leakyModel) check(now int64, r ms.Request) (allowed bool, count, reset, delay int64) {
+func (g *leakyModel) check(now int64, r millis.Request) (allowed bool, count, reset, delay int64) {
 	base := rat(now)
 	if g.tat != nil && g.tat.Cmp(base) > 0 {
 		base = new(big.Rat).Set(g.tat)

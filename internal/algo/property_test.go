@@ -2,7 +2,6 @@ package algo_test
 
 import (
 	"flag"
-	"github.com/raterlimiter/raterlimiter/internal/bounds"
 	"math/rand/v2"
 	"testing"
 
@@ -11,7 +10,8 @@ import (
 
 	rl "github.com/raterlimiter/raterlimiter"
 	"github.com/raterlimiter/raterlimiter/internal/algo"
-	"github.com/raterlimiter/raterlimiter/internal/ms"
+	"github.com/raterlimiter/raterlimiter/internal/check"
+	"github.com/raterlimiter/raterlimiter/internal/millis"
 )
 
 var seedFlag = flag.Uint64("algo.seed", 20261121, "seed of the property tests")
@@ -33,10 +33,10 @@ type shape struct {
 }
 
 func randShape(rng *rand.Rand) shape {
-	scales := []int64{1, 2, 7, 100, 1000, 60_000, 1 + rng.Int64N(5000), ms.MaxScale}
-	limits := []int64{0, 1, 2, 3, 7, 10, 1 + rng.Int64N(100), 1000, bounds.MaxLimit}
+	scales := []int64{1, 2, 7, 100, 1000, 60_000, 1 + rng.Int64N(5000), millis.MaxScale}
+	limits := []int64{0, 1, 2, 3, 7, 10, 1 + rng.Int64N(100), 1000, check.MaxLimit}
 	slices := []int64{0, 2, 3, 10, 60, 2 + rng.Int64N(599), 600}
-	queues := []int64{0, 1, 3, rng.Int64N(100), bounds.MaxQueue}
+	queues := []int64{0, 1, 3, rng.Int64N(100), check.MaxQueue}
 	return shape{scales[rng.IntN(len(scales))], limits[rng.IntN(len(limits))],
 		slices[rng.IntN(len(slices))], queues[rng.IntN(len(queues))]}
 }
@@ -51,7 +51,7 @@ func randHits(rng *rand.Rand, limit int64) int64 {
 	case n == 6:
 		return limit + 1
 	default:
-		return 1 + rng.Int64N(max(1, min(limit, bounds.MaxHits)))
+		return 1 + rng.Int64N(max(1, min(limit, check.MaxHits)))
 	}
 }
 
@@ -77,11 +77,11 @@ func TestPropertyRetryAfterIsExact(t *testing.T) {
 				sh := randShape(rng)
 				s := newSim(t)
 				now := t0 + rng.Int64N(sh.scale)
-				var r ms.Request
-				var d ms.Decision
+				var r millis.Request
+				var d millis.Decision
 				for range 1 + rng.IntN(30) {
 					now += randStep(rng, sh.scale)
-					r = ms.Request{ID: "u", Scale: sh.scale, Limit: sh.limit, Hits: randHits(rng, sh.limit), Algo: a}
+					r = millis.Request{ID: "u", Scale: sh.scale, Limit: sh.limit, Hits: randHits(rng, sh.limit), Algo: a}
 					r.Slices, r.Queue = sh.slices, sh.queue
 					d = s.check(now, r)
 				}
@@ -119,10 +119,10 @@ func TestPropertyRemainingIsExact(t *testing.T) {
 				now := t0 + rng.Int64N(sh.scale)
 				for range 1 + rng.IntN(30) {
 					now += randStep(rng, sh.scale)
-					r := ms.Request{ID: "u", Scale: sh.scale, Limit: sh.limit, Hits: randHits(rng, sh.limit), Algo: a, Slices: sh.slices}
+					r := millis.Request{ID: "u", Scale: sh.scale, Limit: sh.limit, Hits: randHits(rng, sh.limit), Algo: a, Slices: sh.slices}
 					s.check(now, r)
 				}
-				peek := ms.Request{ID: "u", Scale: sh.scale, Limit: sh.limit, Algo: a, Slices: sh.slices}
+				peek := millis.Request{ID: "u", Scale: sh.scale, Limit: sh.limit, Algo: a, Slices: sh.slices}
 				before := s.clone()
 				d := s.check(now, peek)
 				require.Equal(t, before.recs, s.recs, "a peek writes nothing")
@@ -132,7 +132,7 @@ func TestPropertyRemainingIsExact(t *testing.T) {
 					r.Hits = d.Remaining
 					assert.True(t, s.clone().check(now, r).Allowed, "remaining %d hits pass: %+v", d.Remaining, d)
 				}
-				if d.Remaining < bounds.MaxHits {
+				if d.Remaining < check.MaxHits {
 					r := peek
 					r.Hits = d.Remaining + 1
 					assert.False(t, s.clone().check(now, r).Allowed, "remaining+1 hits fail: %+v", d)
@@ -151,7 +151,7 @@ func TestPropertySlidingAlignedWindow(t *testing.T) {
 		allowed := map[int64]int64{} // hits allowed per aligned window
 		for range 400 {
 			now += randStep(rng, sh.scale)
-			r := ms.Request{ID: "u", Scale: sh.scale, Limit: sh.limit, Hits: randHits(rng, sh.limit), Algo: rl.Sliding}
+			r := millis.Request{ID: "u", Scale: sh.scale, Limit: sh.limit, Hits: randHits(rng, sh.limit), Algo: rl.Sliding}
 			b := algo.Bucket(now, sh.scale)
 			var p, c int64
 			if rec, ok := s.recs[b-1]; ok {
@@ -186,7 +186,7 @@ func TestPropertyTokenBound(t *testing.T) {
 		var allowed []hit
 		for range 300 {
 			now += randStep(rng, sh.scale) / 2
-			r := ms.Request{ID: "u", Scale: sh.scale, Limit: sh.limit, Hits: randHits(rng, sh.limit), Algo: rl.Token}
+			r := millis.Request{ID: "u", Scale: sh.scale, Limit: sh.limit, Hits: randHits(rng, sh.limit), Algo: rl.Token}
 			d := s.check(now, r)
 			wantAllowed, wantCount, wantReset := g.check(now, sh.scale, sh.limit, r.Hits)
 			require.Equal(t, wantAllowed, d.Allowed, "exact model: %+v", r)

@@ -1,7 +1,7 @@
 package algo
 
 import (
-	"github.com/raterlimiter/raterlimiter/internal/ms"
+	"github.com/raterlimiter/raterlimiter/internal/millis"
 )
 
 // Slice is one slice counter of the sliding window counters: the slice's
@@ -19,7 +19,7 @@ func SliceWidth(scale, slices int64) int64 { return (scale + slices - 1) / slice
 
 // SliceOf returns, for r (Algo Slices) at now, the slice count N, the width
 // w and the number of the current slice, floor(now/w).
-func SliceOf(now int64, r ms.Request) (n, w, num int64) {
+func SliceOf(now int64, r millis.Request) (n, w, num int64) {
 	n = r.SlicesOrDefault()
 	w = SliceWidth(r.Scale, n)
 	return n, w, Bucket(now, w)
@@ -68,7 +68,7 @@ func sliceCount(n int64) uint64 { return uint64(min(max(n, 0), 1<<40)) }
 //     slices have left for hits to fit: waiting exactly RetryAfterMS
 //     passes, 1 ms less fails. Hits above the limit never pass:
 //     RetryAfterMS is then max(ResetMS, 1).
-func SlicesCheck(slices []Slice, now int64, r ms.Request) ms.Decision {
+func SlicesCheck(slices []Slice, now int64, r millis.Request) millis.Decision {
 	n, w, k := SliceOf(now, r)
 	lo := k - n + 1
 	var sum uint64
@@ -115,17 +115,17 @@ func SlicesCheck(slices []Slice, now int64, r ms.Request) ms.Decision {
 // adds r.Hits to the current slice and to sum. When r would be denied it
 // returns false, since RetryAfterMS needs every slice: decide with
 // SlicesCheck then.
-func SlicesFast(sum uint64, oldest, now int64, r ms.Request) (ms.Decision, bool) {
+func SlicesFast(sum uint64, oldest, now int64, r millis.Request) (millis.Decision, bool) {
 	n, w, k := SliceOf(now, r)
 	return SlicesFastAt(sum, oldest, n, w, k, now, r)
 }
 
 // SlicesFastAt is SlicesFast for a caller that has SliceOf(now, r) at hand:
 // n, w and k.
-func SlicesFastAt(sum uint64, oldest, n, w, k, now int64, r ms.Request) (ms.Decision, bool) {
+func SlicesFastAt(sum uint64, oldest, n, w, k, now int64, r millis.Request) (millis.Decision, bool) {
 	lim, h := uint64(r.Limit), uint64(r.Hits)
 	if sum+h > lim {
-		return ms.Decision{}, false
+		return millis.Decision{}, false
 	}
 	counted := sum > 0
 	if h > 0 {
@@ -140,8 +140,8 @@ func SlicesFastAt(sum uint64, oldest, n, w, k, now int64, r ms.Request) (ms.Deci
 // slicesDecision is the decision of the sliding window counters with sum
 // hits in the window after it, the oldest counted slice being oldest (if
 // counted).
-func slicesDecision(allowed bool, sum uint64, oldest int64, counted bool, n, w, now int64, r ms.Request) ms.Decision {
-	d := ms.Decision{Allowed: allowed, Count: int64(sum), Limit: r.Limit, Now: now}
+func slicesDecision(allowed bool, sum uint64, oldest int64, counted bool, n, w, now int64, r millis.Request) millis.Decision {
+	d := millis.Decision{Allowed: allowed, Count: int64(sum), Limit: r.Limit, Now: now}
 	if lim := uint64(r.Limit); sum < lim {
 		d.Remaining = int64(lim - sum)
 	}

@@ -2,7 +2,6 @@ package algo_test
 
 import (
 	"fmt"
-	"github.com/raterlimiter/raterlimiter/internal/bounds"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -10,11 +9,12 @@ import (
 
 	rl "github.com/raterlimiter/raterlimiter"
 	"github.com/raterlimiter/raterlimiter/internal/algo"
-	"github.com/raterlimiter/raterlimiter/internal/ms"
+	"github.com/raterlimiter/raterlimiter/internal/check"
+	"github.com/raterlimiter/raterlimiter/internal/millis"
 )
 
-func slicesReq(scale, limit, hits, n int64) ms.Request {
-	return ms.Request{ID: "u", Scale: scale, Limit: limit, Hits: hits, Algo: rl.Slices, Slices: n}
+func slicesReq(scale, limit, hits, n int64) millis.Request {
+	return millis.Request{ID: "u", Scale: scale, Limit: limit, Hits: hits, Algo: rl.Slices, Slices: n}
 }
 
 func TestSliceWidth(t *testing.T) {
@@ -25,7 +25,7 @@ func TestSliceWidth(t *testing.T) {
 		{1000, 600, 2},
 		{10, 60, 1}, // fewer ms than slices: the window is 60 ms
 		{1, 2, 1},
-		{ms.MaxScale, 600, ms.MaxScale / 600},
+		{millis.MaxScale, 600, millis.MaxScale / 600},
 	} {
 		assert.Equal(t, tt.w, algo.SliceWidth(tt.scale, tt.n), "%+v", tt)
 		assert.GreaterOrEqual(t, tt.n*tt.w, tt.scale, "the window covers the scale")
@@ -34,7 +34,7 @@ func TestSliceWidth(t *testing.T) {
 }
 
 func TestSlicesRecordRoundTrip(t *testing.T) {
-	for _, tt := range []struct{ n, hits int64 }{{2, 0}, {60, 1}, {600, bounds.MaxLimit}} {
+	for _, tt := range []struct{ n, hits int64 }{{2, 0}, {60, 1}, {600, check.MaxLimit}} {
 		rec := algo.SlicesRecord(tt.n, tt.hits, t0, t0+5)
 		n, hits := algo.SlicesOfRecord(rec)
 		assert.Equal(t, tt.n, n)
@@ -52,31 +52,31 @@ func TestSlicesCheck(t *testing.T) {
 		name   string
 		slices []algo.Slice
 		now    int64
-		r      ms.Request
-		want   ms.Decision
+		r      millis.Request
+		want   millis.Decision
 	}{
 		{"an empty window", nil, at(k, 500), slicesReq(h, 10, 1, 60),
-			ms.Decision{Allowed: true, Count: 1, Limit: 10, Remaining: 9, ResetMS: h - 500}},
+			millis.Decision{Allowed: true, Count: 1, Limit: 10, Remaining: 9, ResetMS: h - 500}},
 		{"hits across the hour add up", []algo.Slice{{k - 59, 4}, {k - 30, 3}, {k, 2}}, at(k, 0), slicesReq(h, 10, 1, 60),
-			ms.Decision{Allowed: true, Count: 10, Limit: 10, ResetMS: m}},
+			millis.Decision{Allowed: true, Count: 10, Limit: 10, ResetMS: m}},
 		{"full: retry when the oldest slice leaves", []algo.Slice{{k - 59, 4}, {k - 30, 3}, {k, 3}}, at(k, 100), slicesReq(h, 10, 1, 60),
-			ms.Decision{Count: 10, Limit: 10, ResetMS: m - 100, RetryAfterMS: m - 100}},
+			millis.Decision{Count: 10, Limit: 10, ResetMS: m - 100, RetryAfterMS: m - 100}},
 		{"five more need two slices gone", []algo.Slice{{k - 59, 4}, {k - 30, 3}, {k, 3}}, at(k, 100), slicesReq(h, 10, 5, 60),
-			ms.Decision{Count: 10, Limit: 10, ResetMS: m - 100, RetryAfterMS: 30*m - 100}},
+			millis.Decision{Count: 10, Limit: 10, ResetMS: m - 100, RetryAfterMS: 30*m - 100}},
 		{"a slice 60 back has left", []algo.Slice{{k - 60, 10}, {k - 1, 1}}, at(k, 0), slicesReq(h, 10, 9, 60),
-			ms.Decision{Allowed: true, Count: 10, Limit: 10, ResetMS: 59 * m}},
+			millis.Decision{Allowed: true, Count: 10, Limit: 10, ResetMS: 59 * m}},
 		{"slices after now are not read", []algo.Slice{{k + 1, 10}}, at(k, 0), slicesReq(h, 10, 10, 60),
-			ms.Decision{Allowed: true, Count: 10, Limit: 10, ResetMS: h}},
+			millis.Decision{Allowed: true, Count: 10, Limit: 10, ResetMS: h}},
 		{"a peek over the limit is denied", []algo.Slice{{k - 2, 8}}, at(k, 0), slicesReq(h, 5, 0, 60),
-			ms.Decision{Count: 8, Limit: 5, ResetMS: 58 * m, RetryAfterMS: 58 * m}},
+			millis.Decision{Count: 8, Limit: 5, ResetMS: 58 * m, RetryAfterMS: 58 * m}},
 		{"a peek of an empty window", nil, at(k, 0), slicesReq(h, 5, 0, 60),
-			ms.Decision{Allowed: true, Limit: 5, Remaining: 5}},
+			millis.Decision{Allowed: true, Limit: 5, Remaining: 5}},
 		{"hits above the limit never pass", nil, at(k, 7), slicesReq(h, 5, 6, 60),
-			ms.Decision{Limit: 5, Remaining: 5, RetryAfterMS: 1}},
+			millis.Decision{Limit: 5, Remaining: 5, RetryAfterMS: 1}},
 		{"limit 0", []algo.Slice{}, at(k, 7), slicesReq(h, 0, 1, 60),
-			ms.Decision{Limit: 0, RetryAfterMS: 1}},
+			millis.Decision{Limit: 0, RetryAfterMS: 1}},
 		{"the default is 60 slices", []algo.Slice{{k - 59, 1}}, at(k, 0), slicesReq(h, 1, 1, 0),
-			ms.Decision{Count: 1, Limit: 1, ResetMS: m, RetryAfterMS: m}},
+			millis.Decision{Count: 1, Limit: 1, ResetMS: m, RetryAfterMS: m}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -93,7 +93,7 @@ func TestSlicesFastAgrees(t *testing.T) {
 	agreed := 0
 	for trial := 0; trial < 20000; trial++ {
 		n := []int64{2, 3, 10, 60, 600}[rng.IntN(5)]
-		scale := []int64{1, 7, 1000, 60_000, 3_600_000, ms.MaxScale}[rng.IntN(6)]
+		scale := []int64{1, 7, 1000, 60_000, 3_600_000, millis.MaxScale}[rng.IntN(6)]
 		r := slicesReq(scale, rng.Int64N(40), rng.Int64N(8), n)
 		now := t0 + rng.Int64N(10*scale)
 		_, _, k := algo.SliceOf(now, r)
@@ -167,7 +167,7 @@ func TestPropertySlicesModel(t *testing.T) {
 // for minute 0 to leave, at minute 60.
 func ExampleSlicesCheck() {
 	const m, start = 60_000, 1_700_000_040_000 - 1_700_000_040_000%3_600_000
-	r := ms.Request{ID: "u", Scale: 3_600_000, Limit: 10, Hits: 1, Algo: rl.Slices, Slices: 60}
+	r := millis.Request{ID: "u", Scale: 3_600_000, Limit: 10, Hits: 1, Algo: rl.Slices, Slices: 60}
 	k := algo.Bucket(start, m)
 	window := []algo.Slice{{Num: k, Hits: 4}, {Num: k + 30, Hits: 3}, {Num: k + 59, Hits: 3}}
 	d := algo.SlicesCheck(window, start+59*m+30_000, r)

@@ -1,8 +1,9 @@
 package algo
 
 import (
-	"github.com/raterlimiter/raterlimiter/internal/ms"
 	"math/bits"
+
+	"github.com/raterlimiter/raterlimiter/internal/millis"
 )
 
 // Sliding is Cloudflare's two-window weighted estimate. It reads the record
@@ -40,7 +41,7 @@ import (
 //
 // Counts read from records are taken as 0 when negative and at most 2^62, so
 // no arithmetic overflows; checks never store a count above limit.
-func Sliding(cur Record, ok bool, prev Record, prevOK bool, now int64, r ms.Request) (ms.Decision, Record, bool) {
+func Sliding(cur Record, ok bool, prev Record, prevOK bool, now int64, r millis.Request) (millis.Decision, Record, bool) {
 	start := Bucket(now, r.Scale) * r.Scale
 	s := uint64(r.Scale)
 	e := uint64(now - start)
@@ -63,7 +64,7 @@ func Sliding(cur Record, ok bool, prev Record, prevOK bool, now int64, r ms.Requ
 		cur.Modified = now
 	}
 	count := c + pw.divCeil(s)
-	d := ms.Decision{
+	d := millis.Decision{
 		Allowed: allowed,
 		Count:   int64(count),
 		Limit:   r.Limit,

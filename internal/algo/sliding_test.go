@@ -1,14 +1,14 @@
 package algo_test
 
 import (
-	"github.com/raterlimiter/raterlimiter/internal/bounds"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 
 	rl "github.com/raterlimiter/raterlimiter"
 	"github.com/raterlimiter/raterlimiter/internal/algo"
-	"github.com/raterlimiter/raterlimiter/internal/ms"
+	"github.com/raterlimiter/raterlimiter/internal/check"
+	"github.com/raterlimiter/raterlimiter/internal/millis"
 )
 
 // t0 starts a window of 1000 ms (and of 60000 ms).
@@ -18,23 +18,23 @@ func rec(count, created int64) algo.Record {
 	return algo.Record{Count: count, Created: created, Modified: created}
 }
 
-func sreq(scale, limit, hits int64) ms.Request {
-	return ms.Request{ID: "u", Scale: scale, Limit: limit, Hits: hits, Algo: rl.Sliding}
+func sreq(scale, limit, hits int64) millis.Request {
+	return millis.Request{ID: "u", Scale: scale, Limit: limit, Hits: hits, Algo: rl.Sliding}
 }
 
-func dec(allowed bool, count, limit, reset, retry int64) ms.Decision {
-	return ms.Decision{Allowed: allowed, Count: count, Limit: limit, Remaining: max(0, limit-count), ResetMS: reset, RetryAfterMS: retry}
+func dec(allowed bool, count, limit, reset, retry int64) millis.Decision {
+	return millis.Decision{Allowed: allowed, Count: count, Limit: limit, Remaining: max(0, limit-count), ResetMS: reset, RetryAfterMS: retry}
 }
 
 func TestSliding(t *testing.T) {
-	const maxS, maxL = ms.MaxScale, bounds.MaxLimit
+	const maxS, maxL = millis.MaxScale, check.MaxLimit
 	bigStart := algo.Bucket(t0, maxS) * maxS
 	tests := []struct {
 		name      string
 		cur, prev *algo.Record // nil: absent
 		now       int64
-		req       ms.Request
-		want      ms.Decision
+		req       millis.Request
+		want      millis.Decision
 		wantCount int64 // the stored count when the check writes; 0: no write
 	}{
 		{name: "fresh id: the first hit counts", now: t0 + 250, req: sreq(1000, 10, 1),
@@ -91,9 +91,9 @@ func TestSliding(t *testing.T) {
 			prev: &algo.Record{Count: maxL, Created: bigStart - 1}, now: t0, req: sreq(maxS, maxL, 1),
 			want: dec(true, 2617074911, maxL, 192159960000, 0), wantCount: 1},
 		{name: "bounds: the largest hits wait for the whole window",
-			prev: &algo.Record{Count: maxL, Created: bigStart - 1}, now: t0, req: sreq(maxS, maxL, bounds.MaxHits),
+			prev: &algo.Record{Count: maxL, Created: bigStart - 1}, now: t0, req: sreq(maxS, maxL, check.MaxHits),
 			want: dec(false, 2617074910, maxL, 192159960000, 192159960000)},
-		{name: "bounds: scale 1", now: t0, req: sreq(1, maxL, bounds.MaxHits),
+		{name: "bounds: scale 1", now: t0, req: sreq(1, maxL, check.MaxHits),
 			want: dec(true, maxL, maxL, 1, 0), wantCount: maxL},
 	}
 	for _, tc := range tests {

@@ -2,7 +2,7 @@ package algo
 
 import (
 	rl "github.com/raterlimiter/raterlimiter"
-	"github.com/raterlimiter/raterlimiter/internal/ms"
+	"github.com/raterlimiter/raterlimiter/internal/millis"
 )
 
 // Token is GCRA (the generic cell rate algorithm): limit hits per scale with
@@ -37,7 +37,7 @@ import (
 // computed with, the fraction is converted to the new denominator rounding
 // the TAT up (never lenient): n' = ceil(n*limit'/limit). The state is thus
 // "how far from full", which each limit reads as its own share of S.
-func Token(st Record, ok bool, now int64, r ms.Request) (ms.Decision, Record, bool) {
+func Token(st Record, ok bool, now int64, r millis.Request) (millis.Decision, Record, bool) {
 	return gcra(st, ok, now, r, false)
 }
 
@@ -46,7 +46,7 @@ func Token(st Record, ok bool, now int64, r ms.Request) (ms.Decision, Record, bo
 // limit-hits, or a queue's (Leaky), whose room is Queue*S, or
 // MaxDelayMS*limit when set and smaller. Hits are allowed iff hits <=
 // limit and k <= room; the decision is the one Token and Leaky document.
-func gcra(st Record, ok bool, now int64, r ms.Request, queue bool) (ms.Decision, Record, bool) {
+func gcra(st Record, ok bool, now int64, r millis.Request, queue bool) (millis.Decision, Record, bool) {
 	lim, s, h := uint64(r.Limit), uint64(r.Scale), uint64(r.Hits)
 	if !ok {
 		st = Record{Created: now}
@@ -76,7 +76,7 @@ func gcra(st Record, ok bool, now int64, r ms.Request, queue bool) (ms.Decision,
 		m, n, k = advanceTAT(&st, m, n, k, h, s, lim)
 	}
 	count := k.divCeil(s)
-	d := ms.Decision{
+	d := millis.Decision{
 		Allowed: allowed,
 		Count:   int64(min(count, 1<<62)),
 		Limit:   r.Limit,
@@ -153,10 +153,10 @@ func tokenExpired(rec Record, now int64) bool {
 
 // tokenView shows a token record: Count is the TAT rounded up to whole ms,
 // Modified its integer part, as stored.
-func tokenView(scale int64, rec Record) ms.Bucket {
+func tokenView(scale int64, rec Record) millis.Bucket {
 	tat := rec.Modified
 	if uint32(rec.Count) != 0 {
 		tat++
 	}
-	return ms.Bucket{Scale: scale, Algo: rl.Token, Count: tat, Created: rec.Created, Modified: rec.Modified}
+	return millis.Bucket{Scale: scale, Algo: rl.Token, Count: tat, Created: rec.Created, Modified: rec.Modified}
 }

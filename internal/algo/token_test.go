@@ -1,7 +1,6 @@
 package algo_test
 
 import (
-	"github.com/raterlimiter/raterlimiter/internal/bounds"
 	"math/big"
 	"testing"
 
@@ -9,11 +8,12 @@ import (
 
 	rl "github.com/raterlimiter/raterlimiter"
 	"github.com/raterlimiter/raterlimiter/internal/algo"
-	"github.com/raterlimiter/raterlimiter/internal/ms"
+	"github.com/raterlimiter/raterlimiter/internal/check"
+	"github.com/raterlimiter/raterlimiter/internal/millis"
 )
 
-func treq(scale, limit, hits int64) ms.Request {
-	return ms.Request{ID: "u", Scale: scale, Limit: limit, Hits: hits, Algo: rl.Token}
+func treq(scale, limit, hits int64) millis.Request {
+	return millis.Request{ID: "u", Scale: scale, Limit: limit, Hits: hits, Algo: rl.Token}
 }
 
 // tat is a token record whose theoretical arrival time is ms + num/den.
@@ -22,13 +22,13 @@ func tat(ms, num, den int64) *algo.Record {
 }
 
 func TestToken(t *testing.T) {
-	const maxS, maxL = ms.MaxScale, bounds.MaxLimit
+	const maxS, maxL = millis.MaxScale, check.MaxLimit
 	tests := []struct {
 		name    string
 		st      *algo.Record // nil: absent
 		now     int64
-		req     ms.Request
-		want    ms.Decision
+		req     millis.Request
+		want    millis.Decision
 		wantTAT *algo.Record // the stored state when the check writes
 	}{
 		{name: "fresh id: one hit costs one interval (100 ms)", now: t0, req: treq(1000, 10, 1),
@@ -73,7 +73,7 @@ func TestToken(t *testing.T) {
 			want: dec(false, 0, 3, 0, 1)},
 		{name: "hits above the limit over a used bucket", st: tat(t0+500, 0, 10), now: t0, req: treq(1000, 10, 11),
 			want: dec(false, 5, 10, 500, 500)},
-		{name: "bounds: the largest scale, limit and hits", now: t0, req: treq(maxS, maxL, bounds.MaxHits),
+		{name: "bounds: the largest scale, limit and hits", now: t0, req: treq(maxS, maxL, check.MaxHits),
 			want: dec(true, maxL, maxL, maxS, 0), wantTAT: tat(t0+maxS, 0, maxL)},
 		{name: "bounds: one hit of the largest limit", st: tat(t0+maxS, 0, maxL), now: t0, req: treq(maxS, maxL, 1),
 			// the interval is 315360000000/4294967295 = 73.4... ms
@@ -143,7 +143,7 @@ func TestTokenExpired(t *testing.T) {
 
 func TestTokenView(t *testing.T) {
 	b := algo.View(rl.Token, 1000, *tat(t0+333, 1, 3))
-	assert.Equal(t, ms.Bucket{Scale: 1000, Algo: rl.Token, Count: t0 + 334, Created: t0 - 5000, Modified: t0 + 333}, b)
+	assert.Equal(t, millis.Bucket{Scale: 1000, Algo: rl.Token, Count: t0 + 334, Created: t0 - 5000, Modified: t0 + 333}, b)
 	b = algo.View(rl.Token, 1000, *tat(t0+300, 0, 10))
 	assert.Equal(t, int64(t0+300), b.Count)
 }

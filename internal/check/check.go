@@ -10,8 +10,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/raterlimiter/raterlimiter/internal/bounds"
-
 	rl "github.com/raterlimiter/raterlimiter"
 )
 
@@ -57,13 +55,13 @@ func Reset(id string, scale time.Duration, maxIDBytes int) error {
 // OutOfBounds returns the error Validate gives when field
 // ("id", "scale", "limit", "hits", "algo", "slices", "queue" or
 // "max_delay_ms") is out of its bounds; for "id", too long for maxIDBytes
-// (bounds.DefaultMaxIDBytes when maxIDBytes <= 0). A parser that cannot read a
+// (DefaultMaxIDBytes when maxIDBytes <= 0). A parser that cannot read a
 // value as its field's type (a sign, a fraction, an overflow) refuses it
 // in the same words. The error must not be modified; an unknown field
 // gives nil.
 func OutOfBounds(field string, maxIDBytes int) *rl.FieldError {
 	if maxIDBytes <= 0 {
-		maxIDBytes = bounds.DefaultMaxIDBytes
+		maxIDBytes = DefaultMaxIDBytes
 	}
 	// A request valid but in field: Validate's own error for it.
 	r := rl.Request{ID: "x", Scale: time.Second}

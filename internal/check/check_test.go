@@ -4,8 +4,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/raterlimiter/raterlimiter/internal/bounds"
-
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -39,7 +37,7 @@ func TestOutOfBoundsIsValidatesError(t *testing.T) {
 		{"id", func(r *rl.Request) { r.ID = "abcd" }},
 		{"scale", func(r *rl.Request) { r.Scale = 0 }},
 		{"limit", func(r *rl.Request) { r.Limit = -1 }},
-		{"hits", func(r *rl.Request) { r.Hits = bounds.MaxHits + 1 }},
+		{"hits", func(r *rl.Request) { r.Hits = check.MaxHits + 1 }},
 		{"algo", func(r *rl.Request) { r.Algo = 200 }},
 		{"slices", func(r *rl.Request) { r.Algo, r.Slices = rl.Slices, 601 }},
 		{"queue", func(r *rl.Request) { r.Algo, r.Queue = rl.Leaky, 1<<20 }},

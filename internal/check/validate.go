@@ -5,25 +5,24 @@ import (
 	"time"
 
 	rl "github.com/raterlimiter/raterlimiter"
-	"github.com/raterlimiter/raterlimiter/internal/bounds"
 )
 
-// maxScaleMS is bounds.MaxScale in milliseconds.
-const maxScaleMS = int64(bounds.MaxScale / time.Millisecond)
+// maxScaleMS is MaxScale in milliseconds.
+const maxScaleMS = int64(MaxScale / time.Millisecond)
 
 // The errors of a field out of its bounds, shared: refusing a request
 // allocates nothing.
 var (
 	errEmptyID  = &rl.FieldError{Field: "id", Rule: "must not be empty"}
 	errScale    = &rl.FieldError{Field: "scale", Rule: "must be an integer from 1 to " + strconv.FormatInt(maxScaleMS, 10) + " (milliseconds)"}
-	errLimit    = &rl.FieldError{Field: "limit", Rule: "must be an integer from 0 to " + strconv.FormatInt(bounds.MaxLimit, 10)}
-	errHits     = &rl.FieldError{Field: "hits", Rule: "must be an integer from 0 to " + strconv.FormatInt(bounds.MaxHits, 10)}
+	errLimit    = &rl.FieldError{Field: "limit", Rule: "must be an integer from 0 to " + strconv.FormatInt(MaxLimit, 10)}
+	errHits     = &rl.FieldError{Field: "hits", Rule: "must be an integer from 0 to " + strconv.FormatInt(MaxHits, 10)}
 	errPeekHits = &rl.FieldError{Field: "hits", Rule: "must be 0 in a peek, which counts nothing"}
 	errAlgo     = &rl.FieldError{Field: "algo", Rule: "must be one of fixed, sliding, token, log, slices, leaky"}
-	errLogLimit = &rl.FieldError{Field: "limit", Rule: "must be an integer from 0 to " + strconv.FormatInt(bounds.MaxLogLimit, 10) + " with algo=log"}
-	errSlices   = &rl.FieldError{Field: "slices", Rule: "must be an integer from " + strconv.FormatInt(bounds.MinSlices, 10) + " to " + strconv.FormatInt(bounds.MaxSlices, 10) + " (default " + strconv.FormatInt(bounds.DefaultSlices, 10) + ")"}
+	errLogLimit = &rl.FieldError{Field: "limit", Rule: "must be an integer from 0 to " + strconv.FormatInt(MaxLogLimit, 10) + " with algo=log"}
+	errSlices   = &rl.FieldError{Field: "slices", Rule: "must be an integer from " + strconv.FormatInt(MinSlices, 10) + " to " + strconv.FormatInt(MaxSlices, 10) + " (default " + strconv.FormatInt(DefaultSlices, 10) + ")"}
 	errSlicesOf = &rl.FieldError{Field: "slices", Rule: "is for algo=slices only"}
-	errQueue    = &rl.FieldError{Field: "queue", Rule: "must be an integer from 0 to " + strconv.FormatInt(bounds.MaxQueue, 10)}
+	errQueue    = &rl.FieldError{Field: "queue", Rule: "must be an integer from 0 to " + strconv.FormatInt(MaxQueue, 10)}
 	errQueueOf  = &rl.FieldError{Field: "queue", Rule: "is for algo=leaky only"}
 	errQueueLen = &rl.FieldError{Field: "queue", Rule: "must drain in at most ten years: queue × scale / limit ≤ " + strconv.FormatInt(maxScaleMS, 10) + " ms"}
 	errMaxDelay = &rl.FieldError{Field: "max_delay_ms", Rule: "must be an integer from 0 (no bound) to " + strconv.FormatInt(maxScaleMS, 10)}
@@ -56,46 +55,46 @@ const (
 )
 
 // faultOf returns the first bound r breaks with ids up to maxIDBytes long
-// (bounds.DefaultMaxIDBytes, 1024, when maxIDBytes <= 0), or noFault.
+// (DefaultMaxIDBytes, 1024, when maxIDBytes <= 0), or noFault.
 func faultOf(r rl.Request, maxIDBytes int) fault {
 	if maxIDBytes <= 0 {
-		maxIDBytes = bounds.DefaultMaxIDBytes
+		maxIDBytes = DefaultMaxIDBytes
 	}
 	switch {
 	case len(r.ID) == 0:
 		return emptyID
 	case len(r.ID) > maxIDBytes:
 		return longID
-	case r.Scale < time.Millisecond || r.Scale > bounds.MaxScale || r.Scale%time.Millisecond != 0:
+	case r.Scale < time.Millisecond || r.Scale > MaxScale || r.Scale%time.Millisecond != 0:
 		return badScale
-	case r.Limit < 0 || r.Limit > bounds.MaxLimit:
+	case r.Limit < 0 || r.Limit > MaxLimit:
 		return badLimit
-	case r.Hits < 0 || r.Hits > bounds.MaxHits:
+	case r.Hits < 0 || r.Hits > MaxHits:
 		return badHits
 	case r.Peek && r.Hits != 0:
 		return peekHits
 	case !ValidAlgo(r.Algo):
 		return badAlgo
-	case r.Algo == rl.Log && r.Limit > bounds.MaxLogLimit:
+	case r.Algo == rl.Log && r.Limit > MaxLogLimit:
 		return logLimit
 	case r.Slices != 0 && r.Algo != rl.Slices:
 		return slicesOf
-	case r.Slices != 0 && (r.Slices < bounds.MinSlices || r.Slices > bounds.MaxSlices):
+	case r.Slices != 0 && (r.Slices < MinSlices || r.Slices > MaxSlices):
 		return badSlices
 	case r.Queue != 0 && r.Algo != rl.Leaky:
 		return queueOf
-	case r.Queue < 0 || r.Queue > bounds.MaxQueue:
+	case r.Queue < 0 || r.Queue > MaxQueue:
 		return badQueue
 	case r.Queue > 0 && r.Limit > 0 && queueTooLong(r.Queue, int64(r.Scale/time.Millisecond), r.Limit):
 		return queueLen
-	case r.MaxDelay < 0 || r.MaxDelay > bounds.MaxScale || r.MaxDelay%time.Millisecond != 0:
+	case r.MaxDelay < 0 || r.MaxDelay > MaxScale || r.MaxDelay%time.Millisecond != 0:
 		return badMaxDelay
 	}
 	return noFault
 }
 
 // Validate checks r against the bounds for a Go caller, with ids up to
-// maxIDBytes long (bounds.DefaultMaxIDBytes, 1024, when maxIDBytes <= 0).
+// maxIDBytes long (DefaultMaxIDBytes, 1024, when maxIDBytes <= 0).
 // The error is a *rl.FieldError naming the first field out of bounds as Go
 // spells it (ID, Scale, ...), with its value and the rule in Go's terms
 // (durations, not milliseconds). Every Limiter validates with it before it
@@ -106,7 +105,7 @@ func Validate(r rl.Request, maxIDBytes int) error {
 		return nil
 	}
 	if maxIDBytes <= 0 {
-		maxIDBytes = bounds.DefaultMaxIDBytes
+		maxIDBytes = DefaultMaxIDBytes
 	}
 	return goError(f, r, maxIDBytes)
 }
@@ -121,7 +120,7 @@ func ValidateWire(r rl.Request, maxIDBytes int) error {
 		return nil
 	case longID:
 		if maxIDBytes <= 0 {
-			maxIDBytes = bounds.DefaultMaxIDBytes
+			maxIDBytes = DefaultMaxIDBytes
 		}
 		return idTooLong(maxIDBytes)
 	default:
@@ -136,7 +135,7 @@ var wireErrors = [...]*rl.FieldError{
 	badQueue: errQueue, queueLen: errQueueLen, badMaxDelay: errMaxDelay,
 }
 
-// tenYears is bounds.MaxScale as a Go caller reads it.
+// tenYears is MaxScale as a Go caller reads it.
 const tenYears = "ten years (87600h)"
 
 // goError is the error of fault f of r for a Go caller.
@@ -148,32 +147,32 @@ func goError(f fault, r rl.Request, maxIDBytes int) *rl.FieldError {
 	case longID:
 		return &rl.FieldError{Field: "ID", Rule: "is " + strconv.Itoa(len(r.ID)) + " bytes, more than the limiter's MaxIDBytes (" + strconv.Itoa(maxIDBytes) + ")"}
 	case badScale:
-		if r.Scale%time.Millisecond != 0 && r.Scale > 0 && r.Scale <= bounds.MaxScale {
+		if r.Scale%time.Millisecond != 0 && r.Scale > 0 && r.Scale <= MaxScale {
 			return &rl.FieldError{Field: "Scale", Rule: r.Scale.String() + " is not a whole number of milliseconds"}
 		}
 		return &rl.FieldError{Field: "Scale", Rule: r.Scale.String() + " is outside 1ms to " + tenYears}
 	case badLimit:
-		return &rl.FieldError{Field: "Limit", Rule: i(r.Limit, 10) + " is outside 0 to " + i(bounds.MaxLimit, 10)}
+		return &rl.FieldError{Field: "Limit", Rule: i(r.Limit, 10) + " is outside 0 to " + i(MaxLimit, 10)}
 	case badHits:
-		return &rl.FieldError{Field: "Hits", Rule: i(r.Hits, 10) + " is outside 0 to " + i(bounds.MaxHits, 10)}
+		return &rl.FieldError{Field: "Hits", Rule: i(r.Hits, 10) + " is outside 0 to " + i(MaxHits, 10)}
 	case peekHits:
 		return &rl.FieldError{Field: "Hits", Rule: "must be 0 with Peek, which counts nothing, not " + i(r.Hits, 10)}
 	case badAlgo:
 		return &rl.FieldError{Field: "Algo", Rule: r.Algo.String() + " is none of Fixed, Sliding, Token, Log, Slices, Leaky"}
 	case logLimit:
-		return &rl.FieldError{Field: "Limit", Rule: i(r.Limit, 10) + " is more than Algo Log allows (" + i(bounds.MaxLogLimit, 10) + ")"}
+		return &rl.FieldError{Field: "Limit", Rule: i(r.Limit, 10) + " is more than Algo Log allows (" + i(MaxLogLimit, 10) + ")"}
 	case slicesOf:
 		return &rl.FieldError{Field: "Slices", Rule: "is for Algo Slices only, not " + r.Algo.String()}
 	case badSlices:
-		return &rl.FieldError{Field: "Slices", Rule: i(r.Slices, 10) + " is outside " + i(bounds.MinSlices, 10) + " to " + i(bounds.MaxSlices, 10) + " (0 means " + i(bounds.DefaultSlices, 10) + ")"}
+		return &rl.FieldError{Field: "Slices", Rule: i(r.Slices, 10) + " is outside " + i(MinSlices, 10) + " to " + i(MaxSlices, 10) + " (0 means " + i(DefaultSlices, 10) + ")"}
 	case queueOf:
 		return &rl.FieldError{Field: "Queue", Rule: "is for Algo Leaky only, not " + r.Algo.String()}
 	case badQueue:
-		return &rl.FieldError{Field: "Queue", Rule: i(r.Queue, 10) + " is outside 0 to " + i(bounds.MaxQueue, 10)}
+		return &rl.FieldError{Field: "Queue", Rule: i(r.Queue, 10) + " is outside 0 to " + i(MaxQueue, 10)}
 	case queueLen:
 		return &rl.FieldError{Field: "Queue", Rule: i(r.Queue, 10) + " waiting, one every Scale/Limit (" + (r.Scale / time.Duration(r.Limit)).String() + "), take more than " + tenYears + " to drain"}
 	case badMaxDelay:
-		if r.MaxDelay%time.Millisecond != 0 && r.MaxDelay > 0 && r.MaxDelay <= bounds.MaxScale {
+		if r.MaxDelay%time.Millisecond != 0 && r.MaxDelay > 0 && r.MaxDelay <= MaxScale {
 			return &rl.FieldError{Field: "MaxDelay", Rule: r.MaxDelay.String() + " is not a whole number of milliseconds"}
 		}
 		return &rl.FieldError{Field: "MaxDelay", Rule: r.MaxDelay.String() + " is outside 0 (no bound) to " + tenYears}
@@ -182,7 +181,7 @@ func goError(f fault, r rl.Request, maxIDBytes int) *rl.FieldError {
 }
 
 // queueTooLong reports whether queue intervals of scale/limit ms pass
-// bounds.MaxScale: queue × scale > bounds.MaxScale × limit, without overflow (queue ×
+// MaxScale: queue × scale > MaxScale × limit, without overflow (queue ×
 // scale is below 2^55).
 func queueTooLong(queue, scale, limit int64) bool {
 	q, rem := queue*scale/limit, queue*scale%limit

@@ -10,7 +10,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	rl "github.com/raterlimiter/raterlimiter"
-	"github.com/raterlimiter/raterlimiter/internal/bounds"
 	"github.com/raterlimiter/raterlimiter/internal/check"
 )
 
@@ -24,55 +23,55 @@ func TestValidate(t *testing.T) {
 	}{
 		{"ordinary", ok, ""},
 		{"id of one byte", with(func(r *rl.Request) { r.ID = "x" }), ""},
-		{"id at the limit", with(func(r *rl.Request) { r.ID = strings.Repeat("x", bounds.DefaultMaxIDBytes) }), ""},
-		{"id past the limit", with(func(r *rl.Request) { r.ID = strings.Repeat("x", bounds.DefaultMaxIDBytes+1) }), "id"},
+		{"id at the limit", with(func(r *rl.Request) { r.ID = strings.Repeat("x", check.DefaultMaxIDBytes) }), ""},
+		{"id past the limit", with(func(r *rl.Request) { r.ID = strings.Repeat("x", check.DefaultMaxIDBytes+1) }), "id"},
 		{"empty id", with(func(r *rl.Request) { r.ID = "" }), "id"},
 		{"scale 1", with(func(r *rl.Request) { r.Scale = time.Millisecond }), ""},
 		{"scale of a fraction of a ms", with(func(r *rl.Request) { r.Scale = time.Second + time.Microsecond }), "scale"},
 		{"scale under a ms", with(func(r *rl.Request) { r.Scale = time.Microsecond }), "scale"},
 		{"scale 0", with(func(r *rl.Request) { r.Scale = 0 }), "scale"},
-		{"largest scale", with(func(r *rl.Request) { r.Scale = bounds.MaxScale }), ""},
-		{"scale past ten years", with(func(r *rl.Request) { r.Scale = bounds.MaxScale + time.Millisecond }), "scale"},
+		{"largest scale", with(func(r *rl.Request) { r.Scale = check.MaxScale }), ""},
+		{"scale past ten years", with(func(r *rl.Request) { r.Scale = check.MaxScale + time.Millisecond }), "scale"},
 		{"limit 0", with(func(r *rl.Request) { r.Limit = 0 }), ""},
 		{"limit -1", with(func(r *rl.Request) { r.Limit = -1 }), "limit"},
-		{"largest limit", with(func(r *rl.Request) { r.Limit = bounds.MaxLimit }), ""},
-		{"limit past 2^32-1", with(func(r *rl.Request) { r.Limit = bounds.MaxLimit + 1 }), "limit"},
+		{"largest limit", with(func(r *rl.Request) { r.Limit = check.MaxLimit }), ""},
+		{"limit past 2^32-1", with(func(r *rl.Request) { r.Limit = check.MaxLimit + 1 }), "limit"},
 		{"hits 0 peeks", with(func(r *rl.Request) { r.Hits = 0 }), ""},
 		{"hits -1", with(func(r *rl.Request) { r.Hits = -1 }), "hits"},
-		{"largest hits", with(func(r *rl.Request) { r.Hits = bounds.MaxHits }), ""},
-		{"hits past 2^32-1", with(func(r *rl.Request) { r.Hits = bounds.MaxHits + 1 }), "hits"},
+		{"largest hits", with(func(r *rl.Request) { r.Hits = check.MaxHits }), ""},
+		{"hits past 2^32-1", with(func(r *rl.Request) { r.Hits = check.MaxHits + 1 }), "hits"},
 		{"unknown algo", with(func(r *rl.Request) { r.Algo = 6 }), "algo"},
 		{"slices by default", with(func(r *rl.Request) { r.Algo = rl.Slices }), ""},
-		{"slices at their fewest", with(func(r *rl.Request) { r.Algo, r.Slices = rl.Slices, bounds.MinSlices }), ""},
-		{"slices at their most", with(func(r *rl.Request) { r.Algo, r.Slices = rl.Slices, bounds.MaxSlices }), ""},
+		{"slices at their fewest", with(func(r *rl.Request) { r.Algo, r.Slices = rl.Slices, check.MinSlices }), ""},
+		{"slices at their most", with(func(r *rl.Request) { r.Algo, r.Slices = rl.Slices, check.MaxSlices }), ""},
 		{"one slice", with(func(r *rl.Request) { r.Algo, r.Slices = rl.Slices, 1 }), "slices"},
 		{"negative slices", with(func(r *rl.Request) { r.Algo, r.Slices = rl.Slices, -60 }), "slices"},
-		{"slices past 600", with(func(r *rl.Request) { r.Algo, r.Slices = rl.Slices, bounds.MaxSlices+1 }), "slices"},
+		{"slices past 600", with(func(r *rl.Request) { r.Algo, r.Slices = rl.Slices, check.MaxSlices+1 }), "slices"},
 		{"more slices than ms in the scale", with(func(r *rl.Request) { r.Algo, r.Slices, r.Scale = rl.Slices, 600, time.Millisecond }), ""},
 		{"slices with another algo", with(func(r *rl.Request) { r.Slices = 60 }), "slices"},
 		{"leaky with no queue", with(func(r *rl.Request) { r.Algo = rl.Leaky }), ""},
-		{"leaky at its longest queue", with(func(r *rl.Request) { r.Algo, r.Queue = rl.Leaky, bounds.MaxQueue }), ""},
-		{"queue past its bound", with(func(r *rl.Request) { r.Algo, r.Queue = rl.Leaky, bounds.MaxQueue+1 }), "queue"},
+		{"leaky at its longest queue", with(func(r *rl.Request) { r.Algo, r.Queue = rl.Leaky, check.MaxQueue }), ""},
+		{"queue past its bound", with(func(r *rl.Request) { r.Algo, r.Queue = rl.Leaky, check.MaxQueue+1 }), "queue"},
 		{"negative queue", with(func(r *rl.Request) { r.Algo, r.Queue = rl.Leaky, -1 }), "queue"},
 		{"queue with another algo", with(func(r *rl.Request) { r.Algo, r.Queue = rl.Token, 3 }), "queue"},
-		{"a queue draining in ten years", with(func(r *rl.Request) { r.Algo, r.Queue, r.Scale, r.Limit = rl.Leaky, 2, bounds.MaxScale, 2 }), ""},
-		{"a queue draining in more than ten years", with(func(r *rl.Request) { r.Algo, r.Queue, r.Scale, r.Limit = rl.Leaky, 3, bounds.MaxScale, 2 }), "queue"},
-		{"a queue of exactly ten years", with(func(r *rl.Request) { r.Algo, r.Queue, r.Scale, r.Limit = rl.Leaky, 3, bounds.MaxScale/3*2, 2 }), ""},
+		{"a queue draining in ten years", with(func(r *rl.Request) { r.Algo, r.Queue, r.Scale, r.Limit = rl.Leaky, 2, check.MaxScale, 2 }), ""},
+		{"a queue draining in more than ten years", with(func(r *rl.Request) { r.Algo, r.Queue, r.Scale, r.Limit = rl.Leaky, 3, check.MaxScale, 2 }), "queue"},
+		{"a queue of exactly ten years", with(func(r *rl.Request) { r.Algo, r.Queue, r.Scale, r.Limit = rl.Leaky, 3, check.MaxScale/3*2, 2 }), ""},
 		{"a queue a third of a ms past ten years", with(func(r *rl.Request) {
-			r.Algo, r.Queue, r.Scale, r.Limit = rl.Leaky, 3, bounds.MaxScale/3*2+time.Millisecond, 2
+			r.Algo, r.Queue, r.Scale, r.Limit = rl.Leaky, 3, check.MaxScale/3*2+time.Millisecond, 2
 		}), "queue"},
 		{"the longest queue at the longest scale", with(func(r *rl.Request) {
-			r.Algo, r.Queue, r.Scale, r.Limit = rl.Leaky, bounds.MaxQueue, bounds.MaxScale, bounds.MaxLimit
+			r.Algo, r.Queue, r.Scale, r.Limit = rl.Leaky, check.MaxQueue, check.MaxScale, check.MaxLimit
 		}), ""},
-		{"a queue with limit 0", with(func(r *rl.Request) { r.Algo, r.Queue, r.Scale, r.Limit = rl.Leaky, bounds.MaxQueue, bounds.MaxScale, 0 }), ""},
+		{"a queue with limit 0", with(func(r *rl.Request) { r.Algo, r.Queue, r.Scale, r.Limit = rl.Leaky, check.MaxQueue, check.MaxScale, 0 }), ""},
 		{"a bound on the delay", with(func(r *rl.Request) { r.Algo, r.MaxDelay = rl.Leaky, 10*time.Second }), ""},
-		{"a bound on a delay that never comes", with(func(r *rl.Request) { r.MaxDelay = bounds.MaxScale }), ""},
+		{"a bound on a delay that never comes", with(func(r *rl.Request) { r.MaxDelay = check.MaxScale }), ""},
 		{"a negative bound on the delay", with(func(r *rl.Request) { r.MaxDelay = -time.Millisecond }), "max_delay_ms"},
-		{"a bound on the delay past ten years", with(func(r *rl.Request) { r.MaxDelay = bounds.MaxScale + time.Millisecond }), "max_delay_ms"},
+		{"a bound on the delay past ten years", with(func(r *rl.Request) { r.MaxDelay = check.MaxScale + time.Millisecond }), "max_delay_ms"},
 		{"a bound on the delay of a fraction of a ms", with(func(r *rl.Request) { r.MaxDelay = 1500 * time.Microsecond }), "max_delay_ms"},
-		{"log at its largest limit", with(func(r *rl.Request) { r.Algo, r.Limit = rl.Log, bounds.MaxLogLimit }), ""},
-		{"log past its largest limit", with(func(r *rl.Request) { r.Algo, r.Limit = rl.Log, bounds.MaxLogLimit+1 }), "limit"},
-		{"fixed past the log's largest limit", with(func(r *rl.Request) { r.Limit = bounds.MaxLogLimit + 1 }), ""},
+		{"log at its largest limit", with(func(r *rl.Request) { r.Algo, r.Limit = rl.Log, check.MaxLogLimit }), ""},
+		{"log past its largest limit", with(func(r *rl.Request) { r.Algo, r.Limit = rl.Log, check.MaxLogLimit+1 }), "limit"},
+		{"fixed past the log's largest limit", with(func(r *rl.Request) { r.Limit = check.MaxLogLimit + 1 }), ""},
 	}
 	// The wire names a field as the HTTP API does; a Go caller reads the
 	// Go field's name.

@@ -12,7 +12,7 @@ import (
 	"strconv"
 
 	rl "github.com/raterlimiter/raterlimiter"
-	"github.com/raterlimiter/raterlimiter/internal/ms"
+	"github.com/raterlimiter/raterlimiter/internal/millis"
 )
 
 // The header names, spelled as the contract spells them.
@@ -153,7 +153,7 @@ func AppendRateLimitItem(dst []byte, name string, d rl.Decision) []byte {
 // leave before enough have), and a client that waits t= seconds must not
 // be denied again for it.
 func ResetSeconds(d rl.Decision) int64 {
-	t := ceilSeconds(ms.Ceil(d.Reset))
+	t := ceilSeconds(millis.Ceil(d.Reset))
 	if !d.Allowed {
 		t = max(t, RetryAfterSeconds(d))
 	}
@@ -164,7 +164,7 @@ func ResetSeconds(d rl.Decision) int64 {
 // rounded up, at which d's window ends (d.ResetAt); on a denial never
 // earlier than the time Retry-After names (d.Now + RetryAfter).
 func ResetUnix(d rl.Decision) int64 {
-	m := ms.OfDecision(d)
+	m := millis.OfDecision(d)
 	at := m.ResetAt()
 	if !d.Allowed {
 		at = max(at, m.Now+max(m.RetryAfterMS, 1))
@@ -180,7 +180,7 @@ func Retryable(r rl.Request, d rl.Decision) bool { return !d.Allowed && r.Hits <
 
 // RetryAfterSeconds returns the value of Retry-After for a denial: d's
 // RetryAfter in seconds, rounded up, at least 1.
-func RetryAfterSeconds(d rl.Decision) int64 { return max(1, ceilSeconds(ms.Ceil(d.RetryAfter))) }
+func RetryAfterSeconds(d rl.Decision) int64 { return max(1, ceilSeconds(millis.Ceil(d.RetryAfter))) }
 
 // ceilSeconds converts milliseconds to seconds, rounding up; negative
 // durations count as 0.

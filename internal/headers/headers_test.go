@@ -5,8 +5,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"github.com/raterlimiter/raterlimiter/internal/bounds"
-	"github.com/raterlimiter/raterlimiter/internal/check"
 	"math/rand/v2"
 	"net/http"
 	"strconv"
@@ -17,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	rl "github.com/raterlimiter/raterlimiter"
+	"github.com/raterlimiter/raterlimiter/internal/check"
 	"github.com/raterlimiter/raterlimiter/internal/headers"
 	"github.com/raterlimiter/raterlimiter/limitertest"
 	"github.com/raterlimiter/raterlimiter/memory"
@@ -128,8 +127,8 @@ func TestSet(t *testing.T) {
 		},
 		{
 			name: "largest bounds",
-			r:    rl.Request{ID: "u1", Scale: bounds.MaxScale, Limit: bounds.MaxLimit, Hits: 1},
-			d:    rl.Decision{Allowed: true, Count: 1, Limit: bounds.MaxLimit, Remaining: bounds.MaxLimit - 1, Reset: bounds.MaxScale, Now: time.UnixMilli(1_700_000_000_000)},
+			r:    rl.Request{ID: "u1", Scale: check.MaxScale, Limit: check.MaxLimit, Hits: 1},
+			d:    rl.Decision{Allowed: true, Count: 1, Limit: check.MaxLimit, Remaining: check.MaxLimit - 1, Reset: check.MaxScale, Now: time.UnixMilli(1_700_000_000_000)},
 			want: map[string]string{
 				"RateLimit-Policy":      `"default";q=4294967295;w=315360000`,
 				"RateLimit":             `"default";r=4294967294;t=315360000`,

@@ -33,8 +33,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/raterlimiter/raterlimiter/internal/cli"
-	"github.com/raterlimiter/raterlimiter/internal/term"
+	"github.com/raterlimiter/raterlimiter/internal/sidecar/cli"
 )
 
 func main() {
@@ -70,7 +69,7 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.BoolVar(&o.progress, "progress", false, "show a progress bar on stderr even when it is not a terminal")
 	fs.StringVar(&o.limitsSVG, "limits-svg", "", "replay the many-sources trace at each of -limits and draw the wrong-decision share per algorithm to this SVG file")
 	limits := fs.String("limits", "10,30,90,300,900", "limits per minute for -limits-svg, comma-separated")
-	if _, err := cli.Parse(fs, args, nil); err != nil {
+	if err := cli.Parse(fs, args); err != nil {
 		return o, err
 	}
 	for _, f := range strings.Split(*limits, ",") {
@@ -116,7 +115,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	for _, tr := range traces {
 		total += int64(len(tr.events)) * int64(len(variants)+3) // the rows replay adds up
 	}
-	bar := newProgress(stderr, total, o.progress || term.IsTerminal(stderr))
+	bar := newProgress(stderr, total, o.progress || cli.IsTerminal(stderr))
 	defer bar.done()
 
 	if o.limitsSVG != "" {

@@ -10,7 +10,7 @@ import (
 	"github.com/raterlimiter/raterlimiter/buckets"
 	"github.com/raterlimiter/raterlimiter/internal/algo"
 	"github.com/raterlimiter/raterlimiter/internal/check"
-	"github.com/raterlimiter/raterlimiter/internal/ms"
+	"github.com/raterlimiter/raterlimiter/internal/millis"
 )
 
 // logName is the sliding window log's row: the algorithm that should agree
@@ -40,7 +40,7 @@ var variants = []variant{
 
 // request is v's check of one hit for tr.
 func (v variant) request(tr *trace) rl.Request {
-	return rl.Request{Scale: ms.Duration(tr.scale), Limit: tr.limit, Hits: 1, Algo: v.algo, Slices: v.slices}
+	return rl.Request{Scale: millis.Duration(tr.scale), Limit: tr.limit, Hits: 1, Algo: v.algo, Slices: v.slices}
 }
 
 // result is what one algorithm did on one trace.
@@ -359,7 +359,7 @@ func estimate(tr *trace, tick func()) result {
 	per := make([]windows, tr.ids)
 	logs := make([]idLog, tr.ids)
 	res := result{name: estimateName, mismatches: -1}
-	req := ms.Request{ID: "x", Scale: tr.scale, Limit: tr.limit, Hits: 1, Algo: rl.Sliding}
+	req := millis.Request{ID: "x", Scale: tr.scale, Limit: tr.limit, Hits: 1, Algo: rl.Sliding}
 	for _, ev := range tr.events {
 		c := &per[ev.id]
 		b := algo.Bucket(ev.at, tr.scale)
@@ -452,7 +452,7 @@ func (s store) Check(now int64, r rl.Request) (rl.Decision, error) {
 	if err := check.Validate(r, 0); err != nil {
 		return rl.Decision{}, err
 	}
-	d, err := s.s.Check(now, ms.Of(check.Counted(r)))
+	d, err := s.s.Check(now, millis.Of(check.Counted(r)))
 	return d.Public(), err
 }
 

@@ -1,7 +1,6 @@
 package nethttp_test
 
 import (
-	"github.com/raterlimiter/raterlimiter/internal/bounds"
 	"testing"
 	"time"
 
@@ -11,8 +10,9 @@ import (
 	rl "github.com/raterlimiter/raterlimiter"
 	"github.com/raterlimiter/raterlimiter/api"
 	"github.com/raterlimiter/raterlimiter/client"
-	rlpolicy "github.com/raterlimiter/raterlimiter/internal/policy"
-	"github.com/raterlimiter/raterlimiter/internal/sidecartest"
+	"github.com/raterlimiter/raterlimiter/internal/check"
+	rlpolicy "github.com/raterlimiter/raterlimiter/internal/sidecar/policy"
+	"github.com/raterlimiter/raterlimiter/internal/testkit/tooltest"
 	"github.com/raterlimiter/raterlimiter/memory"
 	"github.com/raterlimiter/raterlimiter/middleware"
 	"github.com/raterlimiter/raterlimiter/middleware/nethttp"
@@ -21,11 +21,11 @@ import (
 // TestByPolicyName checks each request by the sidecar's own policy: the
 // sidecar's limit, window and name, not the application's.
 func TestByPolicyName(t *testing.T) {
-	behind := memory.New(memory.Config{Clock: clock, SweepInterval: -1, MaxIDBytes: bounds.DefaultMaxIDBytes + rlpolicy.IDOverhead})
+	behind := memory.New(memory.Config{Clock: clock, SweepInterval: -1, MaxIDBytes: check.DefaultMaxIDBytes + rlpolicy.IDOverhead})
 	t.Cleanup(func() { behind.Close() })
 	f, err := rlpolicy.Parse("p.yaml", []byte("policies:\n  - {name: pages, key: ip, limit: 2, scale: 30s}\n"))
 	require.NoError(t, err)
-	url := sidecartest.Serve(t, api.Config{Limiter: behind, Policies: f, PoliciesOnly: true})
+	url := tooltest.Serve(t, api.Config{Limiter: behind, Policies: f, PoliciesOnly: true})
 	c, err := client.New(client.Config{URL: url, Clock: clock, Timeout: 30 * time.Second})
 	require.NoError(t, err)
 	t.Cleanup(func() { c.Close() })

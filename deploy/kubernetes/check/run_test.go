@@ -255,7 +255,7 @@ func (p *pod) checkFlags(t *testing.T) {
 	require.Equal(t, 0, code, help)
 	for _, e := range p.c.Env {
 		if strings.HasPrefix(e.Name, "RATERLIMITER_") {
-			assert.Contains(t, help, "env "+e.Name+",", "no flag reads %s", e.Name)
+			assert.Contains(t, help, "("+e.Name+", default ", "no flag reads %s", e.Name)
 		}
 	}
 }

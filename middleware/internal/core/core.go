@@ -14,8 +14,8 @@ import (
 
 	rl "github.com/raterlimiter/raterlimiter"
 	"github.com/raterlimiter/raterlimiter/internal/check"
+	"github.com/raterlimiter/raterlimiter/internal/clientip"
 	"github.com/raterlimiter/raterlimiter/internal/headers"
-	"github.com/raterlimiter/raterlimiter/internal/policy"
 	"github.com/raterlimiter/raterlimiter/middleware"
 )
 
@@ -81,7 +81,7 @@ type Core struct {
 	policy    rl.Request    // its ID is each request's key
 	byName    policyChecker // with Config.PolicyName
 	name      string        // the headers' policy name
-	proxies   policy.Proxies
+	proxies   clientip.Proxies
 	missing   missingKey
 	noKeyBody string
 	onError   func(error)
@@ -145,7 +145,7 @@ func New(cfg middleware.Config) (*Core, error) {
 func (c *Core) PolicyName() string { return c.name }
 
 // Proxies returns the trusted proxies.
-func (c *Core) Proxies() policy.Proxies { return c.proxies }
+func (c *Core) Proxies() clientip.Proxies { return c.proxies }
 
 // NoKeyBody is the body of the NoKey answer: "Bad request: missing ",
 // Config.KeyName and a newline.
@@ -229,16 +229,16 @@ const (
 )
 
 // ParseProxies parses addresses ("10.0.0.1", "::1") and networks
-// ("10.0.0.0/8") into a policy.Proxies, whose ClientIP walks
+// ("10.0.0.0/8") into a clientip.Proxies, whose ClientIP walks
 // X-Forwarded-For; its zero value trusts nobody.
-func ParseProxies(list ...string) (policy.Proxies, error) {
-	p, err := policy.ParseProxies(list...)
+func ParseProxies(list ...string) (clientip.Proxies, error) {
+	p, err := clientip.ParseProxies(list...)
 	if err != nil {
-		return policy.Proxies{}, fmt.Errorf("middleware: %s", strings.TrimPrefix(err.Error(), "policy: "))
+		return clientip.Proxies{}, fmt.Errorf("middleware: %s", strings.TrimPrefix(err.Error(), "clientip: "))
 	}
 	return p, nil
 }
 
 // PeerAddr parses a peer address as net/http's Request.RemoteAddr spells it
 // ("1.2.3.4:5678", "[::1]:5678"), or a bare address.
-func PeerAddr(remoteAddr string) (netip.Addr, bool) { return policy.ParseAddr(remoteAddr) }
+func PeerAddr(remoteAddr string) (netip.Addr, bool) { return clientip.ParseAddr(remoteAddr) }

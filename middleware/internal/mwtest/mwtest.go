@@ -23,7 +23,7 @@ import (
 	rl "github.com/raterlimiter/raterlimiter"
 	"github.com/raterlimiter/raterlimiter/api"
 	"github.com/raterlimiter/raterlimiter/client"
-	"github.com/raterlimiter/raterlimiter/internal/sidecartest"
+	"github.com/raterlimiter/raterlimiter/internal/testkit/tooltest"
 	"github.com/raterlimiter/raterlimiter/memory"
 	"github.com/raterlimiter/raterlimiter/middleware"
 	"github.com/raterlimiter/raterlimiter/middleware/internal/core"
@@ -43,7 +43,7 @@ func Limiters(t *testing.T) map[string]rl.Limiter {
 	t.Cleanup(func() { embedded.Close() })
 	behind := memory.New(memory.Config{Clock: Clock, SweepInterval: -1})
 	t.Cleanup(func() { behind.Close() })
-	url := sidecartest.Serve(t, api.Config{Limiter: behind})
+	url := tooltest.Serve(t, api.Config{Limiter: behind})
 	c, err := client.New(client.Config{URL: url, Clock: Clock, Timeout: 30 * time.Second})
 	require.NoError(t, err)
 	t.Cleanup(func() { c.Close() })

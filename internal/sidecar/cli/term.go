@@ -1,0 +1,18 @@
+// Package term answers the one question the commands ask of their output:
+// is it a terminal?
+package cli
+
+import (
+	"io"
+	"os"
+)
+
+// IsTerminal reports whether w is a character device, as a terminal is.
+func IsTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}

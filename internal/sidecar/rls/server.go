@@ -1,0 +1,515 @@
+package rls
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"errors"
+	"log/slog"
+	"math"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	rl "github.com/raterlimiter/raterlimiter"
+	"github.com/raterlimiter/raterlimiter/internal/check"
+	"github.com/raterlimiter/raterlimiter/internal/sidecar/checkmetric"
+	"github.com/raterlimiter/raterlimiter/internal/sidecar/policy"
+)
+
+// Defaults of Options' zero fields.
+const (
+	// DefaultMaxDescriptors bounds the descriptors of one request.
+	DefaultMaxDescriptors = 64
+	// DefaultMaxEntries bounds the entries of one descriptor.
+	DefaultMaxEntries = 16
+	// DefaultTimeout bounds the wait for the limiter when the call has no
+	// deadline of its own.
+	DefaultTimeout = time.Second
+)
+
+// Options configures a Server. Limiter is required.
+type Options struct {
+	// Limiter counts; it must accept ids of MaxKeyBytes +
+	// policy.IDOverhead bytes.
+	Limiter rl.Limiter
+	// Config is the configuration in force at start (nil: no descriptor
+	// has a rule).
+	Config *Config
+	// Load reads the configuration again, for Reload.
+	Load func() (*Config, error)
+	// MaxKeyBytes bounds the counter key of a descriptor, its entries'
+	// keys and values together: a longer descriptor is counted under a
+	// digest of them (digestKey), never refused nor cut. Default
+	// check.DefaultMaxIDBytes.
+	MaxKeyBytes int
+	// MaxDescriptors and MaxEntries bound a request. Defaults
+	// DefaultMaxDescriptors and DefaultMaxEntries.
+	MaxDescriptors, MaxEntries int
+	// Timeout bounds a call without a deadline. Default DefaultTimeout.
+	Timeout time.Duration
+	// Logger receives reloads. Default slog.Default().
+	Logger *slog.Logger
+	// MaxOverrideScale, when positive, is the longest window a request's
+	// own limit override may name (the sidecar passes -redis-max-scale on
+	// the Redis backend): a longer unit is refused with InvalidArgument.
+	// Configured rules are the operator's and not bound.
+	MaxOverrideScale time.Duration
+	// Shadow is the global shadow mode (envoyproxy/ratelimit's
+	// SHADOW_MODE): every descriptor is counted and its status reported
+	// as usual, OVER_LIMIT included, but the overall code is always OK.
+	Shadow bool
+	// QuotaMode puts every rule in quota mode (quota_mode: true), as
+	// envoyproxy/ratelimit's QUOTA_MODE=true.
+	QuotaMode bool
+	// ResponseMetadata adds the request and its quota-mode violations to
+	// each answer's dynamic_metadata, as envoyproxy/ratelimit's
+	// RESPONSE_DYNAMIC_METADATA=true (see responseMetadata).
+	ResponseMetadata bool
+	// ResponseHeaders adds RateLimit-Limit, RateLimit-Remaining and
+	// RateLimit-Reset to each answer's response_headers_to_add, which
+	// Envoy's filter writes on the response to the client, as
+	// envoyproxy/ratelimit's LIMIT_RESPONSE_HEADERS_ENABLED=true (see
+	// limitHeaders).
+	ResponseHeaders bool
+}
+
+// Server is the rate limit service. It is safe for concurrent use.
+type Server struct {
+	rlspb.UnimplementedRateLimitServiceServer
+	cfg            atomic.Pointer[Config]
+	load           func() (*Config, error)
+	engine         policy.Engine
+	maxKey         int
+	maxDescriptors int
+	maxEntries     int
+	timeout        time.Duration
+	log            *slog.Logger
+	quota          bool // Options.QuotaMode
+	metadata       bool // Options.ResponseMetadata
+	headers        bool // Options.ResponseHeaders
+	m              *metrics
+	scratch        sync.Pool // of *scratch
+	shadow         bool
+	maxOverride    time.Duration // Options.MaxOverrideScale
+}
+
+var _ rlspb.RateLimitServiceServer = (*Server)(nil)
+
+// New returns a Server for opts. It panics if opts.Limiter is nil.
+func New(opts Options) *Server {
+	if opts.Limiter == nil {
+		panic("rls: Options.Limiter is nil")
+	}
+	if opts.MaxKeyBytes <= 0 {
+		opts.MaxKeyBytes = check.DefaultMaxIDBytes
+	}
+	if opts.MaxDescriptors <= 0 {
+		opts.MaxDescriptors = DefaultMaxDescriptors
+	}
+	if opts.MaxEntries <= 0 {
+		opts.MaxEntries = DefaultMaxEntries
+	}
+	if opts.Timeout <= 0 {
+		opts.Timeout = DefaultTimeout
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	s := &Server{load: opts.Load, engine: policy.Engine{Limiter: opts.Limiter, MaxKeyBytes: opts.MaxKeyBytes},
+		maxKey: opts.MaxKeyBytes, maxDescriptors: opts.MaxDescriptors, maxEntries: opts.MaxEntries,
+		timeout: opts.Timeout, log: opts.Logger, m: newMetrics(), shadow: opts.Shadow, maxOverride: opts.MaxOverrideScale,
+		quota: opts.QuotaMode, metadata: opts.ResponseMetadata, headers: opts.ResponseHeaders}
+	s.scratch.New = func() any { return new(scratch) }
+	s.setConfig(opts.Config)
+	return s
+}
+
+// Collectors are the server's series for /metrics.
+func (s *Server) Collectors() []prometheus.Collector { return s.m.collectors() }
+
+// setConfig puts c in force. Counters are kept by rule (domain and
+// descriptor path), so the rules c keeps keep their counts.
+func (s *Server) setConfig(c *Config) {
+	s.cfg.Store(c)
+	if c != nil {
+		s.m.rules.Set(float64(len(c.rules)))
+		s.m.lastReload.Set(float64(time.Now().UnixMilli()) / 1000)
+	}
+}
+
+// ErrNoConfig is returned by Reload without a way to load a configuration.
+var ErrNoConfig = errors.New("rls: no configuration to reload")
+
+// Reload loads the configuration again and puts it in force. One that does
+// not load leaves the one in force; the error is logged, counted and
+// returned.
+func (s *Server) Reload() error {
+	if s.load == nil {
+		return ErrNoConfig
+	}
+	c, err := s.load()
+	if err != nil {
+		s.m.reloads.WithLabelValues("failed").Inc()
+		s.log.Error("rls: configuration not reloaded: the rules in force stay", "err", err)
+		return err
+	}
+	if gone := Removed(s.cfg.Load(), c); len(gone) > 0 {
+		s.m.removed.Add(float64(len(gone)))
+		s.log.Warn("rls: the reloaded configuration removes rules: their descriptors are no longer limited by them", "removed", gone)
+	}
+	s.setConfig(c)
+	s.m.reloads.WithLabelValues("ok").Inc()
+	s.log.Info("rls: configuration reloaded", "files", len(c.Files), "rules", len(c.rules))
+	LogSkipped(s.log, c)
+	return nil
+}
+
+// LogSkipped logs, as a warning, the entries of c's directory that were
+// not read, if any: a file the operator meant as configuration and named
+// otherwise shows at each load.
+func LogSkipped(log *slog.Logger, c *Config) {
+	if len(c.Skipped) > 0 {
+		log.Warn("rls: entries of the configuration directory not read", "skipped", strings.Join(c.Skipped, "; "))
+	}
+}
+
+// scratch is the reusable state of one call.
+type scratch struct {
+	rules   []*Rule
+	checks  []policy.Check
+	at      []int // the descriptor of each check
+	results []policy.Result
+	keys    []byte
+	over    []int // the checks whose hits_addend passes check.MaxHits
+	buf     []byte
+	entries []entryView
+}
+
+// ShouldRateLimit decides every descriptor of the request: each finds its
+// rule as envoyproxy/ratelimit finds it, every rule found is counted in one
+// call to the limiter, and the answer holds one status per descriptor in
+// order. What a client of Envoy controls (values, hits_addend) is always
+// answered; what only Envoy's configuration can send wrong (an empty
+// domain or key, too many descriptors or entries, a limit override's unit)
+// is refused with InvalidArgument; a limiter that cannot answer gives
+// Unavailable.
+func (s *Server) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitRequest) (*rlspb.RateLimitResponse, error) {
+	if err := s.validate(req); err != nil {
+		s.m.requests.WithLabelValues("invalid").Inc()
+		s.m.family.Inc(rl.Fixed, checkmetric.Invalid)
+		return nil, err
+	}
+	cfg := s.cfg.Load()
+	sc := s.scratch.Get().(*scratch)
+	defer s.scratch.Put(sc)
+	sc.rules = sc.rules[:0]
+	replaced := map[string]bool(nil)
+	for _, d := range req.Descriptors {
+		var r *Rule
+		sc.entries = sc.entries[:0]
+		for _, e := range d.Entries {
+			sc.entries = append(sc.entries, entryView{e.Key, e.Value})
+		}
+		if d.Limit != nil {
+			r = overrideRule(req.Domain, d)
+		} else if cfg != nil {
+			r, sc.buf = cfg.lookup(req.Domain, sc.entries, sc.buf)
+		}
+		if r != nil && len(r.Replaces) > 0 {
+			if replaced == nil {
+				replaced = map[string]bool{}
+			}
+			for _, n := range r.Replaces {
+				replaced[n] = true
+			}
+		}
+		sc.rules = append(sc.rules, r)
+	}
+	sc.checks, sc.at, sc.keys, sc.over = sc.checks[:0], sc.at[:0], sc.keys[:0], sc.over[:0]
+	for i, r := range sc.rules {
+		if r == nil {
+			continue
+		}
+		if r.LimitName != "" && replaced[r.LimitName] {
+			sc.rules[i] = nil // replaced: neither counted nor reported
+			continue
+		}
+		if r.Unlimited {
+			continue
+		}
+		d := req.Descriptors[i]
+		start := len(sc.keys)
+		for j, e := range d.Entries {
+			v := e.Value
+			if r.shared != nil {
+				v = r.sharedValue(j, e.Key, v) // share_threshold: one counter for the wildcard
+			}
+			sc.keys = binary.AppendUvarint(sc.keys, uint64(len(e.Key)))
+			sc.keys = append(sc.keys, e.Key...)
+			sc.keys = binary.AppendUvarint(sc.keys, uint64(len(v)))
+			sc.keys = append(sc.keys, v...)
+		}
+		if len(sc.keys)-start > s.maxKey {
+			sc.keys = digestKey(sc.keys, start, s.maxKey)
+		}
+		hits, peek, over := hitsOf(req, d)
+		if over {
+			sc.over = append(sc.over, len(sc.checks))
+		}
+		sc.checks = append(sc.checks, policy.Check{Rule: &r.Rule, Key: sc.keys[start:len(sc.keys):len(sc.keys)], Hits: hits, Peek: peek})
+		sc.at = append(sc.at, i)
+	}
+	cctx := ctx
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		cctx, cancel = context.WithTimeout(ctx, s.timeout)
+		defer cancel()
+	}
+	var err error
+	sc.results, err = s.engine.Decide(cctx, sc.checks, sc.results[:0])
+	if err != nil {
+		code := codes.Unavailable
+		if errors.Is(err, rl.ErrInvalid) {
+			code = codes.InvalidArgument
+		}
+		s.m.requests.WithLabelValues(code.String()).Inc()
+		for j := range sc.checks {
+			s.m.family.Inc(sc.checks[j].Rule.Algo, failedResult(code))
+		}
+		return nil, status.Error(code, "rls: "+err.Error())
+	}
+	for _, j := range sc.over {
+		// More hits than any limit (2^32 - 1): over it, as the peer
+		// answers, whatever the counter held.
+		sc.results[j].Decision.Allowed, sc.results[j].Decision.Remaining = false, 0
+	}
+	resp := &rlspb.RateLimitResponse{OverallCode: rlspb.RateLimitResponse_OK,
+		Statuses: make([]*rlspb.RateLimitResponse_DescriptorStatus, len(req.Descriptors))}
+	for i, r := range sc.rules {
+		switch {
+		case r == nil:
+			resp.Statuses[i] = &rlspb.RateLimitResponse_DescriptorStatus{Code: rlspb.RateLimitResponse_OK}
+		case r.Unlimited:
+			resp.Statuses[i] = &rlspb.RateLimitResponse_DescriptorStatus{Code: rlspb.RateLimitResponse_OK, LimitRemaining: math.MaxUint32}
+			s.m.check(r, "unlimited")
+		}
+	}
+	var violations []int // quota mode's, for the metadata
+	for j, res := range sc.results {
+		i := sc.at[j]
+		r := sc.rules[i]
+		st := &rlspb.RateLimitResponse_DescriptorStatus{
+			Code:               rlspb.RateLimitResponse_OK,
+			CurrentLimit:       r.Limit,
+			LimitRemaining:     uint32(min(max(res.Decision.Remaining, 0), math.MaxUint32)),
+			DurationUntilReset: &durationpb.Duration{Seconds: int64((max(res.Decision.Reset, 0) + time.Second - 1) / time.Second)},
+		}
+		result := "allowed"
+		if !res.Decision.Allowed {
+			result = "denied"
+			switch {
+			case r.Shadow:
+				result = "shadow_denied" // reported, never enforced
+			case r.Quota || s.quota:
+				// quota_mode, as envoyproxy/ratelimit answers it: OK,
+				// the limit and nothing remaining, no reset.
+				result = "quota_denied"
+				st.DurationUntilReset = nil
+				violations = append(violations, i)
+			case s.shadow:
+				// Reported as the peer does (the descriptor's status says
+				// OVER_LIMIT), never enforced (the overall code stays OK).
+				result = "shadow_denied"
+				st.Code = rlspb.RateLimitResponse_OVER_LIMIT
+			default:
+				st.Code = rlspb.RateLimitResponse_OVER_LIMIT
+				resp.OverallCode = rlspb.RateLimitResponse_OVER_LIMIT
+			}
+		}
+		s.m.check(r, result)
+		resp.Statuses[i] = st
+	}
+	if s.metadata {
+		resp.DynamicMetadata = responseMetadata(req, sc.rules, violations)
+	}
+	if s.headers {
+		resp.ResponseHeadersToAdd = limitHeaders(resp.Statuses, sc.results, sc.at)
+	}
+	s.m.requests.WithLabelValues(resp.OverallCode.String()).Inc()
+	return resp, nil
+}
+
+// hitsOf is a descriptor's hits: its own hits_addend when set (0 checks
+// without counting), else the request's, where 0 means 1. More than
+// check.MaxHits (a descriptor's own, a uint64) counts check.MaxHits and
+// reports over: the answer is then over the limit, as the peer's, which
+// adds them all to its counter.
+func hitsOf(req *rlspb.RateLimitRequest, d *ratelimitv3.RateLimitDescriptor) (hits int64, peek, over bool) {
+	if d.HitsAddend != nil {
+		v := d.HitsAddend.Value
+		return int64(min(v, uint64(check.MaxHits))), v == 0, v > uint64(check.MaxHits)
+	}
+	return int64(max(1, req.HitsAddend)), false, false
+}
+
+// digestDomain starts what is hashed for a descriptor too long to be its
+// own counter key: it sets these digests apart from any other use of
+// SHA-256 over the same bytes.
+const digestDomain = "raterlimiter rls descriptor\x00"
+
+// digestKey replaces keys[start:], a descriptor's entries as length-
+// prefixed keys and values that take more than maxKey bytes, by a NUL and
+// the SHA-256 of digestDomain and those bytes (cut to maxKey-1 bytes when
+// maxKey is under 33), and returns keys. Every replica computes the same
+// digest, so one client's long value shares one counter on Redis; no
+// fitting key starts with a NUL (its first byte is the length of a key,
+// never empty), so a digest is never the key of a descriptor that fits;
+// and two long descriptors share a counter only if SHA-256 collides.
+func digestKey(keys []byte, start, maxKey int) []byte {
+	h := sha256.New()
+	h.Write([]byte(digestDomain))
+	h.Write(keys[start:])
+	var sum [sha256.Size]byte
+	h.Sum(sum[:0])
+	keys = append(keys[:start], 0)
+	return append(keys, sum[:min(len(sum), maxKey-1)]...)
+}
+
+// validate refuses what no descriptor tree could answer.
+func (s *Server) validate(req *rlspb.RateLimitRequest) error {
+	switch {
+	case req.Domain == "":
+		return status.Error(codes.InvalidArgument, "rls: domain must not be empty")
+	case len(req.Descriptors) == 0:
+		return status.Error(codes.InvalidArgument, "rls: the request has no descriptors")
+	case len(req.Descriptors) > s.maxDescriptors:
+		return status.Errorf(codes.InvalidArgument, "rls: %d descriptors; at most %d", len(req.Descriptors), s.maxDescriptors)
+	}
+	for i, d := range req.Descriptors {
+		if d == nil || len(d.Entries) == 0 {
+			return status.Errorf(codes.InvalidArgument, "rls: descriptor %d has no entries", i)
+		}
+		if len(d.Entries) > s.maxEntries {
+			return status.Errorf(codes.InvalidArgument, "rls: descriptor %d has %d entries; at most %d", i, len(d.Entries), s.maxEntries)
+		}
+		for j, e := range d.Entries {
+			if e.Key == "" {
+				return status.Errorf(codes.InvalidArgument, "rls: descriptor %d, entry %d: the key must not be empty", i, j)
+			}
+		}
+		if d.Limit != nil {
+			ms, ok := unitMillis[rlspb.RateLimitResponse_RateLimit_Unit(d.Limit.Unit)]
+			if !ok {
+				return status.Errorf(codes.InvalidArgument, "rls: descriptor %d: limit override with unit %v", i, d.Limit.Unit)
+			}
+			// The caller, not the operator, chose this window: it is bound
+			// as a scale a caller names is (-redis-max-scale).
+			if s.maxOverride > 0 && ms > s.maxOverride.Milliseconds() {
+				return status.Errorf(codes.InvalidArgument, "rls: descriptor %d: a limit override's unit %v is longer than the longest window a caller may choose here (%v)", i, d.Limit.Unit, s.maxOverride)
+			}
+		}
+	}
+	return nil
+}
+
+// overrideRule is the rule of a descriptor that carries its own limit
+// (Envoy's limit override), as envoyproxy/ratelimit makes it: named after
+// the descriptor's entries, so its counter is that descriptor's.
+func overrideRule(domain string, d *ratelimitv3.RateLimitDescriptor) *Rule {
+	var path strings.Builder
+	for i, e := range d.Entries {
+		if i > 0 {
+			path.WriteByte('.')
+		}
+		path.WriteString(e.Key)
+		if e.Value != "" {
+			path.WriteString("_" + e.Value)
+		}
+	}
+	unit := rlspb.RateLimitResponse_RateLimit_Unit(d.Limit.Unit)
+	r := &Rule{Domain: domain, Path: "(override)",
+		Limit: &rlspb.RateLimitResponse_RateLimit{RequestsPerUnit: d.Limit.RequestsPerUnit, Unit: unit}}
+	r.Name = ruleName(domain, "override:"+unit.String()+":"+path.String())
+	r.Algo, r.Rule.Limit, r.Scale = rl.Fixed, int64(d.Limit.RequestsPerUnit), unitMillis[unit]
+	return r
+}
+
+// metrics are the service's series: by domain and rule (the descriptor
+// path of the configuration, so bounded by it; values never become
+// labels, detailed_metric or not).
+type metrics struct {
+	// family is raterlimiter_checks_total{via="rls"}: a descriptor's check
+	// as the other ways in count theirs (shadow_denied and unlimited are
+	// answered OK: allowed there).
+	family     *checkmetric.Vec
+	checks     *prometheus.CounterVec
+	requests   *prometheus.CounterVec
+	reloads    *prometheus.CounterVec
+	removed    prometheus.Counter
+	rules      prometheus.Gauge
+	lastReload prometheus.Gauge
+}
+
+func newMetrics() *metrics {
+	m := &metrics{
+		family: checkmetric.New(checkmetric.ViaRLS),
+		checks: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "raterlimiter_rls_checks_total",
+			Help: "Envoy RLS descriptors decided, by domain, rule (the configuration's descriptor path) and result (allowed, denied, shadow_denied, quota_denied, unlimited).",
+		}, []string{"domain", "rule", "result"}),
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "raterlimiter_rls_requests_total",
+			Help: "ShouldRateLimit calls by outcome: OK, OVER_LIMIT, invalid, or the gRPC code of a failure.",
+		}, []string{"code"}),
+		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "raterlimiter_rls_reloads_total",
+			Help: "Reloads of the RLS configuration by result (ok, failed); a failed one keeps the rules in force.",
+		}, []string{"result"}),
+		removed: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "raterlimiter_rls_rules_removed_total",
+			Help: "Rate limits of the RLS configuration that reloads took away (each named in a WARN line): their descriptors are no longer limited by them.",
+		}),
+		rules: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "raterlimiter_rls_rules",
+			Help: "Rate limits in the RLS configuration in force.",
+		}),
+		lastReload: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "raterlimiter_rls_last_reload_success_timestamp_seconds",
+			Help: "When the RLS configuration in force was loaded, Unix seconds.",
+		}),
+	}
+	m.reloads.WithLabelValues("ok")
+	m.reloads.WithLabelValues("failed")
+	return m
+}
+
+func (m *metrics) collectors() []prometheus.Collector {
+	return []prometheus.Collector{m.family, m.checks, m.requests, m.reloads, m.removed, m.rules, m.lastReload}
+}
+
+func (m *metrics) check(r *Rule, result string) {
+	m.checks.WithLabelValues(r.Domain, r.Path, result).Inc()
+	if result == "denied" {
+		m.family.Inc(r.Rule.Algo, checkmetric.Denied)
+	} else {
+		m.family.Inc(r.Rule.Algo, checkmetric.Allowed)
+	}
+}
+
+// failedResult is the family's result of a check the limiter failed with
+// code.
+func failedResult(code codes.Code) checkmetric.Result {
+	if code == codes.InvalidArgument {
+		return checkmetric.Invalid
+	}
+	return checkmetric.Unavailable
+}
