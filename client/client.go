@@ -627,5 +627,5 @@ func (c *Client) failOpen(ctx context.Context, err error, n int) bool {
 }
 
 func (c *Client) openDecision(r rl.Request) rl.Decision {
-	return rl.Decision{Allowed: true, Limit: r.Limit, Remaining: r.Limit, Now: c.clock()}
+	return rl.Decision{Allowed: true, Limit: r.Limit, Remaining: r.Limit, Now: c.clock(), FailMode: rl.FailOpen}
 }

@@ -421,7 +421,7 @@ func TestFailModes(t *testing.T) {
 	goneURL := gone.URL
 	gone.Close()
 
-	open := rl.Decision{Allowed: true, Limit: 10, Remaining: 10, Now: fixedClock()}
+	open := rl.Decision{Allowed: true, Limit: 10, Remaining: 10, Now: fixedClock(), FailMode: rl.FailOpen}
 	tests := []struct {
 		name     string
 		url      string
