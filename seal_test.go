@@ -50,13 +50,14 @@ func basePackage(p string) string {
 }
 
 // apiUsers are the packages whose code (tests aside) may import api: the
-// sidecar and the load tool, both commands. api is the sidecar's HTTP face;
+// sidecar. api is the sidecar's HTTP face;
 // its Config names the sidecar's internal types, so no package a user
 // imports may offer it.
-var apiUsers = []string{"cmd/raterlimiter", "cmd/rlload"}
+var apiUsers = []string{"cmd/raterlimiter"}
 
-// TestAPIIsSealed fails when code of the module other than the sidecar and
-// the load tool imports package api, but for tests and the test helpers
+// TestAPIIsSealed fails when code of the module other than the sidecar
+// imports package api (the lab, a module of its own, may), but for tests
+// and the test helpers
 // only tests import (they serve a real sidecar in process).
 func TestAPIIsSealed(t *testing.T) {
 	if testing.Short() {

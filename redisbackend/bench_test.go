@@ -20,7 +20,7 @@ import (
 )
 
 // BenchURLEnv names a Redis the benchmarks use instead of starting their
-// own: scripts/redis-bench.sh sets it, to put redis-benchmark on the same
+// own: lab/scripts/redis-bench.sh sets it, to put redis-benchmark on the same
 // server in the same run.
 const BenchURLEnv = "REDISBACKEND_BENCH_URL"
 
@@ -82,7 +82,7 @@ func BenchmarkBackend(b *testing.B) {
 }
 
 // SidecarEnv names a running sidecar (host:port) on the benchmark's Redis:
-// scripts/redis-bench.sh starts one and sets it.
+// lab/scripts/redis-bench.sh starts one and sets it.
 const SidecarEnv = "REDISBACKEND_BENCH_SIDECAR"
 
 // BenchmarkSidecarBatch sends batches of 100 checks through the Go client's
@@ -92,7 +92,7 @@ const SidecarEnv = "REDISBACKEND_BENCH_SIDECAR"
 func BenchmarkSidecarBatch(b *testing.B) {
 	addr := os.Getenv(SidecarEnv)
 	if addr == "" {
-		b.Skip(SidecarEnv + " not set: scripts/redis-bench.sh starts a sidecar on Redis for this benchmark")
+		b.Skip(SidecarEnv + " not set: lab/scripts/redis-bench.sh starts a sidecar on Redis for this benchmark")
 	}
 	c, err := client.New(client.Config{URL: "http://" + addr, Timeout: 5 * time.Second})
 	require.NoError(b, err)

@@ -56,7 +56,7 @@ const costChecks = 100_000
 // the event loop besides the commands) divided by INCRBY's; and for a cold
 // subject, its CPU per check over its warm one's (run before it, with an
 // INCRBY between) in the same round.
-// scripts/redis-bench.sh runs it on a Redis pinned to its own core.
+// lab/scripts/redis-bench.sh runs it on a Redis pinned to its own core.
 func BenchmarkRedisCost(b *testing.B) {
 	url := benchURL(b)
 	ctx := context.Background()

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Throughput benchmark: checks/s from the load tool (cmd/rlload), alternated
+# Throughput benchmark: checks/s from the load tool (lab/rlload), alternated
 # round by round in one run:
 #
 #   embedded  the embedded limiter in rlload's own process (no HTTP): the
@@ -15,7 +15,7 @@
 # disturbs less than wall-clock rates. Prints every round, then medians and
 # ratios, as Markdown tables.
 #
-# Usage: scripts/bench-throughput.sh [ROUNDS=3] [DURATION=5s]
+# Usage: lab/scripts/bench-throughput.sh [ROUNDS=3] [DURATION=5s]
 # Environment: SINGLE_ARGS, BATCH_ARGS, EMBEDDED_ARGS override each subject's
 # rlload flags (defaults below). COMPARE_REV=REV adds a fourth subject,
 # "batched@REV": rlload (and so the client) built from git revision REV,
@@ -32,11 +32,12 @@ COMPARE_REV=${COMPARE_REV:-}
 
 me=bench-throughput
 . "$(dirname "$0")/lib.sh"
-(cd "$root" && go build -o "$tmp/raterlimiter" ./cmd/raterlimiter && go build -o "$tmp/rlload" ./cmd/rlload)
+(cd "$root" && go build -o "$tmp/raterlimiter" ./cmd/raterlimiter && (cd lab && go build -o "$tmp/rlload" ./rlload))
 subjects="embedded single batched"
 if [ -n "$COMPARE_REV" ]; then
   extract "$COMPARE_REV" "$tmp/rev"
-  (cd "$tmp/rev" && go build -o "$tmp/rlload-rev" ./cmd/rlload)
+  if [ -d "$tmp/rev/lab/rlload" ]; then (cd "$tmp/rev/lab" && go build -o "$tmp/rlload-rev" ./rlload)
+  else (cd "$tmp/rev" && go build -o "$tmp/rlload-rev" ./cmd/rlload); fi
   subjects="$subjects batched@$COMPARE_REV"
 fi
 

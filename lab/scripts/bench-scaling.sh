@@ -7,7 +7,7 @@
 # measured throughput (callers / checks/s) with p99's ratio to it. With SVG
 # set, also writes a small SVG plot of checks/s against callers there.
 #
-# Usage: scripts/bench-scaling.sh [ROUNDS=3] [DURATION=3s]
+# Usage: lab/scripts/bench-scaling.sh [ROUNDS=3] [DURATION=3s]
 # Environment: CALLERS (default "16 128 1024 4096 16384"), ARGS (more rlload
 # flags), SVG (a file to write the plot to).
 set -euo pipefail
@@ -19,7 +19,7 @@ SVG=${SVG:-}
 
 me=bench-scaling
 . "$(dirname "$0")/lib.sh"
-(cd "$root" && go build -o "$tmp/rlload" ./cmd/rlload)
+(cd "$root" && (cd lab && go build -o "$tmp/rlload" ./rlload))
 echo "rev $(cd "$root" && git rev-parse --short HEAD), GOMAXPROCS $(nproc), $ROUNDS rounds of $DURATION, rlload -embedded $ARGS"
 echo
 echo "| round | callers | checks/s | p50 ms | p99 ms |"

@@ -4,7 +4,7 @@
 # over 10,000 ids, 128 connections), alternated ROUNDS times: requests per
 # second, p99 latency, and the ratios Redis / memory.
 #
-# Usage: scripts/redis-vs-memory.sh [ROUNDS=3] [SECONDS=5]
+# Usage: lab/scripts/redis-vs-memory.sh [ROUNDS=3] [SECONDS=5]
 # Needs redis-server, redis-cli, wrk and go.
 set -euo pipefail
 ROUNDS=${1:-3}
@@ -23,7 +23,7 @@ red=$addr
 
 # run ADDR: "req/s p99_ms" of one wrk run.
 run() {
-  wrk -t2 -c128 -d"${SECS}s" --latency -s "$root/scripts/sidecar-ids.lua" "http://$1" -- "scale=60000&limit=1000000000" |
+  wrk -t2 -c128 -d"${SECS}s" --latency -s "$root/lab/scripts/sidecar-ids.lua" "http://$1" -- "scale=60000&limit=1000000000" |
     awk '/^Requests\/sec:/ { rps = $2 }
          $1 == "99%" { v = $2; if (v ~ /us$/) { sub(/us$/, "", v); v /= 1000 } else if (v ~ /ms$/) { sub(/ms$/, "", v) } else if (v ~ /s$/) { sub(/s$/, "", v); v *= 1000 }; p99 = v }
          END { print rps, p99 }'

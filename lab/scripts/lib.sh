@@ -2,7 +2,7 @@
 # pipefail` with $me set to the script's name (for messages). It sets $root
 # (the repository) and $tmp (a directory removed on exit, when every process
 # added to $pids is killed too), and defines the helpers below.
-root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd) # the repository
 tmp=$(mktemp -d)
 pids=()
 cleanup() {
@@ -74,7 +74,7 @@ rlload_summary() {
 }
 
 # peers_runs: reads the output of `go test -bench BenchmarkPeers` (package
-# bench/peers) and prints a line per result: goroutines, subject, ns/op.
+# lab/peers) and prints a line per result: goroutines, subject, ns/op.
 peers_runs() { awk '/^BenchmarkPeers\// { split($1, p, "/"); g = substr(p[2], 3); s = p[3]; sub(/-[0-9]+$/, "", s); print g, s, $3 }'; }
 
 # start_redis PORT [ARGS...]: starts a private redis-server on 127.0.0.1:PORT

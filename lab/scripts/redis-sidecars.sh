@@ -11,7 +11,7 @@
 #     -redis-timeout plus a margin; after the restart the same sidecar process
 #     answers from Redis again. With closed, /healthz answers 503 while down.
 #
-# Usage: scripts/redis-sidecars.sh        (exit status 0 when every check holds)
+# Usage: lab/scripts/redis-sidecars.sh        (exit status 0 when every check holds)
 # Needs redis-server, redis-cli, curl and go.
 set -euo pipefail
 me=redis-sidecars

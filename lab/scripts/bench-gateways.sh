@@ -27,7 +27,7 @@
 # gateway's CPU per request to the proxy's own in each round (the two ran
 # back to back) and the median of those ratios, as Markdown tables.
 #
-# Usage: scripts/bench-gateways.sh [ROUNDS=3] [DURATION=10s] [CONNS=32]
+# Usage: lab/scripts/bench-gateways.sh [ROUNDS=3] [DURATION=10s] [CONNS=32]
 # PROXIES="nginx caddy traefik" picks the proxies. Needs nginx, caddy,
 # traefik (.ci/run builds it into ~/.cache/raterlimiter-ci/bin), wrk,
 # taskset and ss.

@@ -1,16 +1,16 @@
 #!/usr/bin/env bash
 # The embedded core before and after a change, in one run: builds the
-# bench/peers test binary and rlload at BASE (a git revision, extracted with
+# lab/peers test binary and rlload at BASE (a git revision, extracted with
 # git archive) and from the work tree, then runs ROUNDS rounds, each running
 # both builds in turn (A then B in odd rounds, B then A in even ones), of:
-#   - bench/peers: raterlimiter and go-limiter at 128 and 4,096 goroutines
+#   - lab/peers: raterlimiter and go-limiter at 128 and 4,096 goroutines
 #     (the ratio raterlimiter / go-limiter is taken within one process run);
 #   - rlload -embedded at each of CALLERS (checks/s, p99);
 #   - a flood on one id from 128 callers: every check allowed (-limit 1e9)
 #     against all but the first denied (-limit 1).
 # Prints every measurement, then Markdown tables of medians and ratios.
 #
-# Usage: scripts/bench-core-ab.sh BASE [ROUNDS=5] [DURATION=2s]
+# Usage: lab/scripts/bench-core-ab.sh BASE [ROUNDS=5] [DURATION=2s]
 # Environment: CALLERS (default "16 128 1024 4096 16384"), PEERTIME (the
 # peers' -benchtime, default 1s), SKIP (words among "peers scaling flood").
 set -euo pipefail
@@ -25,13 +25,18 @@ me=bench-core-ab
 . "$(dirname "$0")/lib.sh"
 
 build() { # build NAME SRC: $tmp/NAME-peers and $tmp/NAME-rlload from the tree at SRC
-  (cd "$2/bench/peers" && go test -c -o "$tmp/$1-peers" .)
-  (cd "$2" && go build -o "$tmp/$1-rlload" ./cmd/rlload)
+  if [ -d "$2/lab/rlload" ]; then # the lab's own module
+    (cd "$2/lab/peers" && go test -c -o "$tmp/$1-peers" .)
+    (cd "$2/lab" && go build -o "$tmp/$1-rlload" ./rlload)
+  else # a revision from before the lab
+    (cd "$2/bench/peers" && go test -c -o "$tmp/$1-peers" .)
+    (cd "$2" && go build -o "$tmp/$1-rlload" ./cmd/rlload)
+  fi
 }
 extract "$BASE" "$tmp/base"
 build A "$tmp/base"
 build B "$root"
-echo "A = $(cd "$root" && git rev-parse --short "$BASE"), B = work tree at $(cd "$root" && git rev-parse --short HEAD)$(cd "$root" && git diff --quiet HEAD -- . ':!scripts' || echo ' (modified)'); GOMAXPROCS $(nproc); $ROUNDS rounds"
+echo "A = $(cd "$root" && git rev-parse --short "$BASE"), B = work tree at $(cd "$root" && git rev-parse --short HEAD)$(cd "$root" && git diff --quiet HEAD -- . ':!lab' || echo ' (modified)'); GOMAXPROCS $(nproc); $ROUNDS rounds"
 echo
 
 skip() { case " $SKIP " in *" $1 "*) return 0 ;; esac; return 1; }

@@ -1,15 +1,15 @@
 #!/usr/bin/env bash
 # Sidecar benchmark: GET /check_rate req/s under wrk on loopback over 10,000
-# distinct ids, alternated in one run with scripts/barecheck (a bare fasthttp
+# distinct ids, alternated in one run with lab/barecheck (a bare fasthttp
 # handler that only parses the same query and answers a short body), with
-# scripts/barecheck -same ("bare-same": the same parse answering the
+# lab/barecheck -same ("bare-same": the same parse answering the
 # sidecar's bytes for an allowed check, headers and JSON body, without a
-# limiter: issue 36's baseline) and with scripts/barecheck -api (the
+# limiter: issue 36's baseline) and with lab/barecheck -api (the
 # sidecar's API on a limiter that answers at once: the API's own cost
 # without the actors). Prints every round, then the medians and the ratios
 # to bare and to bare-same, as Markdown tables.
 #
-# Usage: scripts/bench-sidecar.sh [ROUNDS=3] [DURATION=10s] [CONNS=50] [THREADS=2]
+# Usage: lab/scripts/bench-sidecar.sh [ROUNDS=3] [DURATION=10s] [CONNS=50] [THREADS=2]
 # API_FLAGS are passed to the sidecar and to barecheck -api (both serve
 # package api), e.g. API_FLAGS="-max-conns-per-ip 4096" for more connections
 # than the default bound on one client address allows.
@@ -29,7 +29,7 @@ read -r -a api_flags <<<"${API_FLAGS:-}"
 me=bench-sidecar
 . "$(dirname "$0")/lib.sh"
 need "apt-get install -y wrk" wrk go
-(cd "$root" && go build -o "$tmp/raterlimiter" ./cmd/raterlimiter && go build -o "$tmp/barecheck" ./scripts/barecheck)
+(cd "$root" && go build -o "$tmp/raterlimiter" ./cmd/raterlimiter && (cd lab && go build -o "$tmp/barecheck" ./barecheck))
 servers=(bare bare-same api-nop sidecar)
 if [ -n "${BASE_REV:-}" ]; then
   extract "$BASE_REV" "$tmp/base"
@@ -61,7 +61,7 @@ ms() { awk -v v="$1" 'BEGIN { n = v + 0; if (v ~ /us$/) n /= 1000; else if (v ~ 
 run() {
   local out t0 t1
   t0=$(cputicks "$3")
-  out=$(wrk -t"$THREADS" -c"$CONNS" -d"$DURATION" --latency -s "$root/scripts/sidecar-ids.lua" "http://$2" -- "$QUERY")
+  out=$(wrk -t"$THREADS" -c"$CONNS" -d"$DURATION" --latency -s "$root/lab/scripts/sidecar-ids.lua" "http://$2" -- "$QUERY")
   t1=$(cputicks "$3")
   local rps p50 p99 bad n cpu
   rps=$(awk '/^Requests\/sec:/ { print $2 }' <<<"$out")
@@ -74,7 +74,7 @@ run() {
   printf '| %d | %s | %s | %s | %s | %s | %s |\n' "$round" "$1" "$rps" "$p50" "$p99" "$cpu" "${bad:-0}"
 }
 
-echo "wrk -t$THREADS -c$CONNS -d$DURATION --latency -s scripts/sidecar-ids.lua, query $QUERY, $(nproc) CPUs"
+echo "wrk -t$THREADS -c$CONNS -d$DURATION --latency -s lab/scripts/sidecar-ids.lua, query $QUERY, $(nproc) CPUs"
 echo
 echo "| round | server | req/s | p50 ms | p99 ms | server CPU µs/req | non-2xx |"
 echo "|---|---|---|---|---|---|---|"

@@ -25,7 +25,7 @@
 # ./src/service_cmd) into CACHE (default ~/.cache/raterlimiter-bench),
 # once. Redis is pinned to the last CPU when taskset is there (PIN=0: not).
 #
-# Usage: scripts/bench-rls-peer.sh [ROUNDS=5] [SECONDS=5]
+# Usage: lab/scripts/bench-rls-peer.sh [ROUNDS=5] [SECONDS=5]
 # Env: CALLERS=200 CONNS=2 IDS=10000 HTTP=1 (0: no HTTP subjects) PIN=1
 # Needs redis-server, redis-cli and go.
 set -euo pipefail
@@ -56,7 +56,7 @@ if [ ! -x "$peer" ]; then
   echo "$me: building $PEER_MODULE@$PEER_VERSION into $peer" >&2
   (cd "$tmp/peer-src" && GOFLAGS= go build -o "$peer.new" ./src/service_cmd) && mv "$peer.new" "$peer"
 fi
-(cd "$root" && go build -o "$tmp/raterlimiter" ./cmd/raterlimiter && go build -o "$tmp/rlload" ./cmd/rlload)
+(cd "$root" && go build -o "$tmp/raterlimiter" ./cmd/raterlimiter && (cd lab && go build -o "$tmp/rlload" ./rlload))
 
 # One configuration for all: the peer's runtime layout, which -rls-config
 # reads as a directory of YAML files.

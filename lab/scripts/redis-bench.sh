@@ -27,7 +27,7 @@
 #             bounds both; skipped with a message where no cgroup CPU
 #             controller is writable
 #
-# Usage: [REDIS_SHARE=25] scripts/redis-bench.sh [ROUNDS=5] [SECONDS=3]
+# Usage: [REDIS_SHARE=25] lab/scripts/redis-bench.sh [ROUNDS=5] [SECONDS=3]
 # Needs redis-server, redis-cli, taskset and go.
 set -euo pipefail
 ROUNDS=${1:-5}
