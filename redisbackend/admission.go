@@ -15,9 +15,9 @@ var errShed = errors.New("redisbackend: overloaded: too many calls waiting for r
 const minBudget = time.Millisecond
 
 // admit waits for a slot among Config.MaxInFlight, as long as ctx allows;
-// a call beyond options.maxQueued waiting, or with less than
-// minBudget left, is shed at once with an error matching
-// raterlimiter.ErrUnavailable (nothing sent, nothing counted).
+// a call beyond maxQueued waiting, or with less than minBudget left, is
+// shed at once with an error matching raterlimiter.ErrUnavailable (nothing
+// sent, nothing counted).
 func (b *Backend) admit(ctx context.Context) error {
 	if d, ok := ctx.Deadline(); ok && time.Until(d) < minBudget {
 		return &unavailableError{cause: fmt.Errorf("%w (deadline too close)", errShed)}
@@ -27,7 +27,7 @@ func (b *Backend) admit(ctx context.Context) error {
 		return nil
 	default:
 	}
-	if b.queued.Add(1) > int64(b.opt.maxQueued) {
+	if b.queued.Add(1) > maxQueued {
 		b.queued.Add(-1)
 		return &unavailableError{cause: errShed}
 	}

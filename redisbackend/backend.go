@@ -100,9 +100,6 @@ func newBackend(cfg Config, o options) (*Backend, error) {
 	if cfg.MaxInFlight <= 0 {
 		cfg.MaxInFlight = defaultMaxInFlight
 	}
-	if o.maxQueued <= 0 {
-		o.maxQueued = defaultMaxQueued
-	}
 	if cfg.MaxIDBytes <= 0 {
 		cfg.MaxIDBytes = check.DefaultMaxIDBytes
 	}
@@ -520,7 +517,7 @@ func (b *Backend) checkCalls(rs []millis.Request, todo []int, pending []int64, n
 		}
 		var stack [160]byte
 		buf := appendTag(stack[:0], b.cfg.Prefix, r.ID)
-		buf = appendField(buf, e.code, r.Scale, e.subOf(r))
+		buf = appendField(buf, e.code, r.Scale, subOf(r))
 		at[j] = len(calls)
 		args := [8]int64{r.Scale, r.Limit, r.Hits, nowArg, deadline, b.scriptSlack}
 		n := 6
@@ -569,7 +566,7 @@ func (b *Backend) decision(r millis.Request, pending, now int64, res rueidis.Red
 	if err != nil || index <= 0 {
 		return d, st, nil, err
 	}
-	return d, st, b.appendIndex(nil, r.ID, field(e.code, r.Scale, e.subOf(r)), d.Now, index), nil
+	return d, st, b.appendIndex(nil, r.ID, field(e.code, r.Scale, subOf(r)), d.Now, index), nil
 }
 
 // sane returns nil when d is a decision a check could make, and otherwise

@@ -73,18 +73,12 @@ func (b *Backend) sender() {
 		}
 		cancel()
 		for _, c := range batch {
-			out := make([]rueidis.RedisResult, len(c.cmds))
-			for i := range out {
-				if res == nil {
-					out[i] = rueidis.NewErrorResult(errNotConnected)
-				} else {
-					out[i] = res[i]
-				}
+			if res == nil {
+				c.res <- errorResults(len(c.cmds), errNotConnected)
+				continue
 			}
-			if res != nil {
-				res = res[len(c.cmds):]
-			}
-			c.res <- out
+			c.res <- res[:len(c.cmds):len(c.cmds)]
+			res = res[len(c.cmds):]
 		}
 		clear(batch)
 	}
@@ -95,22 +89,24 @@ func (b *Backend) sender() {
 func (b *Backend) doCombined(ctx context.Context, cmds rueidis.Commands) []rueidis.RedisResult {
 	c := &combined{cmds: cmds, res: make(chan []rueidis.RedisResult, 1)}
 	c.deadline, _ = ctx.Deadline()
-	fail := func() []rueidis.RedisResult {
-		out := make([]rueidis.RedisResult, len(cmds))
-		for i := range out {
-			out[i] = rueidis.NewErrorResult(ctx.Err())
-		}
-		return out
-	}
 	select {
 	case b.queue <- c:
 	case <-ctx.Done():
-		return fail()
+		return errorResults(len(cmds), ctx.Err())
 	}
 	select {
 	case r := <-c.res:
 		return r
 	case <-ctx.Done():
-		return fail()
+		return errorResults(len(cmds), ctx.Err())
 	}
+}
+
+// errorResults is n results that each fail with err.
+func errorResults(n int, err error) []rueidis.RedisResult {
+	out := make([]rueidis.RedisResult, n)
+	for i := range out {
+		out[i] = rueidis.NewErrorResult(err)
+	}
+	return out
 }

@@ -30,9 +30,9 @@ const (
 	// defaultMaxInFlight bounds the calls to Redis at once; the rest wait
 	// their turn (rueidis pipelines what is in flight).
 	defaultMaxInFlight = 512
-	// defaultMaxQueued bounds the calls waiting for a turn; beyond it a
-	// call is shed at once (503, not counted).
-	defaultMaxQueued = 8192
+	// maxQueued bounds the calls waiting for a turn; beyond it a call is
+	// shed at once (503, not counted).
+	maxQueued = 8192
 	// defaultDenyCache is how many ids' denials the local cache keeps: a
 	// few hundred bytes each.
 	defaultDenyCache = 65536
@@ -131,7 +131,4 @@ type options struct {
 	// probeInterval is how often an open circuit lets one call try Redis,
 	// and the first pause between two attempts to connect. Default 100 ms.
 	probeInterval time.Duration
-	// maxQueued bounds the calls waiting for a turn among MaxInFlight.
-	// Default 8,192.
-	maxQueued int
 }

@@ -82,15 +82,6 @@ type denial struct {
 	st         state
 }
 
-// subOf is the sub of r's record: its slice count for the sliding window
-// counters, else 0.
-func subOf(r millis.Request) int64 {
-	if r.Algo == rl.Slices {
-		return r.SlicesOrDefault()
-	}
-	return 0
-}
-
 func newDenyCache(size int) *denyCache {
 	c := &denyCache{seed: maphash.MakeSeed(), perShard: max(1, size/denyShards)}
 	for i := range c.shards {

@@ -13,8 +13,8 @@ import (
 )
 
 // An engine keeps one algorithm's records on Redis, each (id, scale) in one
-// key, tag + code + ":" + scale (and ":" + sub when the engine names its
-// records by one more number), decided by one small script (the token and
+// key, tag + code + ":" + scale (and ":" + the slice count for the sliding
+// window counters, subOf), decided by one small script (the token and
 // the leaky bucket share gcra.lua). The scripts share a calling convention:
 //
 //	KEYS[1]  the record: one key, so a migrating slot never splits a check
@@ -46,11 +46,6 @@ type engine struct {
 	// script takes. An array, not a slice: the arguments stay on the
 	// caller's stack.
 	extra func(r millis.Request) (x [2]int64, n int)
-	// sub, if set, returns the number that names r's record beside its
-	// scale (a slice count: the sliding window counters of one scale and
-	// two slice counts never share a record). It follows the scale in the
-	// record's key and index field.
-	sub func(r millis.Request) int64
 	// decide is the decision of r from the script's answer, the state it
 	// was decided from (for the cache of denials), and how long the
 	// record's kind must now stay listed, in ms (0: no longer than before;
@@ -63,12 +58,15 @@ type engine struct {
 	view func(m rueidis.RedisMessage, scale, sub int64) ([]algo.Record, error)
 }
 
-// subOf is e.sub(r), or 0 when e has none.
-func (e *engine) subOf(r millis.Request) int64 {
-	if e.sub == nil {
-		return 0
+// subOf is the number that names r's record beside its scale, following
+// it in the record's key and index field: its slice count for the sliding
+// window counters (of one scale, two slice counts never share a record),
+// else 0 (none).
+func subOf(r millis.Request) int64 {
+	if r.Algo == rl.Slices {
+		return r.SlicesOrDefault()
 	}
-	return e.sub(r)
+	return 0
 }
 
 // answer is a check script's answer and what the client sent it.
@@ -171,7 +169,7 @@ var engines = map[rl.Algo]*engine{
 	rl.Token:   {code: "g", script: gcraScript, decide: tokenDecide, read: getRecord, view: tokenView, extra: tokenExtra},
 	rl.Log:     {code: "l", script: logScript, decide: logDecide, read: logRead, view: logView},
 	rl.Slices: {code: "n", script: slicesScript, decide: slicesDecide, read: getRecord, view: slicesView,
-		extra: slicesExtra, sub: millis.Request.SlicesOrDefault},
+		extra: slicesExtra},
 	rl.Leaky: {code: "k", script: gcraScript, decide: leakyDecide, read: getRecord, view: tokenView,
 		extra: leakyExtra},
 }
@@ -191,14 +189,6 @@ func algoOfCode(code string) (rl.Algo, bool) {
 		}
 	}
 	return 0, false
-}
-
-// codeOf returns the code of algorithm a.
-func codeOf(a rl.Algo) string {
-	if e := engines[a]; e != nil {
-		return e.code
-	}
-	return fixedCode
 }
 
 var errParse = fmt.Errorf("redisbackend: unexpected reply")
@@ -305,27 +295,10 @@ func logDecide(r millis.Request, a answer) (millis.Decision, state, int64, error
 
 func getRecord(c rueidis.Client, key string) rueidis.Completed { return c.B().Get().Key(key).Build() }
 
-// packed reads a record of n packed doubles (unpack); absent (nil) is ok =
-// false.
-func packed(m rueidis.RedisMessage, n int) ([]int64, bool, error) {
-	if m.IsNil() {
-		return nil, false, nil
-	}
-	s, err := m.ToString()
-	if err != nil {
-		return nil, false, fmt.Errorf("%w: %v", errParse, err)
-	}
-	v, ok := unpack(s, n)
-	if !ok {
-		return nil, false, fmt.Errorf("%w: a record of %d bytes, want %d", errParse, len(s), 8*n)
-	}
-	return v, true, nil
-}
-
 // slidingView reads a sliding window's record: count, modified, created of
 // the current window, then of the previous one (none when its count is 0).
 func slidingView(m rueidis.RedisMessage, _, _ int64) ([]algo.Record, error) {
-	v, ok, err := packed(m, 6)
+	_, v, ok, err := answer{msg: m}.record(6)
 	if err != nil || !ok {
 		return nil, err
 	}
@@ -339,7 +312,7 @@ func slidingView(m rueidis.RedisMessage, _, _ int64) ([]algo.Record, error) {
 // tokenView reads a token bucket's record (or a leaky bucket's): m, n, d,
 // created (the TAT is m + n/d).
 func tokenView(m rueidis.RedisMessage, _, _ int64) ([]algo.Record, error) {
-	v, ok, err := packed(m, 4)
+	_, v, ok, err := answer{msg: m}.record(4)
 	if err != nil || !ok {
 		return nil, err
 	}

@@ -47,7 +47,7 @@ func TestKindsRegistryFull(t *testing.T) {
 	for _, a := range check.Algos {
 		t.Run(a.String(), func(t *testing.T) {
 			r := millis.Request{ID: "u", Scale: 7_777, Limit: 10, Hits: 1, Algo: a}
-			f := field(codeOf(a), r.Scale, engineSub(r))
+			f := field(codeOf(a), r.Scale, subOf(r))
 
 			prefix := "kf" + a.String()
 			fill(prefix, limitertest.T0.UnixMilli()+time.Hour.Milliseconds()) // live kinds
@@ -68,7 +68,7 @@ func TestKindsRegistryFull(t *testing.T) {
 			_, err = b.checkMS(ctx, r2)
 			require.NoError(t, err)
 			assert.Equal(t, before, hgetalls(), "kinds.lua not sent")
-			assert.NotEmpty(t, hget(b.tag("u")+"i", field(codeOf(a), r2.Scale, engineSub(r2))), "listed in the id's index")
+			assert.NotEmpty(t, hget(b.tag("u")+"i", field(codeOf(a), r2.Scale, subOf(r2))), "listed in the id's index")
 			bs, err := b.Buckets(ctx, "u")
 			require.NoError(t, err)
 			require.Len(t, bs, 2)
@@ -112,12 +112,4 @@ func TestKindsRegistryFull(t *testing.T) {
 			require.Len(t, bs, 1)
 		})
 	}
-}
-
-// engineSub is the sub of r's record (0: none).
-func engineSub(r millis.Request) int64 {
-	if e := engines[r.Algo]; e != nil {
-		return e.subOf(r)
-	}
-	return 0
 }

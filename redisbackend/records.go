@@ -174,7 +174,7 @@ func (b *Backend) readRecords(ctx context.Context, c rueidis.Client, id string, 
 }
 
 // parseField reads an index field: the algorithm, the scale and the sub
-// (engine.sub; 0 when the engine has none) of the record it lists; ok is
+// (subOf; 0 when the algorithm has none) of the record it lists; ok is
 // false for a field that is not one of ours.
 func parseField(f string) (a rl.Algo, scale, sub int64, ok bool) {
 	code, rest, found := strings.Cut(f, ":")
@@ -186,8 +186,7 @@ func parseField(f string) (a rl.Algo, scale, sub int64, ok bool) {
 	if err != nil || scale <= 0 {
 		return 0, 0, 0, false
 	}
-	e := engines[a]
-	if wants := e != nil && e.sub != nil; wants != hasSub {
+	if hasSub != (a == rl.Slices) {
 		return 0, 0, 0, false
 	}
 	if hasSub {

@@ -39,7 +39,7 @@ func appendTag(buf []byte, prefix, id string) []byte {
 }
 
 // field names the record of (code, scale, sub) in an id's index (sub 0:
-// none, engine.sub); a record's key is the id's tag followed by it (and, for
+// none, subOf); a record's key is the id's tag followed by it (and, for
 // fixed windows, by ":WINDOW").
 func field(code string, scale, sub int64) string {
 	return string(appendField(nil, code, scale, sub))
@@ -151,11 +151,7 @@ func isNoScript(err error) bool {
 func (b *Backend) run(ctx context.Context, calls []call, combine bool) []rueidis.RedisResult {
 	c := b.conn()
 	if c == nil {
-		res := make([]rueidis.RedisResult, len(calls))
-		for i := range res {
-			res[i] = rueidis.NewErrorResult(errNotConnected)
-		}
-		return res
+		return errorResults(len(calls), errNotConnected)
 	}
 	cmds := make(rueidis.Commands, len(calls))
 	for i := range calls {

@@ -93,12 +93,9 @@ func slicesDecide(r millis.Request, a answer) (millis.Decision, state, int64, er
 // Created and Modified are its start, and the newest slice's Modified is
 // the record's last change.
 func slicesView(msg rueidis.RedisMessage, scale, n int64) ([]algo.Record, error) {
-	if msg.IsNil() {
-		return nil, nil
-	}
-	s, err := msg.ToString()
-	if err != nil {
-		return nil, fmt.Errorf("%w: %v", errParse, err)
+	_, s, ok, err := answer{msg: msg}.raw()
+	if err != nil || !ok {
+		return nil, err
 	}
 	w := algo.SliceWidth(scale, n)
 	m, list, err := slicesRecord(s, n, w)
