@@ -3,7 +3,11 @@ package redisbackend_test
 import (
 	"context"
 	"encoding/base64"
+	"errors"
+	"fmt"
+	"os/exec"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -121,7 +125,7 @@ func TestClusterFailover(t *testing.T) {
 		tallies[i] = &tally{}
 	}
 	dead := c.Nodes[0]
-	owners, err := c.Owners()
+	owners, err := slotOwners(c)
 	require.NoError(t, err)
 	onDead := make([]bool, len(rs))
 	for i, r := range rs {
@@ -133,7 +137,7 @@ func TestClusterFailover(t *testing.T) {
 	stop := clusterLoad(t, b, rs, tallies, 8, 0)
 	time.Sleep(300 * time.Millisecond)
 	dead.Kill()
-	promoted, took := c.WaitFailover(t, dead, 30*time.Second)
+	promoted, took := waitClusterFailover(t, c, dead, 30*time.Second)
 	t.Logf("%s promoted %v after the kill", promoted.Addr(), took)
 	// Every check answered by Redis again, without help.
 	recovered := time.Now()
@@ -192,7 +196,7 @@ func TestClusterReshard(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { b.Close() }) // after the load stops: cleanups run last first
 	rs := clusterRequests("reshard-", 800)
-	owners, err := c.Owners()
+	owners, err := slotOwners(c)
 	require.NoError(t, err)
 	was := make([]*redistest.Server, len(rs))
 	for i, r := range rs {
@@ -237,14 +241,14 @@ func TestClusterReshard(t *testing.T) {
 		}
 	})
 	time.Sleep(200 * time.Millisecond)
-	out, err := c.Reshard(c.Nodes[0], c.Nodes[1], 600)
+	out, err := reshard(c.Nodes[0], c.Nodes[1], 600)
 	require.NoError(t, err, out)
 	time.Sleep(200 * time.Millisecond)
 	stop()
 	stopBatches()
 
 	moved := 0
-	owners, err = c.Owners()
+	owners, err = slotOwners(c)
 	require.NoError(t, err)
 	for i, r := range rs {
 		ok, f := tallies[i].ok.Load(), tallies[i].failed.Load()
@@ -263,3 +267,182 @@ func TestClusterReshard(t *testing.T) {
 
 // tagOf is a key in id's hash slot: its keys' hash tag.
 func tagOf(id string) string { return "{" + base64.RawURLEncoding.EncodeToString([]byte(id)) + "}" }
+
+// slotOwners reads the slots' masters once, as the first live node of c
+// answers, and returns a function that finds the master of a key's slot in
+// that reading.
+func slotOwners(c *redistest.Cluster) (func(key string) (*redistest.Server, error), error) {
+	for _, n := range c.All() {
+		nodes, err := n.CLI("cluster", "nodes")
+		if err != nil || !strings.Contains(nodes, "myself") {
+			continue
+		}
+		return func(key string) (*redistest.Server, error) {
+			slot := keySlot(key)
+			addr, ok := slotOwner(nodes, slot)
+			if !ok {
+				return nil, fmt.Errorf("no master serves slot %d", slot)
+			}
+			for _, m := range c.All() {
+				if m.Addr() == addr {
+					return m, nil
+				}
+			}
+			return nil, fmt.Errorf("slot %d served by %s, not ours", slot, addr)
+		}, nil
+	}
+	return nil, errors.New("no node answers")
+}
+
+// keySlot is the Cluster hash slot of key: CRC16 (XMODEM) of its hash tag
+// (the bytes between the first { and the next }, when not empty) or of the
+// whole key, modulo 16384.
+func keySlot(key string) int {
+	if i := strings.IndexByte(key, '{'); i >= 0 {
+		if j := strings.IndexByte(key[i+1:], '}'); j > 0 {
+			key = key[i+1 : i+1+j]
+		}
+	}
+	var crc uint16
+	for k := 0; k < len(key); k++ {
+		crc ^= uint16(key[k]) << 8
+		for range 8 {
+			if crc&0x8000 != 0 {
+				crc = crc<<1 ^ 0x1021
+			} else {
+				crc <<= 1
+			}
+		}
+	}
+	return int(crc) % 16384
+}
+
+// slotOwner finds, in CLUSTER NODES output, the address of the master that
+// serves slot.
+func slotOwner(nodes string, slot int) (string, bool) {
+	for _, line := range strings.Split(nodes, "\n") {
+		f := strings.Fields(line)
+		if len(f) < 9 || !strings.Contains(f[2], "master") || strings.Contains(f[2], "fail") {
+			continue
+		}
+		for _, r := range f[8:] {
+			if strings.HasPrefix(r, "[") {
+				continue // a slot being migrated
+			}
+			lo, hi, found := strings.Cut(r, "-")
+			if !found {
+				hi = lo
+			}
+			a, err1 := strconv.Atoi(lo)
+			b, err2 := strconv.Atoi(hi)
+			if err1 == nil && err2 == nil && a <= slot && slot <= b {
+				addr, _, _ := strings.Cut(f[1], "@")
+				return addr, true
+			}
+		}
+	}
+	return "", false
+}
+
+// TestSlotOwner reads CLUSTER NODES as Redis 7 prints it: ranges and
+// single slots, a migrating slot in brackets, replicas and failed masters
+// skipped.
+func TestSlotOwner(t *testing.T) {
+	const nodes = `07c37dfeb235213a872192d90877d0cd55635b91 127.0.0.1:30004@31004 slave e7d1eecce10fd6bb5eb35b9f99a514335d9ba9ca 0 1426238317239 4 connected
+67ed2db8d677e59ec4a4cefb06858cf2a1a89fa1 127.0.0.1:30002@31002 master - 0 1426238316232 2 connected 5461-10922
+292f8b365bb7edb5e285caf0b7e6ddc7265d2f4f 127.0.0.1:30003@31003 master - 0 1426238318243 3 connected 10923-16383 [10924->-67ed2db8d677e59ec4a4cefb06858cf2a1a89fa1]
+6ec23923021cf3ffec47632106199cb7f496ce01 127.0.0.1:30005@31005 master,fail - 0 1426238316232 5 connected 100
+e7d1eecce10fd6bb5eb35b9f99a514335d9ba9ca 127.0.0.1:30001@31001 myself,master - 0 0 1 connected 0-5460
+`
+	for _, tc := range []struct {
+		slot int
+		addr string
+		ok   bool
+	}{
+		{0, "127.0.0.1:30001", true},
+		{5460, "127.0.0.1:30001", true},
+		{5461, "127.0.0.1:30002", true},
+		{10924, "127.0.0.1:30003", true},
+		{16383, "127.0.0.1:30003", true},
+		{16384, "", false},
+	} {
+		addr, ok := slotOwner(nodes, tc.slot)
+		assert.Equal(t, tc.ok, ok, "slot %d", tc.slot)
+		assert.Equal(t, tc.addr, addr, "slot %d", tc.slot)
+	}
+}
+
+// TestKeySlot: the slots Redis's CLUSTER KEYSLOT gives (values from the
+// Cluster specification and a live server).
+func TestKeySlot(t *testing.T) {
+	assert.Equal(t, 12739, keySlot("123456789"), "CRC16/XMODEM's check value 0x31C3")
+	assert.Equal(t, keySlot("user1000"), keySlot("{user1000}.following"), "hash tags")
+	assert.Equal(t, keySlot("{}x"), keySlot("{}x"), "an empty tag hashes the whole key")
+	s := redistest.Start(t, "--cluster-enabled", "yes", "--cluster-config-file", t.TempDir()+"/nodes.conf")
+	for _, k := range []string{"a", "foo", "{user1000}.following", "rl:{YWxpY2U}:w:60000", "{}x", "x{}{y}"} {
+		out, err := s.CLI("cluster", "keyslot", k)
+		require.NoError(t, err)
+		assert.Equal(t, strings.TrimSpace(out), strconv.Itoa(keySlot(k)), k)
+	}
+}
+
+// waitClusterFailover waits, up to timeout, until every live node of c
+// reports cluster_state:ok and a replica has taken the slots of dead, a
+// master killed before; it returns the promoted replica and how long it
+// took from the call.
+func waitClusterFailover(t testing.TB, c *redistest.Cluster, dead *redistest.Server, timeout time.Duration) (*redistest.Server, time.Duration) {
+	t.Helper()
+	start := time.Now()
+	var promoted *redistest.Server
+	for i, m := range c.Nodes {
+		if m == dead {
+			promoted = c.Replicas[i]
+		}
+	}
+	if promoted == nil {
+		t.Fatalf("%s is not a master of this cluster", dead.Addr())
+	}
+	for {
+		ok := true
+		repl, err := promoted.CLI("info", "replication")
+		if err != nil || !strings.Contains(repl, "role:master") {
+			ok = false
+		}
+		for _, n := range c.All() {
+			if n == dead || !ok {
+				continue
+			}
+			info, err := n.CLI("cluster", "info")
+			if err != nil || !strings.Contains(info, "cluster_state:ok") {
+				ok = false
+			}
+		}
+		if ok {
+			return promoted, time.Since(start)
+		}
+		if time.Since(start) > timeout {
+			t.Fatalf("no failover of %s within %v", dead.Addr(), timeout)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// reshard moves slots slots from master from to master to with
+// redis-cli --cluster reshard (which migrates their keys), and returns
+// its output.
+func reshard(from, to *redistest.Server, slots int) (string, error) {
+	fromID, err := from.CLI("cluster", "myid")
+	if err != nil {
+		return "", err
+	}
+	toID, err := to.CLI("cluster", "myid")
+	if err != nil {
+		return "", err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, "redis-cli", "--cluster", "reshard", from.Addr(),
+		"--cluster-from", strings.TrimSpace(fromID), "--cluster-to", strings.TrimSpace(toID),
+		"--cluster-slots", strconv.Itoa(slots), "--cluster-yes").CombinedOutput()
+	return string(out), err
+}

@@ -14,7 +14,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
-	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -326,9 +325,9 @@ func StartCluster(t testing.TB, extra ...string) *Cluster {
 
 // StartReplicatedCluster starts three masters, each with one replica, as
 // StartCluster does, and waits until every replica has synced with its
-// master, so that a replica can take over when its master dies
-// (WaitFailover). Nodes are marked failing after one second without an
-// answer (cluster-node-timeout), so a failover takes two or three.
+// master, so that a replica can take over when its master dies. Nodes are
+// marked failing after one second without an answer
+// (cluster-node-timeout), so a failover takes two or three.
 func StartReplicatedCluster(t testing.TB, extra ...string) *Cluster {
 	t.Helper()
 	return startCluster(t, 1, append([]string{"--cluster-node-timeout", "1000"}, extra...))
@@ -469,71 +468,6 @@ func StartSentinel(t testing.TB) *Sentinel {
 	}
 }
 
-// WaitReplicated waits, up to timeout, until the replica has acknowledged
-// every write the master had taken when it was called. (WAIT would not do:
-// it waits for the writes of its own connection only, and a fresh
-// connection has none. Nor is a replica whose link is up sure to have
-// them: after a diskless sync the master streams its writes only once the
-// replica's first acknowledgement arrives, up to a second later.)
-func (s *Sentinel) WaitReplicated(t testing.TB, timeout time.Duration) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	var want int64 = -1
-	for {
-		info, err := s.Master.CLI("info", "replication")
-		if err == nil {
-			master, acked := replOffsets(info)
-			if want < 0 {
-				want = master
-			}
-			if want >= 0 && acked >= want {
-				return
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("redistest: the replica did not acknowledge the master's writes within %v: %v\n%s", timeout, err, info)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-// replOffsets reads a master's INFO replication: its replication offset and
-// the offset its first replica acknowledged (-1 when absent).
-func replOffsets(info string) (master, acked int64) {
-	master, acked = -1, -1
-	for _, line := range strings.Split(info, "\n") {
-		line = strings.TrimSpace(line)
-		if v, ok := strings.CutPrefix(line, "master_repl_offset:"); ok {
-			master, _ = strconv.ParseInt(v, 10, 64)
-		}
-		if v, ok := strings.CutPrefix(line, "slave0:"); ok {
-			for _, kv := range strings.Split(v, ",") {
-				if o, ok := strings.CutPrefix(kv, "offset="); ok {
-					acked, _ = strconv.ParseInt(o, 10, 64)
-				}
-			}
-		}
-	}
-	return master, acked
-}
-
-// WaitFailover waits, up to timeout, until the Sentinel names the replica as
-// the master, and returns how long that took.
-func (s *Sentinel) WaitFailover(t testing.TB, timeout time.Duration) time.Duration {
-	t.Helper()
-	start := time.Now()
-	for {
-		out, err := s.Sentinel.CLI("sentinel", "get-master-addr-by-name", s.Name)
-		if err == nil && strings.Contains(out, strconv.Itoa(s.Replica.Port)) {
-			return time.Since(start)
-		}
-		if time.Since(start) > timeout {
-			t.Fatalf("redistest: the Sentinel did not fail over within %v: %v %s", timeout, err, out)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
 // start starts a fresh server on a free port, retrying a port another
 // process took first, and registers its stop with t.Cleanup. It may run on
 // any goroutine.
@@ -555,158 +489,6 @@ func (s *Server) start(t testing.TB, extra []string) error {
 		t.Logf("redistest: port %d: %v; retrying", s.Port, last)
 	}
 	return last
-}
-
-// ID returns the node's cluster id.
-func (s *Server) ID() (string, error) {
-	out, err := s.CLI("cluster", "myid")
-	return strings.TrimSpace(out), err
-}
-
-// MasterOf returns the master that serves key's slot, as the first live
-// node answers (one CLUSTER NODES).
-func (c *Cluster) MasterOf(key string) (*Server, error) {
-	owners, err := c.Owners()
-	if err != nil {
-		return nil, err
-	}
-	return owners(key)
-}
-
-// Owners reads the slots' masters once, as the first live node answers, and
-// returns a function that finds the master of a key's slot in that reading.
-func (c *Cluster) Owners() (func(key string) (*Server, error), error) {
-	for _, n := range c.All() {
-		nodes, err := n.CLI("cluster", "nodes")
-		if err != nil || !strings.Contains(nodes, "myself") {
-			continue
-		}
-		return func(key string) (*Server, error) {
-			slot := KeySlot(key)
-			addr, ok := slotOwner(nodes, slot)
-			if !ok {
-				return nil, fmt.Errorf("redistest: no master serves slot %d", slot)
-			}
-			for _, m := range c.All() {
-				if m.Addr() == addr {
-					return m, nil
-				}
-			}
-			return nil, fmt.Errorf("redistest: slot %d served by %s, not ours", slot, addr)
-		}, nil
-	}
-	return nil, errors.New("redistest: no node answers")
-}
-
-// KeySlot is the Cluster hash slot of key: CRC16 (XMODEM) of its hash tag
-// (the bytes between the first { and the next }, when not empty) or of the
-// whole key, modulo 16384.
-func KeySlot(key string) int {
-	if i := strings.IndexByte(key, '{'); i >= 0 {
-		if j := strings.IndexByte(key[i+1:], '}'); j > 0 {
-			key = key[i+1 : i+1+j]
-		}
-	}
-	var crc uint16
-	for k := 0; k < len(key); k++ {
-		crc ^= uint16(key[k]) << 8
-		for range 8 {
-			if crc&0x8000 != 0 {
-				crc = crc<<1 ^ 0x1021
-			} else {
-				crc <<= 1
-			}
-		}
-	}
-	return int(crc) % 16384
-}
-
-// slotOwner finds, in CLUSTER NODES output, the address of the master that
-// serves slot.
-func slotOwner(nodes string, slot int) (string, bool) {
-	for _, line := range strings.Split(nodes, "\n") {
-		f := strings.Fields(line)
-		if len(f) < 9 || !strings.Contains(f[2], "master") || strings.Contains(f[2], "fail") {
-			continue
-		}
-		for _, r := range f[8:] {
-			if strings.HasPrefix(r, "[") {
-				continue // a slot being migrated
-			}
-			lo, hi, found := strings.Cut(r, "-")
-			if !found {
-				hi = lo
-			}
-			a, err1 := strconv.Atoi(lo)
-			b, err2 := strconv.Atoi(hi)
-			if err1 == nil && err2 == nil && a <= slot && slot <= b {
-				addr, _, _ := strings.Cut(f[1], "@")
-				return addr, true
-			}
-		}
-	}
-	return "", false
-}
-
-// WaitFailover waits, up to timeout, until every live node reports
-// cluster_state:ok and a replica has taken the slots of dead, a master
-// killed before; it returns the promoted replica and how long it took
-// from the call.
-func (c *Cluster) WaitFailover(t testing.TB, dead *Server, timeout time.Duration) (*Server, time.Duration) {
-	t.Helper()
-	start := time.Now()
-	var promoted *Server
-	for i, m := range c.Nodes {
-		if m == dead {
-			promoted = c.Replicas[i]
-		}
-	}
-	if promoted == nil {
-		t.Fatalf("redistest: %s is not a master of this cluster", dead.Addr())
-	}
-	for {
-		ok := true
-		repl, err := promoted.CLI("info", "replication")
-		if err != nil || !strings.Contains(repl, "role:master") {
-			ok = false
-		}
-		for _, n := range c.All() {
-			if n == dead || !ok {
-				continue
-			}
-			info, err := n.CLI("cluster", "info")
-			if err != nil || !strings.Contains(info, "cluster_state:ok") {
-				ok = false
-			}
-		}
-		if ok {
-			return promoted, time.Since(start)
-		}
-		if time.Since(start) > timeout {
-			t.Fatalf("redistest: no failover of %s within %v", dead.Addr(), timeout)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
-// Reshard moves slots slots from master from to master to with
-// redis-cli --cluster reshard (which migrates their keys), and returns
-// its output.
-func (c *Cluster) Reshard(from, to *Server, slots int) (string, error) {
-	fromID, err := from.ID()
-	if err != nil {
-		return "", err
-	}
-	toID, err := to.ID()
-	if err != nil {
-		return "", err
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	out, err := exec.CommandContext(ctx, "redis-cli", "--cluster", "reshard", from.Addr(),
-		"--cluster-from", fromID, "--cluster-to", toID, "--cluster-slots", strconv.Itoa(slots),
-		"--cluster-yes").CombinedOutput()
-	return string(out), err
 }
 
 // freePort asks the OS for a free port on 127.0.0.1. Another process may take
