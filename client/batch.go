@@ -3,7 +3,6 @@ package client
 import (
 	"context"
 	"errors"
-	"fmt"
 	"sync"
 	"time"
 	"unicode/utf8"
@@ -19,11 +18,11 @@ const (
 	// BatchWindow turns batching on; it must not exceed the sidecar's
 	// -max-batch (1,000 by default).
 	defaultBatchMaxSize = 500
-	// defaultBatchInFlight is how many batches may be on their way at
-	// once: one, since the checks that arrive while a batch travels make
-	// the next one, so batches grow with the load without a window to
-	// wait out.
-	defaultBatchInFlight = 1
+	// batchesInFlight is how many batches may be on their way at once:
+	// one, since the checks that arrive while a batch travels make the
+	// next one, so batches grow with the load without a window to wait
+	// out.
+	batchesInFlight = 1
 )
 
 // waiting is one CheckRate call waiting in the batcher. A caller that got
@@ -45,10 +44,10 @@ type answerOf struct {
 // Callers append to a queue under a mutex (no channel operation or select
 // per check on the way in); a flight is a goroutine that takes the queue,
 // up to maxSize checks, sends it, answers its callers, and goes on while
-// checks are waiting, or ends. At most inFlight flights run: a check that
-// finds fewer starts one. So under light load a check leaves at once,
-// alone, and under heavy load each batch holds what arrived while the
-// previous ones travelled.
+// checks are waiting, or ends. At most batchesInFlight flights run: a
+// check that finds fewer starts one. So under light load a check leaves at
+// once, alone, and under heavy load each batch holds what arrived while
+// the previous ones travelled.
 type batcher struct {
 	c       *Client
 	closed  chan struct{} // closed by Client.Close
@@ -58,24 +57,20 @@ type batcher struct {
 	uri     string
 	pool    sync.Pool // of *waiting
 
-	mu       sync.Mutex
-	queue    []*waiting
-	full     chan struct{}  // if not nil, closed when the queue holds maxSize
-	flying   int            // flights running
-	shut     bool           // closed was seen: no new flights
-	inFlight int            // most flights at once
-	flights  sync.WaitGroup // the flights, for Close
+	mu      sync.Mutex
+	queue   []*waiting
+	full    chan struct{}  // if not nil, closed when the queue holds maxSize
+	flying  int            // flights running
+	shut    bool           // closed was seen: no new flights
+	flights sync.WaitGroup // the flights, for Close
 }
 
-func newBatcher(c *Client, window time.Duration, maxSize, inFlight int) *batcher {
+func newBatcher(c *Client, window time.Duration, maxSize int) *batcher {
 	if maxSize <= 0 {
 		maxSize = defaultBatchMaxSize
 	}
-	if inFlight <= 0 {
-		inFlight = defaultBatchInFlight
-	}
 	b := &batcher{c: c, closed: make(chan struct{}), done: make(chan struct{}),
-		window: max(window, 0), maxSize: maxSize, inFlight: inFlight, uri: c.base + "/check_rates"}
+		window: max(window, 0), maxSize: maxSize, uri: c.base + "/check_rates"}
 	b.pool.New = func() any { return &waiting{reply: make(chan answerOf, 1)} }
 	go func() {
 		<-b.closed
@@ -103,7 +98,7 @@ func (b *batcher) check(ctx context.Context, r rl.Request) (rl.Decision, error) 
 		close(b.full)
 		b.full = nil
 	}
-	start := b.flying < b.inFlight
+	start := b.flying < batchesInFlight
 	if start {
 		b.flying++
 		b.flights.Add(1)
@@ -240,18 +235,11 @@ func (b *batcher) flush(f *flight) {
 func (b *batcher) send(f *flight) error {
 	f.body = appendBatchJSON(f.body[:0], f.reqs)
 	return b.c.do(context.Background(), fasthttp.MethodPost, b.uri, f.body, false, func(status int, body []byte) error {
-		if status != fasthttp.StatusOK {
-			return errUnexpected
+		ds, err := decodeDecisions(status, body, f.ds, len(f.reqs))
+		if err == nil {
+			f.ds = ds
 		}
-		ds, err := decodeBatchAnswer(body, f.ds)
-		if err != nil {
-			return err
-		}
-		if len(ds) != len(f.reqs) {
-			return fmt.Errorf("client: %d decisions for %d requests", len(ds), len(f.reqs))
-		}
-		f.ds = ds
-		return nil
+		return err
 	})
 }
 

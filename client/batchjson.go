@@ -89,14 +89,23 @@ var errNotDecisions = errors.New("client: the answer is not an array of decision
 // match case-insensitively, the last of a duplicate name wins, null leaves a
 // value as it is, and unknown names are skipped.
 func decodeBatchAnswer(body []byte, ds []rl.Decision) ([]rl.Decision, error) {
+	err := readAnswer(body, func(r *answerReader) (err error) {
+		ds, err = r.decisions(ds[:0])
+		return err
+	})
+	return ds, err
+}
+
+// readAnswer reads body with a pooled answerReader.
+func readAnswer(body []byte, read func(*answerReader) error) error {
 	r := answerReaders.Get().(*answerReader)
 	r.buf = *bytes.NewBuffer(body)
 	r.dec.Reset(&r.buf, readOptions...)
-	out, err := r.decisions(ds[:0])
+	err := read(r)
 	r.buf = bytes.Buffer{}
 	r.dec.Reset(&r.buf, readOptions...)
 	answerReaders.Put(r)
-	return out, readError(err)
+	return readError(err)
 }
 
 // errEnd is the error for an answer cut short, in encoding/json's words.
@@ -113,25 +122,19 @@ func readError(err error) error {
 // decodeDecisionAnswer decodes the decision of a 200 or 429 from
 // /check_rate into d, as decodeBatchAnswer decodes each of a batch's.
 func decodeDecisionAnswer(body []byte, d *rl.Decision) error {
-	r := answerReaders.Get().(*answerReader)
-	r.buf = *bytes.NewBuffer(body)
-	r.dec.Reset(&r.buf, readOptions...)
-	var err error
-	if r.dec.PeekKind() == '{' {
-		var allowed bool
-		if allowed, err = r.decision(d); err == nil {
+	return readAnswer(body, func(r *answerReader) error {
+		if r.dec.PeekKind() != '{' {
+			return r.refuse()
+		}
+		allowed, err := r.decision(d)
+		if err == nil {
 			err = r.end()
 		}
 		if err == nil && !allowed {
 			err = errors.New(`client: answer lacks "allowed"`)
 		}
-	} else {
-		err = r.refuse()
-	}
-	r.buf = bytes.Buffer{}
-	r.dec.Reset(&r.buf, readOptions...)
-	answerReaders.Put(r)
-	return readError(err)
+		return err
+	})
 }
 
 func (r *answerReader) decisions(ds []rl.Decision) ([]rl.Decision, error) {

@@ -208,7 +208,7 @@ func New(cfg Config) (*Client, error) {
 		c.hc.Dial = func(string) (net.Conn, error) { return d.Dial("unix", sock) }
 	}
 	if cfg.BatchMaxSize > 0 || cfg.BatchWindow > 0 {
-		c.batch = newBatcher(c, cfg.BatchWindow, cfg.BatchMaxSize, defaultBatchInFlight)
+		c.batch = newBatcher(c, cfg.BatchWindow, cfg.BatchMaxSize)
 	}
 	return c, nil
 }
@@ -353,7 +353,7 @@ func (c *Client) checkRates(ctx context.Context, rs []rl.Request) ([]rl.Decision
 	var ds []rl.Decision
 	err := c.do(ctx, fasthttp.MethodPost, c.base+"/check_rates", body, false, func(status int, b []byte) error {
 		var err error
-		ds, err = decodeDecisions(status, b, len(rs))
+		ds, err = decodeDecisions(status, b, make([]rl.Decision, 0, len(rs)), len(rs))
 		return err
 	})
 	if err != nil {
@@ -367,12 +367,12 @@ func (c *Client) checkRates(ctx context.Context, rs []rl.Request) ([]rl.Decision
 }
 
 // decodeDecisions decodes the body of a 200 from /check_rates, which must
-// hold n decisions.
-func decodeDecisions(status int, body []byte, n int) ([]rl.Decision, error) {
+// hold n decisions, into ds[:0].
+func decodeDecisions(status int, body []byte, ds []rl.Decision, n int) ([]rl.Decision, error) {
 	if status != fasthttp.StatusOK {
 		return nil, errUnexpected
 	}
-	ds, err := decodeBatchAnswer(body, make([]rl.Decision, 0, n))
+	ds, err := decodeBatchAnswer(body, ds)
 	if err != nil {
 		return nil, err
 	}

@@ -34,7 +34,7 @@ func FuzzAnswer(f *testing.F) {
 		var n int
 		decoders := map[string]func(int, []byte) error{
 			"check_rate":  func(s int, b []byte) error { return decodeDecision(s, b, &d) },
-			"check_rates": func(s int, b []byte) error { _, err := decodeDecisions(s, b, 1); return err },
+			"check_rates": func(s int, b []byte) error { _, err := decodeDecisions(s, b, nil, 1); return err },
 			"buckets":     func(s int, b []byte) error { return decodeBuckets(s, b, &bs) },
 			"reset":       func(s int, b []byte) error { return decodeDeleted(s, b, &n) },
 		}
