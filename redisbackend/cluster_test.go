@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -115,7 +116,7 @@ func clusterRequests(prefix string, n int) []rl.Request {
 // the dead master's may lose the writes it acknowledged and had not yet
 // replicated (Redis's replication is asynchronous: docs/redis.md).
 func TestClusterFailover(t *testing.T) {
-	c := redistest.StartReplicatedCluster(t)
+	c := startReplicatedCluster(t)
 	b, err := redisbackend.NewWithProbe(redisbackend.Config{URL: c.URL()}, 50*time.Millisecond)
 	require.NoError(t, err)
 	t.Cleanup(func() { b.Close() }) // after the load stops: cleanups run last first
@@ -191,7 +192,7 @@ func TestClusterFailover(t *testing.T) {
 // algorithm run: keys move under the load (the client follows ASK and MOVED
 // redirections), no check fails, and every id counts exactly its checks.
 func TestClusterReshard(t *testing.T) {
-	c := redistest.StartCluster(t)
+	c := startCluster(t)
 	b, err := redisbackend.New(redisbackend.Config{URL: c.URL()})
 	require.NoError(t, err)
 	t.Cleanup(func() { b.Close() }) // after the load stops: cleanups run last first
@@ -271,7 +272,7 @@ func tagOf(id string) string { return "{" + base64.RawURLEncoding.EncodeToString
 // slotOwners reads the slots' masters once, as the first live node of c
 // answers, and returns a function that finds the master of a key's slot in
 // that reading.
-func slotOwners(c *redistest.Cluster) (func(key string) (*redistest.Server, error), error) {
+func slotOwners(c *cluster) (func(key string) (*redistest.Server, error), error) {
 	for _, n := range c.All() {
 		nodes, err := n.CLI("cluster", "nodes")
 		if err != nil || !strings.Contains(nodes, "myself") {
@@ -390,7 +391,7 @@ func TestKeySlot(t *testing.T) {
 // reports cluster_state:ok and a replica has taken the slots of dead, a
 // master killed before; it returns the promoted replica and how long it
 // took from the call.
-func waitClusterFailover(t testing.TB, c *redistest.Cluster, dead *redistest.Server, timeout time.Duration) (*redistest.Server, time.Duration) {
+func waitClusterFailover(t testing.TB, c *cluster, dead *redistest.Server, timeout time.Duration) (*redistest.Server, time.Duration) {
 	t.Helper()
 	start := time.Now()
 	var promoted *redistest.Server
@@ -445,4 +446,140 @@ func reshard(from, to *redistest.Server, slots int) (string, error) {
 		"--cluster-from", strings.TrimSpace(fromID), "--cluster-to", strings.TrimSpace(toID),
 		"--cluster-slots", strconv.Itoa(slots), "--cluster-yes").CombinedOutput()
 	return string(out), err
+}
+
+// cluster is a Redis Cluster of three masters, each on a redis-server of
+// its own (redistest.StartClusterNode).
+type cluster struct {
+	// Nodes are the masters, in the order they were given to
+	// redis-cli --cluster create.
+	Nodes []*redistest.Server
+	// Replicas are the replicas (startReplicatedCluster), one per master.
+	Replicas []*redistest.Server
+}
+
+// URL returns a URL naming every master: redis://first?addr=second&addr=third.
+func (c *cluster) URL() string {
+	u := "redis://" + c.Nodes[0].Addr()
+	for i, n := range c.Nodes[1:] {
+		sep := "&"
+		if i == 0 {
+			sep = "?"
+		}
+		u += sep + "addr=" + n.Addr()
+	}
+	return u
+}
+
+// All returns every node, masters first.
+func (c *cluster) All() []*redistest.Server {
+	return append(append([]*redistest.Server(nil), c.Nodes...), c.Replicas...)
+}
+
+// startCluster starts three cluster-enabled servers, joins them with
+// redis-cli --cluster create (no replicas), waits for cluster_state:ok on
+// every node and registers their stop with t.Cleanup. Extra arguments go to
+// every server (e.g. --cluster-require-full-coverage no).
+func startCluster(t testing.TB, extra ...string) *cluster {
+	t.Helper()
+	return startNodes(t, 0, extra)
+}
+
+// startReplicatedCluster starts three masters, each with one replica, as
+// startCluster does, and waits until every replica has synced with its
+// master, so that a replica can take over when its master dies
+// (waitClusterFailover). Nodes are marked failing after one second without
+// an answer (cluster-node-timeout), so a failover takes two or three.
+func startReplicatedCluster(t testing.TB, extra ...string) *cluster {
+	t.Helper()
+	return startNodes(t, 1, append([]string{"--cluster-node-timeout", "1000"}, extra...))
+}
+
+func startNodes(t testing.TB, replicas int, extra []string) *cluster {
+	t.Helper()
+	redistest.Available(t)
+	dir := t.TempDir()
+	n := 3 * (1 + replicas)
+	nodes := make([]*redistest.Server, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range nodes {
+		wg.Go(func() {
+			nodes[i], errs[i] = redistest.StartClusterNode(t, filepath.Join(dir, strconv.Itoa(i)), extra...)
+		})
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			t.Fatalf("could not start redis-server: %v", err)
+		}
+	}
+	// redis-cli takes the first three as masters and gives each a replica
+	// from the rest.
+	c := &cluster{Nodes: nodes[:3], Replicas: nodes[3:]}
+	args := []string{"--cluster", "create"}
+	for _, n := range nodes {
+		args = append(args, n.Addr())
+	}
+	args = append(args, "--cluster-replicas", strconv.Itoa(replicas), "--cluster-yes")
+	if out, err := c.Nodes[0].CLI(args...); err != nil {
+		t.Fatalf("cluster create: %v\n%s", err, out)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for _, n := range nodes {
+		for {
+			info, err := n.CLI("cluster", "info")
+			repl, err2 := n.CLI("info", "replication")
+			synced := replicas == 0 || strings.Contains(repl, "role:master") || strings.Contains(repl, "master_link_status:up")
+			if err == nil && err2 == nil && strings.Contains(info, "cluster_state:ok") && synced {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("node %s never reached cluster_state:ok and sync: %v\n%s\n%s", n.Addr(), err, info, repl)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	// Each master's replica, as the cluster paired them.
+	if replicas > 0 {
+		byID := map[string]*redistest.Server{}
+		for _, n := range nodes {
+			id, err := n.CLI("cluster", "myid")
+			if err != nil {
+				t.Fatalf("cluster myid: %v", err)
+			}
+			byID[strings.TrimSpace(id)] = n
+		}
+		// A master learns of its replica by gossip, which may come after
+		// the replica's own link is up: ask until the deadline.
+		var paired []*redistest.Server
+		for _, m := range c.Nodes {
+			id, _ := m.CLI("cluster", "myid")
+			for {
+				out, err := m.CLI("cluster", "replicas", strings.TrimSpace(id))
+				if fields := strings.Fields(out); err == nil && len(fields) > 0 && byID[fields[0]] != nil {
+					paired = append(paired, byID[fields[0]])
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("master %s has no replica: %v\n%s", m.Addr(), err, out)
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+		}
+		c.Replicas = paired
+	}
+	return c
+}
+
+func TestStartCluster(t *testing.T) {
+	c := startCluster(t)
+	require.Len(t, c.Nodes, 3)
+	for _, n := range c.Nodes {
+		out, err := n.CLI("cluster", "info")
+		require.NoError(t, err)
+		assert.Contains(t, out, "cluster_state:ok")
+		assert.Contains(t, out, "cluster_known_nodes:3")
+	}
+	assert.Contains(t, c.URL(), "?addr=")
 }

@@ -328,7 +328,7 @@ func TestFailOpenIsANilError(t *testing.T) {
 // live masters are decided by Redis, the others by the fail mode, and the
 // error says so.
 func TestClusterMasterDown(t *testing.T) {
-	c := redistest.StartCluster(t, "--cluster-require-full-coverage", "no")
+	c := startCluster(t, "--cluster-require-full-coverage", "no")
 	b, err := redisbackend.New(redisbackend.Config{URL: c.URL(), Timeout: 3 * time.Second, Fail: rl.FailOpen})
 	require.NoError(t, err)
 	defer b.Close()

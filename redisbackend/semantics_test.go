@@ -47,7 +47,7 @@ func TestSemanticsSingleNode(t *testing.T) {
 }
 
 func TestSemanticsCluster(t *testing.T) {
-	c := redistest.StartCluster(t)
+	c := startCluster(t)
 	limitertest.Run(t, factory(c.URL()))
 	// The ids' keys spread over the masters: the cluster was really used.
 	for _, n := range c.Nodes {

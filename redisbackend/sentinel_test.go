@@ -21,7 +21,7 @@ import (
 // follow the fail mode meanwhile, then go to the new master by themselves,
 // which holds the counts replicated before the failover.
 func TestSentinelFailover(t *testing.T) {
-	st := redistest.StartSentinel(t)
+	st := startSentinel(t)
 	b, err := redisbackend.NewWithProbe(redisbackend.Config{URL: st.URL()}, 50*time.Millisecond)
 	require.NoError(t, err)
 	defer b.Close()
@@ -75,7 +75,7 @@ func TestSentinelFailover(t *testing.T) {
 // connection has none. Nor is a replica whose link is up sure to have
 // them: after a diskless sync the master streams its writes only once the
 // replica's first acknowledgement arrives, up to a second later.)
-func waitReplicated(t testing.TB, s *redistest.Sentinel, timeout time.Duration) {
+func waitReplicated(t testing.TB, s *sentinel, timeout time.Duration) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	var want int64 = -1
@@ -138,7 +138,7 @@ func TestReplOffsets(t *testing.T) {
 
 // waitSentinelFailover waits, up to timeout, until s's Sentinel names the
 // replica as the master, and returns how long that took.
-func waitSentinelFailover(t testing.TB, s *redistest.Sentinel, timeout time.Duration) time.Duration {
+func waitSentinelFailover(t testing.TB, s *sentinel, timeout time.Duration) time.Duration {
 	t.Helper()
 	start := time.Now()
 	for {
@@ -148,6 +148,43 @@ func waitSentinelFailover(t testing.TB, s *redistest.Sentinel, timeout time.Dura
 		}
 		if time.Since(start) > timeout {
 			t.Fatalf("the Sentinel did not fail over within %v: %v %s", timeout, err, out)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// sentinel is a master, its replica and a Redis Sentinel watching them.
+type sentinel struct {
+	Master, Replica, Sentinel *redistest.Server
+	// Name is the master set's name, as clients ask the Sentinel for it.
+	Name string
+}
+
+// URL names the Sentinel and the master set, as redisbackend.Config.URL
+// (the client asks the Sentinel where the master is, and follows it).
+func (s *sentinel) URL() string { return "redis://" + s.Sentinel.Addr() + "?master_set=" + s.Name }
+
+// startSentinel starts a master, a replica synced with it and a Sentinel
+// that declares the master down after one second without an answer and
+// fails over to the replica (quorum 1), and registers their stop with
+// t.Cleanup.
+func startSentinel(t testing.TB) *sentinel {
+	t.Helper()
+	st := &sentinel{Name: "rlmaster"}
+	st.Master = redistest.Start(t, "--repl-diskless-sync-delay", "0")
+	st.Replica = redistest.Start(t, "--replicaof", "127.0.0.1", strconv.Itoa(st.Master.Port), "--repl-diskless-sync-delay", "0")
+	st.Sentinel = redistest.StartSentinel(t, "sentinel monitor "+st.Name+" 127.0.0.1 "+strconv.Itoa(st.Master.Port)+" 1\n"+
+		"sentinel down-after-milliseconds "+st.Name+" 1000\n"+
+		"sentinel failover-timeout "+st.Name+" 10000\n")
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		repl, err := st.Replica.CLI("info", "replication")
+		known, err2 := st.Sentinel.CLI("sentinel", "replicas", st.Name)
+		if err == nil && err2 == nil && strings.Contains(repl, "master_link_status:up") && strings.Contains(known, strconv.Itoa(st.Replica.Port)) {
+			return st
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the replica never synced, or the Sentinel never saw it: %v %v\n%s\n%s", err, err2, repl, known)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}

@@ -23,7 +23,7 @@ import (
 func TestTwoBackendsShareOneLimit(t *testing.T) {
 	const limit = 100
 	srv := redistest.Start(t)
-	cluster := redistest.StartCluster(t)
+	cluster := startCluster(t)
 	for _, target := range []struct{ name, url string }{
 		{"single", srv.URL()},
 		{"cluster", cluster.URL()},

@@ -1,8 +1,8 @@
 // Package redistest starts and stops private redis-server processes for
-// tests: a single node, or a three-master Redis Cluster (with a replica per
-// master, for failovers), each on ports the operating system picks, with
-// persistence off and their files in a test's temporary directory. It never
-// talks to a Redis it did not start.
+// tests: a single node (plain or TLS), a node of a Redis Cluster, or a
+// Sentinel, each on ports the operating system picks, with persistence off
+// and their files in a test's temporary directory. It never talks to a
+// Redis it did not start.
 //
 // Without redis-server on PATH the helpers skip the test with a message
 // saying how to install it, unless RATERLIMITER_REQUIRE_REDIS=1, when they fail
@@ -289,183 +289,31 @@ func (s *Server) CLI(args ...string) (string, error) {
 	return string(out), err
 }
 
-// Cluster is a Redis Cluster started by this package.
-type Cluster struct {
-	// Nodes are the masters, in the order they were given to
-	// redis-cli --cluster create.
-	Nodes []*Server
-	// Replicas are the replicas (StartReplicatedCluster), one per master.
-	Replicas []*Server
-}
-
-// URL returns a URL naming every master: redis://first?addr=second&addr=third.
-func (c *Cluster) URL() string {
-	u := "redis://" + c.Nodes[0].Addr()
-	for i, n := range c.Nodes[1:] {
-		sep := "&"
-		if i == 0 {
-			sep = "?"
-		}
-		u += sep + "addr=" + n.Addr()
+// StartClusterNode starts one cluster-enabled redis-server, its files in
+// dir (made if missing), on free ports for its clients and its cluster bus,
+// and registers its stop with t.Cleanup. Unlike the other helpers it may
+// run on any goroutine, so that a cluster's nodes start together (call
+// Available first); the test joins them with redis-cli --cluster create.
+func StartClusterNode(t testing.TB, dir string, extra ...string) (*Server, error) {
+	s := &Server{dir: dir, cluster: true}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
 	}
-	return u
+	return s, s.start(t, extra)
 }
 
-// All returns every node, masters first.
-func (c *Cluster) All() []*Server { return append(append([]*Server(nil), c.Nodes...), c.Replicas...) }
-
-// StartCluster starts three cluster-enabled servers, joins them with
-// redis-cli --cluster create (no replicas), waits for cluster_state:ok on
-// every node and registers their stop with t.Cleanup. Extra arguments go to
-// every server (e.g. --cluster-require-full-coverage no).
-func StartCluster(t testing.TB, extra ...string) *Cluster {
-	t.Helper()
-	return startCluster(t, 0, extra)
-}
-
-// StartReplicatedCluster starts three masters, each with one replica, as
-// StartCluster does, and waits until every replica has synced with its
-// master, so that a replica can take over when its master dies. Nodes are
-// marked failing after one second without an answer
-// (cluster-node-timeout), so a failover takes two or three.
-func StartReplicatedCluster(t testing.TB, extra ...string) *Cluster {
-	t.Helper()
-	return startCluster(t, 1, append([]string{"--cluster-node-timeout", "1000"}, extra...))
-}
-
-func startCluster(t testing.TB, replicas int, extra []string) *Cluster {
+// StartSentinel starts a Redis Sentinel configured by conf (the lines of
+// its sentinel.conf, which it rewrites as it learns the set it watches)
+// and registers its stop with t.Cleanup.
+func StartSentinel(t testing.TB, conf string) *Server {
 	t.Helper()
 	Available(t)
-	dir := t.TempDir()
-	n := 3 * (1 + replicas)
-	nodes := make([]*Server, n)
-	errs := make([]error, n)
-	var wg sync.WaitGroup
-	for i := range nodes {
-		nodes[i] = &Server{dir: filepath.Join(dir, strconv.Itoa(i)), cluster: true}
-		if err := os.MkdirAll(nodes[i].dir, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			errs[i] = nodes[i].start(t, extra)
-		}()
-	}
-	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			t.Fatalf("redistest: could not start redis-server: %v", err)
-		}
-	}
-	// redis-cli takes the first three as masters and gives each a replica
-	// from the rest.
-	c := &Cluster{Nodes: nodes[:3], Replicas: nodes[3:]}
-	args := []string{"--cluster", "create"}
-	for _, n := range nodes {
-		args = append(args, n.Addr())
-	}
-	args = append(args, "--cluster-replicas", strconv.Itoa(replicas), "--cluster-yes")
-	if out, err := c.Nodes[0].CLI(args...); err != nil {
-		t.Fatalf("redistest: cluster create: %v\n%s", err, out)
-	}
-	deadline := time.Now().Add(30 * time.Second)
-	for _, n := range nodes {
-		for {
-			info, err := n.CLI("cluster", "info")
-			repl, err2 := n.CLI("info", "replication")
-			synced := replicas == 0 || strings.Contains(repl, "role:master") || strings.Contains(repl, "master_link_status:up")
-			if err == nil && err2 == nil && strings.Contains(info, "cluster_state:ok") && synced {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("redistest: node %s never reached cluster_state:ok and sync: %v\n%s\n%s", n.Addr(), err, info, repl)
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
-	}
-	// Each master's replica, as the cluster paired them.
-	if replicas > 0 {
-		byID := map[string]*Server{}
-		for _, n := range nodes {
-			id, err := n.CLI("cluster", "myid")
-			if err != nil {
-				t.Fatalf("redistest: cluster myid: %v", err)
-			}
-			byID[strings.TrimSpace(id)] = n
-		}
-		// A master learns of its replica by gossip, which may come after
-		// the replica's own link is up: ask until the deadline.
-		var paired []*Server
-		for _, m := range c.Nodes {
-			id, _ := m.CLI("cluster", "myid")
-			for {
-				out, err := m.CLI("cluster", "replicas", strings.TrimSpace(id))
-				if fields := strings.Fields(out); err == nil && len(fields) > 0 && byID[fields[0]] != nil {
-					paired = append(paired, byID[fields[0]])
-					break
-				}
-				if time.Now().After(deadline) {
-					t.Fatalf("redistest: master %s has no replica: %v\n%s", m.Addr(), err, out)
-				}
-				time.Sleep(50 * time.Millisecond)
-			}
-		}
-		c.Replicas = paired
-	}
-	return c
-}
-
-// Sentinel is a master, its replica and a Redis Sentinel watching them,
-// started by this package.
-type Sentinel struct {
-	Master, Replica, Sentinel *Server
-	// Name is the master set's name, as clients ask the Sentinel for it.
-	Name string
-}
-
-// URL names the Sentinel and the master set, as redisbackend.Config.URL
-// (the client asks the Sentinel where the master is, and follows it).
-func (s *Sentinel) URL() string { return "redis://" + s.Sentinel.Addr() + "?master_set=" + s.Name }
-
-// StartSentinel starts a master, a replica synced with it and a Sentinel
-// that declares the master down after one second without an answer and
-// fails over to the replica (quorum 1), and registers their stop with
-// t.Cleanup.
-func StartSentinel(t testing.TB) *Sentinel {
-	t.Helper()
-	Available(t)
-	dir := t.TempDir()
-	st := &Sentinel{Name: "rlmaster"}
-	st.Master = &Server{dir: filepath.Join(dir, "master")}
-	st.Replica = &Server{dir: filepath.Join(dir, "replica")}
-	st.Sentinel = &Server{dir: filepath.Join(dir, "sentinel"), sentinel: true}
-	for _, s := range []*Server{st.Master, st.Replica, st.Sentinel} {
-		if err := os.MkdirAll(s.dir, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	st.Master.startFresh(t, []string{"--repl-diskless-sync-delay", "0"})
-	st.Replica.startFresh(t, []string{"--replicaof", "127.0.0.1", strconv.Itoa(st.Master.Port), "--repl-diskless-sync-delay", "0"})
-	conf := "sentinel monitor " + st.Name + " 127.0.0.1 " + strconv.Itoa(st.Master.Port) + " 1\n" +
-		"sentinel down-after-milliseconds " + st.Name + " 1000\n" +
-		"sentinel failover-timeout " + st.Name + " 10000\n"
-	if err := os.WriteFile(filepath.Join(st.Sentinel.dir, "sentinel.conf"), []byte(conf), 0o644); err != nil {
+	s := &Server{dir: t.TempDir(), sentinel: true}
+	if err := os.WriteFile(filepath.Join(s.dir, "sentinel.conf"), []byte(conf), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	st.Sentinel.startFresh(t, nil)
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		repl, err := st.Replica.CLI("info", "replication")
-		known, err2 := st.Sentinel.CLI("sentinel", "replicas", st.Name)
-		if err == nil && err2 == nil && strings.Contains(repl, "master_link_status:up") && strings.Contains(known, strconv.Itoa(st.Replica.Port)) {
-			return st
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("redistest: the replica never synced, or the Sentinel never saw it: %v %v\n%s\n%s", err, err2, repl, known)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	s.startFresh(t, nil)
+	return s
 }
 
 // start starts a fresh server on a free port, retrying a port another

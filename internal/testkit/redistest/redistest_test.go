@@ -22,18 +22,6 @@ func TestServerStartKillRestart(t *testing.T) {
 	assert.Equal(t, ":0", reply, "a restarted server starts empty")
 }
 
-func TestCluster(t *testing.T) {
-	c := StartCluster(t)
-	require.Len(t, c.Nodes, 3)
-	for _, n := range c.Nodes {
-		out, err := n.CLI("cluster", "info")
-		require.NoError(t, err)
-		assert.Contains(t, out, "cluster_state:ok")
-		assert.Contains(t, out, "cluster_known_nodes:3")
-	}
-	assert.Contains(t, c.URL(), "?addr=")
-}
-
 func TestPauseResume(t *testing.T) {
 	s := Start(t)
 	s.Pause()

@@ -1,5 +1,3 @@
-// Package sidecartest serves the sidecar's HTTP API in a test: on a
-// loopback port the OS picks, shut down by the test's cleanup.
 package tooltest
 
 import (

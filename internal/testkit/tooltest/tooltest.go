@@ -2,7 +2,8 @@
 // chromium, systemd-analyze): a test skips with a message when one is
 // missing locally, and fails when CI=true, where .ci/run installs them. It
 // also builds and runs the project's own commands, to their end (Run) or
-// in the background while a test talks to them (Start).
+// in the background while a test talks to them (Start), and serves the
+// sidecar's HTTP API on a loopback port (Serve).
 package tooltest
 
 import (
