@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -150,13 +151,7 @@ func (b *Backend) stillRefusing(ctx context.Context) error {
 
 // writeRefusal reports whether err is Redis refusing writes (refusesWrites).
 func writeRefusal(err error) bool {
-	r := downReason(err)
-	for _, p := range refusesWrites {
-		if r == strings.ToLower(p) {
-			return true
-		}
-	}
-	return false
+	return slices.Contains(refusesWrites, strings.ToUpper(downReason(err)))
 }
 
 func (b *Backend) fail(err error) {

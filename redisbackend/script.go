@@ -26,9 +26,7 @@ func newScript(body string) *script {
 // braces, so any bytes of id are safe.
 func (b *Backend) tag(id string) string { return keyTag(b.cfg.Prefix, id) }
 
-func keyTag(prefix, id string) string {
-	return prefix + ":{" + base64.RawURLEncoding.EncodeToString([]byte(id)) + "}:"
-}
+func keyTag(prefix, id string) string { return string(appendTag(nil, prefix, id)) }
 
 // appendTag appends id's tag (keyTag) to buf.
 func appendTag(buf []byte, prefix, id string) []byte {
