@@ -273,7 +273,7 @@ func resolveSnapshot(path string) (string, error) {
 		}
 		to, err := os.Readlink(cur)
 		if err != nil {
-			return "", fmt.Errorf("snapshot: %s: %w", path, cause(err))
+			return "", fmt.Errorf("snapshot: %s: %w", path, readfile.Cause(err))
 		}
 		if !filepath.IsAbs(to) {
 			// Not filepath.Join: cleaning "dir/../x" would be wrong where
@@ -313,7 +313,7 @@ func probeSnapshot(path string) error {
 	case errors.Is(err, fs.ErrNotExist):
 		return fmt.Errorf("snapshot: %s cannot be written: its directory %s does not exist", path, dir)
 	case err != nil:
-		return fmt.Errorf("snapshot: %s cannot be written: directory %s: %w", path, dir, cause(err))
+		return fmt.Errorf("snapshot: %s cannot be written: directory %s: %w", path, dir, readfile.Cause(err))
 	case !st.IsDir():
 		return fmt.Errorf("snapshot: %s cannot be written: %s is not a directory", path, dir)
 	}
@@ -322,19 +322,10 @@ func probeSnapshot(path string) error {
 	}
 	f, err := os.CreateTemp(dir, "."+name+".probe-*")
 	if err != nil {
-		return fmt.Errorf("snapshot: %s cannot be written: no file can be created in %s: %w", path, dir, cause(err))
+		return fmt.Errorf("snapshot: %s cannot be written: no file can be created in %s: %w", path, dir, readfile.Cause(err))
 	}
 	f.Close()
 	return os.Remove(f.Name())
-}
-
-// cause is err without the path a *fs.PathError adds to it.
-func cause(err error) error {
-	var pe *fs.PathError
-	if errors.As(err, &pe) {
-		return pe.Err
-	}
-	return err
 }
 
 // saver runs a snapshot write every interval (never when the interval is

@@ -45,7 +45,7 @@ func (e *Error) Unwrap() error { return e.Err }
 func Open(path string) (*os.File, fs.FileInfo, error) {
 	fi, err := os.Stat(path)
 	if err != nil {
-		return nil, nil, &Error{Path: path, Msg: "cannot be read: " + cause(err).Error(), Err: err}
+		return nil, nil, &Error{Path: path, Msg: "cannot be read: " + Cause(err).Error(), Err: err}
 	}
 	if err := regular(path, fi); err != nil {
 		return nil, nil, err
@@ -54,7 +54,7 @@ func Open(path string) (*os.File, fs.FileInfo, error) {
 	// the open; it is refused below. A regular file ignores the flag.
 	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
 	if err != nil {
-		return nil, nil, &Error{Path: path, Msg: "cannot be read: " + cause(err).Error(), Err: err}
+		return nil, nil, &Error{Path: path, Msg: "cannot be read: " + Cause(err).Error(), Err: err}
 	}
 	if fi, err = f.Stat(); err == nil {
 		err = regular(path, fi)
@@ -81,7 +81,7 @@ func Read(path string, max int64) ([]byte, error) {
 	}
 	buf := bytes.NewBuffer(make([]byte, 0, fi.Size()+bytes.MinRead))
 	if _, err := buf.ReadFrom(io.LimitReader(f, max+1)); err != nil {
-		return nil, &Error{Path: path, Msg: "cannot be read: " + cause(err).Error(), Err: err}
+		return nil, &Error{Path: path, Msg: "cannot be read: " + Cause(err).Error(), Err: err}
 	}
 	if int64(buf.Len()) > max {
 		return nil, &Error{Path: path, Msg: fmt.Sprintf("is more than %d bytes (it grew while read); at most %d are read", max, max), Err: ErrTooLarge}
@@ -110,8 +110,9 @@ func regular(path string, fi fs.FileInfo) error {
 	return &Error{Path: path, Msg: "is " + what + ", not a regular file", Err: ErrNotRegular}
 }
 
-// cause is err without the path a *fs.PathError adds to it.
-func cause(err error) error {
+// Cause is err without the path a *fs.PathError adds to it: for a message
+// that names the path itself.
+func Cause(err error) error {
 	var pe *fs.PathError
 	if errors.As(err, &pe) {
 		return pe.Err

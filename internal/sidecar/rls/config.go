@@ -164,10 +164,6 @@ type LoadOptions struct {
 	MergeDomains bool
 }
 
-// Load reads a configuration file or directory as LoadOptions.Load does,
-// with the zero LoadOptions.
-func Load(path string) (*Config, error) { return LoadOptions{}.Load(path) }
-
 // Load reads a configuration file, or the *.yaml and *.yml files of a
 // directory, in name order. Of a directory, dot files are never read (as
 // envoyproxy/ratelimit's RUNTIME_IGNOREDOTFILES=true: a Kubernetes
