@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -152,7 +151,7 @@ func applyPeerEnv(fs *flag.FlagSet, set map[string]bool, lookup func(string) (st
 		if u, err := url.Parse(v); err == nil && u.User != nil {
 			shown = u.Redacted()
 		}
-		info("envoyproxy/ratelimit's %s read as -%s %s (the flag or %s would win)", names, r.flag, shown, envPrefix+strings.ToUpper(strings.ReplaceAll(r.flag, "-", "_")))
+		info("envoyproxy/ratelimit's %s read as -%s %s (the flag or %s would win)", names, r.flag, shown, envName(r.flag))
 	}
 	return notes, nil
 }
@@ -339,11 +338,4 @@ func peerRedisURL(get peerGet) (string, error) {
 	}
 	u.RawQuery = q.Encode()
 	return u.String(), nil
-}
-
-// logPeerNotes logs what applyPeerEnv found, once, at start.
-func logPeerNotes(logger *slog.Logger, notes []peerNote) {
-	for _, n := range notes {
-		logger.Log(context.Background(), n.level, n.msg)
-	}
 }

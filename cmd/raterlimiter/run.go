@@ -65,7 +65,9 @@ func runLogged(ctx context.Context, args []string, lookupEnv func(string) (strin
 	for _, w := range envWarnings(lookupEnv, os.Environ()) {
 		logger.Warn(w)
 	}
-	logPeerNotes(logger, cfg.peerNotes)
+	for _, n := range cfg.peerNotes {
+		logger.Log(ctx, n.level, n.msg)
+	}
 
 	var srv atomic.Pointer[api.Server] // for sweeps that report before it exists
 	be, err := openBackend(cfg, logger, func(n int, took time.Duration) {

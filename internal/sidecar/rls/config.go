@@ -14,6 +14,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -132,14 +133,7 @@ type Config struct {
 func (c *Config) Rules() []*Rule { return c.rules }
 
 // Domains returns the names of the domains, sorted.
-func (c *Config) Domains() []string {
-	out := make([]string, 0, len(c.domains))
-	for d := range c.domains {
-		out = append(out, d)
-	}
-	slices.Sort(out)
-	return out
-}
+func (c *Config) Domains() []string { return slices.Sorted(maps.Keys(c.domains)) }
 
 // unitMillis is each unit's window, as envoyproxy/ratelimit divides time
 // (a month is 30 days, a year 365).
