@@ -423,10 +423,7 @@ func (l *loader) rule(n *yaml.Node, domain, path string, shadow bool) (*Rule, er
 	if len(l.c.rules) == MaxRules {
 		return nil, l.errf(n, "more than %d rate limits", MaxRules)
 	}
-	r := &Rule{Domain: domain, Path: path}
-	r.Shadow = shadow
-	r.Algo = rl.Fixed
-	r.Name = ruleName(domain, path)
+	r := &Rule{Rule: policy.Rule{Name: ruleName(domain, path), Algo: rl.Fixed, Shadow: shadow}, Domain: domain, Path: path}
 	if r.Unlimited, err = l.boolField(fs, "unlimited"); err != nil {
 		return nil, err
 	}

@@ -235,12 +235,10 @@ type guardListener struct {
 	g *Guard
 }
 
-// Accept returns the next connection within the bounds. One past its
-// address's bound of connections takes the place of that address's
-// connection idle longest; one past the listener's, of the listener's
-// connection idle longest. One past its address's bound of handshakes, or
-// with no connection idle to give way, is closed at once, before grpc-go
-// spends anything on it.
+// Accept returns the next connection within the bounds, making room as
+// Limits.MaxConnsPerIP says; one refused (past MaxHandshakesPerIP, or with
+// no connection idle to give way) is closed at once, before grpc-go spends
+// anything on it.
 func (l *guardListener) Accept() (net.Conn, error) {
 	g := l.g
 	for {
