@@ -102,7 +102,7 @@ type peerNote struct {
 // a usage error naming the variable.
 func applyPeerEnv(fs *flag.FlagSet, set map[string]bool, lookup func(string) (string, bool), environ []string) ([]peerNote, error) {
 	get := peerGet(lookup)
-	if !set["rls-listen"] && !set["rls-config"] && !get.any("RUNTIME_ROOT", "RUNTIME_SUBDIRECTORY", "RUNTIME_APPDIRECTORY") {
+	if !set["rls-listen"] && !set["rls-config"] && len(get.present([]string{"RUNTIME_ROOT", "RUNTIME_SUBDIRECTORY", "RUNTIME_APPDIRECTORY"}, environ)) == 0 {
 		return nil, nil
 	}
 	var notes []peerNote
@@ -154,16 +154,6 @@ func applyPeerEnv(fs *flag.FlagSet, set map[string]bool, lookup func(string) (st
 		info("envoyproxy/ratelimit's %s read as -%s %s (the flag or %s would win)", names, r.flag, shown, envName(r.flag))
 	}
 	return notes, nil
-}
-
-// any reports whether one of names is set.
-func (get peerGet) any(names ...string) bool {
-	for _, n := range names {
-		if _, ok := get(n); ok {
-			return true
-		}
-	}
-	return false
 }
 
 // present is the variables of vars that are set, a prefix ("NAME*")

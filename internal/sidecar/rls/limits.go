@@ -18,6 +18,8 @@ import (
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/status"
 	"google.golang.org/grpc/tap"
+
+	"github.com/raterlimiter/raterlimiter/internal/check"
 )
 
 // Defaults of Limits' zero fields.
@@ -112,7 +114,7 @@ type Limits struct {
 	// DefaultArrivingBudget; negative: no bound.
 	ArrivingBudget int64
 	// MaxRequestBytes bounds one request message. Default
-	// MaxRequestBytes(DefaultMaxDescriptors, bounds.DefaultMaxIDBytes).
+	// MaxRequestBytes(DefaultMaxDescriptors, check.DefaultMaxIDBytes).
 	MaxRequestBytes int
 	// ReceiveTimeout bounds the time a request takes to arrive; a call
 	// past it ends with DeadlineExceeded and its bytes are dropped. Default
@@ -128,7 +130,7 @@ func (l Limits) withDefaults() Limits {
 	l.MaxConns = cmp.Or(l.MaxConns, DefaultMaxConns)
 	l.MaxStreams = cmp.Or(l.MaxStreams, DefaultMaxStreams)
 	l.ArrivingBudget = cmp.Or(l.ArrivingBudget, DefaultArrivingBudget)
-	l.MaxRequestBytes = cmp.Or(l.MaxRequestBytes, MaxRequestBytes(DefaultMaxDescriptors, 1024))
+	l.MaxRequestBytes = cmp.Or(l.MaxRequestBytes, MaxRequestBytes(DefaultMaxDescriptors, check.DefaultMaxIDBytes))
 	positive := func(v *time.Duration, d time.Duration) {
 		if *v <= 0 {
 			*v = d
