@@ -168,12 +168,8 @@ func loadSnapshot(ctx context.Context, path string, m *memory.Limiter, ignoreCor
 		logger.Info("no snapshot yet: starting empty", "snapshot", path)
 		return nil
 	}
-	var re *readfile.Error
-	if errors.As(err, &re) {
-		return fmt.Errorf("snapshot: %s %s", path, re.Msg)
-	}
 	if err != nil {
-		return fmt.Errorf("snapshot: %w", err)
+		return fmt.Errorf("snapshot: %s %s", path, readfile.Reason(err))
 	}
 	defer f.Close()
 	n, err := m.Load(ctx, f, fi.Size())

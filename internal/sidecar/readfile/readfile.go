@@ -35,6 +35,17 @@ type Error struct {
 // Error returns "readfile: PATH MSG".
 func (e *Error) Error() string { return "readfile: " + e.Path + " " + e.Msg }
 
+// Reason is what err says about its file, for a message that names the
+// file itself: an *Error's Msg ("is a FIFO, not a regular file"), or err's
+// own message.
+func Reason(err error) string {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Msg
+	}
+	return err.Error()
+}
+
 // Unwrap returns the cause.
 func (e *Error) Unwrap() error { return e.Err }
 

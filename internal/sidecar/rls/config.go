@@ -198,11 +198,7 @@ func (o LoadOptions) Load(path string) (*Config, error) {
 	for _, f := range files {
 		data, err := readfile.Read(f, MaxFileBytes)
 		if err != nil {
-			var re *readfile.Error
-			if errors.As(err, &re) {
-				return nil, &ConfigError{Path: f, Msg: re.Msg}
-			}
-			return nil, &ConfigError{Path: f, Msg: err.Error()}
+			return nil, &ConfigError{Path: f, Msg: readfile.Reason(err)}
 		}
 		if total += int64(len(data)); total > MaxConfigBytes {
 			return nil, &ConfigError{Path: path, Msg: fmt.Sprintf("its files hold more than %d bytes together", MaxConfigBytes)}
