@@ -4,10 +4,12 @@ import (
 	"context"
 	"log/slog"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/fsnotify/fsnotify"
@@ -196,7 +198,22 @@ func onReload(ctx context.Context, logger *slog.Logger, watch bool, paths []stri
 		defer mu.Unlock()
 		reload(why)
 	}
-	onHangup(ctx, func() { once("SIGHUP") })
+	// A channel of each caller's own: os/signal delivers a signal to every
+	// channel registered for it, so the policies, the certificate and the
+	// RLS configuration all reload on one SIGHUP.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	go func() {
+		defer signal.Stop(hup)
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-hup:
+				once("SIGHUP")
+			}
+		}
+	}()
 	paths = slices.DeleteFunc(slices.Clone(paths), func(p string) bool { return p == "" })
 	if !watch || len(paths) == 0 {
 		return
