@@ -1,0 +1,17 @@
+package cli
+
+import (
+	"io"
+	"os"
+)
+
+// IsTerminal reports whether w is a character device, as a terminal is:
+// the one question the commands ask of their output.
+func IsTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}
