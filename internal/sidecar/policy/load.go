@@ -146,7 +146,6 @@ func (p *parser) file(doc *yaml.Node) (*File, error) {
 			list = append(list, e.Value)
 		}
 		f.Proxies, _ = clientip.ParseProxies(list...) // each parsed above
-
 	}
 	pn := root["policies"]
 	if pn == nil {
