@@ -19,10 +19,9 @@ import (
 )
 
 // The memory backend's snapshot file: memory.Limiter's Save and Load give
-// the bytes; this file puts them on disk. A write goes to a temporary file
-// beside the target, is fsynced, renamed over the target, and the directory
-// fsynced: a reader sees the old snapshot or the new one, never a mix. A
-// -snapshot path that is a symbolic link is written through to its target.
+// the bytes; this file puts them on disk (writeSnapshot), so that a reader
+// sees the old snapshot or the new one, never a mix, and through a
+// -snapshot path that is a symbolic link (resolveSnapshot).
 
 // snapshotFlags are the flags of the memory backend's snapshots.
 type snapshotFlags struct {

@@ -34,10 +34,9 @@ import (
 // /metrics.
 const MaxRules = 10_000
 
-// MaxFileBytes bounds one file of a configuration, and so what parsing it
-// takes: the YAML library holds about 100 times the file's bytes while it
-// parses (a 1 MiB file of the worst shape, 127 MB). The files of a
-// directory are parsed one after the other.
+// MaxFileBytes bounds one file of a configuration, as policy.MaxFileBytes
+// bounds a policies file and for the same reason; the files of a directory
+// are parsed one after the other.
 const MaxFileBytes = 1 << 20
 
 // MaxConfigBytes bounds the files of a directory together.
