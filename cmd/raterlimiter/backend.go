@@ -36,18 +36,20 @@ type backend struct {
 // openBackend opens the backend cfg names. onSwept is called with the number
 // of records each sweep removed.
 func openBackend(cfg config, logger *slog.Logger, onSwept func(n int, took time.Duration)) (backend, error) {
+	// The memory backend's, or the Redis backend's own (-redis-fail local).
+	mc := memory.Config{
+		Shards:         cfg.shards,
+		SweepInterval:  cfg.sweepInterval,
+		MaxIDBytes:     limiterIDBytes(cfg),
+		MaxBuckets:     cfg.maxBuckets,
+		MaxBucketBytes: cfg.maxBucketBytes,
+		MaxScalesPerID: cfg.maxScalesPerID,
+		Logger:         logger,
+	}
 	switch cfg.backend {
 	case "memory":
-		m := memory.New(memory.Config{
-			Shards:         cfg.shards,
-			SweepInterval:  cfg.sweepInterval,
-			MaxIDBytes:     limiterIDBytes(cfg),
-			MaxBuckets:     cfg.maxBuckets,
-			MaxBucketBytes: cfg.maxBucketBytes,
-			MaxScalesPerID: cfg.maxScalesPerID,
-			OnSweep:        func(s memory.SweepStats) { onSwept(s.Deleted, s.Took) },
-			Logger:         logger,
-		})
+		mc.OnSweep = func(s memory.SweepStats) { onSwept(s.Deleted, s.Took) }
+		m := memory.New(mc)
 		snaps := newSnapshotState(cfg.snap.interval)
 		finalSnapshot, err := openSnapshots(context.Background(), cfg.snap, m, snaps, logger)
 		if err != nil {
@@ -75,9 +77,7 @@ func openBackend(cfg config, logger *slog.Logger, onSwept func(n int, took time.
 		metrics.hook(&rc)
 		var fallback *memory.Limiter
 		if fail == rl.FailLocal {
-			fallback = memory.New(memory.Config{Shards: cfg.shards, SweepInterval: cfg.sweepInterval,
-				MaxIDBytes: limiterIDBytes(cfg), MaxBuckets: cfg.maxBuckets, MaxScalesPerID: cfg.maxScalesPerID, Logger: logger,
-				MaxBucketBytes: cfg.maxBucketBytes})
+			fallback = memory.New(mc)
 			rc.Fallback = fallback
 		}
 		rb, err := redisbackend.New(rc)

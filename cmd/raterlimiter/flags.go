@@ -469,7 +469,12 @@ func (d flagDef) env() string {
 	if d.group.commands {
 		return ""
 	}
-	return envPrefix + strings.ToUpper(strings.ReplaceAll(d.name, "-", "_"))
+	return envName(d.name)
+}
+
+// envName is the environment variable of the flag name.
+func envName(name string) string {
+	return envPrefix + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))
 }
 
 // shown is d as -h and docs/configuration.md show it, from a table whose

@@ -32,28 +32,25 @@ func installGlobalLogger(l *slog.Logger) {
 // one) go to debug here, so a hostile client cannot flood the log.
 type grpcLogger struct{ l *slog.Logger }
 
-func (g grpcLogger) Info(args ...any)   { g.l.Debug("grpc: " + fmt.Sprint(args...)) }
-func (g grpcLogger) Infoln(args ...any) { g.l.Debug("grpc: " + fmt.Sprint(args...)) }
-func (g grpcLogger) Infof(format string, args ...any) {
-	g.l.Debug("grpc: " + fmt.Sprintf(format, args...))
-}
-func (g grpcLogger) Warning(args ...any)   { g.l.Debug("grpc: " + fmt.Sprint(args...)) }
-func (g grpcLogger) Warningln(args ...any) { g.l.Debug("grpc: " + fmt.Sprint(args...)) }
-func (g grpcLogger) Warningf(format string, args ...any) {
-	g.l.Debug("grpc: " + fmt.Sprintf(format, args...))
-}
-func (g grpcLogger) Error(args ...any)   { g.l.Error("grpc: " + fmt.Sprint(args...)) }
-func (g grpcLogger) Errorln(args ...any) { g.l.Error("grpc: " + fmt.Sprint(args...)) }
-func (g grpcLogger) Errorf(format string, args ...any) {
-	g.l.Error("grpc: " + fmt.Sprintf(format, args...))
-}
-func (g grpcLogger) Fatal(args ...any)                 { g.fatal(fmt.Sprint(args...)) }
-func (g grpcLogger) Fatalln(args ...any)               { g.fatal(fmt.Sprint(args...)) }
-func (g grpcLogger) Fatalf(format string, args ...any) { g.fatal(fmt.Sprintf(format, args...)) }
-func (g grpcLogger) V(l int) bool                      { return l <= 0 }
+func (g grpcLogger) Info(args ...any)                    { g.debug(fmt.Sprint(args...)) }
+func (g grpcLogger) Infoln(args ...any)                  { g.debug(fmt.Sprint(args...)) }
+func (g grpcLogger) Infof(format string, args ...any)    { g.debug(fmt.Sprintf(format, args...)) }
+func (g grpcLogger) Warning(args ...any)                 { g.debug(fmt.Sprint(args...)) }
+func (g grpcLogger) Warningln(args ...any)               { g.debug(fmt.Sprint(args...)) }
+func (g grpcLogger) Warningf(format string, args ...any) { g.debug(fmt.Sprintf(format, args...)) }
+func (g grpcLogger) Error(args ...any)                   { g.error(fmt.Sprint(args...)) }
+func (g grpcLogger) Errorln(args ...any)                 { g.error(fmt.Sprint(args...)) }
+func (g grpcLogger) Errorf(format string, args ...any)   { g.error(fmt.Sprintf(format, args...)) }
+func (g grpcLogger) Fatal(args ...any)                   { g.fatal(fmt.Sprint(args...)) }
+func (g grpcLogger) Fatalln(args ...any)                 { g.fatal(fmt.Sprint(args...)) }
+func (g grpcLogger) Fatalf(format string, args ...any)   { g.fatal(fmt.Sprintf(format, args...)) }
+func (g grpcLogger) V(l int) bool                        { return l <= 0 }
+
+func (g grpcLogger) debug(msg string) { g.l.Debug("grpc: " + msg) }
+func (g grpcLogger) error(msg string) { g.l.Error("grpc: " + msg) }
 
 func (g grpcLogger) fatal(msg string) {
-	g.l.Error("grpc: " + msg)
+	g.error(msg)
 	os.Exit(1)
 }
 

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -103,7 +102,7 @@ type peerNote struct {
 // a usage error naming the variable.
 func applyPeerEnv(fs *flag.FlagSet, set map[string]bool, lookup func(string) (string, bool), environ []string) ([]peerNote, error) {
 	get := peerGet(lookup)
-	if !set["rls-listen"] && !set["rls-config"] && !get.any("RUNTIME_ROOT", "RUNTIME_SUBDIRECTORY", "RUNTIME_APPDIRECTORY") {
+	if !set["rls-listen"] && !set["rls-config"] && len(get.present([]string{"RUNTIME_ROOT", "RUNTIME_SUBDIRECTORY", "RUNTIME_APPDIRECTORY"}, environ)) == 0 {
 		return nil, nil
 	}
 	var notes []peerNote
@@ -152,19 +151,9 @@ func applyPeerEnv(fs *flag.FlagSet, set map[string]bool, lookup func(string) (st
 		if u, err := url.Parse(v); err == nil && u.User != nil {
 			shown = u.Redacted()
 		}
-		info("envoyproxy/ratelimit's %s read as -%s %s (the flag or %s would win)", names, r.flag, shown, envPrefix+strings.ToUpper(strings.ReplaceAll(r.flag, "-", "_")))
+		info("envoyproxy/ratelimit's %s read as -%s %s (the flag or %s would win)", names, r.flag, shown, envName(r.flag))
 	}
 	return notes, nil
-}
-
-// any reports whether one of names is set.
-func (get peerGet) any(names ...string) bool {
-	for _, n := range names {
-		if _, ok := get(n); ok {
-			return true
-		}
-	}
-	return false
 }
 
 // present is the variables of vars that are set, a prefix ("NAME*")
@@ -339,11 +328,4 @@ func peerRedisURL(get peerGet) (string, error) {
 	}
 	u.RawQuery = q.Encode()
 	return u.String(), nil
-}
-
-// logPeerNotes logs what applyPeerEnv found, once, at start.
-func logPeerNotes(logger *slog.Logger, notes []peerNote) {
-	for _, n := range notes {
-		logger.Log(context.Background(), n.level, n.msg)
-	}
 }

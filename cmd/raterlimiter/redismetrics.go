@@ -42,11 +42,11 @@ func newRedisMetrics() *redisMetrics {
 			Name: "raterlimiter_redis_circuit_transitions_total",
 			Help: "Changes of the Redis circuit, by the state entered (open, closed) and why (refused, reset, closed, loading, clusterdown, oom, misconf, no_answer, ..., answered).",
 		}, []string{"state", "reason"}),
+		local: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "raterlimiter_redis_local_denials_total",
+			Help: "Checks denied by this sidecar's cache of denials, without asking Redis (-redis-deny-cache).",
+		}),
 	}
-	m.local = prometheus.NewCounter(prometheus.CounterOpts{
-		Name: "raterlimiter_redis_local_denials_total",
-		Help: "Checks denied by this sidecar's cache of denials, without asking Redis (-redis-deny-cache).",
-	})
 	m.up.Set(1)
 	return m
 }
@@ -66,13 +66,12 @@ func (m *redisMetrics) hook(rc *redisbackend.Config) {
 	}
 	rc.OnLocalDenials = func(n int) { m.local.Add(float64(n)) }
 	rc.OnCircuit = func(open bool, reason string) {
+		up, state := 1.0, "closed"
 		if open {
-			m.up.Set(0)
-			m.transitions.WithLabelValues("open", reason).Inc()
-		} else {
-			m.up.Set(1)
-			m.transitions.WithLabelValues("closed", reason).Inc()
+			up, state = 0, "open"
 		}
+		m.up.Set(up)
+		m.transitions.WithLabelValues(state, reason).Inc()
 	}
 }
 

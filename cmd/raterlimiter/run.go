@@ -15,15 +15,11 @@ import (
 	"github.com/raterlimiter/raterlimiter/internal/sidecar/cli"
 )
 
-// run is the whole program: it parses args (and the environment through
-// lookupEnv), serves until ctx ends, then shuts down gracefully, answering
-// the requests in flight. It returns nil after a clean shutdown.
-func run(ctx context.Context, args []string, lookupEnv func(string) (string, bool), stdout, stderr io.Writer) error {
-	return runLogged(ctx, args, lookupEnv, stdout, stderr, nil)
-}
-
-// runLogged is run, with install (when not nil) given the sidecar's logger
-// before anything logs: main installs it as the process's default.
+// runLogged is the whole program: it parses args (and the environment
+// through lookupEnv), serves until ctx ends, then shuts down gracefully,
+// answering the requests in flight. It returns nil after a clean shutdown.
+// install, when not nil, is given the sidecar's logger before anything
+// logs: main installs it as the process's default.
 // With -log-format json, an error that ends the run is logged as JSON too
 // and returned marked as such (cli.Logged), so that every line on stderr
 // is JSON.
@@ -69,7 +65,9 @@ func runLogged(ctx context.Context, args []string, lookupEnv func(string) (strin
 	for _, w := range envWarnings(lookupEnv, os.Environ()) {
 		logger.Warn(w)
 	}
-	logPeerNotes(logger, cfg.peerNotes)
+	for _, n := range cfg.peerNotes {
+		logger.Log(ctx, n.level, n.msg)
+	}
 
 	var srv atomic.Pointer[api.Server] // for sweeps that report before it exists
 	be, err := openBackend(cfg, logger, func(n int, took time.Duration) {

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"io"
 	"net"
 	"strings"
 	"testing"
@@ -13,6 +14,12 @@ import (
 	"github.com/raterlimiter/raterlimiter/api"
 	"github.com/raterlimiter/raterlimiter/internal/sidecar/cli"
 )
+
+// run is the whole program as the tests run it: runLogged without
+// installing its logger as the process's default.
+func run(ctx context.Context, args []string, lookupEnv func(string) (string, bool), stdout, stderr io.Writer) error {
+	return runLogged(ctx, args, lookupEnv, stdout, stderr, nil)
+}
 
 func TestAdminAccess(t *testing.T) {
 	tests := []struct {

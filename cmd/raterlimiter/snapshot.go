@@ -19,10 +19,9 @@ import (
 )
 
 // The memory backend's snapshot file: memory.Limiter's Save and Load give
-// the bytes; this file puts them on disk. A write goes to a temporary file
-// beside the target, is fsynced, renamed over the target, and the directory
-// fsynced: a reader sees the old snapshot or the new one, never a mix. A
-// -snapshot path that is a symbolic link is written through to its target.
+// the bytes; this file puts them on disk (writeSnapshot), so that a reader
+// sees the old snapshot or the new one, never a mix, and through a
+// -snapshot path that is a symbolic link (resolveSnapshot).
 
 // snapshotFlags are the flags of the memory backend's snapshots.
 type snapshotFlags struct {
@@ -168,12 +167,8 @@ func loadSnapshot(ctx context.Context, path string, m *memory.Limiter, ignoreCor
 		logger.Info("no snapshot yet: starting empty", "snapshot", path)
 		return nil
 	}
-	var re *readfile.Error
-	if errors.As(err, &re) {
-		return fmt.Errorf("snapshot: %s %s", path, re.Msg)
-	}
 	if err != nil {
-		return fmt.Errorf("snapshot: %w", err)
+		return fmt.Errorf("snapshot: %s %s", path, readfile.Reason(err))
 	}
 	defer f.Close()
 	n, err := m.Load(ctx, f, fi.Size())
@@ -273,7 +268,7 @@ func resolveSnapshot(path string) (string, error) {
 		}
 		to, err := os.Readlink(cur)
 		if err != nil {
-			return "", fmt.Errorf("snapshot: %s: %w", path, cause(err))
+			return "", fmt.Errorf("snapshot: %s: %w", path, readfile.Cause(err))
 		}
 		if !filepath.IsAbs(to) {
 			// Not filepath.Join: cleaning "dir/../x" would be wrong where
@@ -313,7 +308,7 @@ func probeSnapshot(path string) error {
 	case errors.Is(err, fs.ErrNotExist):
 		return fmt.Errorf("snapshot: %s cannot be written: its directory %s does not exist", path, dir)
 	case err != nil:
-		return fmt.Errorf("snapshot: %s cannot be written: directory %s: %w", path, dir, cause(err))
+		return fmt.Errorf("snapshot: %s cannot be written: directory %s: %w", path, dir, readfile.Cause(err))
 	case !st.IsDir():
 		return fmt.Errorf("snapshot: %s cannot be written: %s is not a directory", path, dir)
 	}
@@ -322,19 +317,10 @@ func probeSnapshot(path string) error {
 	}
 	f, err := os.CreateTemp(dir, "."+name+".probe-*")
 	if err != nil {
-		return fmt.Errorf("snapshot: %s cannot be written: no file can be created in %s: %w", path, dir, cause(err))
+		return fmt.Errorf("snapshot: %s cannot be written: no file can be created in %s: %w", path, dir, readfile.Cause(err))
 	}
 	f.Close()
 	return os.Remove(f.Name())
-}
-
-// cause is err without the path a *fs.PathError adds to it.
-func cause(err error) error {
-	var pe *fs.PathError
-	if errors.As(err, &pe) {
-		return pe.Err
-	}
-	return err
 }
 
 // saver runs a snapshot write every interval (never when the interval is

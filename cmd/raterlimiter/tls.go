@@ -167,11 +167,10 @@ func (r *certReloader) get(*tls.ClientHelloInfo) (*tls.Certificate, error) { ret
 // newTLSReloads is the series of reloads of the TLS files, by flag and
 // result.
 func newTLSReloads() *prometheus.CounterVec {
-	v := prometheus.NewCounterVec(prometheus.CounterOpts{
+	return prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "raterlimiter_tls_reloads_total",
 		Help: "Reloads of the TLS files by flag (tls-cert: -tls-cert and -tls-key; rls-tls-cert; rls-tls-client-ca) and result (ok, failed); a failed one keeps the files in force.",
 	}, []string{"file", "result"})
-	return v
 }
 
 // reloadOnChange rereads the certificate on every SIGHUP and, with watch,

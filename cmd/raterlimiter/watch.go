@@ -4,10 +4,12 @@ import (
 	"context"
 	"log/slog"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/fsnotify/fsnotify"
@@ -46,18 +48,17 @@ func (ws watchSet) add(dir, name string) {
 	names[name] = true
 }
 
-// watchTargets is what to watch so that a change of path is seen however
-// it is made: an edit in place or a rename over it (the file's directory),
-// a change of a file in it (a directory itself), a ConfigMap's swap of
-// "..data", and a swap of any symlink on the way to it (its parent
+// addTargets adds to ws what to watch so that a change of path is seen
+// however it is made: an edit in place or a rename over it (the file's
+// directory), a change of a file in it (a directory itself), a ConfigMap's
+// swap of "..data", and a swap of any symlink on the way to it (its parent
 // directory), which is how envoyproxy/ratelimit's runtime root and a
 // ConfigMap mounted as a directory are updated. Symlinks are followed, so
 // the target's directory is watched too.
-func watchTargets(path string) watchSet {
-	ws := watchSet{}
+func (ws watchSet) addTargets(path string) {
 	abs, err := filepath.Abs(path)
 	if err != nil {
-		return ws
+		return
 	}
 	addPath := func(p string) {
 		dir, base := filepath.Split(p)
@@ -89,7 +90,6 @@ func watchTargets(path string) watchSet {
 	if real, err := filepath.EvalSymlinks(abs); err == nil && real != abs {
 		addPath(real)
 	}
-	return ws
 }
 
 // watchFiles calls changed, from a goroutine of its own, after any of paths
@@ -112,15 +112,7 @@ func watchFiles(ctx context.Context, paths []string, logger *slog.Logger, change
 		ws, err := loadFile(&stats, strings.Join(paths, ", "), func() (watchSet, error) {
 			ws := watchSet{}
 			for _, p := range paths {
-				for dir, names := range watchTargets(p) {
-					if names == nil {
-						ws.add(dir, "")
-						continue
-					}
-					for n := range names {
-						ws.add(dir, n)
-					}
-				}
+				ws.addTargets(p)
 			}
 			return ws, nil
 		})
@@ -206,7 +198,22 @@ func onReload(ctx context.Context, logger *slog.Logger, watch bool, paths []stri
 		defer mu.Unlock()
 		reload(why)
 	}
-	onHangup(ctx, func() { once("SIGHUP") })
+	// A channel of each caller's own: os/signal delivers a signal to every
+	// channel registered for it, so the policies, the certificate and the
+	// RLS configuration all reload on one SIGHUP.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	go func() {
+		defer signal.Stop(hup)
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-hup:
+				once("SIGHUP")
+			}
+		}
+	}()
 	paths = slices.DeleteFunc(slices.Clone(paths), func(p string) bool { return p == "" })
 	if !watch || len(paths) == 0 {
 		return

@@ -52,22 +52,19 @@ func Parse(fs *flag.FlagSet, args []string) error {
 	return nil
 }
 
-// ExitCode reports err on stderr as command's and returns the exit status:
-// 0 for nil and for flag.ErrHelp (the usage was asked for), 2 for a
-// UsageError, 1 for anything else.
+// ExitCode reports err on stderr as command's, unless it is nil, the
+// usage asked for (flag.ErrHelp) or Logged, and returns its Status.
 func ExitCode(command string, err error, stderr io.Writer) int {
-	if err == nil || errors.Is(err, flag.ErrHelp) {
-		return 0
-	}
+	status := Status(err)
 	var le *loggedError
-	if !errors.As(err, &le) {
+	if status != 0 && !errors.As(err, &le) {
 		fmt.Fprintf(stderr, "%s: %v\n", command, err)
 	}
-	return Status(err)
+	return status
 }
 
-// Status is the exit status ExitCode returns for err, without reporting
-// it: 0 for nil and flag.ErrHelp, 2 for a UsageError, 1 otherwise.
+// Status is the exit status of err: 0 for nil and flag.ErrHelp (the usage
+// was asked for), 2 for a UsageError, 1 otherwise.
 func Status(err error) int {
 	var ue *UsageError
 	switch {

@@ -1,5 +1,3 @@
-// Package term answers the one question the commands ask of their output:
-// is it a terminal?
 package cli
 
 import (
@@ -7,7 +5,8 @@ import (
 	"os"
 )
 
-// IsTerminal reports whether w is a character device, as a terminal is.
+// IsTerminal reports whether w is a character device, as a terminal is:
+// the one question the commands ask of their output.
 func IsTerminal(w io.Writer) bool {
 	f, ok := w.(*os.File)
 	if !ok {

@@ -26,10 +26,6 @@ const MaxRuleNameBytes = 255
 // counts keys of up to n bytes for rules needs ids of n+IDOverhead bytes.
 const IDOverhead = MaxRuleNameBytes + 2
 
-// ErrKeyTooLong is wrapped by the error of a check whose key is longer than
-// the engine's MaxKeyBytes. It matches raterlimiter.ErrInvalid.
-var ErrKeyTooLong = &rl.FieldError{Field: "key", Rule: "is longer than max-id-bytes"}
-
 // Rule is a limit the server owns: what a matched request is counted
 // against. A Rule is read-only once loaded; share it by pointer.
 type Rule struct {
@@ -150,8 +146,9 @@ type Engine struct {
 	// Limiter counts. Its MaxIDBytes must be at least MaxKeyBytes +
 	// IDOverhead.
 	Limiter rl.Limiter
-	// MaxKeyBytes is the longest key accepted; a longer one is refused with
-	// ErrKeyTooLong, never cut short (a cut key would be someone else's).
+	// MaxKeyBytes is the longest key accepted; a longer one fails Decide
+	// (raterlimiter.ErrInvalid), never cut short (a cut key would be
+	// someone else's).
 	// Default check.DefaultMaxIDBytes.
 	MaxKeyBytes int
 	// MaxWaitMS bounds the delay of a rule that waits (Rule.Wait): its

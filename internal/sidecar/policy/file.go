@@ -236,7 +236,7 @@ func (c *keyReader) key(buf []byte, sources []KeySource, list KeyList) ([]byte, 
 		var ipText [64]byte
 		if k.Kind == KeyIP {
 			if !c.ipDone {
-				c.ip, c.ipDone = c.f.clientIP(c.in), true
+				c.ip, c.ipDone = c.f.ClientIP(c.in), true
 			}
 			if !c.ip.IsValid() {
 				return buf, false, KeyFine
@@ -274,9 +274,7 @@ func (c *keyReader) key(buf []byte, sources []KeySource, list KeyList) ([]byte, 
 // or when the peer is a trusted proxy the right-most untrusted address of
 // X-Forwarded-For (or X-Real-IP); see Proxies.ClientIP. It is the zero
 // Addr when a trusted proxy forwards no readable address.
-func (f *File) ClientIP(in *Input) netip.Addr { return f.clientIP(in) }
-
-func (f *File) clientIP(in *Input) netip.Addr {
+func (f *File) ClientIP(in *Input) netip.Addr {
 	if !f.Proxies.Trusted(in.Peer) {
 		return in.Peer.Unmap().WithZone("")
 	}

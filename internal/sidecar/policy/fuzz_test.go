@@ -78,7 +78,7 @@ func FuzzMatch(f *testing.F) {
 				t.Fatalf("login matched host h")
 			}
 		}
-		ip := policy.ClientIP(file, in)
+		ip := file.ClientIP(in)
 		if !ip.IsValid() {
 			t.Fatalf("no client address for XFF %q", xff)
 		}

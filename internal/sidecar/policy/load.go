@@ -62,11 +62,7 @@ func (e *FileError) Is(target error) bool { return target == ErrInvalidFile }
 func Load(path string) (*File, error) {
 	data, err := readfile.Read(path, MaxFileBytes)
 	if err != nil {
-		var re *readfile.Error
-		if errors.As(err, &re) {
-			return nil, &FileError{Path: path, Msg: re.Msg}
-		}
-		return nil, &FileError{Path: path, Msg: err.Error()}
+		return nil, &FileError{Path: path, Msg: readfile.Reason(err)}
 	}
 	return Parse(path, data)
 }
@@ -150,7 +146,6 @@ func (p *parser) file(doc *yaml.Node) (*File, error) {
 			list = append(list, e.Value)
 		}
 		f.Proxies, _ = clientip.ParseProxies(list...) // each parsed above
-
 	}
 	pn := root["policies"]
 	if pn == nil {

@@ -75,7 +75,7 @@ func TestParseEveryField(t *testing.T) {
 	require.NotNil(t, api.Plans)
 	assert.Equal(t, map[string]int64{"free": 2, "pro": 50}, api.Plans.Limits)
 	assert.Equal(t, "X-Plan", api.PlanFrom.Header)
-	assert.Equal(t, "deny", api.MissingKey.String(), "missing_key defaults to deny")
+	assert.Equal(t, policy.MissingKey{Action: policy.MissingDeny}, api.MissingKey, "missing_key defaults to deny")
 
 	pair := f.Lookup("pair")
 	assert.Equal(t, []policy.KeySource{{Kind: policy.KeyIP}, {Kind: policy.KeyHeader, Header: "X-User"}}, pair.Key)

@@ -121,11 +121,11 @@ func TestClientIP(t *testing.T) {
 		{"an empty header", input("GET", "h", "/", "127.0.0.1", "X-Forwarded-For", " , "), "127.0.0.1"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			assert.Equal(t, tc.want, policy.ClientIP(f, tc.in).String())
+			assert.Equal(t, tc.want, f.ClientIP(tc.in).String())
 		})
 	}
 	noTrust := mustParse(t, "policies:\n  - {name: p, key: ip, limit: 1, scale: 1s}\n")
-	assert.Equal(t, "127.0.0.1", policy.ClientIP(noTrust, input("GET", "h", "/", "127.0.0.1", "X-Forwarded-For", "1.1.1.1", "X-Real-IP", "2.2.2.2")).String(),
+	assert.Equal(t, "127.0.0.1", noTrust.ClientIP(input("GET", "h", "/", "127.0.0.1", "X-Forwarded-For", "1.1.1.1", "X-Real-IP", "2.2.2.2")).String(),
 		"with no trusted proxies, forwarded headers are ignored")
 }
 

@@ -31,17 +31,6 @@ type MissingKey struct {
 	Fallback KeySource
 }
 
-// String spells m as a policies file does.
-func (m MissingKey) String() string {
-	switch m.Action {
-	case MissingSkip:
-		return "skip"
-	case MissingFallback:
-		return "key:" + m.Fallback.String()
-	}
-	return "deny"
-}
-
 // fallbackSuffix makes the counter name of a policy's fallback key: a
 // client that sends its key header with the text of an address never
 // shares the counter of the anonymous callers from that address. Policy

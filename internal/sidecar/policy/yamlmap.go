@@ -1,7 +1,3 @@
-// Package yamlmap reads the mappings of the project's YAML files (the
-// policies file, the Envoy RLS configuration) strictly: known names only,
-// each once, aliases followed. Each file's loader wraps its errors in its
-// own error type, with the file and the line.
 package policy
 
 import (
@@ -12,16 +8,19 @@ import (
 	"go.yaml.in/yaml/v3"
 )
 
-// Error is a mapping that is not as the loader wants it: Node is where
-// (nil when there is no node), Msg what is wrong. Unknown is the name that
-// is not among the known ones, if that is the fault.
-type Error struct {
+// The mappings of the project's YAML files (the policies file, the Envoy
+// RLS configuration) are read strictly: known names only, each once,
+// aliases followed. Each file's loader makes its own error of a
+// MappingFault, with the file and the line.
+
+// MappingFault is a mapping that is not as the loader wants it: Node is
+// where (nil when there is no node), Msg what is wrong. Unknown is the name
+// that is not among the known ones, if that is the fault.
+type MappingFault struct {
 	Node    *yaml.Node
 	Msg     string
 	Unknown string
 }
-
-func (e *Error) Error() string { return e.Msg }
 
 // Deref follows n's aliases.
 func Deref(n *yaml.Node) *yaml.Node {
@@ -34,23 +33,23 @@ func Deref(n *yaml.Node) *yaml.Node {
 // Fields checks that n is a mapping whose names are among known, each
 // given once, and returns the value node of each (aliases followed). what
 // names the mapping in the error's message.
-func Fields(n *yaml.Node, what string, known ...string) (map[string]*yaml.Node, *Error) {
+func Fields(n *yaml.Node, what string, known ...string) (map[string]*yaml.Node, *MappingFault) {
 	n = Deref(n)
 	if n == nil || n.Kind != yaml.MappingNode {
-		return nil, &Error{Node: n, Msg: what + " must be a mapping"}
+		return nil, &MappingFault{Node: n, Msg: what + " must be a mapping"}
 	}
 	out := make(map[string]*yaml.Node, len(n.Content)/2)
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, v := n.Content[i], n.Content[i+1]
 		if k.Kind != yaml.ScalarNode {
-			return nil, &Error{Node: k, Msg: what + ": keys must be names"}
+			return nil, &MappingFault{Node: k, Msg: what + ": keys must be names"}
 		}
 		if !slices.Contains(known, k.Value) {
-			return nil, &Error{Node: k, Unknown: k.Value,
+			return nil, &MappingFault{Node: k, Unknown: k.Value,
 				Msg: fmt.Sprintf("%s: unknown field %q (known: %s)", what, k.Value, strings.Join(known, ", "))}
 		}
 		if _, dup := out[k.Value]; dup {
-			return nil, &Error{Node: k, Msg: fmt.Sprintf("%s: field %q given twice", what, k.Value)}
+			return nil, &MappingFault{Node: k, Msg: fmt.Sprintf("%s: field %q given twice", what, k.Value)}
 		}
 		out[k.Value] = Deref(v)
 	}

@@ -35,6 +35,17 @@ type Error struct {
 // Error returns "readfile: PATH MSG".
 func (e *Error) Error() string { return "readfile: " + e.Path + " " + e.Msg }
 
+// Reason is what err says about its file, for a message that names the
+// file itself: an *Error's Msg ("is a FIFO, not a regular file"), or err's
+// own message.
+func Reason(err error) string {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Msg
+	}
+	return err.Error()
+}
+
 // Unwrap returns the cause.
 func (e *Error) Unwrap() error { return e.Err }
 
@@ -45,7 +56,7 @@ func (e *Error) Unwrap() error { return e.Err }
 func Open(path string) (*os.File, fs.FileInfo, error) {
 	fi, err := os.Stat(path)
 	if err != nil {
-		return nil, nil, &Error{Path: path, Msg: "cannot be read: " + cause(err).Error(), Err: err}
+		return nil, nil, &Error{Path: path, Msg: "cannot be read: " + Cause(err).Error(), Err: err}
 	}
 	if err := regular(path, fi); err != nil {
 		return nil, nil, err
@@ -54,7 +65,7 @@ func Open(path string) (*os.File, fs.FileInfo, error) {
 	// the open; it is refused below. A regular file ignores the flag.
 	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
 	if err != nil {
-		return nil, nil, &Error{Path: path, Msg: "cannot be read: " + cause(err).Error(), Err: err}
+		return nil, nil, &Error{Path: path, Msg: "cannot be read: " + Cause(err).Error(), Err: err}
 	}
 	if fi, err = f.Stat(); err == nil {
 		err = regular(path, fi)
@@ -81,7 +92,7 @@ func Read(path string, max int64) ([]byte, error) {
 	}
 	buf := bytes.NewBuffer(make([]byte, 0, fi.Size()+bytes.MinRead))
 	if _, err := buf.ReadFrom(io.LimitReader(f, max+1)); err != nil {
-		return nil, &Error{Path: path, Msg: "cannot be read: " + cause(err).Error(), Err: err}
+		return nil, &Error{Path: path, Msg: "cannot be read: " + Cause(err).Error(), Err: err}
 	}
 	if int64(buf.Len()) > max {
 		return nil, &Error{Path: path, Msg: fmt.Sprintf("is more than %d bytes (it grew while read); at most %d are read", max, max), Err: ErrTooLarge}
@@ -110,8 +121,9 @@ func regular(path string, fi fs.FileInfo) error {
 	return &Error{Path: path, Msg: "is " + what + ", not a regular file", Err: ErrNotRegular}
 }
 
-// cause is err without the path a *fs.PathError adds to it.
-func cause(err error) error {
+// Cause is err without the path a *fs.PathError adds to it: for a message
+// that names the path itself.
+func Cause(err error) error {
 	var pe *fs.PathError
 	if errors.As(err, &pe) {
 		return pe.Err

@@ -14,6 +14,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -33,10 +34,9 @@ import (
 // /metrics.
 const MaxRules = 10_000
 
-// MaxFileBytes bounds one file of a configuration, and so what parsing it
-// takes: the YAML library holds about 100 times the file's bytes while it
-// parses (a 1 MiB file of the worst shape, 127 MB). The files of a
-// directory are parsed one after the other.
+// MaxFileBytes bounds one file of a configuration, as policy.MaxFileBytes
+// bounds a policies file and for the same reason; the files of a directory
+// are parsed one after the other.
 const MaxFileBytes = 1 << 20
 
 // MaxConfigBytes bounds the files of a directory together.
@@ -132,14 +132,7 @@ type Config struct {
 func (c *Config) Rules() []*Rule { return c.rules }
 
 // Domains returns the names of the domains, sorted.
-func (c *Config) Domains() []string {
-	out := make([]string, 0, len(c.domains))
-	for d := range c.domains {
-		out = append(out, d)
-	}
-	slices.Sort(out)
-	return out
-}
+func (c *Config) Domains() []string { return slices.Sorted(maps.Keys(c.domains)) }
 
 // unitMillis is each unit's window, as envoyproxy/ratelimit divides time
 // (a month is 30 days, a year 365).
@@ -163,10 +156,6 @@ type LoadOptions struct {
 	// given twice is refused (ErrDuplicateDomain).
 	MergeDomains bool
 }
-
-// Load reads a configuration file or directory as LoadOptions.Load does,
-// with the zero LoadOptions.
-func Load(path string) (*Config, error) { return LoadOptions{}.Load(path) }
 
 // Load reads a configuration file, or the *.yaml and *.yml files of a
 // directory, in name order. Of a directory, dot files are never read (as
@@ -208,11 +197,7 @@ func (o LoadOptions) Load(path string) (*Config, error) {
 	for _, f := range files {
 		data, err := readfile.Read(f, MaxFileBytes)
 		if err != nil {
-			var re *readfile.Error
-			if errors.As(err, &re) {
-				return nil, &ConfigError{Path: f, Msg: re.Msg}
-			}
-			return nil, &ConfigError{Path: f, Msg: err.Error()}
+			return nil, &ConfigError{Path: f, Msg: readfile.Reason(err)}
 		}
 		if total += int64(len(data)); total > MaxConfigBytes {
 			return nil, &ConfigError{Path: path, Msg: fmt.Sprintf("its files hold more than %d bytes together", MaxConfigBytes)}
@@ -433,10 +418,7 @@ func (l *loader) rule(n *yaml.Node, domain, path string, shadow bool) (*Rule, er
 	if len(l.c.rules) == MaxRules {
 		return nil, l.errf(n, "more than %d rate limits", MaxRules)
 	}
-	r := &Rule{Domain: domain, Path: path}
-	r.Shadow = shadow
-	r.Algo = rl.Fixed
-	r.Name = ruleName(domain, path)
+	r := &Rule{Rule: policy.Rule{Name: ruleName(domain, path), Algo: rl.Fixed, Shadow: shadow}, Domain: domain, Path: path}
 	if r.Unlimited, err = l.boolField(fs, "unlimited"); err != nil {
 		return nil, err
 	}

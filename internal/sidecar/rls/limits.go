@@ -1,6 +1,7 @@
 package rls
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -17,6 +18,8 @@ import (
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/status"
 	"google.golang.org/grpc/tap"
+
+	"github.com/raterlimiter/raterlimiter/internal/check"
 )
 
 // Defaults of Limits' zero fields.
@@ -27,11 +30,11 @@ const (
 	DefaultMaxConnsPerIP = 64
 	// DefaultMaxConns is the most connections the RLS listener holds.
 	DefaultMaxConns = 1024
-	// DefaultMaxHandshakesPerIP is the most connections one client address
-	// may have in their handshake at once (TLS, then the HTTP/2 preface):
+	// MaxHandshakesPerIP is the most connections one client address may
+	// have in their handshake at once (TLS, then the HTTP/2 preface):
 	// a client stalling its handshakes holds no more than this of the
 	// listener, whatever its connections' bound.
-	DefaultMaxHandshakesPerIP = 16
+	MaxHandshakesPerIP = 16
 	// DefaultMaxStreams is the most calls one connection may have open at
 	// once (HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS): a call whose answer
 	// the caller does not read stays open, so this also bounds what such a
@@ -102,10 +105,6 @@ type Limits struct {
 	// new one is closed at accept. Defaults DefaultMaxConnsPerIP,
 	// DefaultMaxConns.
 	MaxConnsPerIP, MaxConns int
-	// MaxHandshakesPerIP bounds the connections of one address still in
-	// their handshake; past it a new one from that address is closed at
-	// accept. Default DefaultMaxHandshakesPerIP.
-	MaxHandshakesPerIP int
 	// MaxStreams bounds the calls open at once on one connection. Default
 	// DefaultMaxStreams.
 	MaxStreams int
@@ -115,7 +114,7 @@ type Limits struct {
 	// DefaultArrivingBudget; negative: no bound.
 	ArrivingBudget int64
 	// MaxRequestBytes bounds one request message. Default
-	// MaxRequestBytes(DefaultMaxDescriptors, bounds.DefaultMaxIDBytes).
+	// MaxRequestBytes(DefaultMaxDescriptors, check.DefaultMaxIDBytes).
 	MaxRequestBytes int
 	// ReceiveTimeout bounds the time a request takes to arrive; a call
 	// past it ends with DeadlineExceeded and its bytes are dropped. Default
@@ -127,28 +126,20 @@ type Limits struct {
 }
 
 func (l Limits) withDefaults() Limits {
-	def := func(v *int, d int) {
-		if *v == 0 {
-			*v = d
-		}
-	}
-	def(&l.MaxConnsPerIP, DefaultMaxConnsPerIP)
-	def(&l.MaxConns, DefaultMaxConns)
-	def(&l.MaxHandshakesPerIP, DefaultMaxHandshakesPerIP)
-	def(&l.MaxStreams, DefaultMaxStreams)
-	if l.ArrivingBudget == 0 {
-		l.ArrivingBudget = DefaultArrivingBudget
-	}
-	def(&l.MaxRequestBytes, MaxRequestBytes(DefaultMaxDescriptors, 1024))
-	dur := func(v *time.Duration, d time.Duration) {
+	l.MaxConnsPerIP = cmp.Or(l.MaxConnsPerIP, DefaultMaxConnsPerIP)
+	l.MaxConns = cmp.Or(l.MaxConns, DefaultMaxConns)
+	l.MaxStreams = cmp.Or(l.MaxStreams, DefaultMaxStreams)
+	l.ArrivingBudget = cmp.Or(l.ArrivingBudget, DefaultArrivingBudget)
+	l.MaxRequestBytes = cmp.Or(l.MaxRequestBytes, MaxRequestBytes(DefaultMaxDescriptors, check.DefaultMaxIDBytes))
+	positive := func(v *time.Duration, d time.Duration) {
 		if *v <= 0 {
 			*v = d
 		}
 	}
-	dur(&l.ReceiveTimeout, DefaultReceiveTimeout)
-	dur(&l.HandshakeTimeout, DefaultHandshakeTimeout)
-	dur(&l.IdleTimeout, DefaultIdleTimeout)
-	dur(&l.Keepalive, DefaultKeepalive)
+	positive(&l.ReceiveTimeout, DefaultReceiveTimeout)
+	positive(&l.HandshakeTimeout, DefaultHandshakeTimeout)
+	positive(&l.IdleTimeout, DefaultIdleTimeout)
+	positive(&l.Keepalive, DefaultKeepalive)
 	return l
 }
 
@@ -246,12 +237,10 @@ type guardListener struct {
 	g *Guard
 }
 
-// Accept returns the next connection within the bounds. One past its
-// address's bound of connections takes the place of that address's
-// connection idle longest; one past the listener's, of the listener's
-// connection idle longest. One past its address's bound of handshakes, or
-// with no connection idle to give way, is closed at once, before grpc-go
-// spends anything on it.
+// Accept returns the next connection within the bounds, making room as
+// Limits.MaxConnsPerIP says; one refused (past MaxHandshakesPerIP, or with
+// no connection idle to give way) is closed at once, before grpc-go spends
+// anything on it.
 func (l *guardListener) Accept() (net.Conn, error) {
 	g := l.g
 	for {
@@ -279,7 +268,7 @@ func (g *Guard) admit(c net.Conn) (gc, victim *guardConn) {
 	defer g.mu.Unlock()
 	a := g.addrs[ip]
 	if hasIP && a != nil {
-		if g.lim.MaxHandshakesPerIP >= 0 && a.handshaking >= g.lim.MaxHandshakesPerIP {
+		if a.handshaking >= MaxHandshakesPerIP {
 			g.connsRefused.Inc()
 			return nil, nil
 		}
