@@ -161,7 +161,7 @@ func (s *Store) checkSlices(now int64, r millis.Request) (millis.Decision, error
 		if base > 0 {
 			oldest = k - cur.oldestBack()
 		}
-		if d, allowed := algo.SlicesFastAt(uint64(base+own), oldest, n, w, k, now, r); allowed {
+		if d, allowed := algo.SlicesFast(uint64(base+own), oldest, n, w, k, now, r); allowed {
 			if r.Hits > 0 {
 				cur.setOwn(own + r.Hits)
 				cur.see(now)
@@ -293,7 +293,7 @@ func (s *Store) nextSlice(last *rec, now, n, w, k int64, r millis.Request) (mill
 			return millis.Decision{}, false // the summary is stale: scan
 		}
 	}
-	d, allowed := algo.SlicesFastAt(uint64(base), oldest, n, w, k, now, r)
+	d, allowed := algo.SlicesFast(uint64(base), oldest, n, w, k, now, r)
 	if !allowed {
 		return millis.Decision{}, false
 	}
