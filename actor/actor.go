@@ -223,47 +223,24 @@ func (a *Actor) CheckRate(ctx context.Context, r millis.Request) (millis.Decisio
 	return res.d, res.err
 }
 
-// CheckRates decides rs in order into out (len(out) == len(rs)), in one
-// message. The requests must be valid: the limiter validates them where they
-// come in (package memory).
-//
-// The message carries a copy of rs and decisions of its own: a caller whose
-// context ends gets its error at once and may reuse both slices, while the
-// message can still wait in the mailbox and be decided later.
-func (a *Actor) CheckRates(ctx context.Context, rs []millis.Request, out []millis.Decision) error {
-	ds, err := a.Decide(ctx, slices.Clone(rs))
-	if err == nil {
-		copy(out, ds)
-	}
-	return err
-}
-
-// Decide is CheckRates for a caller that hands rs over: the actor may read
-// rs until it has decided them, even after Decide returned an error, so the
-// caller must not change rs again. The decisions come in a slice of their
-// own.
+// Decide decides rs in order, in one message, and returns the decisions in
+// a slice of their own. The requests must be valid: the limiter validates
+// them where they come in (package memory). The caller hands rs over: the
+// actor may read rs until it has decided them, even after Decide returned
+// an error (a caller whose context ends gets its error at once, while the
+// message can still wait in the mailbox), so the caller must not change rs
+// again.
 func (a *Actor) Decide(ctx context.Context, rs []millis.Request) ([]millis.Decision, error) {
 	out := make([]millis.Decision, len(rs))
-	if err := a.decideInto(ctx, rs, out); err != nil {
-		return nil, err
-	}
-	return out, nil
-}
-
-// decideInto is Decide writing the decisions into out, which must be as
-// long as rs. Both are handed over until it returns nil: after an error the
-// actor may still read rs and write out, so the caller must not touch
-// either again.
-func (a *Actor) decideInto(ctx context.Context, rs []millis.Request, out []millis.Decision) error {
-	if len(out) != len(rs) {
-		return fmt.Errorf("actor: %d requests but room for %d decisions", len(rs), len(out))
-	}
 	m := &msg{kind: kindBatch, reqs: rs, out: out, ready: make(chan struct{}, 1)}
 	res, err := a.call(ctx, m)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	return res.err
+	if res.err != nil {
+		return nil, res.err
+	}
+	return out, nil
 }
 
 // Do runs fn on the actor's goroutine with its store and the time, and
@@ -699,10 +676,6 @@ func closeAll(l *msg) {
 		m = next
 	}
 }
-
-var _ interface {
-	CheckRate(context.Context, millis.Request) (millis.Decision, error)
-} = (*Actor)(nil)
 
 // gaveUp is the error of a caller whose context ended before the actor
 // answered: it matches both the context's error and

@@ -178,10 +178,9 @@ func TestSweepAndDo(t *testing.T) {
 	assert.Equal(t, 0, a.Len())
 }
 
-// TestAbandonedBatchOwnsItsRequests: a caller that gives up on a batch may
-// reuse its slices at once; the actor skips the abandoned batch, and never
-// reads the caller's later contents.
-func TestAbandonedBatchOwnsItsRequests(t *testing.T) {
+// TestAbandonedBatchIsSkipped: a caller that gives up on a batch before the
+// actor took it gets its error at once, and the actor skips the batch.
+func TestAbandonedBatchIsSkipped(t *testing.T) {
 	release, started := make(chan struct{}), make(chan struct{})
 	a := newActor(t, actor.Config{})
 	a.SetHook(func(r any) {
@@ -192,21 +191,14 @@ func TestAbandonedBatchOwnsItsRequests(t *testing.T) {
 	})
 	go a.CheckRate(context.Background(), hit("block"))
 	<-started
-	rs := []millis.Request{hit("a"), hit("a")}
-	out := make([]millis.Decision, 2)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	require.Error(t, a.CheckRates(ctx, rs, out), "given up before the actor was free")
-	rs[0], rs[1] = hit("b"), hit("b") // the caller reuses its slice
-	out[0] = millis.Decision{Count: 42}
+	_, err := a.Decide(ctx, []millis.Request{hit("a"), hit("a")})
+	require.Error(t, err, "given up before the actor was free")
 	close(release)
 	d, err := a.CheckRate(waitCtx(t), millis.Request{ID: "a", Scale: 1000, Limit: 100})
 	require.NoError(t, err)
 	assert.Equal(t, int64(0), d.Count, "the abandoned batch is skipped: not counted")
-	d, err = a.CheckRate(waitCtx(t), millis.Request{ID: "b", Scale: 1000, Limit: 100})
-	require.NoError(t, err)
-	assert.Equal(t, int64(0), d.Count, "not the caller's later contents")
-	assert.Equal(t, int64(42), out[0].Count, "nor written into the caller's out")
 }
 
 // TestLargeBatchLetsChecksThrough: a check sent while a large batch is being
@@ -227,8 +219,12 @@ func TestLargeBatchLetsChecksThrough(t *testing.T) {
 		rs[i].Limit = 1 << 20
 	}
 	batchDone := make(chan error, 1)
-	out := make([]millis.Decision, len(rs))
-	go func() { batchDone <- a.CheckRates(ctx, rs, out) }()
+	var out []millis.Decision
+	go func() {
+		var err error
+		out, err = a.Decide(ctx, rs)
+		batchDone <- err
+	}()
 	<-firstChunk
 	single := make(chan millis.Decision, 1)
 	go func() {
@@ -247,16 +243,4 @@ func TestLargeBatchLetsChecksThrough(t *testing.T) {
 	for i, d := range out {
 		require.Equal(t, int64(i+1), d.Count, "the batch decides in order")
 	}
-}
-
-func TestDecideIntoWritesTheCallersSlice(t *testing.T) {
-	a := newActor(t, actor.Config{})
-	rs := []millis.Request{hit("a"), hit("b"), hit("a")}
-	out := make([]millis.Decision, len(rs))
-	require.NoError(t, a.DecideInto(waitCtx(t), rs, out))
-	assert.Equal(t, []int64{1, 1, 2}, []int64{out[0].Count, out[1].Count, out[2].Count})
-	require.ErrorContains(t, a.DecideInto(waitCtx(t), rs, out[:2]), "3 requests but room for 2 decisions")
-	d, err := a.CheckRate(waitCtx(t), millis.Request{ID: "a", Scale: 1000, Limit: 100})
-	require.NoError(t, err)
-	assert.Equal(t, int64(2), d.Count, "the refused batch counted nothing")
 }
