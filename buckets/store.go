@@ -17,8 +17,6 @@ type Options struct {
 	// MaxIDBytes is the longest id accepted; 0 means
 	// check.DefaultMaxIDBytes. It cannot exceed MaxIDBytes.
 	MaxIDBytes int
-	// Degree is the B-tree's degree; 0 means the library's default.
-	Degree int
 	// CacheSlots is the most slots of the direct-mapped cache of recently
 	// used records that spares hot ids a tree search. The cache starts small
 	// and doubles while it has fewer than four slots a record, up to this
@@ -93,7 +91,7 @@ func New(opts Options) *Store {
 	}
 	maxID = min(maxID, MaxIDBytes)
 	return &Store{
-		tree:      btree.NewBTreeGOptions(less, btree.Options{NoLocks: true, Degree: opts.Degree}),
+		tree:      btree.NewBTreeGOptions(less, btree.Options{NoLocks: true}),
 		maxID:     maxID,
 		cache:     newCache(opts.CacheSlots),
 		max:       opts.MaxRecords,
