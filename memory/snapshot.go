@@ -482,17 +482,6 @@ func readLog(br *bufio.Reader, info snapshotInfo, modified int64) ([]byte, error
 func implausible(r record, written int64) string {
 	st := r.State
 	switch r.Algo {
-	case rl.Fixed, rl.Sliding:
-		switch {
-		case st.Count < 0:
-			return fmt.Sprintf("a negative count (%d)", st.Count)
-		case r.Algo == rl.Sliding && st.Count > check.MaxLimit:
-			return fmt.Sprintf("a sliding count (%d) above any limit", st.Count)
-		case st.Modified < st.Created:
-			return "changed before it was created"
-		case st.Modified > written+clockSlack:
-			return "changed after the snapshot was written"
-		}
 	case rl.Token, rl.Leaky:
 		num, den := uint32(st.Count), uint32(uint64(st.Count)>>32)
 		switch {
@@ -503,22 +492,25 @@ func implausible(r record, written int64) string {
 		case st.Created > written+clockSlack:
 			return "created after the snapshot was written"
 		}
-	case rl.Log:
+		return ""
+	case rl.Fixed, rl.Sliding:
 		switch {
-		case st.Modified < st.Created:
-			return "changed before it was created"
-		case st.Modified > written+clockSlack:
-			return "changed after the snapshot was written"
+		case st.Count < 0:
+			return fmt.Sprintf("a negative count (%d)", st.Count)
+		case r.Algo == rl.Sliding && st.Count > check.MaxLimit:
+			return fmt.Sprintf("a sliding count (%d) above any limit", st.Count)
 		}
 	case rl.Slices:
-		switch n := uint64(st.Count) >> 32; {
-		case n < uint64(check.MinSlices) || n > uint64(check.MaxSlices):
+		if n := uint64(st.Count) >> 32; n < uint64(check.MinSlices) || n > uint64(check.MaxSlices) {
 			return fmt.Sprintf("a slice count (%d) out of %d to %d", n, check.MinSlices, check.MaxSlices)
-		case st.Modified < st.Created:
-			return "changed before it was created"
-		case st.Modified > written+clockSlack:
-			return "changed after the snapshot was written"
 		}
+	}
+	// Fixed, Sliding, Log and Slices: Modified is the time of a change.
+	switch {
+	case st.Modified < st.Created:
+		return "changed before it was created"
+	case st.Modified > written+clockSlack:
+		return "changed after the snapshot was written"
 	}
 	return ""
 }
