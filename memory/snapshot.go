@@ -415,10 +415,7 @@ func decode(sr io.Reader, fn func(record) error) (snapshotInfo, error) {
 		if why := implausible(rec, info.written); why != "" {
 			return info, corrupt("record %d: %s", info.records, why)
 		}
-		k := key{id: string(id), scale: rec.Scale, algo: rec.Algo, b: algo.BucketOf(rec.Algo, rec.Scale, rec.State)}
-		if rec.Algo == rl.Slices {
-			k.slices, _ = algo.SlicesOfRecord(rec.State)
-		}
+		k := keyOf(string(id), rec.Scale, rec.Algo, rec.State)
 		if info.records > 0 && k == prev {
 			return info, corrupt("record %d: the same key as the record before it", info.records)
 		}
