@@ -140,12 +140,6 @@ const (
 	defaultMaxScalesPerID = 64
 )
 
-// tuning is what the tests set beyond a Config: the actors' mailbox size
-// and sweep budget. The zero tuning is New's.
-type tuning struct {
-	mailbox, sweepBudget int
-}
-
 // Limiter is the embedded rate limiter. It is safe for concurrent use. A
 // Limiter must be made with New: the zero value's methods fail with an
 // error that says so.
@@ -164,11 +158,6 @@ var (
 
 // New starts a limiter. Close stops it.
 func New(cfg Config) *Limiter {
-	return newLimiter(cfg, tuning{})
-}
-
-// newLimiter is New with the actors' tuning (the tests').
-func newLimiter(cfg Config, t tuning) *Limiter {
 	if cfg.Shards <= 0 {
 		cfg.Shards = max(1, runtime.GOMAXPROCS(0)/2)
 	}
@@ -203,9 +192,7 @@ func newLimiter(cfg Config, t tuning) *Limiter {
 	l := &Limiter{seed: maphash.MakeSeed(), maxID: cfg.MaxIDBytes, logger: cfg.Logger} // MaxIDBytes > 0 here
 	for i := range cfg.Shards {
 		l.actors = append(l.actors, actor.New(actor.Config{
-			Clock:       clock,
-			Mailbox:     t.mailbox,
-			SweepBudget: t.sweepBudget,
+			Clock: clock,
 			Store: buckets.Options{MaxIDBytes: cfg.MaxIDBytes, MaxRecords: perShard, Seed: uint64(i) + 1,
 				MaxScalesPerID: cfg.MaxScalesPerID, MaxBytes: perShardBytes},
 			Logger: cfg.Logger,
