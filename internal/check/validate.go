@@ -193,19 +193,13 @@ func queueTooLong(queue, scale, limit int64) bool {
 // spell it. The empty string means rl.Fixed, the default. An unknown name
 // is the *rl.FieldError of "algo" that Validate gives.
 func ParseAlgo(s string) (rl.Algo, error) {
-	switch s {
-	case "", "fixed":
+	if s == "" {
 		return rl.Fixed, nil
-	case "sliding":
-		return rl.Sliding, nil
-	case "token":
-		return rl.Token, nil
-	case "log":
-		return rl.Log, nil
-	case "slices":
-		return rl.Slices, nil
-	case "leaky":
-		return rl.Leaky, nil
+	}
+	for _, a := range Algos {
+		if a.String() == s {
+			return a, nil
+		}
 	}
 	return 0, errAlgo
 }
