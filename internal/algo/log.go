@@ -4,13 +4,8 @@ import (
 	"encoding/binary"
 	"errors"
 
-	"github.com/raterlimiter/raterlimiter/internal/check"
 	"github.com/raterlimiter/raterlimiter/internal/millis"
 )
-
-// MaxLogLimit is the largest limit the sliding window log accepts: the log
-// keeps one entry per allowed hit at worst, so the limit bounds its memory.
-const MaxLogLimit = check.MaxLogLimit
 
 // Log is the sliding window log of one id and scale: every allowed hit of
 // the last scale milliseconds with the millisecond it was allowed at, oldest
@@ -22,8 +17,8 @@ const MaxLogLimit = check.MaxLogLimit
 // entry is two unsigned varints in a byte ring (the time since the entry
 // before and the hits), so an entry takes 2 bytes while hits come less than
 // 128 ms apart and no more than 127 at once, at most 3+3 bytes for limits up
-// to MaxLogLimit. The newest entry is kept apart, unencoded, so hits of the
-// same millisecond add to it in place.
+// to check.MaxLogLimit. The newest entry is kept apart, unencoded, so hits of
+// the same millisecond add to it in place.
 //
 // The zero Log is empty. A Log is not safe for concurrent use: its owner
 // (the store's actor) serialises the checks.
