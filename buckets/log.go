@@ -78,7 +78,7 @@ func (s *Store) checkLog(now int64, r millis.Request) (millis.Decision, error) {
 		return millis.Decision{}, ErrTooManyScales
 	}
 	old := s.makeRoom(now, len(r.ID))
-	p = newRecIn(old, r.ID, r.Scale, rl.Log, algo.Record{Count: s.logs.alloc(l), Created: d.Now, Modified: d.Now})
+	p = newRec(old, r.ID, r.Scale, rl.Log, algo.Record{Count: s.logs.alloc(l), Created: d.Now, Modified: d.Now})
 	s.insert(r.ID, p)
 	s.trim(now, p) // its ring
 	return d, nil
@@ -128,7 +128,7 @@ func (s *Store) PutLog(id string, scale, created int64, data []byte) error {
 		s.tree.Delete(p)
 		s.remove(p)
 	}
-	p := newRecIn(s.makeRoom(newest, len(id)), id, scale, rl.Log,
+	p := newRec(s.makeRoom(newest, len(id)), id, scale, rl.Log,
 		algo.Record{Count: s.logs.alloc(l), Created: created, Modified: newest})
 	s.insert(id, p)
 	s.trim(newest, p) // its ring

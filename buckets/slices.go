@@ -227,7 +227,7 @@ func (s *Store) startSlice(atK *rec, first bool, slot uint64, now, n int64, r mi
 	if first && s.overScales(r.ID, r.Scale, n) {
 		return nil, ErrTooManyScales
 	}
-	p := newRecIn(s.makeRoom(now, len(r.ID)), r.ID, r.Scale, rl.Slices, rec)
+	p := newRec(s.makeRoom(now, len(r.ID)), r.ID, r.Scale, rl.Slices, rec)
 	s.insert(r.ID, p)
 	return p, nil
 }

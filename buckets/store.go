@@ -281,7 +281,7 @@ func (s *Store) Check(now int64, r millis.Request) (millis.Decision, error) {
 		if s.overScales(r.ID, r.Scale, 0) {
 			return millis.Decision{}, ErrTooManyScales
 		}
-		p := newRecIn(s.makeRoom(now, len(r.ID)), r.ID, r.Scale, r.Algo, next)
+		p := newRec(s.makeRoom(now, len(r.ID)), r.ID, r.Scale, r.Algo, next)
 		p.setDenying(!d.Allowed)
 		s.insert(r.ID, p)
 	case r.Algo == rl.Sliding && r.Hits > 0:
@@ -390,7 +390,7 @@ func (s *Store) Put(id string, scale int64, a rl.Algo, r algo.Record) error {
 			return &rl.FieldError{Field: "slices", Rule: "a slices record's slice count must be from 2 to 600"}
 		}
 	}
-	p := newRec(id, scale, a, r)
+	p := newRec(nil, id, scale, a, r)
 	if a == rl.Slices {
 		// A slot holds one slice: a record of an older slice than the one
 		// there has left the window already.
