@@ -14,13 +14,9 @@ import (
 // record is one record of a store, as copyRecords hands it out and a
 // snapshot holds it.
 type record struct {
-	// ID is the record's id.
-	ID string
-	// Scale is the window, in milliseconds.
-	Scale int64
-	// Algo is the algorithm that counts in it.
-	Algo rl.Algo
-	// State is the record itself.
+	ID    string
+	Scale int64 // the window, in milliseconds
+	Algo  rl.Algo
 	State algo.Record
 	// Log is, for a Log record, its entries as algo.Log.AppendBinary
 	// writes them; nil otherwise.

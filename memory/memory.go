@@ -125,14 +125,10 @@ type SweepStats struct {
 	Took time.Duration
 }
 
-// The defaults of Config's bounds.
+// The defaults of Config's bounds. How the two bounds on the records share
+// the work is the package doc's "Memory".
 const (
-	// defaultMaxBuckets: with ids of 16 bytes its records take about
-	// 256 MB (64 bytes a record), so it binds before defaultMaxBucketBytes;
-	// with longer ids the byte budget binds first.
-	defaultMaxBuckets = 4_000_000
-	// defaultMaxBucketBytes is the most the records take whatever their
-	// ids (about 256,000 records of 1,000-byte ids).
+	defaultMaxBuckets     = 4_000_000
 	defaultMaxBucketBytes = 256 << 20
 	// defaultMaxScalesPerID is far more than any real use (a per-second,
 	// -minute, -hour and -day limit per algorithm), and a bound on what

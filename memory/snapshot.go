@@ -126,10 +126,7 @@ func (l *Limiter) save(ctx context.Context, w io.Writer, chunk int) (saveStats, 
 	bw := bufio.NewWriterSize(w, 256<<10)
 	crc := crc32.New(castagnoli)
 	out := io.MultiWriter(bw, crc)
-	e := &encoder{base: base}
-	if _, err := out.Write(appendHeader(nil, base)); err != nil {
-		return st, fmt.Errorf("memory: saving a snapshot: %w", err)
-	}
+	e := &encoder{base: base, buf: appendHeader(nil, base)} // written with the first visit's records
 	err := l.copyRecords(ctx, chunk, func(r record) error {
 		e.add(r)
 		return nil
