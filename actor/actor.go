@@ -182,7 +182,7 @@ var msgPool = sync.Pool{New: func() any { return &msg{ready: make(chan struct{},
 // New starts an actor with an empty store.
 func New(cfg Config) *Actor {
 	if cfg.Clock == nil {
-		cfg.Clock = NewSteadyClock(nil, nil, 0, 0).Now
+		cfg.Clock = NewSteadyClock(nil, nil).Now
 	}
 	if cfg.Mailbox <= 0 {
 		cfg.Mailbox = DefaultMailbox

@@ -12,4 +12,4 @@ var (
 	ErrExpired  = errExpired
 )
 
-const DefaultClockTolerance = defaultClockTolerance
+const DefaultClockTolerance = clockTolerance
