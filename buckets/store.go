@@ -391,14 +391,13 @@ func (s *Store) Put(id string, scale int64, a rl.Algo, r algo.Record) error {
 		}
 	}
 	p := newRec(nil, id, scale, a, r)
-	if a == rl.Slices {
+	old, found := s.tree.Get(p)
+	if found && a == rl.Slices && old.sliceNum() > p.sliceNum() {
 		// A slot holds one slice: a record of an older slice than the one
 		// there has left the window already.
-		if old, found := s.tree.Get(p); found && old.sliceNum() > p.sliceNum() {
-			return nil
-		}
+		return nil
 	}
-	if _, found := s.tree.Get(p); !found {
+	if !found {
 		s.makeRoom(r.Modified, len(id))
 	}
 	s.bytes += p.size()
