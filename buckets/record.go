@@ -16,13 +16,9 @@ import (
 // (newRec).
 //
 // A Slices record (one slice's counter) packs more into the same four
-// words, so that one slice costs what a fixed window's record costs (see
-// slices.go): count holds the slice's hits in its low 32 bits and, in its
-// high 32, the hits of the window's older slices (the running sum a check
-// of the current slice reads instead of every slice); modified holds the
-// time last seen as an offset from created in its low 40 bits, then the
-// slice count, the distance back to the window's oldest counted slice and
-// a bit saying whether that summary is valid.
+// words, so that one slice costs what a fixed window's record costs: its
+// hits, a summary of the window's older slices, the time last seen and the
+// slice count (slices.go has the layout).
 type rec struct {
 	meta     uint64 // scale<<metaScaleShift | algo<<metaAlgoShift | len(id)
 	count    int64

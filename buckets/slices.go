@@ -31,7 +31,9 @@ import (
 // have left and the next one; a denied check (whose RetryAfterMS needs each
 // slice) scans the window.
 //
-// The packing of a Slices record's modified word (see rec):
+// The packing of a Slices record (see rec): count holds the slice's own hits
+// in its low 32 bits and the summary's hits of the older slices in its high
+// 32; modified holds, from its low bits up:
 const (
 	seenBits      = 40 // the time last seen, as an offset from created
 	seenMask      = 1<<seenBits - 1
