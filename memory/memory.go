@@ -181,9 +181,9 @@ func New(cfg Config) *Limiter {
 	if cfg.MaxBucketBytes > 0 {
 		perShardBytes = int(min((cfg.MaxBucketBytes+int64(cfg.Shards)-1)/int64(cfg.Shards), math.MaxInt))
 	}
-	var clock func() int64
+	var clock func() int64 // nil: each actor's steady clock
 	if cfg.Clock != nil {
-		clock = millis.Clock(cfg.Clock)
+		clock = func() int64 { return cfg.Clock().UnixMilli() }
 	}
 	l := &Limiter{seed: maphash.MakeSeed(), maxID: cfg.MaxIDBytes, logger: cfg.Logger} // MaxIDBytes > 0 here
 	for i := range cfg.Shards {

@@ -182,15 +182,6 @@ func Ceil(d time.Duration) int64 {
 	return n
 }
 
-// Clock returns clock as a reader of Unix milliseconds; nil reads the
-// system's clock.
-func Clock(clock func() time.Time) func() int64 {
-	if clock == nil {
-		return func() int64 { return time.Now().UnixMilli() }
-	}
-	return func() int64 { return clock().UnixMilli() }
-}
-
 // MaxScale is check.MaxScale in milliseconds: ten years.
 const MaxScale = int64(check.MaxScale / time.Millisecond)
 
