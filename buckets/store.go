@@ -60,10 +60,12 @@ type Store struct {
 	tree  *btree.BTreeG[*rec]
 	maxID int
 	pv    pivot
-	sweep sweepState
-	cache cache
-	max   int
-	rng   uint64
+	// sweepNext is where an incremental sweep stands between calls: the
+	// first record not yet examined; nil: the next call starts a pass.
+	sweepNext *rec
+	cache     cache
+	max       int
+	rng       uint64
 	// maxBytes is Options.MaxBytes; bytes is the RecordBytes of the
 	// records in the tree, added up (the logs' rings are in logs).
 	maxBytes int
