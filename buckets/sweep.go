@@ -31,10 +31,9 @@ func (s *Store) Sweep(now int64, budget int) (examined, deleted int, done bool) 
 		return btree.Keep
 	}
 	if from == nil {
-		if first, ok := s.tree.Min(); ok {
-			s.tree.DeleteAscend(first, iter)
-		}
-	} else {
+		from, _ = s.tree.Min() // nil when the tree is empty
+	}
+	if from != nil {
 		s.tree.DeleteAscend(from, iter)
 	}
 	return examined, deleted, s.sweepNext == nil
