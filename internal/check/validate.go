@@ -10,24 +10,6 @@ import (
 // maxScaleMS is MaxScale in milliseconds.
 const maxScaleMS = int64(MaxScale / time.Millisecond)
 
-// The errors of a field out of its bounds, shared: refusing a request
-// allocates nothing.
-var (
-	errEmptyID  = &rl.FieldError{Field: "id", Rule: "must not be empty"}
-	errScale    = &rl.FieldError{Field: "scale", Rule: "must be an integer from 1 to " + strconv.FormatInt(maxScaleMS, 10) + " (milliseconds)"}
-	errLimit    = &rl.FieldError{Field: "limit", Rule: "must be an integer from 0 to " + strconv.FormatInt(MaxLimit, 10)}
-	errHits     = &rl.FieldError{Field: "hits", Rule: "must be an integer from 0 to " + strconv.FormatInt(MaxHits, 10)}
-	errPeekHits = &rl.FieldError{Field: "hits", Rule: "must be 0 in a peek, which counts nothing"}
-	errAlgo     = &rl.FieldError{Field: "algo", Rule: "must be one of fixed, sliding, token, log, slices, leaky"}
-	errLogLimit = &rl.FieldError{Field: "limit", Rule: "must be an integer from 0 to " + strconv.FormatInt(MaxLogLimit, 10) + " with algo=log"}
-	errSlices   = &rl.FieldError{Field: "slices", Rule: "must be an integer from " + strconv.FormatInt(MinSlices, 10) + " to " + strconv.FormatInt(MaxSlices, 10) + " (default " + strconv.FormatInt(DefaultSlices, 10) + ")"}
-	errSlicesOf = &rl.FieldError{Field: "slices", Rule: "is for algo=slices only"}
-	errQueue    = &rl.FieldError{Field: "queue", Rule: "must be an integer from 0 to " + strconv.FormatInt(MaxQueue, 10)}
-	errQueueOf  = &rl.FieldError{Field: "queue", Rule: "is for algo=leaky only"}
-	errQueueLen = &rl.FieldError{Field: "queue", Rule: "must drain in at most ten years: queue × scale / limit ≤ " + strconv.FormatInt(maxScaleMS, 10) + " ms"}
-	errMaxDelay = &rl.FieldError{Field: "max_delay_ms", Rule: "must be an integer from 0 (no bound) to " + strconv.FormatInt(maxScaleMS, 10)}
-)
-
 // idTooLong is the error of an id longer than maxIDBytes.
 func idTooLong(maxIDBytes int) *rl.FieldError {
 	return &rl.FieldError{Field: "id", Rule: "must be at most " + strconv.Itoa(maxIDBytes) + " bytes"}
@@ -128,12 +110,26 @@ func ValidateWire(r rl.Request, maxIDBytes int) error {
 	}
 }
 
-// wireErrors are ValidateWire's errors.
+// wireErrors are ValidateWire's errors, but for a long id's, shared:
+// refusing a request allocates nothing.
 var wireErrors = [...]*rl.FieldError{
-	emptyID: errEmptyID, badScale: errScale, badLimit: errLimit, badHits: errHits, peekHits: errPeekHits,
-	badAlgo: errAlgo, logLimit: errLogLimit, slicesOf: errSlicesOf, badSlices: errSlices, queueOf: errQueueOf,
-	badQueue: errQueue, queueLen: errQueueLen, badMaxDelay: errMaxDelay,
+	emptyID:     {Field: "id", Rule: "must not be empty"},
+	badScale:    {Field: "scale", Rule: "must be an integer from 1 to " + strconv.FormatInt(maxScaleMS, 10) + " (milliseconds)"},
+	badLimit:    {Field: "limit", Rule: "must be an integer from 0 to " + strconv.FormatInt(MaxLimit, 10)},
+	badHits:     {Field: "hits", Rule: "must be an integer from 0 to " + strconv.FormatInt(MaxHits, 10)},
+	peekHits:    {Field: "hits", Rule: "must be 0 in a peek, which counts nothing"},
+	badAlgo:     {Field: "algo", Rule: "must be one of fixed, sliding, token, log, slices, leaky"},
+	logLimit:    {Field: "limit", Rule: "must be an integer from 0 to " + strconv.FormatInt(MaxLogLimit, 10) + " with algo=log"},
+	slicesOf:    {Field: "slices", Rule: "is for algo=slices only"},
+	badSlices:   {Field: "slices", Rule: "must be an integer from " + strconv.FormatInt(MinSlices, 10) + " to " + strconv.FormatInt(MaxSlices, 10) + " (default " + strconv.FormatInt(DefaultSlices, 10) + ")"},
+	queueOf:     {Field: "queue", Rule: "is for algo=leaky only"},
+	badQueue:    {Field: "queue", Rule: "must be an integer from 0 to " + strconv.FormatInt(MaxQueue, 10)},
+	queueLen:    {Field: "queue", Rule: "must drain in at most ten years: queue × scale / limit ≤ " + strconv.FormatInt(maxScaleMS, 10) + " ms"},
+	badMaxDelay: {Field: "max_delay_ms", Rule: "must be an integer from 0 (no bound) to " + strconv.FormatInt(maxScaleMS, 10)},
 }
+
+// errAlgo is the error of an unknown algorithm.
+var errAlgo = wireErrors[badAlgo]
 
 // tenYears is MaxScale as a Go caller reads it.
 const tenYears = "ten years (87600h)"
