@@ -60,9 +60,7 @@ func Reset(id string, scale time.Duration, maxIDBytes int) error {
 // in the same words. The error must not be modified; an unknown field
 // gives nil.
 func OutOfBounds(field string, maxIDBytes int) *rl.FieldError {
-	if maxIDBytes <= 0 {
-		maxIDBytes = DefaultMaxIDBytes
-	}
+	maxIDBytes = idBound(maxIDBytes)
 	// A request valid but in field: Validate's own error for it.
 	r := rl.Request{ID: "x", Scale: time.Second}
 	switch field {

@@ -36,12 +36,18 @@ const (
 	badMaxDelay
 )
 
-// faultOf returns the first bound r breaks with ids up to maxIDBytes long
-// (DefaultMaxIDBytes, 1024, when maxIDBytes <= 0), or noFault.
-func faultOf(r rl.Request, maxIDBytes int) fault {
+// idBound is the longest id a limiter configured with maxIDBytes accepts:
+// maxIDBytes, or DefaultMaxIDBytes (1024) when maxIDBytes <= 0.
+func idBound(maxIDBytes int) int {
 	if maxIDBytes <= 0 {
-		maxIDBytes = DefaultMaxIDBytes
+		return DefaultMaxIDBytes
 	}
+	return maxIDBytes
+}
+
+// faultOf returns the first bound r breaks with ids up to maxIDBytes long
+// (idBound's), or noFault.
+func faultOf(r rl.Request, maxIDBytes int) fault {
 	switch {
 	case len(r.ID) == 0:
 		return emptyID
@@ -82,14 +88,11 @@ func faultOf(r rl.Request, maxIDBytes int) fault {
 // (durations, not milliseconds). Every Limiter validates with it before it
 // counts.
 func Validate(r rl.Request, maxIDBytes int) error {
-	f := faultOf(r, maxIDBytes)
-	if f == noFault {
-		return nil
+	maxIDBytes = idBound(maxIDBytes)
+	if f := faultOf(r, maxIDBytes); f != noFault {
+		return goError(f, r, maxIDBytes)
 	}
-	if maxIDBytes <= 0 {
-		maxIDBytes = DefaultMaxIDBytes
-	}
-	return goError(f, r, maxIDBytes)
+	return nil
 }
 
 // ValidateWire is Validate in the HTTP API's words: the field as the wire
@@ -97,13 +100,11 @@ func Validate(r rl.Request, maxIDBytes int) error {
 // refuses a value it cannot read gives it (OutOfBounds). The errors are
 // shared: refusing a request allocates nothing (but for a long id).
 func ValidateWire(r rl.Request, maxIDBytes int) error {
+	maxIDBytes = idBound(maxIDBytes)
 	switch f := faultOf(r, maxIDBytes); f {
 	case noFault:
 		return nil
 	case longID:
-		if maxIDBytes <= 0 {
-			maxIDBytes = DefaultMaxIDBytes
-		}
 		return idTooLong(maxIDBytes)
 	default:
 		return wireErrors[f]
