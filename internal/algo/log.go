@@ -63,13 +63,6 @@ func (l *Log) Oldest() (int64, bool) {
 // capacity.
 func (l *Log) Bytes() int { return cap(l.enc) }
 
-// Expired reports whether no check at now or later can read the log again:
-// it is empty, or its newest hit has left the window, so a sweep may delete
-// it (never earlier).
-func (l *Log) Expired(scale, now int64) bool {
-	return l.lastC == 0 || l.lastT <= now-scale
-}
-
 // Trim drops the entries that have left the window (now-scale, now].
 func (l *Log) Trim(scale, now int64) {
 	edge := now - scale // entries at or before edge are out
