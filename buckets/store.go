@@ -419,18 +419,6 @@ var errPutLog = &rl.FieldError{Field: "algo", Rule: "log records cannot be resto
 // order of its slices, not of its ring).
 func (s *Store) Buckets(id string) []millis.Bucket {
 	var out []millis.Bucket
-	defer func() {
-		// Each limit's slices are one run of the tree's order: sort it.
-		for i := 0; i < len(out); {
-			j := i + 1
-			for j < len(out) && out[i].Algo == rl.Slices && out[j].Algo == rl.Slices &&
-				out[j].Scale == out[i].Scale && out[j].Slices == out[i].Slices {
-				j++
-			}
-			slices.SortFunc(out[i:j], func(x, y millis.Bucket) int { return cmp.Compare(x.Bucket, y.Bucket) })
-			i = j
-		}
-	}()
 	s.tree.Ascend(s.pv.set(id, 0, 0, 0), func(p *rec) bool {
 		if p.id() != id {
 			return false
@@ -441,6 +429,12 @@ func (s *Store) Buckets(id string) []millis.Bucket {
 		}
 		out = append(out, algo.View(p.algo(), p.scale(), p.record()))
 		return true
+	})
+	// The tree's order but for the slices, which it keeps by their slot in
+	// the ring, and which this puts in the order of their numbers.
+	slices.SortFunc(out, func(x, y millis.Bucket) int {
+		return cmp.Or(cmp.Compare(x.Scale, y.Scale), cmp.Compare(x.Algo, y.Algo),
+			cmp.Compare(x.Slices, y.Slices), cmp.Compare(x.Bucket, y.Bucket))
 	})
 	return out
 }
