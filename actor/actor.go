@@ -34,11 +34,9 @@ import (
 // means the default its comment names.
 type Config struct {
 	// Clock returns the time in Unix milliseconds. Default: a SteadyClock of
-	// the system's clocks (of its own per actor), which advances with the
-	// monotonic clock, anchored to the wall clock, so a wall-clock jump that
-	// is soon corrected neither freezes nor rewinds decisions. Whatever the
-	// clock, the actor never lets time go backwards: a reading earlier than
-	// one it already used is taken as that one.
+	// the system's clocks, one per actor. Whatever the clock, the actor
+	// never lets time go backwards: a reading earlier than one it already
+	// used is taken as that one.
 	Clock func() int64
 	// Mailbox is about how many messages may wait for the actor; callers
 	// past it wait for the actor to empty the mailbox. Default
