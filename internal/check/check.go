@@ -96,13 +96,13 @@ func ValidAlgo(a rl.Algo) bool { return a <= rl.Leaky }
 // ParseFailMode returns the mode named s: "closed", "open" or "local". The
 // empty string means FailClosed. An unknown name is a *FieldError of field.
 func ParseFailMode(field, s string) (rl.FailMode, error) {
-	switch s {
-	case "", "closed":
+	if s == "" {
 		return rl.FailClosed, nil
-	case "open":
-		return rl.FailOpen, nil
-	case "local":
-		return rl.FailLocal, nil
+	}
+	for m := rl.FailClosed; m <= rl.FailLocal; m++ {
+		if m.String() == s {
+			return m, nil
+		}
 	}
 	return 0, &rl.FieldError{Field: field, Rule: "must be one of closed, open, local"}
 }
