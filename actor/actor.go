@@ -44,20 +44,18 @@ type Config struct {
 	// at most, and waits the same whether it waits in the mailbox or for
 	// room in it, so the bound only matters to bound a flood.
 	Mailbox int
-	// SweepBudget is how many records one step of a sweep examines before the
-	// actor answers waiting checks again. Default DefaultSweepBudget (256).
-	SweepBudget int
 	// Store configures the actor's store.
 	Store buckets.Options
 	// Logger receives the supervisor's reports. Default: slog.Default().
 	Logger *slog.Logger
 }
 
-// Defaults for Config's zero fields.
-const (
-	DefaultMailbox     = 1 << 16
-	DefaultSweepBudget = 256
-)
+// DefaultMailbox is Config.Mailbox's default.
+const DefaultMailbox = 1 << 16
+
+// sweepBudget is how many records one step of a sweep examines before the
+// actor answers waiting checks again.
+const sweepBudget = 256
 
 // errExpired is returned to a caller whose deadline passed while its
 // message waited in the mailbox: the actor skipped it, so nothing was
@@ -185,9 +183,6 @@ func New(cfg Config) *Actor {
 	if cfg.Mailbox <= 0 {
 		cfg.Mailbox = DefaultMailbox
 	}
-	if cfg.SweepBudget <= 0 {
-		cfg.SweepBudget = DefaultSweepBudget
-	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
@@ -253,7 +248,7 @@ func (a *Actor) Do(ctx context.Context, fn func(s *buckets.Store, now int64)) er
 }
 
 // Sweep deletes every record no decision can read again, in steps of
-// Config.SweepBudget records between which the actor answers checks, and
+// sweepBudget (256) records between which the actor answers checks, and
 // returns when the pass is done. Sweeps asked for during a pass join it.
 func (a *Actor) Sweep(ctx context.Context) (SweepStats, error) {
 	m := &msg{kind: kindSweep, ready: make(chan struct{}, 1)}
@@ -634,7 +629,7 @@ func (a *Actor) batchStep() {
 
 func (a *Actor) sweepStep() {
 	a.tick()
-	ex, del, done := a.store.Sweep(a.now, a.cfg.SweepBudget)
+	ex, del, done := a.store.Sweep(a.now, sweepBudget)
 	a.swept.Examined += ex
 	a.swept.Deleted += del
 	a.publish()

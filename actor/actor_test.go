@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"log/slog"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -157,21 +158,22 @@ func TestClockNeverGoesBack(t *testing.T) {
 func TestSweepAndDo(t *testing.T) {
 	now := int64(t0)
 	var mu sync.Mutex
-	a := newActor(t, actor.Config{SweepBudget: 3, Clock: func() int64 { mu.Lock(); defer mu.Unlock(); return now }})
+	a := newActor(t, actor.Config{Clock: func() int64 { mu.Lock(); defer mu.Unlock(); return now }})
 	ctx := waitCtx(t)
-	for _, id := range []string{"a", "b", "c", "d", "e", "f", "g"} {
-		_, err := a.CheckRate(ctx, hit(id))
+	const ids = 600 // a pass of three steps of 256 records
+	for i := range ids {
+		_, err := a.CheckRate(ctx, hit(strconv.Itoa(i)))
 		require.NoError(t, err)
 	}
 	st, err := a.Sweep(ctx)
 	require.NoError(t, err)
-	assert.Equal(t, actor.SweepStats{Examined: 7}, st)
+	assert.Equal(t, actor.SweepStats{Examined: ids}, st)
 	mu.Lock()
 	now += 1000
 	mu.Unlock()
 	st, err = a.Sweep(ctx)
 	require.NoError(t, err)
-	assert.Equal(t, actor.SweepStats{Examined: 7, Deleted: 7}, st)
+	assert.Equal(t, actor.SweepStats{Examined: ids, Deleted: ids}, st)
 	var n int
 	require.NoError(t, a.Do(ctx, func(s *buckets.Store, _ int64) { n = s.Len() }))
 	assert.Equal(t, 0, n)
