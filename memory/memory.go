@@ -148,9 +148,7 @@ type Limiter struct {
 	once    sync.Once
 }
 
-var (
-	_ rl.Limiter = (*Limiter)(nil)
-)
+var _ rl.Limiter = (*Limiter)(nil)
 
 // New starts a limiter. Close stops it.
 func New(cfg Config) *Limiter {
