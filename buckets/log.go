@@ -57,12 +57,13 @@ func (s *Store) checkLog(now int64, r millis.Request) (millis.Decision, error) {
 		}
 		if r.Hits > 0 {
 			p.setDenying(!d.Allowed)
-		}
-		if !d.Allowed && r.Hits > 0 {
-			// Denied: nothing is remembered, but the id is busy (see
-			// Check: eviction must not take it for an idle one). The
-			// record then expires later than its newest hit, never earlier.
-			p.modified = max(p.modified, d.Now)
+			if !d.Allowed {
+				// Denied: nothing is remembered, but the id is busy (see
+				// Check: eviction must not take it for an idle one). The
+				// record then expires later than its newest hit, never
+				// earlier.
+				p.modified = max(p.modified, d.Now)
+			}
 		}
 		if l.Bytes() > before {
 			s.trim(now, p) // the log grew in place

@@ -1,4 +1,4 @@
-// Package ms is the millisecond form of the root package's Request,
+// Package millis is the millisecond form of the root package's Request,
 // Decision and Bucket: what the HTTP wire, JSON and the engines (algo,
 // buckets, actor, the Redis scripts) count in. A Go caller holds
 // time.Duration and time.Time; each Limiter converts once, at its own
