@@ -26,7 +26,7 @@ type Options struct {
 	// MaxRecords bounds the store: a new record that would pass it first
 	// evicts one (see Store.Check). 0 or negative means no bound.
 	MaxRecords int
-	// MaxBytes bounds the bytes of the store's records (RecordBytes each,
+	// MaxBytes bounds the bytes of the store's records (recordBytes each,
 	// which grows with the id: ids are the caller's choice) and of its
 	// logs' rings: a new record that would pass it first evicts records,
 	// as MaxRecords does, and so does a log that grows past it. A record
@@ -66,7 +66,7 @@ type Store struct {
 	cache     cache
 	max       int
 	rng       uint64
-	// maxBytes is Options.MaxBytes; bytes is the RecordBytes of the
+	// maxBytes is Options.MaxBytes; bytes is the recordBytes of the
 	// records in the tree, added up (the logs' rings are in logs).
 	maxBytes int
 	bytes    int
@@ -196,7 +196,7 @@ func (s *Store) trim(now int64, keep *rec) {
 	}
 }
 
-// Bytes is the bytes of the store's records (RecordBytes each) and of its
+// bytesHeld is the bytes of the store's records (recordBytes each) and of its
 // logs' rings, what Options.MaxBytes bounds.
 func (s *Store) bytesHeld() int { return s.bytes + s.logs.ringBytes }
 
@@ -205,13 +205,13 @@ func (s *Store) bytesHeld() int { return s.bytes + s.logs.ringBytes }
 // allocator's share of the node.
 const recOverhead = 16
 
-// RecordBytes is what a record of an id of idLen bytes counts toward
+// recordBytes is what a record of an id of idLen bytes counts toward
 // Options.MaxBytes: its allocation (a 32-byte header and the id, in 8-byte
 // words) and its place in the tree. Go's allocator rounds an allocation up
 // to its size class, by at most an eighth for records below 32 KiB.
 func recordBytes(idLen int) int { return 8*(headerWords+(idLen+7)/8) + recOverhead }
 
-// size is p's RecordBytes.
+// size is p's recordBytes.
 func (p *rec) size() int { return recordBytes(int(p.meta & MaxIDBytes)) }
 
 // insert adds the new record p of id to the tree and the cache.
