@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	rl "github.com/raterlimiter/raterlimiter"
+	"github.com/raterlimiter/raterlimiter/internal/check"
 )
 
 // waiter is what every backend of this module has: raterlimiter.Wait as a
@@ -46,7 +47,7 @@ func realClock(t *testing.T, clock *Clock) {
 // the method and on raterlimiter.Wait.
 func runWait(t *testing.T, f Factory) {
 	t.Helper()
-	for _, a := range []rl.Algo{rl.Fixed, rl.Sliding, rl.Token, rl.Log, rl.Slices, rl.Leaky} {
+	for _, a := range check.Algos {
 		t.Run("wait/"+a.String()+"/every waiter gets through", func(t *testing.T) {
 			clock := NewClock(T0)
 			l := f(t, clock)
