@@ -69,7 +69,7 @@ func (l *Limiter) copyRecords(ctx context.Context, chunk int, fn func(record) er
 	return nil
 }
 
-// key is a record's place in a store: the order buckets.Store.Scan follows.
+// key is a record's place in a store, where buckets.Store.ScanFrom resumes.
 type key struct {
 	id     string
 	scale  int64
