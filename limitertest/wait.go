@@ -84,7 +84,9 @@ func runWait(t *testing.T, f Factory) {
 		clock := NewClock(T0)
 		l := f(t, clock)
 		realClock(t, clock)
-		r := rl.Request{ID: "w-deadline", Scale: time.Hour, Limit: 1}
+		// Token: its next chance is an hour away whatever the time of day (a
+		// fixed window of an hour ends at the top of the wall clock's hour).
+		r := rl.Request{ID: "w-deadline", Scale: time.Hour, Limit: 1, Algo: rl.Token}
 		d, err := l.CheckRate(context.Background(), r)
 		require.NoError(t, err)
 		require.True(t, d.Allowed)
