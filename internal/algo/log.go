@@ -246,11 +246,7 @@ func (l *Log) UnmarshalBinary(b []byte) error {
 	if n > 0 && t >= nl.lastT {
 		return ErrLogCorrupt
 	}
-	if n > 0 {
-		nl.enc = append(l.enc[:0], entries...)
-	} else {
-		nl.enc = l.enc[:0]
-	}
+	nl.enc = append(l.enc[:0], entries...) // l's ring, reused
 	*l = nl
 	return nil
 }
