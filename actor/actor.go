@@ -225,13 +225,8 @@ func (a *Actor) CheckRate(ctx context.Context, r millis.Request) (millis.Decisio
 // again.
 func (a *Actor) Decide(ctx context.Context, rs []millis.Request) ([]millis.Decision, error) {
 	out := make([]millis.Decision, len(rs))
-	m := &msg{kind: kindBatch, reqs: rs, out: out, ready: make(chan struct{}, 1)}
-	res, err := a.call(ctx, m)
-	if err != nil {
+	if _, err := a.send(ctx, &msg{kind: kindBatch, reqs: rs, out: out}); err != nil {
 		return nil, err
-	}
-	if res.err != nil {
-		return nil, res.err
 	}
 	return out, nil
 }
@@ -239,24 +234,16 @@ func (a *Actor) Decide(ctx context.Context, rs []millis.Request) ([]millis.Decis
 // Do runs fn on the actor's goroutine with its store and the time, and
 // returns when fn has. fn must not keep the store.
 func (a *Actor) Do(ctx context.Context, fn func(s *buckets.Store, now int64)) error {
-	m := &msg{kind: kindFunc, fn: fn, ready: make(chan struct{}, 1)}
-	res, err := a.call(ctx, m)
-	if err != nil {
-		return err
-	}
-	return res.err
+	_, err := a.send(ctx, &msg{kind: kindFunc, fn: fn})
+	return err
 }
 
 // Sweep deletes every record no decision can read again, in steps of
 // sweepBudget (256) records between which the actor answers checks, and
 // returns when the pass is done. Sweeps asked for during a pass join it.
 func (a *Actor) Sweep(ctx context.Context) (SweepStats, error) {
-	m := &msg{kind: kindSweep, ready: make(chan struct{}, 1)}
-	res, err := a.call(ctx, m)
-	if err != nil {
-		return SweepStats{}, err
-	}
-	return res.sweep, res.err
+	res, err := a.send(ctx, &msg{kind: kindSweep})
+	return res.sweep, err
 }
 
 // Len returns the number of live records as of the last message handled.
@@ -286,6 +273,17 @@ func (a *Actor) Close() error {
 	})
 	<-a.stopped
 	return nil
+}
+
+// send sends m, a message of its own (never pooled), and waits for its
+// reply. The error is call's, or else the reply's.
+func (a *Actor) send(ctx context.Context, m *msg) (result, error) {
+	m.ready = make(chan struct{}, 1)
+	res, err := a.call(ctx, m)
+	if err != nil {
+		return result{}, err
+	}
+	return res, res.err
 }
 
 // call sends m and waits for its reply. A non-nil error means m may still be
