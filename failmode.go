@@ -19,15 +19,12 @@ const (
 	FailLocal
 )
 
+var failModeNames = [...]string{FailClosed: "closed", FailOpen: "open", FailLocal: "local"}
+
 // String returns "closed", "open" or "local".
 func (m FailMode) String() string {
-	switch m {
-	case FailClosed:
-		return "closed"
-	case FailOpen:
-		return "open"
-	case FailLocal:
-		return "local"
+	if int(m) < len(failModeNames) {
+		return failModeNames[m]
 	}
 	return "failmode(" + strconv.Itoa(int(m)) + ")"
 }

@@ -34,11 +34,9 @@ import (
 // means the default its comment names.
 type Config struct {
 	// Clock returns the time in Unix milliseconds. Default: a SteadyClock of
-	// the system's clocks (of its own per actor), which advances with the
-	// monotonic clock, anchored to the wall clock, so a wall-clock jump that
-	// is soon corrected neither freezes nor rewinds decisions. Whatever the
-	// clock, the actor never lets time go backwards: a reading earlier than
-	// one it already used is taken as that one.
+	// the system's clocks, one per actor. Whatever the clock, the actor
+	// never lets time go backwards: a reading earlier than one it already
+	// used is taken as that one.
 	Clock func() int64
 	// Mailbox is about how many messages may wait for the actor; callers
 	// past it wait for the actor to empty the mailbox. Default
@@ -46,20 +44,18 @@ type Config struct {
 	// at most, and waits the same whether it waits in the mailbox or for
 	// room in it, so the bound only matters to bound a flood.
 	Mailbox int
-	// SweepBudget is how many records one step of a sweep examines before the
-	// actor answers waiting checks again. Default DefaultSweepBudget (256).
-	SweepBudget int
 	// Store configures the actor's store.
 	Store buckets.Options
 	// Logger receives the supervisor's reports. Default: slog.Default().
 	Logger *slog.Logger
 }
 
-// Defaults for Config's zero fields.
-const (
-	DefaultMailbox     = 1 << 16
-	DefaultSweepBudget = 256
-)
+// DefaultMailbox is Config.Mailbox's default.
+const DefaultMailbox = 1 << 16
+
+// sweepBudget is how many records one step of a sweep examines before the
+// actor answers waiting checks again.
+const sweepBudget = 256
 
 // errExpired is returned to a caller whose deadline passed while its
 // message waited in the mailbox: the actor skipped it, so nothing was
@@ -182,13 +178,10 @@ var msgPool = sync.Pool{New: func() any { return &msg{ready: make(chan struct{},
 // New starts an actor with an empty store.
 func New(cfg Config) *Actor {
 	if cfg.Clock == nil {
-		cfg.Clock = NewSteadyClock(nil, nil, 0, 0).Now
+		cfg.Clock = NewSteadyClock(nil, nil).Now
 	}
 	if cfg.Mailbox <= 0 {
 		cfg.Mailbox = DefaultMailbox
-	}
-	if cfg.SweepBudget <= 0 {
-		cfg.SweepBudget = DefaultSweepBudget
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -223,70 +216,34 @@ func (a *Actor) CheckRate(ctx context.Context, r millis.Request) (millis.Decisio
 	return res.d, res.err
 }
 
-// CheckRates decides rs in order into out (len(out) == len(rs)), in one
-// message. The requests must be valid: the limiter validates them where they
-// come in (package memory).
-//
-// The message carries a copy of rs and decisions of its own: a caller whose
-// context ends gets its error at once and may reuse both slices, while the
-// message can still wait in the mailbox and be decided later.
-func (a *Actor) CheckRates(ctx context.Context, rs []millis.Request, out []millis.Decision) error {
-	ds, err := a.Decide(ctx, slices.Clone(rs))
-	if err == nil {
-		copy(out, ds)
-	}
-	return err
-}
-
-// Decide is CheckRates for a caller that hands rs over: the actor may read
-// rs until it has decided them, even after Decide returned an error, so the
-// caller must not change rs again. The decisions come in a slice of their
-// own.
+// Decide decides rs in order, in one message, and returns the decisions in
+// a slice of their own. The requests must be valid: the limiter validates
+// them where they come in (package memory). The caller hands rs over: the
+// actor may read rs until it has decided them, even after Decide returned
+// an error (a caller whose context ends gets its error at once, while the
+// message can still wait in the mailbox), so the caller must not change rs
+// again.
 func (a *Actor) Decide(ctx context.Context, rs []millis.Request) ([]millis.Decision, error) {
 	out := make([]millis.Decision, len(rs))
-	if err := a.decideInto(ctx, rs, out); err != nil {
+	if _, err := a.send(ctx, &msg{kind: kindBatch, reqs: rs, out: out}); err != nil {
 		return nil, err
 	}
 	return out, nil
 }
 
-// decideInto is Decide writing the decisions into out, which must be as
-// long as rs. Both are handed over until it returns nil: after an error the
-// actor may still read rs and write out, so the caller must not touch
-// either again.
-func (a *Actor) decideInto(ctx context.Context, rs []millis.Request, out []millis.Decision) error {
-	if len(out) != len(rs) {
-		return fmt.Errorf("actor: %d requests but room for %d decisions", len(rs), len(out))
-	}
-	m := &msg{kind: kindBatch, reqs: rs, out: out, ready: make(chan struct{}, 1)}
-	res, err := a.call(ctx, m)
-	if err != nil {
-		return err
-	}
-	return res.err
-}
-
 // Do runs fn on the actor's goroutine with its store and the time, and
 // returns when fn has. fn must not keep the store.
 func (a *Actor) Do(ctx context.Context, fn func(s *buckets.Store, now int64)) error {
-	m := &msg{kind: kindFunc, fn: fn, ready: make(chan struct{}, 1)}
-	res, err := a.call(ctx, m)
-	if err != nil {
-		return err
-	}
-	return res.err
+	_, err := a.send(ctx, &msg{kind: kindFunc, fn: fn})
+	return err
 }
 
 // Sweep deletes every record no decision can read again, in steps of
-// Config.SweepBudget records between which the actor answers checks, and
+// sweepBudget (256) records between which the actor answers checks, and
 // returns when the pass is done. Sweeps asked for during a pass join it.
 func (a *Actor) Sweep(ctx context.Context) (SweepStats, error) {
-	m := &msg{kind: kindSweep, ready: make(chan struct{}, 1)}
-	res, err := a.call(ctx, m)
-	if err != nil {
-		return SweepStats{}, err
-	}
-	return res.sweep, res.err
+	res, err := a.send(ctx, &msg{kind: kindSweep})
+	return res.sweep, err
 }
 
 // Len returns the number of live records as of the last message handled.
@@ -316,6 +273,17 @@ func (a *Actor) Close() error {
 	})
 	<-a.stopped
 	return nil
+}
+
+// send sends m, a message of its own (never pooled), and waits for its
+// reply. The error is call's, or else the reply's.
+func (a *Actor) send(ctx context.Context, m *msg) (result, error) {
+	m.ready = make(chan struct{}, 1)
+	res, err := a.call(ctx, m)
+	if err != nil {
+		return result{}, err
+	}
+	return res, res.err
 }
 
 // call sends m and waits for its reply. A non-nil error means m may still be
@@ -659,7 +627,7 @@ func (a *Actor) batchStep() {
 
 func (a *Actor) sweepStep() {
 	a.tick()
-	ex, del, done := a.store.Sweep(a.now, a.cfg.SweepBudget)
+	ex, del, done := a.store.Sweep(a.now, sweepBudget)
 	a.swept.Examined += ex
 	a.swept.Deleted += del
 	a.publish()
@@ -699,10 +667,6 @@ func closeAll(l *msg) {
 		m = next
 	}
 }
-
-var _ interface {
-	CheckRate(context.Context, millis.Request) (millis.Decision, error)
-} = (*Actor)(nil)
 
 // gaveUp is the error of a caller whose context ended before the actor
 // answered: it matches both the context's error and

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"log/slog"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -157,31 +158,31 @@ func TestClockNeverGoesBack(t *testing.T) {
 func TestSweepAndDo(t *testing.T) {
 	now := int64(t0)
 	var mu sync.Mutex
-	a := newActor(t, actor.Config{SweepBudget: 3, Clock: func() int64 { mu.Lock(); defer mu.Unlock(); return now }})
+	a := newActor(t, actor.Config{Clock: func() int64 { mu.Lock(); defer mu.Unlock(); return now }})
 	ctx := waitCtx(t)
-	for _, id := range []string{"a", "b", "c", "d", "e", "f", "g"} {
-		_, err := a.CheckRate(ctx, hit(id))
+	const ids = 600 // a pass of three steps of 256 records
+	for i := range ids {
+		_, err := a.CheckRate(ctx, hit(strconv.Itoa(i)))
 		require.NoError(t, err)
 	}
 	st, err := a.Sweep(ctx)
 	require.NoError(t, err)
-	assert.Equal(t, actor.SweepStats{Examined: 7}, st)
+	assert.Equal(t, actor.SweepStats{Examined: ids}, st)
 	mu.Lock()
 	now += 1000
 	mu.Unlock()
 	st, err = a.Sweep(ctx)
 	require.NoError(t, err)
-	assert.Equal(t, actor.SweepStats{Examined: 7, Deleted: 7}, st)
+	assert.Equal(t, actor.SweepStats{Examined: ids, Deleted: ids}, st)
 	var n int
 	require.NoError(t, a.Do(ctx, func(s *buckets.Store, _ int64) { n = s.Len() }))
 	assert.Equal(t, 0, n)
 	assert.Equal(t, 0, a.Len())
 }
 
-// TestAbandonedBatchOwnsItsRequests: a caller that gives up on a batch may
-// reuse its slices at once; the actor skips the abandoned batch, and never
-// reads the caller's later contents.
-func TestAbandonedBatchOwnsItsRequests(t *testing.T) {
+// TestAbandonedBatchIsSkipped: a caller that gives up on a batch before the
+// actor took it gets its error at once, and the actor skips the batch.
+func TestAbandonedBatchIsSkipped(t *testing.T) {
 	release, started := make(chan struct{}), make(chan struct{})
 	a := newActor(t, actor.Config{})
 	a.SetHook(func(r any) {
@@ -192,21 +193,14 @@ func TestAbandonedBatchOwnsItsRequests(t *testing.T) {
 	})
 	go a.CheckRate(context.Background(), hit("block"))
 	<-started
-	rs := []millis.Request{hit("a"), hit("a")}
-	out := make([]millis.Decision, 2)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	require.Error(t, a.CheckRates(ctx, rs, out), "given up before the actor was free")
-	rs[0], rs[1] = hit("b"), hit("b") // the caller reuses its slice
-	out[0] = millis.Decision{Count: 42}
+	_, err := a.Decide(ctx, []millis.Request{hit("a"), hit("a")})
+	require.Error(t, err, "given up before the actor was free")
 	close(release)
 	d, err := a.CheckRate(waitCtx(t), millis.Request{ID: "a", Scale: 1000, Limit: 100})
 	require.NoError(t, err)
 	assert.Equal(t, int64(0), d.Count, "the abandoned batch is skipped: not counted")
-	d, err = a.CheckRate(waitCtx(t), millis.Request{ID: "b", Scale: 1000, Limit: 100})
-	require.NoError(t, err)
-	assert.Equal(t, int64(0), d.Count, "not the caller's later contents")
-	assert.Equal(t, int64(42), out[0].Count, "nor written into the caller's out")
 }
 
 // TestLargeBatchLetsChecksThrough: a check sent while a large batch is being
@@ -227,8 +221,12 @@ func TestLargeBatchLetsChecksThrough(t *testing.T) {
 		rs[i].Limit = 1 << 20
 	}
 	batchDone := make(chan error, 1)
-	out := make([]millis.Decision, len(rs))
-	go func() { batchDone <- a.CheckRates(ctx, rs, out) }()
+	var out []millis.Decision
+	go func() {
+		var err error
+		out, err = a.Decide(ctx, rs)
+		batchDone <- err
+	}()
 	<-firstChunk
 	single := make(chan millis.Decision, 1)
 	go func() {
@@ -247,16 +245,4 @@ func TestLargeBatchLetsChecksThrough(t *testing.T) {
 	for i, d := range out {
 		require.Equal(t, int64(i+1), d.Count, "the batch decides in order")
 	}
-}
-
-func TestDecideIntoWritesTheCallersSlice(t *testing.T) {
-	a := newActor(t, actor.Config{})
-	rs := []millis.Request{hit("a"), hit("b"), hit("a")}
-	out := make([]millis.Decision, len(rs))
-	require.NoError(t, a.DecideInto(waitCtx(t), rs, out))
-	assert.Equal(t, []int64{1, 1, 2}, []int64{out[0].Count, out[1].Count, out[2].Count})
-	require.ErrorContains(t, a.DecideInto(waitCtx(t), rs, out[:2]), "3 requests but room for 2 decisions")
-	d, err := a.CheckRate(waitCtx(t), millis.Request{ID: "a", Scale: 1000, Limit: 100})
-	require.NoError(t, err)
-	assert.Equal(t, int64(2), d.Count, "the refused batch counted nothing")
 }

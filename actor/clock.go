@@ -7,17 +7,17 @@ import (
 	"github.com/raterlimiter/raterlimiter/internal/millis"
 )
 
-// Defaults for SteadyClock's tolerance and settle period.
+// SteadyClock's tolerance and settle period.
 const (
-	// defaultClockTolerance is how far the wall clock may drift from the
+	// clockTolerance is how far the wall clock may drift from the
 	// steady clock before a difference counts as a jump: smaller differences
 	// are followed at once (forward by a step, backward by running at half
 	// speed), so the steady clock stays within it of the wall clock.
-	defaultClockTolerance = time.Second
-	// defaultClockSettle is how long a jump of the wall clock must last
+	clockTolerance = time.Second
+	// clockSettle is how long a jump of the wall clock must last
 	// before the steady clock follows it. A jump corrected sooner (a wrong
 	// NTP step, an operator's typo) is never seen by decisions.
-	defaultClockSettle = time.Minute
+	clockSettle = time.Minute
 )
 
 // SteadyClock is a clock in Unix milliseconds that advances with a monotonic
@@ -38,10 +38,8 @@ const (
 //
 // SteadyClock is safe for concurrent use. Make one with NewSteadyClock.
 type SteadyClock struct {
-	wall      func() int64         // Unix ms
-	mono      func() time.Duration // monotonic, from any origin
-	tolerance int64                // ms
-	settle    time.Duration
+	wall func() int64         // Unix ms
+	mono func() time.Duration // monotonic, from any origin
 
 	// sys is set when both clocks are the system's: one time.Now gives
 	// both readings (each costs a clock_gettime, slow on some VMs).
@@ -56,9 +54,8 @@ type SteadyClock struct {
 }
 
 // NewSteadyClock returns a steady clock that starts at wall() and advances
-// with mono. Zero tolerance and settle mean defaultClockTolerance and
-// defaultClockSettle. Nil wall and mono mean the system's clocks.
-func NewSteadyClock(wall func() int64, mono func() time.Duration, tolerance, settle time.Duration) *SteadyClock {
+// with mono. Nil wall and mono mean the system's clocks.
+func NewSteadyClock(wall func() int64, mono func() time.Duration) *SteadyClock {
 	sys := wall == nil && mono == nil
 	start := time.Now()
 	if wall == nil {
@@ -67,21 +64,13 @@ func NewSteadyClock(wall func() int64, mono func() time.Duration, tolerance, set
 	if mono == nil {
 		mono = func() time.Duration { return time.Since(start) }
 	}
-	if tolerance <= 0 {
-		tolerance = defaultClockTolerance
-	}
-	if settle <= 0 {
-		settle = defaultClockSettle
-	}
 	return &SteadyClock{
-		sys:       sys,
-		start:     start,
-		wall:      wall,
-		mono:      mono,
-		tolerance: tolerance.Milliseconds(),
-		settle:    settle,
-		out:       time.Duration(wall()) * time.Millisecond,
-		lastMono:  mono(),
+		sys:      sys,
+		start:    start,
+		wall:     wall,
+		mono:     mono,
+		out:      time.Duration(wall()) * time.Millisecond,
+		lastMono: mono(),
 	}
 }
 
@@ -107,13 +96,14 @@ func (c *SteadyClock) Now() int64 {
 	prev := c.out
 	c.out += dm
 	diff := (w - c.out).Milliseconds()
-	small := diff >= -c.tolerance && diff <= c.tolerance
+	tol := clockTolerance.Milliseconds()
+	small := diff >= -tol && diff <= tol
 	if small {
 		c.jumping = false
 	} else if !c.jumping {
 		c.jumping, c.since = true, m
 	}
-	follow := small || m-c.since >= c.settle
+	follow := small || m-c.since >= clockSettle
 	switch {
 	case !follow:
 	case w > c.out:

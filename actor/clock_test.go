@@ -21,8 +21,7 @@ func (f *fakeClocks) advance(d time.Duration) {
 }
 
 func newSteady(f *fakeClocks) *actor.SteadyClock {
-	return actor.NewSteadyClock(func() int64 { return f.wall }, func() time.Duration { return f.mono },
-		time.Second, time.Minute)
+	return actor.NewSteadyClock(func() int64 { return f.wall }, func() time.Duration { return f.mono })
 }
 
 func TestSteadyClockFollowsTheWallClock(t *testing.T) {
@@ -151,7 +150,7 @@ func TestSteadyClockSmallDriftFollowedWithoutRewinding(t *testing.T) {
 // readings never decrease, and the clock stays within the tolerance of
 // the wall clock.
 func TestSteadyClockOfTheSystemNeverDecreasesUnderConcurrentReaders(t *testing.T) {
-	c := actor.NewSteadyClock(nil, nil, 0, 0)
+	c := actor.NewSteadyClock(nil, nil)
 	var wg sync.WaitGroup
 	for range 8 {
 		wg.Go(func() {

@@ -1,11 +1,5 @@
 package actor
 
-import (
-	"context"
-
-	"github.com/raterlimiter/raterlimiter/internal/millis"
-)
-
 // SetHook installs fn to run on the actor's goroutine before each message.
 // It must be called before the first message.
 func (a *Actor) SetHook(fn func(r any)) {
@@ -18,9 +12,4 @@ var (
 	ErrExpired  = errExpired
 )
 
-const DefaultClockTolerance = defaultClockTolerance
-
-// DecideInto is decideInto, for tests.
-func (a *Actor) DecideInto(ctx context.Context, rs []millis.Request, out []millis.Decision) error {
-	return a.decideInto(ctx, rs, out)
-}
+const DefaultClockTolerance = clockTolerance

@@ -57,12 +57,13 @@ func (s *Store) checkLog(now int64, r millis.Request) (millis.Decision, error) {
 		}
 		if r.Hits > 0 {
 			p.setDenying(!d.Allowed)
-		}
-		if !d.Allowed && r.Hits > 0 {
-			// Denied: nothing is remembered, but the id is busy (see
-			// Check: eviction must not take it for an idle one). The
-			// record then expires later than its newest hit, never earlier.
-			p.modified = max(p.modified, d.Now)
+			if !d.Allowed {
+				// Denied: nothing is remembered, but the id is busy (see
+				// Check: eviction must not take it for an idle one). The
+				// record then expires later than its newest hit, never
+				// earlier.
+				p.modified = max(p.modified, d.Now)
+			}
 		}
 		if l.Bytes() > before {
 			s.trim(now, p) // the log grew in place
@@ -78,7 +79,7 @@ func (s *Store) checkLog(now int64, r millis.Request) (millis.Decision, error) {
 		return millis.Decision{}, ErrTooManyScales
 	}
 	old := s.makeRoom(now, len(r.ID))
-	p = newRecIn(old, r.ID, r.Scale, rl.Log, algo.Record{Count: s.logs.alloc(l), Created: d.Now, Modified: d.Now})
+	p = newRec(old, r.ID, r.Scale, rl.Log, algo.Record{Count: s.logs.alloc(l), Created: d.Now, Modified: d.Now})
 	s.insert(r.ID, p)
 	s.trim(now, p) // its ring
 	return d, nil
@@ -128,7 +129,7 @@ func (s *Store) PutLog(id string, scale, created int64, data []byte) error {
 		s.tree.Delete(p)
 		s.remove(p)
 	}
-	p := newRecIn(s.makeRoom(newest, len(id)), id, scale, rl.Log,
+	p := newRec(s.makeRoom(newest, len(id)), id, scale, rl.Log,
 		algo.Record{Count: s.logs.alloc(l), Created: created, Modified: newest})
 	s.insert(id, p)
 	s.trim(newest, p) // its ring

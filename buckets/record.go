@@ -13,16 +13,12 @@ import (
 // record's last check was denied. While the record is in the store its id
 // never changes, nor does meta or, for windowed algorithms, created (which
 // fixes the bucket); once evicted, its memory may become a new record
-// (newRecIn).
+// (newRec).
 //
 // A Slices record (one slice's counter) packs more into the same four
-// words, so that one slice costs what a fixed window's record costs (see
-// slices.go): count holds the slice's hits in its low 32 bits and, in its
-// high 32, the hits of the window's older slices (the running sum a check
-// of the current slice reads instead of every slice); modified holds the
-// time last seen as an offset from created in its low 40 bits, then the
-// slice count, the distance back to the window's oldest counted slice and
-// a bit saying whether that summary is valid.
+// words, so that one slice costs what a fixed window's record costs: its
+// hits, a summary of the window's older slices, the time last seen and the
+// slice count (slices.go has the layout).
 type rec struct {
 	meta     uint64 // scale<<metaScaleShift | algo<<metaAlgoShift | len(id)
 	count    int64
@@ -43,29 +39,22 @@ const (
 	MaxIDBytes = metaDenying - 1
 )
 
-func newRec(id string, scale int64, a rl.Algo, r algo.Record) *rec {
-	w := make([]uint64, headerWords+(len(id)+7)/8)
-	p := (*rec)(unsafe.Pointer(unsafe.SliceData(w)))
+// newRec returns the record of (id, scale, a) holding r. It is made in the
+// memory of old, a record no longer in the store (evicted, and forgotten by
+// the cache), when old's id takes as many words as id: a flood of new ids
+// at the bound then costs no allocation per id. With old nil or of another
+// size it allocates: a record's memory is always what its id needs, so the
+// store's bytes (Store.bytesHeld) are its records' real size.
+func newRec(old *rec, id string, scale int64, a rl.Algo, r algo.Record) *rec {
+	p := old
+	if p == nil || (p.meta&MaxIDBytes+7)/8 != uint64(len(id)+7)/8 {
+		w := make([]uint64, headerWords+(len(id)+7)/8)
+		p = (*rec)(unsafe.Pointer(unsafe.SliceData(w)))
+	}
 	p.meta = makeMeta(len(id), scale, a)
 	p.set(r)
 	copy(unsafe.Slice(p.idData(), len(id)), id)
 	return p
-}
-
-// newRecIn is newRec in the memory of old, a record no longer in the store
-// (evicted, and forgotten by the cache), when its id takes as many words as
-// id: a flood of new ids at the bound then costs no allocation per id. With
-// old nil or of another size it allocates: a record's memory is always what
-// its id needs, so the store's bytes (Store.Bytes) are its records' real
-// size.
-func newRecIn(old *rec, id string, scale int64, a rl.Algo, r algo.Record) *rec {
-	if old == nil || (old.meta&MaxIDBytes+7)/8 != uint64(len(id)+7)/8 {
-		return newRec(id, scale, a, r)
-	}
-	old.meta = makeMeta(len(id), scale, a)
-	old.set(r)
-	copy(unsafe.Slice(old.idData(), len(id)), id)
-	return old
 }
 
 func makeMeta(idLen int, scale int64, a rl.Algo) uint64 {

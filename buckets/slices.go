@@ -31,7 +31,9 @@ import (
 // have left and the next one; a denied check (whose RetryAfterMS needs each
 // slice) scans the window.
 //
-// The packing of a Slices record's modified word (see rec):
+// The packing of a Slices record (see rec): count holds the slice's own hits
+// in its low 32 bits and the summary's hits of the older slices in its high
+// 32; modified holds, from its low bits up:
 const (
 	seenBits      = 40 // the time last seen, as an offset from created
 	seenMask      = 1<<seenBits - 1
@@ -161,7 +163,7 @@ func (s *Store) checkSlices(now int64, r millis.Request) (millis.Decision, error
 		if base > 0 {
 			oldest = k - cur.oldestBack()
 		}
-		if d, allowed := algo.SlicesFastAt(uint64(base+own), oldest, n, w, k, now, r); allowed {
+		if d, allowed := algo.SlicesFast(uint64(base+own), oldest, n, w, k, now, r); allowed {
 			if r.Hits > 0 {
 				cur.setOwn(own + r.Hits)
 				cur.see(now)
@@ -227,7 +229,7 @@ func (s *Store) startSlice(atK *rec, first bool, slot uint64, now, n int64, r mi
 	if first && s.overScales(r.ID, r.Scale, n) {
 		return nil, ErrTooManyScales
 	}
-	p := newRecIn(s.makeRoom(now, len(r.ID)), r.ID, r.Scale, rl.Slices, rec)
+	p := newRec(s.makeRoom(now, len(r.ID)), r.ID, r.Scale, rl.Slices, rec)
 	s.insert(r.ID, p)
 	return p, nil
 }
@@ -293,7 +295,7 @@ func (s *Store) nextSlice(last *rec, now, n, w, k int64, r millis.Request) (mill
 			return millis.Decision{}, false // the summary is stale: scan
 		}
 	}
-	d, allowed := algo.SlicesFastAt(uint64(base), oldest, n, w, k, now, r)
+	d, allowed := algo.SlicesFast(uint64(base), oldest, n, w, k, now, r)
 	if !allowed {
 		return millis.Decision{}, false
 	}

@@ -17,8 +17,6 @@ type Options struct {
 	// MaxIDBytes is the longest id accepted; 0 means
 	// check.DefaultMaxIDBytes. It cannot exceed MaxIDBytes.
 	MaxIDBytes int
-	// Degree is the B-tree's degree; 0 means the library's default.
-	Degree int
 	// CacheSlots is the most slots of the direct-mapped cache of recently
 	// used records that spares hot ids a tree search. The cache starts small
 	// and doubles while it has fewer than four slots a record, up to this
@@ -28,7 +26,7 @@ type Options struct {
 	// MaxRecords bounds the store: a new record that would pass it first
 	// evicts one (see Store.Check). 0 or negative means no bound.
 	MaxRecords int
-	// MaxBytes bounds the bytes of the store's records (RecordBytes each,
+	// MaxBytes bounds the bytes of the store's records (recordBytes each,
 	// which grows with the id: ids are the caller's choice) and of its
 	// logs' rings: a new record that would pass it first evicts records,
 	// as MaxRecords does, and so does a log that grows past it. A record
@@ -62,11 +60,13 @@ type Store struct {
 	tree  *btree.BTreeG[*rec]
 	maxID int
 	pv    pivot
-	sweep sweepState
-	cache cache
-	max   int
-	rng   uint64
-	// maxBytes is Options.MaxBytes; bytes is the RecordBytes of the
+	// sweepNext is where an incremental sweep stands between calls: the
+	// first record not yet examined; nil: the next call starts a pass.
+	sweepNext *rec
+	cache     cache
+	max       int
+	rng       uint64
+	// maxBytes is Options.MaxBytes; bytes is the recordBytes of the
 	// records in the tree, added up (the logs' rings are in logs).
 	maxBytes int
 	bytes    int
@@ -93,7 +93,7 @@ func New(opts Options) *Store {
 	}
 	maxID = min(maxID, MaxIDBytes)
 	return &Store{
-		tree:      btree.NewBTreeGOptions(less, btree.Options{NoLocks: true, Degree: opts.Degree}),
+		tree:      btree.NewBTreeGOptions(less, btree.Options{NoLocks: true}),
 		maxID:     maxID,
 		cache:     newCache(opts.CacheSlots),
 		max:       opts.MaxRecords,
@@ -196,7 +196,7 @@ func (s *Store) trim(now int64, keep *rec) {
 	}
 }
 
-// Bytes is the bytes of the store's records (RecordBytes each) and of its
+// bytesHeld is the bytes of the store's records (recordBytes each) and of its
 // logs' rings, what Options.MaxBytes bounds.
 func (s *Store) bytesHeld() int { return s.bytes + s.logs.ringBytes }
 
@@ -205,13 +205,13 @@ func (s *Store) bytesHeld() int { return s.bytes + s.logs.ringBytes }
 // allocator's share of the node.
 const recOverhead = 16
 
-// RecordBytes is what a record of an id of idLen bytes counts toward
+// recordBytes is what a record of an id of idLen bytes counts toward
 // Options.MaxBytes: its allocation (a 32-byte header and the id, in 8-byte
 // words) and its place in the tree. Go's allocator rounds an allocation up
 // to its size class, by at most an eighth for records below 32 KiB.
 func recordBytes(idLen int) int { return 8*(headerWords+(idLen+7)/8) + recOverhead }
 
-// size is p's RecordBytes.
+// size is p's recordBytes.
 func (p *rec) size() int { return recordBytes(int(p.meta & MaxIDBytes)) }
 
 // insert adds the new record p of id to the tree and the cache.
@@ -283,7 +283,7 @@ func (s *Store) Check(now int64, r millis.Request) (millis.Decision, error) {
 		if s.overScales(r.ID, r.Scale, 0) {
 			return millis.Decision{}, ErrTooManyScales
 		}
-		p := newRecIn(s.makeRoom(now, len(r.ID)), r.ID, r.Scale, r.Algo, next)
+		p := newRec(s.makeRoom(now, len(r.ID)), r.ID, r.Scale, r.Algo, next)
 		p.setDenying(!d.Allowed)
 		s.insert(r.ID, p)
 	case r.Algo == rl.Sliding && r.Hits > 0:
@@ -392,15 +392,14 @@ func (s *Store) Put(id string, scale int64, a rl.Algo, r algo.Record) error {
 			return &rl.FieldError{Field: "slices", Rule: "a slices record's slice count must be from 2 to 600"}
 		}
 	}
-	p := newRec(id, scale, a, r)
-	if a == rl.Slices {
+	p := newRec(nil, id, scale, a, r)
+	old, found := s.tree.Get(p)
+	if found && a == rl.Slices && old.sliceNum() > p.sliceNum() {
 		// A slot holds one slice: a record of an older slice than the one
 		// there has left the window already.
-		if old, found := s.tree.Get(p); found && old.sliceNum() > p.sliceNum() {
-			return nil
-		}
+		return nil
 	}
-	if _, found := s.tree.Get(p); !found {
+	if !found {
 		s.makeRoom(r.Modified, len(id))
 	}
 	s.bytes += p.size()
@@ -420,18 +419,6 @@ var errPutLog = &rl.FieldError{Field: "algo", Rule: "log records cannot be resto
 // order of its slices, not of its ring).
 func (s *Store) Buckets(id string) []millis.Bucket {
 	var out []millis.Bucket
-	defer func() {
-		// Each limit's slices are one run of the tree's order: sort it.
-		for i := 0; i < len(out); {
-			j := i + 1
-			for j < len(out) && out[i].Algo == rl.Slices && out[j].Algo == rl.Slices &&
-				out[j].Scale == out[i].Scale && out[j].Slices == out[i].Slices {
-				j++
-			}
-			slices.SortFunc(out[i:j], func(x, y millis.Bucket) int { return cmp.Compare(x.Bucket, y.Bucket) })
-			i = j
-		}
-	}()
 	s.tree.Ascend(s.pv.set(id, 0, 0, 0), func(p *rec) bool {
 		if p.id() != id {
 			return false
@@ -442,6 +429,12 @@ func (s *Store) Buckets(id string) []millis.Bucket {
 		}
 		out = append(out, algo.View(p.algo(), p.scale(), p.record()))
 		return true
+	})
+	// The tree's order but for the slices, which it keeps by their slot in
+	// the ring, and which this puts in the order of their numbers.
+	slices.SortFunc(out, func(x, y millis.Bucket) int {
+		return cmp.Or(cmp.Compare(x.Scale, y.Scale), cmp.Compare(x.Algo, y.Algo),
+			cmp.Compare(x.Slices, y.Slices), cmp.Compare(x.Bucket, y.Bucket))
 	})
 	return out
 }

@@ -6,12 +6,6 @@ import (
 	"github.com/raterlimiter/raterlimiter/internal/algo"
 )
 
-// sweepState is where an incremental sweep stands between calls.
-type sweepState struct {
-	next   *rec // the first record not yet examined; nil: start over
-	active bool
-}
-
 // Sweep examines at most budget records, starting where the previous call
 // stopped, and deletes those no decision at now or later can read (see
 // algo.Expired). It returns how many it examined and deleted, and done when
@@ -21,14 +15,11 @@ type sweepState struct {
 // Checks may run between calls: a record created behind the cursor waits for
 // the next pass, which is harmless since a new record is not expired.
 func (s *Store) Sweep(now int64, budget int) (examined, deleted int, done bool) {
-	var from *rec
-	if s.sweep.active {
-		from = s.sweep.next
-	}
-	s.sweep.active, s.sweep.next = true, nil
+	from := s.sweepNext
+	s.sweepNext = nil
 	iter := func(p *rec) btree.Action {
 		if budget > 0 && examined == budget {
-			s.sweep.next = p
+			s.sweepNext = p
 			return btree.Stop
 		}
 		examined++
@@ -40,15 +31,10 @@ func (s *Store) Sweep(now int64, budget int) (examined, deleted int, done bool) 
 		return btree.Keep
 	}
 	if from == nil {
-		if first, ok := s.tree.Min(); ok {
-			s.tree.DeleteAscend(first, iter)
-		}
-	} else {
+		from, _ = s.tree.Min() // nil when the tree is empty
+	}
+	if from != nil {
 		s.tree.DeleteAscend(from, iter)
 	}
-	if s.sweep.next == nil {
-		s.sweep.active = false
-		return examined, deleted, true
-	}
-	return examined, deleted, false
+	return examined, deleted, s.sweepNext == nil
 }

@@ -7,7 +7,7 @@ import (
 	"github.com/raterlimiter/raterlimiter/internal/millis"
 )
 
-// BenchmarkSweepStep measures one incremental sweep step of 256 records (actor.DefaultSweepBudget) in
+// BenchmarkSweepStep measures one incremental sweep step of 256 records (the actor's sweepBudget) in
 // a store of 1,000,000, when none is expired and when all are.
 func BenchmarkSweepStep(b *testing.B) {
 	const n = 1_000_000

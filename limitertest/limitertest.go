@@ -5,6 +5,7 @@ package limitertest
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -47,14 +48,7 @@ type Factory func(t *testing.T, clock *Clock) rl.Limiter
 // per case.
 func Run(t *testing.T, f Factory) {
 	t.Helper()
-	var all []tcase
-	all = append(all, fixedCases()...)
-	all = append(all, slidingCases()...)
-	all = append(all, tokenCases()...)
-	all = append(all, logCases()...)
-	all = append(all, slicesCases()...)
-	all = append(all, leakyCases()...)
-	all = append(all, commonCases()...)
+	all := slices.Concat(fixedCases(), slidingCases(), tokenCases(), logCases(), slicesCases(), leakyCases(), commonCases())
 	for _, c := range all {
 		t.Run(c.Name, func(t *testing.T) {
 			clock := NewClock(time.UnixMilli(c.Start))

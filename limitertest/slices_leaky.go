@@ -94,15 +94,12 @@ func slicesCases() []tcase {
 	}
 }
 
-// lallow and ldeny build expected leaky decisions.
+// lallow builds an expected leaky decision: allow's, with its delay. A
+// denied one is deny's.
 func lallow(count, limit, reset, delay int64) rl.Decision {
 	d := allow(count, limit, reset)
 	d.Delay = millis.Duration(delay)
 	return d
-}
-
-func ldeny(count, limit, reset, retry int64) rl.Decision {
-	return deny(count, limit, reset, retry)
 }
 
 // leakyCases are the leaky bucket's cases: one hit leaves every
@@ -117,40 +114,40 @@ func leakyCases() []tcase {
 			{Req: five(1, 3), Want: lallow(2, 5, 400, 200)},
 			{Req: five(1, 3), Want: lallow(3, 5, 600, 400)},
 			{Req: five(1, 3), Want: lallow(4, 5, 800, 600)},
-			{Req: five(1, 3), Want: ldeny(4, 5, 800, 200)},
-			{Advance: 199, Req: five(1, 3), Want: ldeny(4, 5, 601, 1)},
+			{Req: five(1, 3), Want: deny(4, 5, 800, 200)},
+			{Advance: 199, Req: five(1, 3), Want: deny(4, 5, 601, 1)},
 			{Advance: 1, Req: five(1, 3), Want: lallow(4, 5, 800, 600)},
 			{Advance: 800, Req: five(1, 3), Want: lallow(1, 5, 200, 0)},
 		}},
 		{Name: "leaky/no queue: one check per interval", Start: t0, Steps: []step{
 			{Req: five(1, 0), Want: lallow(1, 5, 200, 0)},
-			{Advance: 100, Req: five(1, 0), Want: ldeny(1, 5, 100, 100)},
+			{Advance: 100, Req: five(1, 0), Want: deny(1, 5, 100, 100)},
 			{Advance: 100, Req: five(1, 0), Want: lallow(1, 5, 200, 0)},
 		}},
 		{Name: "leaky/a fractional interval is exact", Start: t0, Steps: []step{
 			{Req: qreq(1000, 3, 1, 2), Want: lallow(1, 3, 334, 0)},
 			{Req: qreq(1000, 3, 1, 2), Want: lallow(2, 3, 667, 334)},
 			{Req: qreq(1000, 3, 1, 2), Want: lallow(3, 3, 1000, 667)},
-			{Req: qreq(1000, 3, 1, 2), Want: ldeny(3, 3, 1000, 334)},
-			{Advance: 999, Req: qreq(1000, 3, 3, 0), Want: ldeny(1, 3, 1, 1)},
+			{Req: qreq(1000, 3, 1, 2), Want: deny(3, 3, 1000, 334)},
+			{Advance: 999, Req: qreq(1000, 3, 3, 0), Want: deny(1, 3, 1, 1)},
 			{Advance: 1, Req: qreq(1000, 3, 3, 0), Want: lallow(3, 3, 1000, 0)},
 		}},
 		{Name: "leaky/hits leave one interval each", Start: t0, Steps: []step{
 			{Req: five(3, 2), Want: lallow(3, 5, 600, 0)},
 			// three intervals ahead: more than a queue of two
-			{Req: five(1, 2), Want: ldeny(3, 5, 600, 200)},
+			{Req: five(1, 2), Want: deny(3, 5, 600, 200)},
 			{Advance: 200, Req: five(2, 2), Want: lallow(4, 5, 800, 400)},
 		}},
 		{Name: "leaky/a bound on the delay refuses without a place", Start: t0, Steps: []step{
 			{Req: five(3, 10), Want: lallow(3, 5, 600, 0)},
-			{Req: bounded(599), Want: ldeny(3, 5, 600, 1)},
+			{Req: bounded(599), Want: deny(3, 5, 600, 1)},
 			{Req: bounded(600), Want: lallow(4, 5, 800, 600)},
 			{Req: five(1, 10), Want: lallow(5, 5, 1000, 800)},
 		}},
 		{Name: "leaky/denied hits are not counted", Start: t0, Steps: []step{
 			{Req: five(1, 0), Want: lallow(1, 5, 200, 0)},
-			{Req: five(1, 0), Want: ldeny(1, 5, 200, 200)},
-			{Req: five(1, 0), Want: ldeny(1, 5, 200, 200)},
+			{Req: five(1, 0), Want: deny(1, 5, 200, 200)},
+			{Req: five(1, 0), Want: deny(1, 5, 200, 200)},
 			{Advance: 200, Req: five(1, 0), Want: lallow(1, 5, 200, 0)},
 		}},
 		{Name: "leaky/peek changes nothing", Start: t0, Steps: []step{
@@ -158,18 +155,18 @@ func leakyCases() []tcase {
 			{Req: five(1, 1), Want: lallow(1, 5, 200, 0)},
 			{Req: five(0, 1), Want: lallow(1, 5, 200, 0)},
 			{Req: five(1, 1), Want: lallow(2, 5, 400, 200)},
-			{Req: five(0, 1), Want: ldeny(2, 5, 400, 200)},
+			{Req: five(0, 1), Want: deny(2, 5, 400, 200)},
 		}},
 		{Name: "leaky/limit 0 and hits above the limit", Start: t0, Steps: []step{
-			{Req: qreq(1000, 0, 1, 5), Want: ldeny(0, 0, 0, 1)},
-			{Req: five(6, 100), Want: ldeny(0, 5, 0, 1)},
+			{Req: qreq(1000, 0, 1, 5), Want: deny(0, 0, 0, 1)},
+			{Req: five(6, 100), Want: deny(0, 5, 0, 1)},
 			{Req: five(1, 100), Want: lallow(1, 5, 200, 0)},
-			{Req: five(6, 100), Want: ldeny(1, 5, 200, 200)},
+			{Req: five(6, 100), Want: deny(1, 5, 200, 200)},
 		}},
 		{Name: "leaky/bounds at their edges", Start: t0, Steps: []step{
 			{Req: qreq(millis.MaxScale, check.MaxLimit, check.MaxHits, check.MaxQueue), Want: lallow(check.MaxLimit, check.MaxLimit, millis.MaxScale, 0)},
 			// a scale's worth queued, far more than 65536 intervals of 73.4 ms
-			{Req: qreq(millis.MaxScale, check.MaxLimit, 1, check.MaxQueue), Want: ldeny(check.MaxLimit, check.MaxLimit, millis.MaxScale, millis.MaxScale-check.MaxQueue*millis.MaxScale/check.MaxLimit)},
+			{Req: qreq(millis.MaxScale, check.MaxLimit, 1, check.MaxQueue), Want: deny(check.MaxLimit, check.MaxLimit, millis.MaxScale, millis.MaxScale-check.MaxQueue*millis.MaxScale/check.MaxLimit)},
 			{Req: qreq(1, check.MaxLimit, 1, check.MaxQueue), Want: lallow(1, check.MaxLimit, 1, 0)},
 			{Req: qreq(1000, 5, 1, check.MaxQueue+1), WantErr: rl.ErrInvalid},
 			{Req: rl.Request{ID: "u", Scale: time.Second, Limit: 5, Hits: 1, Queue: 1}, WantErr: rl.ErrInvalid},

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	rl "github.com/raterlimiter/raterlimiter"
+	"github.com/raterlimiter/raterlimiter/internal/check"
 )
 
 // waiter is what every backend of this module has: raterlimiter.Wait as a
@@ -46,7 +47,7 @@ func realClock(t *testing.T, clock *Clock) {
 // the method and on raterlimiter.Wait.
 func runWait(t *testing.T, f Factory) {
 	t.Helper()
-	for _, a := range []rl.Algo{rl.Fixed, rl.Sliding, rl.Token, rl.Log, rl.Slices, rl.Leaky} {
+	for _, a := range check.Algos {
 		t.Run("wait/"+a.String()+"/every waiter gets through", func(t *testing.T) {
 			clock := NewClock(T0)
 			l := f(t, clock)
@@ -83,7 +84,9 @@ func runWait(t *testing.T, f Factory) {
 		clock := NewClock(T0)
 		l := f(t, clock)
 		realClock(t, clock)
-		r := rl.Request{ID: "w-deadline", Scale: time.Hour, Limit: 1}
+		// Token: its next chance is an hour away whatever the time of day (a
+		// fixed window of an hour ends at the top of the wall clock's hour).
+		r := rl.Request{ID: "w-deadline", Scale: time.Hour, Limit: 1, Algo: rl.Token}
 		d, err := l.CheckRate(context.Background(), r)
 		require.NoError(t, err)
 		require.True(t, d.Allowed)

@@ -46,7 +46,7 @@ func TestCorrectedClockJumpsNeitherFreezeNorRewind(t *testing.T) {
 		for _, a := range check.Algos {
 			t.Run(a.String(), func(t *testing.T) {
 				c := &jumpyClocks{wall: limitertest.T0.UnixMilli()}
-				steady := actor.NewSteadyClock(c.Wall, c.Mono, 0, 0)
+				steady := actor.NewSteadyClock(c.Wall, c.Mono)
 				l := memory.New(memory.Config{Shards: 1, Clock: func() time.Time { return time.UnixMilli(steady.Now()) }, SweepInterval: -1})
 				defer l.Close()
 				r := rl.Request{ID: "u", Scale: time.Second, Limit: 2, Hits: 1, Algo: a}

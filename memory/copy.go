@@ -1,7 +1,6 @@
 package memory
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"strings"
@@ -15,13 +14,9 @@ import (
 // record is one record of a store, as copyRecords hands it out and a
 // snapshot holds it.
 type record struct {
-	// ID is the record's id.
-	ID string
-	// Scale is the window, in milliseconds.
-	Scale int64
-	// Algo is the algorithm that counts in it.
-	Algo rl.Algo
-	// State is the record itself.
+	ID    string
+	Scale int64 // the window, in milliseconds
+	Algo  rl.Algo
 	State algo.Record
 	// Log is, for a Log record, its entries as algo.Log.AppendBinary
 	// writes them; nil otherwise.
@@ -74,7 +69,7 @@ func (l *Limiter) copyRecords(ctx context.Context, chunk int, fn func(record) er
 	return nil
 }
 
-// key is a record's place in a store: the order buckets.Store.Scan follows.
+// key is a record's place in a store, where buckets.Store.ScanFrom resumes.
 type key struct {
 	id     string
 	scale  int64
@@ -91,21 +86,6 @@ func keyOf(id string, scale int64, a rl.Algo, r algo.Record) key {
 		k.b = buckets.SliceSlot(k.b, k.slices)
 	}
 	return k
-}
-
-func (k key) compare(o key) int {
-	if c := strings.Compare(k.id, o.id); c != 0 {
-		return c
-	}
-	switch {
-	case k.scale != o.scale:
-		return cmp.Compare(k.scale, o.scale)
-	case k.algo != o.algo:
-		return cmp.Compare(k.algo, o.algo)
-	case k.slices != o.slices:
-		return cmp.Compare(k.slices, o.slices)
-	}
-	return cmp.Compare(k.b, o.b)
 }
 
 // cursor is where a chunked copy of one store stands: each visit resumes
@@ -125,12 +105,8 @@ func (c *cursor) visit(s *buckets.Store, now int64, chunk int, fn func(record) e
 	done = true
 	each := func(id string, scale int64, al rl.Algo, r algo.Record) bool {
 		k := keyOf(id, scale, al, r)
-		if c.started && k.compare(c.last) <= 0 {
+		if c.started && k == c.last {
 			return true // the record the previous visit ended on
-		}
-		if n > 0 && k.compare(prev) <= 0 {
-			err = fmt.Errorf("memory: the store's scan order is not the key order copyRecords relies on")
-			return false
 		}
 		if n == chunk {
 			done = false

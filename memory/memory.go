@@ -125,26 +125,16 @@ type SweepStats struct {
 	Took time.Duration
 }
 
-// The defaults of Config's bounds.
+// The defaults of Config's bounds. How the two bounds on the records share
+// the work is the package doc's "Memory".
 const (
-	// defaultMaxBuckets: with ids of 16 bytes its records take about
-	// 256 MB (64 bytes a record), so it binds before defaultMaxBucketBytes;
-	// with longer ids the byte budget binds first.
-	defaultMaxBuckets = 4_000_000
-	// defaultMaxBucketBytes is the most the records take whatever their
-	// ids (about 256,000 records of 1,000-byte ids).
+	defaultMaxBuckets     = 4_000_000
 	defaultMaxBucketBytes = 256 << 20
 	// defaultMaxScalesPerID is far more than any real use (a per-second,
 	// -minute, -hour and -day limit per algorithm), and a bound on what
 	// one id can be made to hold.
 	defaultMaxScalesPerID = 64
 )
-
-// tuning is what the tests set beyond a Config: the actors' mailbox size
-// and sweep budget. The zero tuning is New's.
-type tuning struct {
-	mailbox, sweepBudget int
-}
 
 // Limiter is the embedded rate limiter. It is safe for concurrent use. A
 // Limiter must be made with New: the zero value's methods fail with an
@@ -158,17 +148,10 @@ type Limiter struct {
 	once    sync.Once
 }
 
-var (
-	_ rl.Limiter = (*Limiter)(nil)
-)
+var _ rl.Limiter = (*Limiter)(nil)
 
 // New starts a limiter. Close stops it.
 func New(cfg Config) *Limiter {
-	return newLimiter(cfg, tuning{})
-}
-
-// newLimiter is New with the actors' tuning (the tests').
-func newLimiter(cfg Config, t tuning) *Limiter {
 	if cfg.Shards <= 0 {
 		cfg.Shards = max(1, runtime.GOMAXPROCS(0)/2)
 	}
@@ -196,16 +179,14 @@ func newLimiter(cfg Config, t tuning) *Limiter {
 	if cfg.MaxBucketBytes > 0 {
 		perShardBytes = int(min((cfg.MaxBucketBytes+int64(cfg.Shards)-1)/int64(cfg.Shards), math.MaxInt))
 	}
-	var clock func() int64
+	var clock func() int64 // nil: each actor's steady clock
 	if cfg.Clock != nil {
-		clock = millis.Clock(cfg.Clock)
+		clock = func() int64 { return cfg.Clock().UnixMilli() }
 	}
 	l := &Limiter{seed: maphash.MakeSeed(), maxID: cfg.MaxIDBytes, logger: cfg.Logger} // MaxIDBytes > 0 here
 	for i := range cfg.Shards {
 		l.actors = append(l.actors, actor.New(actor.Config{
-			Clock:       clock,
-			Mailbox:     t.mailbox,
-			SweepBudget: t.sweepBudget,
+			Clock: clock,
 			Store: buckets.Options{MaxIDBytes: cfg.MaxIDBytes, MaxRecords: perShard, Seed: uint64(i) + 1,
 				MaxScalesPerID: cfg.MaxScalesPerID, MaxBytes: perShardBytes},
 			Logger: cfg.Logger,

@@ -126,10 +126,7 @@ func (l *Limiter) save(ctx context.Context, w io.Writer, chunk int) (saveStats, 
 	bw := bufio.NewWriterSize(w, 256<<10)
 	crc := crc32.New(castagnoli)
 	out := io.MultiWriter(bw, crc)
-	e := &encoder{base: base}
-	if _, err := out.Write(appendHeader(nil, base)); err != nil {
-		return st, fmt.Errorf("memory: saving a snapshot: %w", err)
-	}
+	e := &encoder{base: base, buf: appendHeader(nil, base)} // written with the first visit's records
 	err := l.copyRecords(ctx, chunk, func(r record) error {
 		e.add(r)
 		return nil
@@ -415,10 +412,7 @@ func decode(sr io.Reader, fn func(record) error) (snapshotInfo, error) {
 		if why := implausible(rec, info.written); why != "" {
 			return info, corrupt("record %d: %s", info.records, why)
 		}
-		k := key{id: string(id), scale: rec.Scale, algo: rec.Algo, b: algo.BucketOf(rec.Algo, rec.Scale, rec.State)}
-		if rec.Algo == rl.Slices {
-			k.slices, _ = algo.SlicesOfRecord(rec.State)
-		}
+		k := keyOf(string(id), rec.Scale, rec.Algo, rec.State)
 		if info.records > 0 && k == prev {
 			return info, corrupt("record %d: the same key as the record before it", info.records)
 		}
@@ -482,17 +476,6 @@ func readLog(br *bufio.Reader, info snapshotInfo, modified int64) ([]byte, error
 func implausible(r record, written int64) string {
 	st := r.State
 	switch r.Algo {
-	case rl.Fixed, rl.Sliding:
-		switch {
-		case st.Count < 0:
-			return fmt.Sprintf("a negative count (%d)", st.Count)
-		case r.Algo == rl.Sliding && st.Count > check.MaxLimit:
-			return fmt.Sprintf("a sliding count (%d) above any limit", st.Count)
-		case st.Modified < st.Created:
-			return "changed before it was created"
-		case st.Modified > written+clockSlack:
-			return "changed after the snapshot was written"
-		}
 	case rl.Token, rl.Leaky:
 		num, den := uint32(st.Count), uint32(uint64(st.Count)>>32)
 		switch {
@@ -503,22 +486,25 @@ func implausible(r record, written int64) string {
 		case st.Created > written+clockSlack:
 			return "created after the snapshot was written"
 		}
-	case rl.Log:
+		return ""
+	case rl.Fixed, rl.Sliding:
 		switch {
-		case st.Modified < st.Created:
-			return "changed before it was created"
-		case st.Modified > written+clockSlack:
-			return "changed after the snapshot was written"
+		case st.Count < 0:
+			return fmt.Sprintf("a negative count (%d)", st.Count)
+		case r.Algo == rl.Sliding && st.Count > check.MaxLimit:
+			return fmt.Sprintf("a sliding count (%d) above any limit", st.Count)
 		}
 	case rl.Slices:
-		switch n := uint64(st.Count) >> 32; {
-		case n < uint64(check.MinSlices) || n > uint64(check.MaxSlices):
+		if n := uint64(st.Count) >> 32; n < uint64(check.MinSlices) || n > uint64(check.MaxSlices) {
 			return fmt.Sprintf("a slice count (%d) out of %d to %d", n, check.MinSlices, check.MaxSlices)
-		case st.Modified < st.Created:
-			return "changed before it was created"
-		case st.Modified > written+clockSlack:
-			return "changed after the snapshot was written"
 		}
+	}
+	// Fixed, Sliding, Log and Slices: Modified is the time of a change.
+	switch {
+	case st.Modified < st.Created:
+		return "changed before it was created"
+	case st.Modified > written+clockSlack:
+		return "changed after the snapshot was written"
 	}
 	return ""
 }

@@ -57,13 +57,11 @@ func Start(cfg Config, targets ...Target) *Sweeper {
 	}
 	s := &Sweeper{cfg: cfg, targets: targets}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
-	s.wg.Add(1)
-	go s.run()
+	s.wg.Go(s.run)
 	return s
 }
 
 func (s *Sweeper) run() {
-	defer s.wg.Done()
 	ticks := s.cfg.Ticks
 	if ticks == nil {
 		t := time.NewTicker(s.cfg.Interval)

@@ -112,9 +112,7 @@ func satAdd(a, b int64) int64 {
 func View(a rl.Algo, scale int64, rec Record) millis.Bucket {
 	switch a {
 	case rl.Token, rl.Leaky:
-		b := tokenView(scale, rec)
-		b.Algo = a
-		return b
+		return tokenView(a, scale, rec)
 	case rl.Slices:
 		n, hits := SlicesOfRecord(rec)
 		return millis.Bucket{Scale: scale, Algo: a, Bucket: BucketOf(a, scale, rec), Slices: n,

@@ -159,14 +159,14 @@ func FuzzSlices(f *testing.F) {
 		want := millis.Decision{Allowed: allowed, Count: count, Limit: limit, Remaining: max(0, limit-count), ResetMS: reset, Now: now}
 		if allowed {
 			require.Equal(t, want, d, "%+v %v", r, list)
-			fast, ok := algo.SlicesFast(uint64(sum), max(oldest, 0), now, r)
+			fast, ok := slicesFast(uint64(sum), max(oldest, 0), now, r)
 			require.True(t, ok)
 			require.Equal(t, d, fast)
 			return
 		}
 		want.RetryAfterMS = d.RetryAfterMS
 		require.Equal(t, want, d, "%+v %v", r, list)
-		_, ok := algo.SlicesFast(uint64(sum), max(oldest, 0), now, r)
+		_, ok := slicesFast(uint64(sum), max(oldest, 0), now, r)
 		require.False(t, ok)
 		if hits > limit {
 			require.Equal(t, max(reset, 1), d.RetryAfterMS)

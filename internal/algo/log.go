@@ -4,13 +4,8 @@ import (
 	"encoding/binary"
 	"errors"
 
-	"github.com/raterlimiter/raterlimiter/internal/check"
 	"github.com/raterlimiter/raterlimiter/internal/millis"
 )
-
-// MaxLogLimit is the largest limit the sliding window log accepts: the log
-// keeps one entry per allowed hit at worst, so the limit bounds its memory.
-const MaxLogLimit = check.MaxLogLimit
 
 // Log is the sliding window log of one id and scale: every allowed hit of
 // the last scale milliseconds with the millisecond it was allowed at, oldest
@@ -22,8 +17,8 @@ const MaxLogLimit = check.MaxLogLimit
 // entry is two unsigned varints in a byte ring (the time since the entry
 // before and the hits), so an entry takes 2 bytes while hits come less than
 // 128 ms apart and no more than 127 at once, at most 3+3 bytes for limits up
-// to MaxLogLimit. The newest entry is kept apart, unencoded, so hits of the
-// same millisecond add to it in place.
+// to check.MaxLogLimit. The newest entry is kept apart, unencoded, so hits of
+// the same millisecond add to it in place.
 //
 // The zero Log is empty. A Log is not safe for concurrent use: its owner
 // (the store's actor) serialises the checks.
@@ -67,13 +62,6 @@ func (l *Log) Oldest() (int64, bool) {
 // Bytes returns the memory the log holds beyond its own struct: its ring's
 // capacity.
 func (l *Log) Bytes() int { return cap(l.enc) }
-
-// Expired reports whether no check at now or later can read the log again:
-// it is empty, or its newest hit has left the window, so a sweep may delete
-// it (never earlier).
-func (l *Log) Expired(scale, now int64) bool {
-	return l.lastC == 0 || l.lastT <= now-scale
-}
 
 // Trim drops the entries that have left the window (now-scale, now].
 func (l *Log) Trim(scale, now int64) {
@@ -258,11 +246,7 @@ func (l *Log) UnmarshalBinary(b []byte) error {
 	if n > 0 && t >= nl.lastT {
 		return ErrLogCorrupt
 	}
-	if n > 0 {
-		nl.enc = append(l.enc[:0], entries...)
-	} else {
-		nl.enc = l.enc[:0]
-	}
+	nl.enc = append(l.enc[:0], entries...) // l's ring, reused
 	*l = nl
 	return nil
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	rl "github.com/raterlimiter/raterlimiter"
 	"github.com/raterlimiter/raterlimiter/internal/algo"
 	"github.com/raterlimiter/raterlimiter/internal/millis"
 )
@@ -117,13 +118,9 @@ func TestLogClockBack(t *testing.T) {
 }
 
 func TestLogExpired(t *testing.T) {
-	var l algo.Log
-	assert.True(t, l.Expired(1000, t0), "an empty log")
-	r := logReq(1000, 10, 1)
-	algo.LogCheck(&l, t0, r)
-	algo.LogCheck(&l, t0+300, r)
-	assert.False(t, l.Expired(1000, t0+1299), "the newest hit is still in the window")
-	assert.True(t, l.Expired(1000, t0+1300), "the newest hit has left: no check can read the log again")
+	rec := algo.Record{Created: t0, Modified: t0 + 300} // a Log record: Modified is its newest hit
+	assert.False(t, algo.Expired(rl.Log, 1000, rec, t0+1299), "the newest hit is still in the window")
+	assert.True(t, algo.Expired(rl.Log, 1000, rec, t0+1300), "the newest hit has left: no check can read the log again")
 }
 
 func TestLogCompact(t *testing.T) {

@@ -110,19 +110,12 @@ func SlicesCheck(slices []Slice, now int64, r millis.Request) millis.Decision {
 // SlicesFast is SlicesCheck for a caller that keeps a summary of the window
 // beside its counters instead of reading them all: sum, the allowed hits
 // in the window (the current slice's included), and oldest, the oldest
-// slice of the window holding counted (read only when sum > 0). When r is
-// allowed it returns the decision SlicesCheck would and true: the caller
-// adds r.Hits to the current slice and to sum. When r would be denied it
-// returns false, since RetryAfterMS needs every slice: decide with
-// SlicesCheck then.
-func SlicesFast(sum uint64, oldest, now int64, r millis.Request) (millis.Decision, bool) {
-	n, w, k := SliceOf(now, r)
-	return SlicesFastAt(sum, oldest, n, w, k, now, r)
-}
-
-// SlicesFastAt is SlicesFast for a caller that has SliceOf(now, r) at hand:
-// n, w and k.
-func SlicesFastAt(sum uint64, oldest, n, w, k, now int64, r millis.Request) (millis.Decision, bool) {
+// slice of the window holding counted (read only when sum > 0); n, w and k
+// are SliceOf(now, r). When r is allowed it returns the decision
+// SlicesCheck would and true: the caller adds r.Hits to the current slice
+// and to sum. When r would be denied it returns false, since RetryAfterMS
+// needs every slice: decide with SlicesCheck then.
+func SlicesFast(sum uint64, oldest, n, w, k, now int64, r millis.Request) (millis.Decision, bool) {
 	lim, h := uint64(r.Limit), uint64(r.Hits)
 	if sum+h > lim {
 		return millis.Decision{}, false

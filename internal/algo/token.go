@@ -151,12 +151,12 @@ func tokenExpired(rec Record, now int64) bool {
 	return rec.Modified < now || rec.Modified == now && uint32(rec.Count) == 0
 }
 
-// tokenView shows a token record: Count is the TAT rounded up to whole ms,
-// Modified its integer part, as stored.
-func tokenView(scale int64, rec Record) millis.Bucket {
+// tokenView shows a record of Token or Leaky (a): Count is the TAT rounded
+// up to whole ms, Modified its integer part, as stored.
+func tokenView(a rl.Algo, scale int64, rec Record) millis.Bucket {
 	tat := rec.Modified
 	if uint32(rec.Count) != 0 {
 		tat++
 	}
-	return millis.Bucket{Scale: scale, Algo: rl.Token, Count: tat, Created: rec.Created, Modified: rec.Modified}
+	return millis.Bucket{Scale: scale, Algo: a, Count: tat, Created: rec.Created, Modified: rec.Modified}
 }

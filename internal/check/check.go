@@ -60,9 +60,7 @@ func Reset(id string, scale time.Duration, maxIDBytes int) error {
 // in the same words. The error must not be modified; an unknown field
 // gives nil.
 func OutOfBounds(field string, maxIDBytes int) *rl.FieldError {
-	if maxIDBytes <= 0 {
-		maxIDBytes = DefaultMaxIDBytes
-	}
+	maxIDBytes = idBound(maxIDBytes)
 	// A request valid but in field: Validate's own error for it.
 	r := rl.Request{ID: "x", Scale: time.Second}
 	switch field {
@@ -98,13 +96,13 @@ func ValidAlgo(a rl.Algo) bool { return a <= rl.Leaky }
 // ParseFailMode returns the mode named s: "closed", "open" or "local". The
 // empty string means FailClosed. An unknown name is a *FieldError of field.
 func ParseFailMode(field, s string) (rl.FailMode, error) {
-	switch s {
-	case "", "closed":
+	if s == "" {
 		return rl.FailClosed, nil
-	case "open":
-		return rl.FailOpen, nil
-	case "local":
-		return rl.FailLocal, nil
+	}
+	for m := rl.FailClosed; m <= rl.FailLocal; m++ {
+		if m.String() == s {
+			return m, nil
+		}
 	}
 	return 0, &rl.FieldError{Field: field, Rule: "must be one of closed, open, local"}
 }

@@ -10,24 +10,6 @@ import (
 // maxScaleMS is MaxScale in milliseconds.
 const maxScaleMS = int64(MaxScale / time.Millisecond)
 
-// The errors of a field out of its bounds, shared: refusing a request
-// allocates nothing.
-var (
-	errEmptyID  = &rl.FieldError{Field: "id", Rule: "must not be empty"}
-	errScale    = &rl.FieldError{Field: "scale", Rule: "must be an integer from 1 to " + strconv.FormatInt(maxScaleMS, 10) + " (milliseconds)"}
-	errLimit    = &rl.FieldError{Field: "limit", Rule: "must be an integer from 0 to " + strconv.FormatInt(MaxLimit, 10)}
-	errHits     = &rl.FieldError{Field: "hits", Rule: "must be an integer from 0 to " + strconv.FormatInt(MaxHits, 10)}
-	errPeekHits = &rl.FieldError{Field: "hits", Rule: "must be 0 in a peek, which counts nothing"}
-	errAlgo     = &rl.FieldError{Field: "algo", Rule: "must be one of fixed, sliding, token, log, slices, leaky"}
-	errLogLimit = &rl.FieldError{Field: "limit", Rule: "must be an integer from 0 to " + strconv.FormatInt(MaxLogLimit, 10) + " with algo=log"}
-	errSlices   = &rl.FieldError{Field: "slices", Rule: "must be an integer from " + strconv.FormatInt(MinSlices, 10) + " to " + strconv.FormatInt(MaxSlices, 10) + " (default " + strconv.FormatInt(DefaultSlices, 10) + ")"}
-	errSlicesOf = &rl.FieldError{Field: "slices", Rule: "is for algo=slices only"}
-	errQueue    = &rl.FieldError{Field: "queue", Rule: "must be an integer from 0 to " + strconv.FormatInt(MaxQueue, 10)}
-	errQueueOf  = &rl.FieldError{Field: "queue", Rule: "is for algo=leaky only"}
-	errQueueLen = &rl.FieldError{Field: "queue", Rule: "must drain in at most ten years: queue × scale / limit ≤ " + strconv.FormatInt(maxScaleMS, 10) + " ms"}
-	errMaxDelay = &rl.FieldError{Field: "max_delay_ms", Rule: "must be an integer from 0 (no bound) to " + strconv.FormatInt(maxScaleMS, 10)}
-)
-
 // idTooLong is the error of an id longer than maxIDBytes.
 func idTooLong(maxIDBytes int) *rl.FieldError {
 	return &rl.FieldError{Field: "id", Rule: "must be at most " + strconv.Itoa(maxIDBytes) + " bytes"}
@@ -54,12 +36,18 @@ const (
 	badMaxDelay
 )
 
-// faultOf returns the first bound r breaks with ids up to maxIDBytes long
-// (DefaultMaxIDBytes, 1024, when maxIDBytes <= 0), or noFault.
-func faultOf(r rl.Request, maxIDBytes int) fault {
+// idBound is the longest id a limiter configured with maxIDBytes accepts:
+// maxIDBytes, or DefaultMaxIDBytes (1024) when maxIDBytes <= 0.
+func idBound(maxIDBytes int) int {
 	if maxIDBytes <= 0 {
-		maxIDBytes = DefaultMaxIDBytes
+		return DefaultMaxIDBytes
 	}
+	return maxIDBytes
+}
+
+// faultOf returns the first bound r breaks with ids up to maxIDBytes long
+// (idBound's), or noFault.
+func faultOf(r rl.Request, maxIDBytes int) fault {
 	switch {
 	case len(r.ID) == 0:
 		return emptyID
@@ -100,14 +88,11 @@ func faultOf(r rl.Request, maxIDBytes int) fault {
 // (durations, not milliseconds). Every Limiter validates with it before it
 // counts.
 func Validate(r rl.Request, maxIDBytes int) error {
-	f := faultOf(r, maxIDBytes)
-	if f == noFault {
-		return nil
+	maxIDBytes = idBound(maxIDBytes)
+	if f := faultOf(r, maxIDBytes); f != noFault {
+		return goError(f, r, maxIDBytes)
 	}
-	if maxIDBytes <= 0 {
-		maxIDBytes = DefaultMaxIDBytes
-	}
-	return goError(f, r, maxIDBytes)
+	return nil
 }
 
 // ValidateWire is Validate in the HTTP API's words: the field as the wire
@@ -115,25 +100,37 @@ func Validate(r rl.Request, maxIDBytes int) error {
 // refuses a value it cannot read gives it (OutOfBounds). The errors are
 // shared: refusing a request allocates nothing (but for a long id).
 func ValidateWire(r rl.Request, maxIDBytes int) error {
+	maxIDBytes = idBound(maxIDBytes)
 	switch f := faultOf(r, maxIDBytes); f {
 	case noFault:
 		return nil
 	case longID:
-		if maxIDBytes <= 0 {
-			maxIDBytes = DefaultMaxIDBytes
-		}
 		return idTooLong(maxIDBytes)
 	default:
 		return wireErrors[f]
 	}
 }
 
-// wireErrors are ValidateWire's errors.
+// wireErrors are ValidateWire's errors, but for a long id's, shared:
+// refusing a request allocates nothing.
 var wireErrors = [...]*rl.FieldError{
-	emptyID: errEmptyID, badScale: errScale, badLimit: errLimit, badHits: errHits, peekHits: errPeekHits,
-	badAlgo: errAlgo, logLimit: errLogLimit, slicesOf: errSlicesOf, badSlices: errSlices, queueOf: errQueueOf,
-	badQueue: errQueue, queueLen: errQueueLen, badMaxDelay: errMaxDelay,
+	emptyID:     {Field: "id", Rule: "must not be empty"},
+	badScale:    {Field: "scale", Rule: "must be an integer from 1 to " + strconv.FormatInt(maxScaleMS, 10) + " (milliseconds)"},
+	badLimit:    {Field: "limit", Rule: "must be an integer from 0 to " + strconv.FormatInt(MaxLimit, 10)},
+	badHits:     {Field: "hits", Rule: "must be an integer from 0 to " + strconv.FormatInt(MaxHits, 10)},
+	peekHits:    {Field: "hits", Rule: "must be 0 in a peek, which counts nothing"},
+	badAlgo:     {Field: "algo", Rule: "must be one of fixed, sliding, token, log, slices, leaky"},
+	logLimit:    {Field: "limit", Rule: "must be an integer from 0 to " + strconv.FormatInt(MaxLogLimit, 10) + " with algo=log"},
+	slicesOf:    {Field: "slices", Rule: "is for algo=slices only"},
+	badSlices:   {Field: "slices", Rule: "must be an integer from " + strconv.FormatInt(MinSlices, 10) + " to " + strconv.FormatInt(MaxSlices, 10) + " (default " + strconv.FormatInt(DefaultSlices, 10) + ")"},
+	queueOf:     {Field: "queue", Rule: "is for algo=leaky only"},
+	badQueue:    {Field: "queue", Rule: "must be an integer from 0 to " + strconv.FormatInt(MaxQueue, 10)},
+	queueLen:    {Field: "queue", Rule: "must drain in at most ten years: queue × scale / limit ≤ " + strconv.FormatInt(maxScaleMS, 10) + " ms"},
+	badMaxDelay: {Field: "max_delay_ms", Rule: "must be an integer from 0 (no bound) to " + strconv.FormatInt(maxScaleMS, 10)},
 }
+
+// errAlgo is the error of an unknown algorithm.
+var errAlgo = wireErrors[badAlgo]
 
 // tenYears is MaxScale as a Go caller reads it.
 const tenYears = "ten years (87600h)"
@@ -193,19 +190,13 @@ func queueTooLong(queue, scale, limit int64) bool {
 // spell it. The empty string means rl.Fixed, the default. An unknown name
 // is the *rl.FieldError of "algo" that Validate gives.
 func ParseAlgo(s string) (rl.Algo, error) {
-	switch s {
-	case "", "fixed":
+	if s == "" {
 		return rl.Fixed, nil
-	case "sliding":
-		return rl.Sliding, nil
-	case "token":
-		return rl.Token, nil
-	case "log":
-		return rl.Log, nil
-	case "slices":
-		return rl.Slices, nil
-	case "leaky":
-		return rl.Leaky, nil
+	}
+	for _, a := range Algos {
+		if a.String() == s {
+			return a, nil
+		}
 	}
 	return 0, errAlgo
 }

@@ -1,4 +1,4 @@
-// Package ms is the millisecond form of the root package's Request,
+// Package millis is the millisecond form of the root package's Request,
 // Decision and Bucket: what the HTTP wire, JSON and the engines (algo,
 // buckets, actor, the Redis scripts) count in. A Go caller holds
 // time.Duration and time.Time; each Limiter converts once, at its own
@@ -180,15 +180,6 @@ func Ceil(d time.Duration) int64 {
 		n++
 	}
 	return n
-}
-
-// Clock returns clock as a reader of Unix milliseconds; nil reads the
-// system's clock.
-func Clock(clock func() time.Time) func() int64 {
-	if clock == nil {
-		return func() int64 { return time.Now().UnixMilli() }
-	}
-	return func() int64 { return clock().UnixMilli() }
 }
 
 // MaxScale is check.MaxScale in milliseconds: ten years.
