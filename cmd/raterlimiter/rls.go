@@ -202,9 +202,9 @@ func openRLS(ctx context.Context, f rlsFlags, lis listenFlags, watch bool, lim r
 	// (BENCHMARKS.md, "Envoy RLS beside envoyproxy/ratelimit"). The guard
 	// bounds what one client can make the server hold (docs/security.md).
 	guard := rls.NewGuard(f.limits(maxKey, handshake))
-	opts := append([]grpc.ServerOption{grpc.NumStreamWorkers(uint32(max(rlsStreamWorkers, runtime.GOMAXPROCS(0)))), grpc.SharedWriteBuffer(true), rls.CodecOption()}, guard.ServerOptions()...)
+	opts := append([]grpc.ServerOption{grpc.NumStreamWorkers(uint32(max(rlsStreamWorkers, runtime.GOMAXPROCS(0)))), grpc.SharedWriteBuffer(true)}, guard.ServerOptions()...)
 	g := grpc.NewServer(opts...)
-	srv.Register(g)
+	rlspb.RegisterRateLimitServiceServer(g, srv)
 	hs := health.NewServer()
 	hs.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
 	hs.SetServingStatus(rlspb.RateLimitService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)

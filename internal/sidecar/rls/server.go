@@ -15,7 +15,6 @@ import (
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/prometheus/client_golang/prometheus"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -99,9 +98,6 @@ type Server struct {
 	headers        bool // Options.ResponseHeaders
 	m              *metrics
 	scratch        sync.Pool // of *scratch
-	requests       sync.Pool // of *rlspb.RateLimitRequest, for Register
-	info           *grpc.UnaryServerInfo
-	unary          grpc.UnaryHandler
 	shadow         bool
 	maxOverride    time.Duration // Options.MaxOverrideScale
 }
@@ -133,11 +129,6 @@ func New(opts Options) *Server {
 		timeout: opts.Timeout, log: opts.Logger, m: newMetrics(), shadow: opts.Shadow, maxOverride: opts.MaxOverrideScale,
 		quota: opts.QuotaMode, metadata: opts.ResponseMetadata, headers: opts.ResponseHeaders}
 	s.scratch.New = func() any { return new(scratch) }
-	s.requests.New = func() any { return new(rlspb.RateLimitRequest) }
-	s.info = &grpc.UnaryServerInfo{Server: s, FullMethod: rlspb.RateLimitService_ShouldRateLimit_FullMethodName}
-	s.unary = func(ctx context.Context, req any) (any, error) {
-		return s.ShouldRateLimit(ctx, req.(*rlspb.RateLimitRequest))
-	}
 	s.setConfig(opts.Config)
 	return s
 }
