@@ -6,11 +6,21 @@
 # each call with a 1 s deadline). Subjects, run in turn in a rotated order
 # each round after one unrecorded warm-up run each:
 #
-#   peer          envoyproxy/ratelimit on Redis (INCRBY + EXPIRE a call)
+#   floor         lab/rlsfloor: grpc-go answering a constant OK, what a
+#                 call costs in grpc-go alone (with the sidecar's stream
+#                 workers and shared write buffer)
+#   peer          envoyproxy/ratelimit on Redis (INCRBY + EXPIRE a call),
+#                 on its best settings (PEER_ENV)
 #   ours-redis    the sidecar's -rls-listen, -backend redis, same Redis
 #   ours-memory   the sidecar's -rls-listen, -backend memory
 #   http-redis    the same sidecars' GET /check_rate (rlload over HTTP),
 #   http-memory   same limit and window: what an RLS call is held to
+#
+# Those run the allow-all workload (domain bench: a billion a minute for
+# every id). With DENY=1 (the default) peer-deny, ours-redis-deny and
+# ours-memory-deny run the 90 %-denied one: domain deny, where the ids
+# user-0 to user-999 (a tenth of IDS) have a billion a minute and every
+# other one a request a day, spent in the warm-up.
 #
 # Per run: calls/s, p50 and p99 (ms), the server process's CPU per call
 # (utime+stime from /proc/PID/stat over every call of the run), and for the
@@ -25,8 +35,16 @@
 # ./src/service_cmd) into CACHE (default ~/.cache/raterlimiter-bench),
 # once. Redis is pinned to the last CPU when taskset is there (PIN=0: not).
 #
+# PEER_ENV are the peer's settings, its best for this load by default:
+# REDIS_PIPELINE_WINDOW=150us (radix's write flush interval, which its
+# settings.go recommends at 150-500us; REDIS_PIPELINE_LIMIT is unused since
+# radix v4) and LOCAL_CACHE_SIZE_IN_BYTES=64 MiB (over-limit keys answered
+# from memory until their window ends, without Redis: what the denied
+# workload needs); statsd off in every case.
+#
 # Usage: lab/scripts/bench-rls-peer.sh [ROUNDS=5] [SECONDS=5]
-# Env: CALLERS=200 CONNS=2 IDS=10000 HTTP=1 (0: no HTTP subjects) PIN=1
+# Env: CALLERS=200 CONNS=2 IDS=10000 HTTP=1 (0: no HTTP subjects) DENY=1
+# (0: no denied workload) PIN=1 PEER_ENV=...
 # Needs redis-server, redis-cli and go.
 set -euo pipefail
 ROUNDS=${1:-5}
@@ -35,6 +53,8 @@ CALLERS=${CALLERS:-200}
 CONNS=${CONNS:-2}
 IDS=${IDS:-10000}
 HTTP=${HTTP:-1}
+DENY=${DENY:-1}
+PEER_ENV=${PEER_ENV:-REDIS_PIPELINE_WINDOW=150us LOCAL_CACHE_SIZE_IN_BYTES=67108864}
 PIN=${PIN:-1}
 PEER_MODULE=github.com/envoyproxy/ratelimit
 PEER_VERSION=${PEER_VERSION:-v1.4.1-0.20260122083618-3fb702589d36}
@@ -56,7 +76,7 @@ if [ ! -x "$peer" ]; then
   echo "$me: building $PEER_MODULE@$PEER_VERSION into $peer" >&2
   (cd "$tmp/peer-src" && GOFLAGS= go build -o "$peer.new" ./src/service_cmd) && mv "$peer.new" "$peer"
 fi
-(cd "$root" && go build -o "$tmp/raterlimiter" ./cmd/raterlimiter && (cd lab && go build -o "$tmp/rlload" ./rlload))
+(cd "$root" && go build -o "$tmp/raterlimiter" ./cmd/raterlimiter && (cd lab && go build -o "$tmp/rlload" ./rlload && go build -o "$tmp/rlsfloor" ./rlsfloor))
 
 # One configuration for all: the peer's runtime layout, which -rls-config
 # reads as a directory of YAML files.
@@ -67,6 +87,15 @@ descriptors:
   - key: user
     rate_limit: {unit: minute, requests_per_unit: 1000000000}
 EOF
+{
+  echo "domain: deny"
+  echo "descriptors:"
+  echo "  - key: user"
+  echo "    rate_limit: {unit: day, requests_per_unit: 1}"
+  for i in $(seq 0 $((IDS / 10 - 1))); do
+    echo "  - {key: user, value: user-$i, rate_limit: {unit: minute, requests_per_unit: 1000000000}}"
+  done
+} >"$tmp/rt/ratelimit/config/deny.yaml"
 
 rport=$(freeport)
 start_redis "$rport"
@@ -87,8 +116,15 @@ waitport() {
 }
 
 # The servers.
+floor_grpc=$(freeport)
+"$tmp/rlsfloor" "127.0.0.1:$floor_grpc" 2>"$tmp/floor.log" &
+floor_pid=$!
+pids+=("$floor_pid")
+waitport floor "$floor_grpc"
+
 peer_grpc=$(freeport)
-RUNTIME_ROOT=$tmp/rt RUNTIME_SUBDIRECTORY=ratelimit RUNTIME_WATCH_ROOT=false RUNTIME_IGNOREDOTFILES=true \
+# shellcheck disable=SC2086 # PEER_ENV are words
+env $PEER_ENV RUNTIME_ROOT=$tmp/rt RUNTIME_SUBDIRECTORY=ratelimit RUNTIME_WATCH_ROOT=false RUNTIME_IGNOREDOTFILES=true \
   USE_STATSD=false LOG_LEVEL=warn BACKEND_TYPE=redis REDIS_SOCKET_TYPE=tcp REDIS_URL=127.0.0.1:$rport \
   HOST=127.0.0.1 PORT=$(freeport) GRPC_HOST=127.0.0.1 GRPC_PORT=$peer_grpc DEBUG_HOST=127.0.0.1 DEBUG_PORT=$(freeport) \
   "$peer" 2>"$tmp/peer.log" >&2 &
@@ -106,12 +142,17 @@ start ours-redis "$tmp/raterlimiter" -listen "$red_http" -rls-listen "127.0.0.1:
 red_pid=$last_pid
 waitport ours-redis "$red_grpc"
 
-subjects=(peer ours-redis ours-memory)
+subjects=(floor peer ours-redis ours-memory)
 [ "$HTTP" = 1 ] && subjects+=(http-redis http-memory)
+[ "$DENY" = 1 ] && subjects+=(peer-deny ours-redis-deny ours-memory-deny)
 
 # target SUBJECT: "PID USES_REDIS RLLOAD-ARGS..." of SUBJECT.
 target() {
   case $1 in
+  floor) echo "$floor_pid 0 -rls 127.0.0.1:$floor_grpc -conns $CONNS" ;;
+  peer-deny) echo "$peer_pid 1 -rls 127.0.0.1:$peer_grpc -conns $CONNS -rls-domain deny" ;;
+  ours-redis-deny) echo "$red_pid 1 -rls 127.0.0.1:$red_grpc -conns $CONNS -rls-domain deny" ;;
+  ours-memory-deny) echo "$mem_pid 0 -rls 127.0.0.1:$mem_grpc -conns $CONNS -rls-domain deny" ;;
   peer) echo "$peer_pid 1 -rls 127.0.0.1:$peer_grpc -conns $CONNS" ;;
   ours-redis) echo "$red_pid 1 -rls 127.0.0.1:$red_grpc -conns $CONNS" ;;
   ours-memory) echo "$mem_pid 0 -rls 127.0.0.1:$mem_grpc -conns $CONNS" ;;
@@ -157,6 +198,9 @@ measure() {
 }
 
 for s in "${subjects[@]}"; do measure "$s" 2 >/dev/null; done # warm-up: connections, records
+if [ "$DENY" = 1 ]; then # each denied id's one request a day, spent
+  for s in peer-deny ours-redis-deny ours-memory-deny; do measure "$s" 4 >/dev/null; done
+fi
 : >"$tmp/commands"
 
 echo
@@ -202,6 +246,13 @@ echo
 echo "- ours-redis over the peer: calls/s $(ratio ours-redis peer 1 | stat)," \
   "calls per CPU-second $(ratio ours-redis peer 4 1 | stat), p99 $(ratio ours-redis peer 3 | stat)," \
   "Redis command time per call $(ratio ours-redis peer 5 | stat), Redis CPU per call $(ratio ours-redis peer 6 | stat)"
+if [ "$DENY" = 1 ]; then
+  echo "- 90 % denied, ours-redis over the peer: calls/s $(ratio ours-redis-deny peer-deny 1 | stat)," \
+    "calls per CPU-second $(ratio ours-redis-deny peer-deny 4 1 | stat), p99 $(ratio ours-redis-deny peer-deny 3 | stat)," \
+    "Redis command time per call $(ratio ours-redis-deny peer-deny 5 | stat), Redis CPU per call $(ratio ours-redis-deny peer-deny 6 | stat)"
+fi
+echo "- server CPU per call over the grpc floor's: ours-memory $(ratio ours-memory floor 4 | stat)," \
+  "ours-redis $(ratio ours-redis floor 4 | stat), peer $(ratio peer floor 4 | stat)"
 echo "- ours-memory over the peer: calls/s $(ratio ours-memory peer 1 | stat)," \
   "calls per CPU-second $(ratio ours-memory peer 4 1 | stat), p99 $(ratio ours-memory peer 3 | stat)"
 if [ "$HTTP" = 1 ]; then
