@@ -109,5 +109,5 @@ func (m *limiter) handler(next fasthttp.RequestHandler) fasthttp.RequestHandler 
 // writes names in its normal form: "Ratelimit-Policy").
 func setHeaders(ctx *fasthttp.RequestCtx, name string, r rl.Request, d rl.Decision) {
 	var buf [64]byte
-	headers.SetBytesNamed(ctx.Response.Header.SetBytesV, buf[:0], name, r, d)
+	headers.SetBytes(ctx.Response.Header.SetBytesV, buf[:0], name, r, d)
 }

@@ -78,12 +78,12 @@ func (m *limiter) handler(next http.Handler) http.Handler {
 			if m.core.Hold(r.Context(), d) != nil {
 				return // the requester left while waiting its turn
 			}
-			headers.SetNamed(set, m.core.PolicyName(), req, d)
+			headers.Set(set, m.core.PolicyName(), req, d)
 			next.ServeHTTP(w, r)
 		case core.Unlimited:
 			next.ServeHTTP(w, r)
 		case core.Deny:
-			headers.SetNamed(set, m.core.PolicyName(), req, d)
+			headers.Set(set, m.core.PolicyName(), req, d)
 			writeText(w, http.StatusTooManyRequests, core.DenyBody(d))
 		case core.Unavailable:
 			h.Set("Retry-After", "1")
