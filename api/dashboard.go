@@ -68,8 +68,14 @@ type DashboardConfig struct {
 	Interval time.Duration
 }
 
-// defaultDashboardInterval is how often the dashboard samples the rates.
-const defaultDashboardInterval = time.Second
+// Defaults of DashboardConfig's zero fields.
+const (
+	// defaultDashboardInterval is how often the dashboard samples the rates.
+	defaultDashboardInterval = time.Second
+	// defaultDashboardSample is the top-k sketches' sampling: one check in
+	// 16 feeds them.
+	defaultDashboardSample = 16
+)
 
 // BackendState is the backend's health as the dashboard shows it.
 type BackendState struct {
@@ -90,8 +96,8 @@ type dashboard struct {
 	stop     chan struct{}
 	stopOnce sync.Once
 
-	// cur is fed on the hot path: an atomic load, then topk.Sketch.Offer,
-	// which takes no lock on the common path. tick swaps it for a fresh
+	// cur is fed on the hot path: an atomic load, then topk.Sketch.Add,
+	// which never waits for a lock. tick swaps it for a fresh
 	// one every dashboardRotate, keeping the previous one in old.
 	cur atomic.Pointer[sketches]
 
@@ -107,8 +113,8 @@ type dashboard struct {
 type sketches struct{ ids, idsDenied, pols, polsDenied *topk.Sketch }
 
 func newSketches() *sketches {
-	c := topk.Config{Sample: 1} // the dashboard samples, once for all four
-	return &sketches{ids: topk.New(c), idsDenied: topk.New(c), pols: topk.New(c), polsDenied: topk.New(c)}
+	n := topk.DefaultSize
+	return &sketches{ids: topk.New(n), idsDenied: topk.New(n), pols: topk.New(n), polsDenied: topk.New(n)}
 }
 
 // sample is the counters at one moment.
@@ -127,7 +133,7 @@ func newDashboard(cfg DashboardConfig) *dashboard {
 	d := &dashboard{cfg: cfg, stop: make(chan struct{}), old: newSketches()}
 	d.cur.Store(newSketches())
 	if cfg.Sample <= 0 {
-		cfg.Sample = topk.DefaultSample
+		cfg.Sample = defaultDashboardSample
 	}
 	for d.mask+1 < uint32(cfg.Sample) {
 		d.mask = d.mask<<1 | 1
