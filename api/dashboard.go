@@ -243,11 +243,7 @@ func (s *Server) stopDashboard() {
 // checkTotals sums raterlimiter_checks_total's allowed and denied series,
 // and its denied ones alone, over every way in (the RLS's too).
 func (s *Server) checkTotals() (checks, denied float64) {
-	for _, v := range s.metrics.checks {
-		c, d := v.Totals()
-		checks, denied = checks+c, denied+d
-	}
-	for _, v := range s.metrics.otherChecks {
+	for _, v := range slices.Concat(s.metrics.checks[:], s.metrics.otherChecks) {
 		c, d := v.Totals()
 		checks, denied = checks+c, denied+d
 	}

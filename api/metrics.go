@@ -51,7 +51,7 @@ type metrics struct {
 	checks [numEndpoints]*checkmetric.Vec
 	// otherChecks are the family's series that other faces count (the
 	// RLS), given among Config.Collectors: /dashboard adds them.
-	otherChecks []checkmetric.Totaler
+	otherChecks []*checkmetric.Vec
 	duration    [numEndpoints]prometheus.Observer
 	batchSize   prometheus.Histogram
 	swept       prometheus.Counter
@@ -79,7 +79,7 @@ func newMetrics(stats func() BackendStats, extra []prometheus.Collector) *metric
 		m.reg.MustRegister(m.checks[e])
 	}
 	for _, c := range extra {
-		if t, ok := c.(checkmetric.Totaler); ok {
+		if t, ok := c.(*checkmetric.Vec); ok {
 			m.otherChecks = append(m.otherChecks, t)
 		}
 	}
