@@ -131,13 +131,7 @@ func (s *Server) parseBody(ctx *fasthttp.RequestCtx, r *rl.Request, shown *strin
 	if err != nil {
 		return nil, err
 	}
-	*shown = string(ids)
-	if pol != nil {
-		r.ID = counterID(pol, ids)
-		return pol, check.ValidateWire(*r, s.maxID+policyOverhead)
-	}
-	r.ID = *shown
-	return nil, check.ValidateWire(*r, s.maxID)
+	return pol, setID(r, shown, ids, pol, s.maxID)
 }
 
 // noQuery refuses a query on a POST to path, whose check is its body: a
@@ -203,7 +197,7 @@ func (s *Server) checkRates(ctx *fasthttp.RequestCtx) {
 	}
 	maxID := s.maxID
 	if anyPolicy {
-		maxID += policyOverhead // explicit ids were held to s.maxID as they were read
+		maxID += policy.IDOverhead // explicit ids were held to s.maxID as they were read
 	}
 	if err := check.BatchWire(b.reqs, maxID); err != nil {
 		s.metrics.check(endpointBatch, rl.Fixed, resultInvalid)

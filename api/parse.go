@@ -241,22 +241,6 @@ func parseUint(b []byte) (int64, bool) {
 	return n, true
 }
 
-func parseAlgo(b []byte) (rl.Algo, error) {
-	switch string(b) {
-	case "", "fixed":
-		return rl.Fixed, nil
-	case "sliding":
-		return rl.Sliding, nil
-	case "token":
-		return rl.Token, nil
-	case "slices":
-		return rl.Slices, nil
-	case "leaky":
-		return rl.Leaky, nil
-	}
-	return check.ParseAlgo(string(b))
-}
-
 // parseArgs reads a check from a query string or a form. An unknown name
 // is refused (a typo must not fall back to a default), and so is a known
 // name given twice.
@@ -287,7 +271,7 @@ func parseArgs(args *fasthttp.Args, r *rl.Request, shown *string, maxID int, rs 
 		case fieldPolicy:
 			pname = v
 		case fieldAlgo:
-			a, err := parseAlgo(v)
+			a, err := check.ParseAlgo(string(v))
 			if err != nil {
 				return nil, err
 			}
@@ -311,16 +295,26 @@ func parseArgs(args *fasthttp.Args, r *rl.Request, shown *string, maxID int, rs 
 		if err != nil {
 			return nil, err
 		}
-		*shown = string(id)
 		pc.apply(r, p, seen)
 		applyWait(p, opts)
-		r.ID = counterID(p, id)
-		return p, check.ValidateWire(*r, maxID+policyOverhead)
+		return p, setID(r, shown, id, p, maxID)
 	}
 	if err := seen.missing(); err != nil {
 		return nil, err
 	}
-	r.ID = string(id)
-	*shown = r.ID
-	return nil, check.ValidateWire(*r, maxID)
+	return nil, setID(r, shown, id, nil, maxID)
+}
+
+// setID sets r.ID from the id the check gave, which *shown then holds: the
+// id itself, or for a check by policy p the policy's counter id of it, up
+// to policy.IDOverhead bytes longer than maxID. It returns the error of r
+// on the wire, if any.
+func setID(r *rl.Request, shown *string, id []byte, p *policy.Policy, maxID int) error {
+	*shown = string(id)
+	if p == nil {
+		r.ID = *shown
+		return check.ValidateWire(*r, maxID)
+	}
+	r.ID = counterID(p, id)
+	return check.ValidateWire(*r, maxID+policy.IDOverhead)
 }

@@ -16,10 +16,6 @@ import (
 	"github.com/raterlimiter/raterlimiter/internal/sidecar/policy"
 )
 
-// policyOverhead is what a policy's counter id adds to a key: the limiter
-// must accept ids of MaxIDBytes plus this.
-const policyOverhead = policy.IDOverhead
-
 // policyState is the policies file in force and its metric series, swapped
 // whole on a reload.
 type policyState struct {
