@@ -147,7 +147,7 @@ func (r *jsonReader) check(req *rl.Request, ids []byte, maxID int, rules *rules,
 			start := len(ids)
 			ids = appendUnquoted(ids, v)
 			if len(ids)-start > maxID {
-				return ids, nil, rules.id
+				return ids, nil, rules.of(fieldID)
 			}
 		case fieldScale, fieldLimit, fieldHits, fieldSlices, fieldQueue, fieldMaxDelay:
 			n, ok := parseUint(v) // digits only: a sign, a fraction or an exponent breaks the rule
@@ -167,12 +167,12 @@ func (r *jsonReader) check(req *rl.Request, ids []byte, maxID int, rules *rules,
 				w, ok = false, true
 			}
 			if !ok {
-				return ids, nil, rules.waitArg
+				return ids, nil, rules.of(fieldWait)
 			}
 			opts.wait, opts.waitGiven = w, true
 		case fieldAlgo:
 			if v.Kind() != '"' {
-				return ids, nil, rules.algo
+				return ids, nil, rules.of(fieldAlgo)
 			}
 			if req.Algo, err = check.ParseAlgo(string(r.text(v))); err != nil {
 				return ids, nil, err
