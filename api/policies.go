@@ -46,14 +46,11 @@ func (pc *policyCheck) resolve(name []byte, seen fields, id []byte) (*policy.Pol
 	if len(id) == 0 {
 		return nil, &rl.FieldError{Field: "id", Rule: "must not be empty"}
 	}
-	var p *policy.Policy
-	if pc.st != nil {
-		p = pc.st.file.Lookup(string(name))
+	if pc.st == nil {
+		return nil, &rl.FieldError{Field: "policy", Rule: "no policies are loaded (start the sidecar with -policies FILE)"}
 	}
+	p := pc.st.file.Lookup(string(name))
 	if p == nil {
-		if pc.st == nil {
-			return nil, &rl.FieldError{Field: "policy", Rule: "no policies are loaded (start the sidecar with -policies FILE)"}
-		}
 		return nil, &rl.FieldError{Field: "policy", Rule: "no policy named " + strconv.Quote(string(name))}
 	}
 	return p, nil

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strconv"
 
+	"github.com/raterlimiter/raterlimiter/internal/clientip"
 	"github.com/raterlimiter/raterlimiter/internal/headers"
 	"github.com/raterlimiter/raterlimiter/middleware"
 	"github.com/raterlimiter/raterlimiter/middleware/internal/core"
@@ -50,7 +51,7 @@ type limiter struct {
 
 // clientIP is the default key (see New).
 func (m *limiter) clientIP(r *http.Request) string {
-	peer, ok := core.PeerAddr(r.RemoteAddr)
+	peer, ok := clientip.ParseAddr(r.RemoteAddr)
 	if !ok {
 		if r.RemoteAddr == "" {
 			return "unknown"
