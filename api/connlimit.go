@@ -136,7 +136,7 @@ func (l *limitListener) Accept() (net.Conn, error) {
 		if err != nil {
 			return nil, err
 		}
-		ip, ok := remoteIP(c)
+		ip, ok := tcpIP(c.RemoteAddr())
 		if !ok { // a unix socket: this host
 			return c, nil
 		}
@@ -161,8 +161,10 @@ func refuse(c net.Conn) {
 	_ = c.Close()
 }
 
-func remoteIP(c net.Conn) (netip.Addr, bool) {
-	a, ok := c.RemoteAddr().(*net.TCPAddr)
+// tcpIP is a TCP peer's IP address, IPv4 unmapped; false for any other
+// kind of peer (a unix socket).
+func tcpIP(addr net.Addr) (netip.Addr, bool) {
+	a, ok := addr.(*net.TCPAddr)
 	if !ok {
 		return netip.Addr{}, false
 	}

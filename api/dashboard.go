@@ -142,8 +142,10 @@ func newDashboard(cfg DashboardConfig) *dashboard {
 	return d
 }
 
-// observe feeds one answered check: its id as the caller gave it, the
-// policy it was checked by ("" for none), and whether it was denied.
+// observe feeds one answered check: its id as the caller gave it ("" for
+// an answer of /auth, whose key values, client addresses and API keys, are
+// not shown), the policy it was checked by ("" for none), and whether it
+// was denied.
 func (d *dashboard) observe(id, policyName string, denied bool) {
 	// One random draw decides for the four sketches: the common path is
 	// this draw and a branch.
@@ -155,25 +157,15 @@ func (d *dashboard) observe(id, policyName string, denied bool) {
 	}
 	g := d.cur.Load()
 	w := uint64(d.mask) + 1
-	g.ids.Add(id, w)
-	g.pols.Add(policyName, w)
-	if denied {
-		g.idsDenied.Add(id, w)
-		g.polsDenied.Add(policyName, w)
-	}
-}
-
-// observePolicy feeds one policy's answer to /auth: its policy only, as
-// /auth's key values (client addresses, API keys) are not shown.
-func (d *dashboard) observePolicy(policyName string, denied bool) {
-	if d.cfg.Off || rand.Uint32()&d.mask != 0 {
-		return
-	}
-	g := d.cur.Load()
-	w := uint64(d.mask) + 1
 	g.pols.Add(policyName, w)
 	if denied {
 		g.polsDenied.Add(policyName, w)
+	}
+	if id != "" {
+		g.ids.Add(id, w)
+		if denied {
+			g.idsDenied.Add(id, w)
+		}
 	}
 }
 

@@ -2,7 +2,6 @@ package api
 
 import (
 	"errors"
-	"net"
 	"net/netip"
 	"strconv"
 	"time"
@@ -389,7 +388,7 @@ func (s *Server) writeAuth(ctx *fasthttp.RequestCtx, st *policyState, sc *authSc
 		}
 		s.countPolicy(st, r.Rule, res)
 		s.metrics.check(endpointAuth, r.Rule.Algo, res)
-		s.dash.observePolicy(r.Rule.Name, res == resultDenied)
+		s.dash.observe("", r.Rule.Name, res == resultDenied)
 		if r.Rule.Unlimited || r.KeyRefused() {
 			continue
 		}
@@ -440,10 +439,8 @@ func (s *Server) writeAuth(ctx *fasthttp.RequestCtx, st *policyState, sc *authSc
 
 // peerAddr is the TCP peer's address.
 func peerAddr(ctx *fasthttp.RequestCtx) netip.Addr {
-	if a, ok := ctx.RemoteAddr().(*net.TCPAddr); ok {
-		if ip, ok := netip.AddrFromSlice(a.IP); ok {
-			return ip.Unmap()
-		}
+	if ip, ok := tcpIP(ctx.RemoteAddr()); ok {
+		return ip
 	}
 	return netip.IPv6Loopback() // a unix socket or an in-memory listener: this host
 }
