@@ -11,6 +11,7 @@ import (
 	"github.com/raterlimiter/raterlimiter/internal/check"
 	"github.com/raterlimiter/raterlimiter/internal/headers"
 	"github.com/raterlimiter/raterlimiter/internal/millis"
+	"github.com/raterlimiter/raterlimiter/internal/sidecar/checkmetric"
 	"github.com/raterlimiter/raterlimiter/internal/sidecar/policy"
 )
 
@@ -31,7 +32,7 @@ func (s *Server) checkRate(ctx *fasthttp.RequestCtx) {
 		err = s.maxScale.check(r.Scale.Milliseconds())
 	}
 	if err != nil {
-		s.metrics.check(endpointCheck, r.Algo, resultInvalid)
+		s.metrics.check(endpointCheck, r.Algo, checkmetric.Invalid)
 		s.invalid(ctx, err)
 		return
 	}
@@ -65,18 +66,16 @@ func (s *Server) checkRate(ctx *fasthttp.RequestCtx) {
 		sc.b = appendPolicyFields(sc.b, pol)
 	}
 	ctx.SetContentType("application/json")
-	res := resultAllowed
+	res := checkmetric.Allowed
 	if !d.Allowed {
-		res = resultDenied
+		res = checkmetric.Denied
 		ctx.SetStatusCode(fasthttp.StatusTooManyRequests)
 	}
 	s.metrics.check(endpointCheck, r.Algo, res)
 	if pol != nil {
 		s.countPolicy(pc.st, &pol.Rule, res)
-		s.dash.observe(shown, pol.Name, res == resultDenied)
-	} else {
-		s.dash.observe(shown, "", res == resultDenied)
 	}
+	s.dash.observe(shown, name, res == checkmetric.Denied)
 	ctx.SetBody(sc.b)
 	s.scratch.Put(sc)
 	s.metrics.latency(endpointCheck, start)
@@ -178,7 +177,7 @@ func (s *Server) checkRates(ctx *fasthttp.RequestCtx) {
 			s.fail(ctx, fasthttp.StatusRequestEntityTooLarge, err.Error())
 			return
 		}
-		s.metrics.check(endpointBatch, rl.Fixed, resultInvalid)
+		s.metrics.check(endpointBatch, rl.Fixed, checkmetric.Invalid)
 		s.invalid(ctx, err)
 		return
 	}
@@ -200,7 +199,7 @@ func (s *Server) checkRates(ctx *fasthttp.RequestCtx) {
 		maxID += policy.IDOverhead // explicit ids were held to s.maxID as they were read
 	}
 	if err := check.BatchWire(b.reqs, maxID); err != nil {
-		s.metrics.check(endpointBatch, rl.Fixed, resultInvalid)
+		s.metrics.check(endpointBatch, rl.Fixed, checkmetric.Invalid)
 		s.invalid(ctx, err)
 		return
 	}
@@ -233,16 +232,16 @@ func (s *Server) checkRates(ctx *fasthttp.RequestCtx) {
 		id := all[from:b.ends[i]]
 		out = appendDecision(out, id, ds[i])
 		from = b.ends[i]
-		res := resultAllowed
+		res := checkmetric.Allowed
 		if !ds[i].Allowed {
-			res = resultDenied
+			res = checkmetric.Denied
 		}
 		s.metrics.check(endpointBatch, b.reqs[i].Algo, res)
 		if p := b.pols[i]; p != nil {
 			s.countPolicy(pc.st, &p.Rule, res)
-			s.dash.observe(id, p.Name, res == resultDenied)
+			s.dash.observe(id, p.Name, res == checkmetric.Denied)
 		} else {
-			s.dash.observe(id, "", res == resultDenied)
+			s.dash.observe(id, "", res == checkmetric.Denied)
 		}
 	}
 	out = append(out, ']')

@@ -13,19 +13,6 @@ import (
 	"github.com/raterlimiter/raterlimiter/internal/sidecar/checkmetric"
 )
 
-// result is what became of a check, a label of raterlimiter_checks_total.
-type result = checkmetric.Result
-
-const (
-	resultAllowed     = checkmetric.Allowed
-	resultDenied      = checkmetric.Denied
-	resultInvalid     = checkmetric.Invalid
-	resultUnavailable = checkmetric.Unavailable
-	numResults        = checkmetric.NumResults
-)
-
-var resultNames = checkmetric.ResultNames
-
 // endpoint labels the latency histogram, and says which via of
 // raterlimiter_checks_total a check counts under (viaNames).
 type endpoint uint8
@@ -152,7 +139,7 @@ func newMetrics(stats func() BackendStats, extra []prometheus.Collector) *metric
 }
 
 // check counts one check that arrived through e.
-func (m *metrics) check(e endpoint, a rl.Algo, r result) { m.checks[e].Inc(a, r) }
+func (m *metrics) check(e endpoint, a rl.Algo, r checkmetric.Result) { m.checks[e].Inc(a, r) }
 
 func (m *metrics) latency(e endpoint, start time.Time) {
 	m.duration[e].Observe(time.Since(start).Seconds())

@@ -12,6 +12,7 @@ import (
 	rl "github.com/raterlimiter/raterlimiter"
 	"github.com/raterlimiter/raterlimiter/internal/headers"
 	"github.com/raterlimiter/raterlimiter/internal/millis"
+	"github.com/raterlimiter/raterlimiter/internal/sidecar/checkmetric"
 	"github.com/raterlimiter/raterlimiter/internal/sidecar/policy"
 )
 
@@ -20,7 +21,7 @@ import (
 type policyState struct {
 	file *policy.File
 	// counters are each policy's checks by result, resolved once.
-	counters map[*policy.Rule]*[numResults]prometheus.Counter
+	counters map[*policy.Rule]*[checkmetric.NumResults]prometheus.Counter
 }
 
 // policyCheck is how one request resolves policies: the file in force and
@@ -125,13 +126,13 @@ func (s *Server) setPolicies(f *policy.File) {
 		s.pmetrics.policiesLoaded.Set(0)
 		return
 	}
-	st := &policyState{file: f, counters: make(map[*policy.Rule]*[numResults]prometheus.Counter, len(f.Policies))}
+	st := &policyState{file: f, counters: make(map[*policy.Rule]*[checkmetric.NumResults]prometheus.Counter, len(f.Policies))}
 	names := make(map[string]bool, len(f.Policies))
 	for i := range f.Policies {
 		p := &f.Policies[i]
-		var cs [numResults]prometheus.Counter
-		for r := range numResults {
-			cs[r] = s.pmetrics.checks.WithLabelValues(p.Name, resultNames[r])
+		var cs [checkmetric.NumResults]prometheus.Counter
+		for r := range checkmetric.NumResults {
+			cs[r] = s.pmetrics.checks.WithLabelValues(p.Name, checkmetric.ResultNames[r])
 		}
 		st.counters[&p.Rule] = &cs
 		names[p.Name] = true
@@ -178,7 +179,7 @@ func (s *Server) ReloadPolicies() error {
 	return nil
 }
 
-func (s *Server) countPolicy(st *policyState, r *policy.Rule, res result) {
+func (s *Server) countPolicy(st *policyState, r *policy.Rule, res checkmetric.Result) {
 	if st == nil {
 		return
 	}
@@ -230,13 +231,13 @@ func (s *Server) auth(ctx *fasthttp.RequestCtx) {
 		// Not loaded until the sidecar is restarted with a file: a long
 		// Retry-After, so no client spins on it.
 		ctx.Response.Header.Set("Retry-After", "60")
-		s.metrics.check(endpointAuth, rl.Fixed, resultUnavailable)
+		s.metrics.check(endpointAuth, rl.Fixed, checkmetric.Unavailable)
 		s.fail(ctx, fasthttp.StatusServiceUnavailable, "api: /auth needs policies: start the sidecar with -policies FILE")
 		return
 	}
 	if s.gateway == policy.GatewayUnset {
 		ctx.Response.Header.Set("Retry-After", "60")
-		s.metrics.check(endpointAuth, rl.Fixed, resultUnavailable)
+		s.metrics.check(endpointAuth, rl.Fixed, checkmetric.Unavailable)
 		s.fail(ctx, fasthttp.StatusServiceUnavailable, "api: /auth needs -auth-headers nginx, caddy or traefik: the proxy whose headers carry the original request (a client's copies of the others are not believed)")
 		return
 	}
@@ -246,7 +247,7 @@ func (s *Server) auth(ctx *fasthttp.RequestCtx) {
 	if s.gateway == policy.GatewayNginx {
 		var err error
 		if denyStatus, err = authArgs(ctx.QueryArgs(), denyStatus); err != nil {
-			s.metrics.check(endpointAuth, rl.Fixed, resultInvalid)
+			s.metrics.check(endpointAuth, rl.Fixed, checkmetric.Invalid)
 			s.invalid(ctx, err)
 			return
 		}
@@ -258,7 +259,7 @@ func (s *Server) auth(ctx *fasthttp.RequestCtx) {
 	var target []byte
 	var missing string
 	if in.Method, target, in.Host, missing = s.gateway.Original(h); missing != "" {
-		s.metrics.check(endpointAuth, rl.Fixed, resultInvalid)
+		s.metrics.check(endpointAuth, rl.Fixed, checkmetric.Invalid)
 		s.fail(ctx, fasthttp.StatusBadRequest, "api: /auth: the request has no "+missing+
 			": the proxy in front is not set up as docs/gateways.md shows for -auth-headers "+s.gateway.String())
 		return
@@ -270,7 +271,7 @@ func (s *Server) auth(ctx *fasthttp.RequestCtx) {
 	if sc.path, err = policy.CleanPath(&in.Path, target, sc.path[:0]); err != nil {
 		// A path no backend reads alike is refused, never matched
 		// against nothing. The client is denied, and counted so.
-		s.metrics.check(endpointAuth, rl.Fixed, resultDenied)
+		s.metrics.check(endpointAuth, rl.Fixed, checkmetric.Denied)
 		ctx.SetStatusCode(denyStatus)
 		if s.gateway != policy.GatewayNginx { // nginx reads no body (writeAuth)
 			ctx.SetContentType("application/json")
@@ -374,9 +375,9 @@ func (s *Server) writeAuth(ctx *fasthttp.RequestCtx, st *policyState, sc *authSc
 	b = b[:0]
 	for i := range sc.results {
 		r := &sc.results[i]
-		res := resultAllowed
+		res := checkmetric.Allowed
 		if r.Denies() {
-			res = resultDenied
+			res = checkmetric.Denied
 			if denied == nil {
 				denied = r
 			}
@@ -388,7 +389,7 @@ func (s *Server) writeAuth(ctx *fasthttp.RequestCtx, st *policyState, sc *authSc
 		}
 		s.countPolicy(st, r.Rule, res)
 		s.metrics.check(endpointAuth, r.Rule.Algo, res)
-		s.dash.observe("", r.Rule.Name, res == resultDenied)
+		s.dash.observe("", r.Rule.Name, res == checkmetric.Denied)
 		if r.Rule.Unlimited || r.KeyRefused() {
 			continue
 		}
