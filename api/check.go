@@ -237,12 +237,12 @@ func (s *Server) checkRates(ctx *fasthttp.RequestCtx) {
 			res = checkmetric.Denied
 		}
 		s.metrics.check(endpointBatch, b.reqs[i].Algo, res)
+		name := headers.PolicyName
 		if p := b.pols[i]; p != nil {
 			s.countPolicy(pc.st, &p.Rule, res)
-			s.dash.observe(id, p.Name, res == checkmetric.Denied)
-		} else {
-			s.dash.observe(id, "", res == checkmetric.Denied)
+			name = p.Name
 		}
+		s.dash.observe(id, name, res == checkmetric.Denied)
 	}
 	out = append(out, ']')
 	b.out = out

@@ -38,10 +38,6 @@ const (
 	dashboardRotate = 30 * time.Second
 )
 
-// defaultPolicyName is the policy the dashboard shows for checks that name
-// none.
-const defaultPolicyName = "default"
-
 // DashboardConfig configures GET /dashboard and /dashboard/data.
 type DashboardConfig struct {
 	// Off turns the dashboard off: /dashboard and /dashboard/data answer
@@ -144,16 +140,13 @@ func newDashboard(cfg DashboardConfig) *dashboard {
 
 // observe feeds one answered check: its id as the caller gave it ("" for
 // an answer of /auth, whose key values, client addresses and API keys, are
-// not shown), the policy it was checked by ("" for none), and whether it
-// was denied.
+// not shown), the policy it was checked by (headers.PolicyName for none),
+// and whether it was denied.
 func (d *dashboard) observe(id, policyName string, denied bool) {
 	// One random draw decides for the four sketches: the common path is
 	// this draw and a branch.
 	if d.cfg.Off || rand.Uint32()&d.mask != 0 {
 		return
-	}
-	if policyName == "" {
-		policyName = defaultPolicyName
 	}
 	g := d.cur.Load()
 	w := uint64(d.mask) + 1
