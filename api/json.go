@@ -187,18 +187,8 @@ func (r *jsonReader) check(req *rl.Request, ids []byte, maxID int, rules *rules,
 	if _, err := r.dec.ReadToken(); err != nil { // '}'
 		return ids, nil, r.syntax(err, "")
 	}
-	if seen&fieldPolicy != 0 || pc.only {
-		p, err := pc.resolve(r.pol, seen, ids[idStart:])
-		if err != nil {
-			return ids, nil, err
-		}
-		pc.apply(req, p, seen)
-		if opts != nil {
-			applyWait(p, opts)
-		}
-		return ids, p, nil
-	}
-	return ids, nil, seen.missing()
+	p, err := pc.finish(req, r.pol, seen, ids[idStart:], opts)
+	return ids, p, err
 }
 
 // text returns the text of the raw JSON string v: v's own bytes, or in

@@ -251,19 +251,11 @@ func parseArgs(args *fasthttp.Args, r *rl.Request, shown *string, maxID int, rs 
 			f.set(r, n)
 		}
 	}
-	if seen&fieldPolicy != 0 || pc.only {
-		p, err := pc.resolve(pname, seen, id)
-		if err != nil {
-			return nil, err
-		}
-		pc.apply(r, p, seen)
-		applyWait(p, opts)
-		return p, setID(r, shown, id, p, maxID)
-	}
-	if err := seen.missing(); err != nil {
+	p, err := pc.finish(r, pname, seen, id, opts)
+	if err != nil {
 		return nil, err
 	}
-	return nil, setID(r, shown, id, nil, maxID)
+	return p, setID(r, shown, id, p, maxID)
 }
 
 // setID sets r.ID from the id the check gave, which *shown then holds: the

@@ -56,13 +56,28 @@ func (pc *policyCheck) resolve(name []byte, seen fields, id []byte) (*policy.Pol
 	return p, nil
 }
 
-// apply takes r's scale, limit, algo and (unless given) hits from p. The
-// caller sets r.ID to the counter id.
-func (pc *policyCheck) apply(r *rl.Request, p *policy.Policy, seen fields) {
+// finish completes a check whose fields are seen and whose id is id. A
+// check by policy (one that names it, or any under -policies-only) takes
+// its scale, limit, algo and (unless given) hits from the policy named
+// name, and its wait (unless given, and unless opts is nil: a batch's
+// item); finish returns that policy. The caller sets r.ID to its counter
+// id. Any other check must give the fields an explicit check needs.
+func (pc *policyCheck) finish(r *rl.Request, name []byte, seen fields, id []byte, opts *checkOpts) (*policy.Policy, error) {
+	if seen&fieldPolicy == 0 && !pc.only {
+		return nil, seen.missing()
+	}
+	p, err := pc.resolve(name, seen, id)
+	if err != nil {
+		return nil, err
+	}
 	r.Scale, r.Limit, r.Algo, r.Slices, r.Queue = millis.Duration(p.Scale), p.Limit, p.Algo, p.Slices, p.Queue
 	if seen&fieldHits == 0 {
 		r.Hits = p.Hits
 	}
+	if opts != nil && !opts.waitGiven {
+		opts.wait = p.Wait
+	}
+	return p, nil
 }
 
 // counterID returns the id p counts key under.

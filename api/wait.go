@@ -133,14 +133,6 @@ func waits(checks []policy.Check) bool {
 // decided: an admitted request is not turned into an error), and holds a
 // fasthttp worker and its connection meanwhile, nothing else.
 
-// applyWait makes a check by policy p wait when p says so and the check did
-// not say otherwise (wait=0 answers at once).
-func applyWait(p *policy.Policy, opts *checkOpts) {
-	if !opts.waitGiven {
-		opts.wait = p.Wait
-	}
-}
-
 // boundDelay returns the bound on the delay of a held check: the caller's
 // own (max_delay_ms), or the server's MaxWait when smaller or unset.
 func (s *Server) boundDelay(own int64) int64 {
