@@ -145,7 +145,7 @@ func (r *jsonReader) check(req *rl.Request, ids []byte, maxID int, rules *rules,
 				return ids, nil, &rl.FieldError{Field: "id", Rule: "must be a string"}
 			}
 			start := len(ids)
-			ids = appendUnquoted(ids, v)
+			ids = append(ids, r.text(v)...)
 			if len(ids)-start > maxID {
 				return ids, nil, rules.of(fieldID)
 			}
@@ -181,7 +181,7 @@ func (r *jsonReader) check(req *rl.Request, ids []byte, maxID int, rules *rules,
 			if v.Kind() != '"' {
 				return ids, nil, &rl.FieldError{Field: "policy", Rule: "must be a string"}
 			}
-			r.pol = appendUnquoted(r.pol[:0], v)
+			r.pol = append(r.pol[:0], r.text(v)...)
 		}
 	}
 	if _, err := r.dec.ReadToken(); err != nil { // '}'
@@ -200,16 +200,6 @@ func (r *jsonReader) text(v jsontext.Value) []byte {
 	}
 	r.name, _ = jsontext.AppendUnquote(r.name[:0], v) // valid: a lone surrogate reads as U+FFFD
 	return r.name
-}
-
-// appendUnquoted appends the text of the raw JSON string v to dst. The
-// body was checked to be UTF-8, so a string without escapes is its bytes.
-func appendUnquoted(dst []byte, v jsontext.Value) []byte {
-	if bytes.IndexByte(v, '\\') < 0 {
-		return append(dst, v[1:len(v)-1]...)
-	}
-	dst, _ = jsontext.AppendUnquote(dst, v) // valid: a lone surrogate reads as U+FFFD
-	return dst
 }
 
 // appendString appends s as a JSON string. Bytes that are not UTF-8 become
