@@ -144,12 +144,11 @@ func (s *Server) boundDelay(own int64) int64 {
 
 // hold waits d.Delay before the answer leaves, or less if the server
 // shuts down (Shutdown closes stopping before it waits for the requests in
-// flight). It reports how long it held.
-func (s *Server) hold(d rl.Decision) time.Duration {
+// flight).
+func (s *Server) hold(d rl.Decision) {
 	if !d.Allowed || d.Delay <= 0 {
-		return 0
+		return
 	}
-	start := time.Now()
 	t := time.NewTimer(d.Delay)
 	defer t.Stop()
 	s.metrics.held.Inc()
@@ -158,7 +157,6 @@ func (s *Server) hold(d rl.Decision) time.Duration {
 	case <-t.C:
 	case <-s.stopping:
 	}
-	return time.Since(start)
 }
 
 // holdAuth holds an allowed /auth answer until the turn of its policies
