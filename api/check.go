@@ -99,7 +99,7 @@ func (s *Server) parseBody(ctx *fasthttp.RequestCtx, r *rl.Request, shown *strin
 	isJSON := false
 	switch {
 	case len(ct) == 0:
-		isJSON = len(bytes.TrimLeft(body, " \t\r\n")) > 0 && bytes.TrimLeft(body, " \t\r\n")[0] == '{'
+		isJSON = bytes.HasPrefix(bytes.TrimLeft(body, " \t\r\n"), []byte("{"))
 	case bytes.EqualFold(ct, []byte("application/json")):
 		isJSON = true
 	case bytes.EqualFold(ct, []byte("application/x-www-form-urlencoded")):
