@@ -165,7 +165,7 @@ func TestSetBytesDoesNotAllocate(t *testing.T) {
 	require.Positive(t, n)
 }
 
-func TestSetOnNetHTTPKeepsNames(t *testing.T) {
+func TestSetNetHTTPKeepsNames(t *testing.T) {
 	h := http.Header{}
 	headers.Set(h.Set, headers.PolicyName, rl.Request{Scale: time.Second, Limit: 1}, rl.Decision{Limit: 1, Reset: 500 * time.Millisecond, RetryAfter: 500 * time.Millisecond, Now: time.UnixMilli(1000)})
 	// net/http canonicalises names; lookups are case-insensitive either way.
