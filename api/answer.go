@@ -13,6 +13,7 @@ import (
 
 	rl "github.com/raterlimiter/raterlimiter"
 	"github.com/raterlimiter/raterlimiter/internal/check"
+	"github.com/raterlimiter/raterlimiter/internal/sidecar/checkmetric"
 	"github.com/raterlimiter/raterlimiter/internal/sidecar/policy"
 )
 
@@ -31,22 +32,22 @@ func markDegraded(ctx *fasthttp.RequestCtx, d rl.Decision) {
 
 // limiterFailed answers a request the limiter refused and returns the
 // result to count.
-func (s *Server) limiterFailed(ctx *fasthttp.RequestCtx, err error) result {
+func (s *Server) limiterFailed(ctx *fasthttp.RequestCtx, err error) checkmetric.Result {
 	switch {
 	case errors.Is(err, rl.ErrInvalid):
 		s.invalid(ctx, err)
-		return resultInvalid
+		return checkmetric.Invalid
 	case errors.Is(err, rl.ErrUnavailable), errors.Is(err, rl.ErrClosed),
 		errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
 		// Retry-After: a client that backs off a second gives an overloaded
 		// or reconnecting backend room; the check was not counted.
 		ctx.Response.Header.Set("Retry-After", "1")
 		s.fail(ctx, fasthttp.StatusServiceUnavailable, "api: the limiter cannot answer now: "+err.Error())
-		return resultUnavailable
+		return checkmetric.Unavailable
 	}
 	s.log.Error("api: the limiter failed", "err", err)
 	s.fail(ctx, fasthttp.StatusInternalServerError, "api: internal error")
-	return resultUnavailable
+	return checkmetric.Unavailable
 }
 
 // invalid answers 400 for err, naming the field and the rule (and the index
@@ -149,7 +150,7 @@ func (s *Server) denyUnread(ctx *fasthttp.RequestCtx, err error) bool {
 		lc.drainHead(unreadHeadBytes, unreadHeadTime)
 	}
 	s.log.Debug("api: /auth request not read: denied", "err", err)
-	s.metrics.check(endpointAuth, rl.Fixed, resultDenied)
+	s.metrics.check(endpointAuth, rl.Fixed, checkmetric.Denied)
 	ctx.SetConnectionClose()
 	ctx.SetStatusCode(status)
 	ctx.SetContentType("application/json")

@@ -36,26 +36,14 @@ import (
 	"github.com/raterlimiter/raterlimiter/internal/sidecar/policy"
 )
 
-// Defaults of Config's zero fields.
+// Defaults of Config's zero fields (each field's comment names its own).
 const (
-	// defaultTimeout is Config.Timeout's default: the wait for the
-	// limiter's answer.
-	defaultTimeout = time.Second
-	// defaultMaxBatch is Config.MaxBatch's default: the most checks in one
-	// POST /check_rates.
-	defaultMaxBatch = 1000
-	// defaultReadTimeout is Config.ReadTimeout's default: reading one
-	// request.
-	defaultReadTimeout = 10 * time.Second
-	// defaultWriteTimeout is Config.WriteTimeout's default: writing one
-	// response.
+	defaultTimeout      = time.Second
+	defaultMaxBatch     = 1000
+	defaultReadTimeout  = 10 * time.Second
 	defaultWriteTimeout = 10 * time.Second
-	// defaultIdleTimeout is Config.IdleTimeout's default: a keep-alive
-	// connection's idle time.
-	defaultIdleTimeout = 60 * time.Second
-	// defaultConcurrency is Config.Concurrency's default: the connections
-	// served at once.
-	defaultConcurrency = 16384
+	defaultIdleTimeout  = 60 * time.Second
+	defaultConcurrency  = 16384
 	// maxDefaultBodyBytes caps the default MaxBodyBytes: room for a full
 	// batch of ordinary ids, but not the 131 MB a batch of 1,000 ids of
 	// 64 KiB would claim; such a batch is refused with 413.
@@ -316,18 +304,12 @@ func New(cfg Config) *Server {
 	s.connLimits = cfg.ConnLimits
 	s.stale = cfg.Stale
 	s.bucketsPage = cmp.Or(min(max(cfg.BucketsPage, 0), MaxBucketsPage), defaultBucketsPage)
-	if s.connLimits.PerIP == 0 {
-		s.connLimits.PerIP = defaultMaxConnsPerIP
-	}
-	if s.connLimits.PerProxy == 0 {
-		s.connLimits.PerProxy = defaultMaxConnsPerProxy
-	}
+	s.connLimits.PerIP = cmp.Or(s.connLimits.PerIP, defaultMaxConnsPerIP)
+	s.connLimits.PerProxy = cmp.Or(s.connLimits.PerProxy, defaultMaxConnsPerProxy)
 	if s.connLimits.FirstByteTimeout <= 0 {
 		s.connLimits.FirstByteTimeout = defaultFirstByteTimeout
 	}
-	if s.connLimits.BodyBudget == 0 {
-		s.connLimits.BodyBudget = defaultBodyBudget
-	}
+	s.connLimits.BodyBudget = cmp.Or(s.connLimits.BodyBudget, defaultBodyBudget)
 	s.engine = policy.Engine{Limiter: cfg.Limiter, MaxKeyBytes: cfg.MaxIDBytes}
 	s.pmetrics = newPolicyMetrics(s.metrics.reg)
 	s.setPolicies(cfg.Policies)
@@ -340,8 +322,8 @@ func New(cfg Config) *Server {
 		cfg.MaxWait = defaultMaxWait
 	}
 	s.maxWaitMS = min(max(cfg.MaxWait.Milliseconds(), 1), millis.MaxScale)
-	s.holds = holdSlots{most: cmp.Or(max(cfg.MaxHeld, 0), defaultMaxHeld), perClient: cmp.Or(max(cfg.MaxHeldPerClient, 0), defaultMaxHeldPerClient),
-		by: map[netip.Addr]int{}}
+	s.holds = holdSlots{addrCount: addrCount{by: map[netip.Addr]int{}},
+		most: cmp.Or(max(cfg.MaxHeld, 0), defaultMaxHeld), perClient: cmp.Or(max(cfg.MaxHeldPerClient, 0), defaultMaxHeldPerClient)}
 	for _, conns := range []int{s.connLimits.PerIP, s.connLimits.PerProxy} {
 		if conns > 0 {
 			s.holds.most = min(s.holds.most, max(conns/2, 1))

@@ -3,6 +3,7 @@ package api
 import (
 	"errors"
 	"io"
+	"slices"
 	"sync"
 
 	"github.com/valyala/fasthttp"
@@ -100,7 +101,7 @@ func (s *Server) readBody(ctx *fasthttp.RequestCtx) (done func(), ok bool) {
 // -1) everything up to its end, refused past limit bytes.
 func readAll(r io.Reader, b []byte, n, limit int) ([]byte, error) {
 	if n >= 0 {
-		b = growTo(b, n)
+		b = slices.Grow(b[:0], n)
 		_, err := io.ReadFull(r, b[:n])
 		if errors.Is(err, io.EOF) {
 			err = io.ErrUnexpectedEOF
@@ -109,7 +110,7 @@ func readAll(r io.Reader, b []byte, n, limit int) ([]byte, error) {
 	}
 	for {
 		if len(b) == cap(b) {
-			b = growTo(b, min(2*cap(b)+4096, limit+1))
+			b = slices.Grow(b, min(2*cap(b)+4096, limit+1)-len(b))
 		}
 		m, err := r.Read(b[len(b):cap(b)])
 		b = b[:len(b)+m]
@@ -123,12 +124,4 @@ func readAll(r io.Reader, b []byte, n, limit int) ([]byte, error) {
 			return b, err
 		}
 	}
-}
-
-// growTo returns b with room for n bytes.
-func growTo(b []byte, n int) []byte {
-	if cap(b) >= n {
-		return b
-	}
-	return append(b[:cap(b)], make([]byte, n-cap(b))...)[:len(b)]
 }

@@ -66,7 +66,7 @@ func parseBucketsArgs(args *fasthttp.Args, get bool, page int, rs *rules) (bucke
 			a.id = string(v)
 		case "scale":
 			if !ok || n < 1 || n > millis.MaxScale {
-				return a, rs.scale
+				return a, rs.of(fieldScale)
 			}
 			a.scale = n
 		case "limit":

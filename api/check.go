@@ -11,6 +11,7 @@ import (
 	"github.com/raterlimiter/raterlimiter/internal/check"
 	"github.com/raterlimiter/raterlimiter/internal/headers"
 	"github.com/raterlimiter/raterlimiter/internal/millis"
+	"github.com/raterlimiter/raterlimiter/internal/sidecar/checkmetric"
 	"github.com/raterlimiter/raterlimiter/internal/sidecar/policy"
 )
 
@@ -31,7 +32,7 @@ func (s *Server) checkRate(ctx *fasthttp.RequestCtx) {
 		err = s.maxScale.check(r.Scale.Milliseconds())
 	}
 	if err != nil {
-		s.metrics.check(endpointCheck, r.Algo, resultInvalid)
+		s.metrics.check(endpointCheck, r.Algo, checkmetric.Invalid)
 		s.invalid(ctx, err)
 		return
 	}
@@ -65,18 +66,16 @@ func (s *Server) checkRate(ctx *fasthttp.RequestCtx) {
 		sc.b = appendPolicyFields(sc.b, pol)
 	}
 	ctx.SetContentType("application/json")
-	res := resultAllowed
+	res := checkmetric.Allowed
 	if !d.Allowed {
-		res = resultDenied
+		res = checkmetric.Denied
 		ctx.SetStatusCode(fasthttp.StatusTooManyRequests)
 	}
 	s.metrics.check(endpointCheck, r.Algo, res)
 	if pol != nil {
 		s.countPolicy(pc.st, &pol.Rule, res)
-		s.dash.observe(shown, pol.Name, res == resultDenied)
-	} else {
-		s.dash.observe(shown, "", res == resultDenied)
 	}
+	s.dash.observe(shown, name, res == checkmetric.Denied)
 	ctx.SetBody(sc.b)
 	s.scratch.Put(sc)
 	s.metrics.latency(endpointCheck, start)
@@ -100,7 +99,7 @@ func (s *Server) parseBody(ctx *fasthttp.RequestCtx, r *rl.Request, shown *strin
 	isJSON := false
 	switch {
 	case len(ct) == 0:
-		isJSON = len(bytes.TrimLeft(body, " \t\r\n")) > 0 && bytes.TrimLeft(body, " \t\r\n")[0] == '{'
+		isJSON = bytes.HasPrefix(bytes.TrimLeft(body, " \t\r\n"), []byte("{"))
 	case bytes.EqualFold(ct, []byte("application/json")):
 		isJSON = true
 	case bytes.EqualFold(ct, []byte("application/x-www-form-urlencoded")):
@@ -131,13 +130,7 @@ func (s *Server) parseBody(ctx *fasthttp.RequestCtx, r *rl.Request, shown *strin
 	if err != nil {
 		return nil, err
 	}
-	*shown = string(ids)
-	if pol != nil {
-		r.ID = counterID(pol, ids)
-		return pol, check.ValidateWire(*r, s.maxID+policyOverhead)
-	}
-	r.ID = *shown
-	return nil, check.ValidateWire(*r, s.maxID)
+	return pol, setID(r, shown, ids, pol, s.maxID)
 }
 
 // noQuery refuses a query on a POST to path, whose check is its body: a
@@ -184,7 +177,7 @@ func (s *Server) checkRates(ctx *fasthttp.RequestCtx) {
 			s.fail(ctx, fasthttp.StatusRequestEntityTooLarge, err.Error())
 			return
 		}
-		s.metrics.check(endpointBatch, rl.Fixed, resultInvalid)
+		s.metrics.check(endpointBatch, rl.Fixed, checkmetric.Invalid)
 		s.invalid(ctx, err)
 		return
 	}
@@ -203,10 +196,10 @@ func (s *Server) checkRates(ctx *fasthttp.RequestCtx) {
 	}
 	maxID := s.maxID
 	if anyPolicy {
-		maxID += policyOverhead // explicit ids were held to s.maxID as they were read
+		maxID += policy.IDOverhead // explicit ids were held to s.maxID as they were read
 	}
 	if err := check.BatchWire(b.reqs, maxID); err != nil {
-		s.metrics.check(endpointBatch, rl.Fixed, resultInvalid)
+		s.metrics.check(endpointBatch, rl.Fixed, checkmetric.Invalid)
 		s.invalid(ctx, err)
 		return
 	}
@@ -239,17 +232,17 @@ func (s *Server) checkRates(ctx *fasthttp.RequestCtx) {
 		id := all[from:b.ends[i]]
 		out = appendDecision(out, id, ds[i])
 		from = b.ends[i]
-		res := resultAllowed
+		res := checkmetric.Allowed
 		if !ds[i].Allowed {
-			res = resultDenied
+			res = checkmetric.Denied
 		}
 		s.metrics.check(endpointBatch, b.reqs[i].Algo, res)
+		name := headers.PolicyName
 		if p := b.pols[i]; p != nil {
 			s.countPolicy(pc.st, &p.Rule, res)
-			s.dash.observe(id, p.Name, res == resultDenied)
-		} else {
-			s.dash.observe(id, "", res == resultDenied)
+			name = p.Name
 		}
+		s.dash.observe(id, name, res == checkmetric.Denied)
 	}
 	out = append(out, ']')
 	b.out = out

@@ -73,20 +73,19 @@ var refusedAnswer = func() []byte {
 // connections that stay silent, before fasthttp spends anything on them.
 type limitListener struct {
 	net.Listener
-	lim  ConnLimits
-	mu   sync.Mutex
-	open map[netip.Addr]int
-	// total is the connections open over every address, and most its
-	// bound: past it a connection is refused here, with Retry-After, before
-	// fasthttp's own bound (a bare 503) is reached.
-	total, most int
-	refused     prometheus.Counter
+	lim ConnLimits
+	// open counts the connections open by address and over every address,
+	// and most bounds that total: past it a connection is refused here,
+	// with Retry-After, before fasthttp's own bound (a bare 503) is reached.
+	open    addrCount
+	most    int
+	refused prometheus.Counter
 	// pending is the bytes read (or admitted) and not yet answered, over
 	// every connection of every listener of the server; overBudget counts
 	// connections closed for it.
 	pending    *byteCount
 	overBudget prometheus.Counter
-	stripes    uint32 // connections accepted, for their stripe of pending
+	accepted   atomic.Uint32 // connections accepted, for their stripe of pending
 	// lastOver is when a connection was last closed for the budget (Unix
 	// ns); reclaiming is set while a goroutine waits to give the memory
 	// back once the flood is over.
@@ -125,7 +124,8 @@ func (l *limitListener) reclaimLater() {
 }
 
 func newLimitListener(ln net.Listener, lim ConnLimits, most int, pending *byteCount, refused, overBudget prometheus.Counter) *limitListener {
-	return &limitListener{Listener: ln, lim: lim, most: most, open: map[netip.Addr]int{}, pending: pending, refused: refused, overBudget: overBudget}
+	return &limitListener{Listener: ln, lim: lim, open: addrCount{by: map[netip.Addr]int{}}, most: most,
+		pending: pending, refused: refused, overBudget: overBudget}
 }
 
 // Accept returns the next connection within the bounds; the others are
@@ -136,7 +136,7 @@ func (l *limitListener) Accept() (net.Conn, error) {
 		if err != nil {
 			return nil, err
 		}
-		ip, ok := remoteIP(c)
+		ip, ok := tcpIP(c.RemoteAddr())
 		if !ok { // a unix socket: this host
 			return c, nil
 		}
@@ -144,20 +144,12 @@ func (l *limitListener) Accept() (net.Conn, error) {
 		if l.lim.Proxies.Trusted(ip) {
 			bound = l.lim.PerProxy
 		}
-		l.mu.Lock()
-		n := l.open[ip]
-		if (bound >= 0 && n >= bound) || l.total >= l.most {
-			l.mu.Unlock()
+		if !l.open.take(ip, bound, l.most) {
 			l.refused.Inc()
 			go refuse(c)
 			continue
 		}
-		l.open[ip] = n + 1
-		l.total++
-		l.stripes++
-		stripe := l.stripes
-		l.mu.Unlock()
-		lc := &limitConn{Conn: c, l: l, ip: ip, firstBy: time.Now().Add(l.lim.FirstByteTimeout), stripe: stripe}
+		lc := &limitConn{Conn: c, l: l, ip: ip, firstBy: time.Now().Add(l.lim.FirstByteTimeout), stripe: l.accepted.Add(1)}
 		_ = c.SetReadDeadline(lc.firstBy)
 		return lc, nil
 	}
@@ -169,19 +161,10 @@ func refuse(c net.Conn) {
 	_ = c.Close()
 }
 
-func (l *limitListener) release(ip netip.Addr) {
-	l.mu.Lock()
-	l.total--
-	if n := l.open[ip]; n <= 1 {
-		delete(l.open, ip)
-	} else {
-		l.open[ip] = n - 1
-	}
-	l.mu.Unlock()
-}
-
-func remoteIP(c net.Conn) (netip.Addr, bool) {
-	a, ok := c.RemoteAddr().(*net.TCPAddr)
+// tcpIP is a TCP peer's IP address, IPv4 unmapped; false for any other
+// kind of peer (a unix socket).
+func tcpIP(addr net.Addr) (netip.Addr, bool) {
+	a, ok := addr.(*net.TCPAddr)
 	if !ok {
 		return netip.Addr{}, false
 	}
@@ -371,7 +354,7 @@ func (c *limitConn) SetDeadline(t time.Time) error {
 func (c *limitConn) Close() error {
 	err := c.Conn.Close()
 	c.closeOnce.Do(func() {
-		c.l.release(c.ip)
+		c.l.open.give(c.ip)
 		if held := c.pending.Swap(0); held != 0 {
 			c.l.pending.add(c.stripe, -held)
 			// A big request left unanswered during a flood the budget

@@ -38,10 +38,6 @@ const (
 	dashboardRotate = 30 * time.Second
 )
 
-// defaultPolicyName is the policy the dashboard shows for checks that name
-// none.
-const defaultPolicyName = "default"
-
 // DashboardConfig configures GET /dashboard and /dashboard/data.
 type DashboardConfig struct {
 	// Off turns the dashboard off: /dashboard and /dashboard/data answer
@@ -68,8 +64,14 @@ type DashboardConfig struct {
 	Interval time.Duration
 }
 
-// defaultDashboardInterval is how often the dashboard samples the rates.
-const defaultDashboardInterval = time.Second
+// Defaults of DashboardConfig's zero fields.
+const (
+	// defaultDashboardInterval is how often the dashboard samples the rates.
+	defaultDashboardInterval = time.Second
+	// defaultDashboardSample is the top-k sketches' sampling: one check in
+	// 16 feeds them.
+	defaultDashboardSample = 16
+)
 
 // BackendState is the backend's health as the dashboard shows it.
 type BackendState struct {
@@ -90,8 +92,8 @@ type dashboard struct {
 	stop     chan struct{}
 	stopOnce sync.Once
 
-	// cur is fed on the hot path: an atomic load, then topk.Sketch.Offer,
-	// which takes no lock on the common path. tick swaps it for a fresh
+	// cur is fed on the hot path: an atomic load, then topk.Sketch.Add,
+	// which never waits for a lock. tick swaps it for a fresh
 	// one every dashboardRotate, keeping the previous one in old.
 	cur atomic.Pointer[sketches]
 
@@ -107,8 +109,8 @@ type dashboard struct {
 type sketches struct{ ids, idsDenied, pols, polsDenied *topk.Sketch }
 
 func newSketches() *sketches {
-	c := topk.Config{Sample: 1} // the dashboard samples, once for all four
-	return &sketches{ids: topk.New(c), idsDenied: topk.New(c), pols: topk.New(c), polsDenied: topk.New(c)}
+	n := topk.DefaultSize
+	return &sketches{ids: topk.New(n), idsDenied: topk.New(n), pols: topk.New(n), polsDenied: topk.New(n)}
 }
 
 // sample is the counters at one moment.
@@ -127,7 +129,7 @@ func newDashboard(cfg DashboardConfig) *dashboard {
 	d := &dashboard{cfg: cfg, stop: make(chan struct{}), old: newSketches()}
 	d.cur.Store(newSketches())
 	if cfg.Sample <= 0 {
-		cfg.Sample = topk.DefaultSample
+		cfg.Sample = defaultDashboardSample
 	}
 	for d.mask+1 < uint32(cfg.Sample) {
 		d.mask = d.mask<<1 | 1
@@ -136,38 +138,27 @@ func newDashboard(cfg DashboardConfig) *dashboard {
 	return d
 }
 
-// observe feeds one answered check: its id as the caller gave it, the
-// policy it was checked by ("" for none), and whether it was denied.
+// observe feeds one answered check: its id as the caller gave it ("" for
+// an answer of /auth, whose key values, client addresses and API keys, are
+// not shown), the policy it was checked by (headers.PolicyName for none),
+// and whether it was denied.
 func (d *dashboard) observe(id, policyName string, denied bool) {
 	// One random draw decides for the four sketches: the common path is
 	// this draw and a branch.
 	if d.cfg.Off || rand.Uint32()&d.mask != 0 {
 		return
 	}
-	if policyName == "" {
-		policyName = defaultPolicyName
-	}
-	g := d.cur.Load()
-	w := uint64(d.mask) + 1
-	g.ids.Add(id, w)
-	g.pols.Add(policyName, w)
-	if denied {
-		g.idsDenied.Add(id, w)
-		g.polsDenied.Add(policyName, w)
-	}
-}
-
-// observePolicy feeds one policy's answer to /auth: its policy only, as
-// /auth's key values (client addresses, API keys) are not shown.
-func (d *dashboard) observePolicy(policyName string, denied bool) {
-	if d.cfg.Off || rand.Uint32()&d.mask != 0 {
-		return
-	}
 	g := d.cur.Load()
 	w := uint64(d.mask) + 1
 	g.pols.Add(policyName, w)
 	if denied {
 		g.polsDenied.Add(policyName, w)
+	}
+	if id != "" {
+		g.ids.Add(id, w)
+		if denied {
+			g.idsDenied.Add(id, w)
+		}
 	}
 }
 
@@ -237,11 +228,7 @@ func (s *Server) stopDashboard() {
 // checkTotals sums raterlimiter_checks_total's allowed and denied series,
 // and its denied ones alone, over every way in (the RLS's too).
 func (s *Server) checkTotals() (checks, denied float64) {
-	for _, v := range s.metrics.checks {
-		c, d := v.Totals()
-		checks, denied = checks+c, denied+d
-	}
-	for _, v := range s.metrics.otherChecks {
+	for _, v := range slices.Concat(s.metrics.checks[:], s.metrics.otherChecks) {
 		c, d := v.Totals()
 		checks, denied = checks+c, denied+d
 	}

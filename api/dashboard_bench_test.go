@@ -7,6 +7,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	rl "github.com/raterlimiter/raterlimiter"
+	"github.com/raterlimiter/raterlimiter/internal/headers"
 	"github.com/raterlimiter/raterlimiter/memory"
 )
 
@@ -52,7 +53,7 @@ func BenchmarkDashboardObserve(b *testing.B) {
 	b.RunParallel(func(pb *testing.PB) {
 		i := 0
 		for pb.Next() {
-			d.observe(ids[i%len(ids)], "", i%10 == 0)
+			d.observe(ids[i%len(ids)], headers.PolicyName, i%10 == 0)
 			i++
 		}
 	})

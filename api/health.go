@@ -26,28 +26,29 @@ func (s *Server) healthz(ctx *fasthttp.RequestCtx) {
 		// Checks are answered, without the shared state: healthy enough to
 		// keep serving, and saying so.
 		markDegraded(ctx, d)
-		ctx.SetContentType("text/plain; charset=utf-8")
-		ctx.SetBodyString("degraded: " + d.FailMode.String())
+		plainText(ctx, "degraded: "+d.FailMode.String())
 		return
 	}
-	ctx.SetContentType("text/plain; charset=utf-8")
 	if s.stale != nil {
 		if msg := s.stale(); msg != "" {
 			ctx.Response.Header.Set(StaleHeader, msg)
-			ctx.SetBodyString("ok; " + msg)
+			plainText(ctx, "ok; "+msg)
 			return
 		}
 	}
-	ctx.SetBodyString("ok")
+	plainText(ctx, "ok")
+}
+
+// plainText answers body as text.
+func plainText(ctx *fasthttp.RequestCtx, body string) {
+	ctx.SetContentType("text/plain; charset=utf-8")
+	ctx.SetBodyString(body)
 }
 
 // livez answers 200 while the server serves, whatever its backend: the
 // liveness probe. A backend that is down is no reason to restart the
 // process (a restart would not bring it back), so it asks nothing.
-func (s *Server) livez(ctx *fasthttp.RequestCtx) {
-	ctx.SetContentType("text/plain; charset=utf-8")
-	ctx.SetBodyString("ok")
-}
+func (s *Server) livez(ctx *fasthttp.RequestCtx) { plainText(ctx, "ok") }
 
 // readyz answers 200 when the backend answers its health check within
 // min(Timeout, 1s), and 503 otherwise: the readiness probe. The policies
@@ -65,8 +66,7 @@ func (s *Server) readyz(ctx *fasthttp.RequestCtx) {
 			return
 		}
 	}
-	ctx.SetContentType("text/plain; charset=utf-8")
-	ctx.SetBodyString("ok")
+	plainText(ctx, "ok")
 }
 
 // healthPath reports whether path is one of the health checks, which both

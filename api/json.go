@@ -11,6 +11,7 @@ import (
 	"github.com/go-json-experiment/json/jsontext"
 
 	rl "github.com/raterlimiter/raterlimiter"
+	"github.com/raterlimiter/raterlimiter/internal/check"
 	"github.com/raterlimiter/raterlimiter/internal/millis"
 	"github.com/raterlimiter/raterlimiter/internal/sidecar/policy"
 )
@@ -34,7 +35,7 @@ var readOptions = []jsontext.Options{jsontext.AllowDuplicateNames(true), jsontex
 type jsonReader struct {
 	buf  bytes.Buffer // aliases the body: jsontext reads a bytes.Buffer in place
 	dec  jsontext.Decoder
-	name []byte // scratch for escaped names and algo names
+	name []byte // scratch for the text of strings with escapes
 	pol  []byte // the policy name of the check being decoded
 }
 
@@ -123,12 +124,12 @@ func (r *jsonReader) check(req *rl.Request, ids []byte, maxID int, rules *rules,
 		if err != nil {
 			return ids, nil, r.syntax(err, "")
 		}
-		f := r.field(name)
+		f := fieldOf(r.text(name))
 		if f == 0 {
 			if opts == nil {
-				return ids, nil, unknown(r.unquoted(name), "a field of a batch's check", batchFields)
+				return ids, nil, unknown(r.text(name), "a field of a batch's check", batchFields)
 			}
-			return ids, nil, unknown(r.unquoted(name), "a field of a check", checkParams)
+			return ids, nil, unknown(r.text(name), "a field of a check", checkParams)
 		}
 		if seen&f != 0 {
 			return ids, nil, f.once()
@@ -144,9 +145,9 @@ func (r *jsonReader) check(req *rl.Request, ids []byte, maxID int, rules *rules,
 				return ids, nil, &rl.FieldError{Field: "id", Rule: "must be a string"}
 			}
 			start := len(ids)
-			ids = appendUnquoted(ids, v)
+			ids = append(ids, r.text(v)...)
 			if len(ids)-start > maxID {
-				return ids, nil, rules.id
+				return ids, nil, rules.of(fieldID)
 			}
 		case fieldScale, fieldLimit, fieldHits, fieldSlices, fieldQueue, fieldMaxDelay:
 			n, ok := parseUint(v) // digits only: a sign, a fraction or an exponent breaks the rule
@@ -166,104 +167,39 @@ func (r *jsonReader) check(req *rl.Request, ids []byte, maxID int, rules *rules,
 				w, ok = false, true
 			}
 			if !ok {
-				return ids, nil, rules.waitArg
+				return ids, nil, rules.of(fieldWait)
 			}
 			opts.wait, opts.waitGiven = w, true
 		case fieldAlgo:
 			if v.Kind() != '"' {
-				return ids, nil, rules.algo
+				return ids, nil, rules.of(fieldAlgo)
 			}
-			if req.Algo, err = r.algo(v); err != nil {
+			if req.Algo, err = check.ParseAlgo(string(r.text(v))); err != nil {
 				return ids, nil, err
 			}
 		case fieldPolicy:
 			if v.Kind() != '"' {
 				return ids, nil, &rl.FieldError{Field: "policy", Rule: "must be a string"}
 			}
-			r.pol = appendUnquoted(r.pol[:0], v)
+			r.pol = append(r.pol[:0], r.text(v)...)
 		}
 	}
 	if _, err := r.dec.ReadToken(); err != nil { // '}'
 		return ids, nil, r.syntax(err, "")
 	}
-	if seen&fieldPolicy != 0 || pc.only {
-		p, err := pc.resolve(r.pol, seen, ids[idStart:])
-		if err != nil {
-			return ids, nil, err
-		}
-		pc.apply(req, p, seen)
-		if opts != nil {
-			applyWait(p, opts)
-		}
-		return ids, p, nil
-	}
-	return ids, nil, seen.missing()
+	p, err := pc.finish(req, r.pol, seen, ids[idStart:], opts)
+	return ids, p, err
 }
 
-// field returns the check's field a raw object name names, or 0. Names
-// written without escapes are compared whole, quotes included.
-func (r *jsonReader) field(name jsontext.Value) fields {
-	switch string(name) {
-	case `"id"`:
-		return fieldID
-	case `"scale"`:
-		return fieldScale
-	case `"limit"`:
-		return fieldLimit
-	case `"hits"`:
-		return fieldHits
-	case `"algo"`:
-		return fieldAlgo
-	case `"policy"`:
-		return fieldPolicy
-	case `"slices"`:
-		return fieldSlices
-	case `"queue"`:
-		return fieldQueue
-	case `"max_delay_ms"`:
-		return fieldMaxDelay
-	case `"wait"`:
-		return fieldWait
+// text returns the text of the raw JSON string v: v's own bytes, or in
+// r.name when it has escapes. The body was checked to be UTF-8, so a
+// string without escapes is its bytes.
+func (r *jsonReader) text(v jsontext.Value) []byte {
+	if bytes.IndexByte(v, '\\') < 0 {
+		return v[1 : len(v)-1]
 	}
-	if bytes.IndexByte(name, '\\') < 0 {
-		return 0
-	}
-	r.name, _ = jsontext.AppendUnquote(r.name[:0], name)
-	return fieldOf(r.name)
-}
-
-// unquoted returns the text of the raw JSON string name, in r.name when it
-// has escapes.
-func (r *jsonReader) unquoted(name jsontext.Value) []byte {
-	r.name = appendUnquoted(r.name[:0], name)
+	r.name, _ = jsontext.AppendUnquote(r.name[:0], v) // valid: a lone surrogate reads as U+FFFD
 	return r.name
-}
-
-// algo reads an algorithm's name from a raw JSON string.
-func (r *jsonReader) algo(v jsontext.Value) (rl.Algo, error) {
-	switch string(v) {
-	case `"sliding"`:
-		return rl.Sliding, nil
-	case `"fixed"`:
-		return rl.Fixed, nil
-	case `"token"`:
-		return rl.Token, nil
-	}
-	if bytes.IndexByte(v, '\\') < 0 {
-		return parseAlgo(v[1 : len(v)-1])
-	}
-	r.name, _ = jsontext.AppendUnquote(r.name[:0], v)
-	return parseAlgo(r.name)
-}
-
-// appendUnquoted appends the text of the raw JSON string v to dst. The
-// body was checked to be UTF-8, so a string without escapes is its bytes.
-func appendUnquoted(dst []byte, v jsontext.Value) []byte {
-	if bytes.IndexByte(v, '\\') < 0 {
-		return append(dst, v[1:len(v)-1]...)
-	}
-	dst, _ = jsontext.AppendUnquote(dst, v) // valid: a lone surrogate reads as U+FFFD
-	return dst
 }
 
 // appendString appends s as a JSON string. Bytes that are not UTF-8 become

@@ -13,19 +13,6 @@ import (
 	"github.com/raterlimiter/raterlimiter/internal/sidecar/checkmetric"
 )
 
-// result is what became of a check, a label of raterlimiter_checks_total.
-type result = checkmetric.Result
-
-const (
-	resultAllowed     = checkmetric.Allowed
-	resultDenied      = checkmetric.Denied
-	resultInvalid     = checkmetric.Invalid
-	resultUnavailable = checkmetric.Unavailable
-	numResults        = checkmetric.NumResults
-)
-
-var resultNames = checkmetric.ResultNames
-
 // endpoint labels the latency histogram, and says which via of
 // raterlimiter_checks_total a check counts under (viaNames).
 type endpoint uint8
@@ -51,7 +38,7 @@ type metrics struct {
 	checks [numEndpoints]*checkmetric.Vec
 	// otherChecks are the family's series that other faces count (the
 	// RLS), given among Config.Collectors: /dashboard adds them.
-	otherChecks []checkmetric.Totaler
+	otherChecks []*checkmetric.Vec
 	duration    [numEndpoints]prometheus.Observer
 	batchSize   prometheus.Histogram
 	swept       prometheus.Counter
@@ -79,7 +66,7 @@ func newMetrics(stats func() BackendStats, extra []prometheus.Collector) *metric
 		m.reg.MustRegister(m.checks[e])
 	}
 	for _, c := range extra {
-		if t, ok := c.(checkmetric.Totaler); ok {
+		if t, ok := c.(*checkmetric.Vec); ok {
 			m.otherChecks = append(m.otherChecks, t)
 		}
 	}
@@ -152,7 +139,7 @@ func newMetrics(stats func() BackendStats, extra []prometheus.Collector) *metric
 }
 
 // check counts one check that arrived through e.
-func (m *metrics) check(e endpoint, a rl.Algo, r result) { m.checks[e].Inc(a, r) }
+func (m *metrics) check(e endpoint, a rl.Algo, r checkmetric.Result) { m.checks[e].Inc(a, r) }
 
 func (m *metrics) latency(e endpoint, start time.Time) {
 	m.duration[e].Observe(time.Since(start).Seconds())

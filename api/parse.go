@@ -1,6 +1,8 @@
 package api
 
 import (
+	"math/bits"
+
 	"github.com/valyala/fasthttp"
 
 	rl "github.com/raterlimiter/raterlimiter"
@@ -29,16 +31,15 @@ const (
 // give them.
 const fieldsOfPolicy = fieldScale | fieldLimit | fieldAlgo | fieldSlices | fieldQueue
 
+// fieldNames are the fields' names on the wire, by bit: fieldNames[i] is
+// the name of the field 1<<i.
+var fieldNames = [...]string{"id", "scale", "limit", "hits", "algo", "policy", "slices", "queue", "max_delay_ms", "wait"}
+
+// fieldOf returns the field named name, or 0. It is on the hot path: a
+// switch, which the compiler makes a search by length and bytes, where a
+// loop over fieldNames would compare them one by one.
 func fieldOf(name []byte) fields {
 	switch string(name) {
-	case "slices":
-		return fieldSlices
-	case "queue":
-		return fieldQueue
-	case "max_delay_ms":
-		return fieldMaxDelay
-	case "wait":
-		return fieldWait
 	case "id":
 		return fieldID
 	case "scale":
@@ -51,35 +52,22 @@ func fieldOf(name []byte) fields {
 		return fieldAlgo
 	case "policy":
 		return fieldPolicy
+	case "slices":
+		return fieldSlices
+	case "queue":
+		return fieldQueue
+	case "max_delay_ms":
+		return fieldMaxDelay
+	case "wait":
+		return fieldWait
 	}
 	return 0
 }
 
-func (f fields) name() string {
-	switch f {
-	case fieldID:
-		return "id"
-	case fieldScale:
-		return "scale"
-	case fieldLimit:
-		return "limit"
-	case fieldHits:
-		return "hits"
-	case fieldAlgo:
-		return "algo"
-	case fieldPolicy:
-		return "policy"
-	case fieldSlices:
-		return "slices"
-	case fieldQueue:
-		return "queue"
-	case fieldMaxDelay:
-		return "max_delay_ms"
-	case fieldWait:
-		return "wait"
-	}
-	return "?"
-}
+// index is the position of the one field f in fieldNames.
+func (f fields) index() int { return bits.TrailingZeros16(uint16(f)) }
+
+func (f fields) name() string { return fieldNames[f.index()] }
 
 func (f fields) set(r *rl.Request, n int64) {
 	switch f {
@@ -144,55 +132,28 @@ func (f fields) missing() error {
 	return nil
 }
 
-// rules holds the core's own error for each field out of bounds, so a value
-// that cannot even be read as an integer (a sign, a space, an overflow) is
-// refused with the same words as one out of range.
-type rules struct {
-	id, scale, limit, hits, algo     *rl.FieldError
-	slices, queue, maxDelay, waitArg *rl.FieldError
-}
+// rules holds, by field (index), the core's own error for each field out
+// of bounds, so a value that cannot even be read as an integer (a sign, a
+// space, an overflow) is refused with the same words as one out of range.
+// wait's is errWait; policy has none.
+type rules [len(fieldNames)]*rl.FieldError
 
 func newRules(maxID int) *rules {
-	return &rules{
-		id:       check.OutOfBounds("id", maxID),
-		scale:    check.OutOfBounds("scale", 0),
-		limit:    check.OutOfBounds("limit", 0),
-		hits:     check.OutOfBounds("hits", 0),
-		algo:     check.OutOfBounds("algo", 0),
-		slices:   check.OutOfBounds("slices", 0),
-		queue:    check.OutOfBounds("queue", 0),
-		maxDelay: check.OutOfBounds("max_delay_ms", 0),
-		waitArg:  errWait,
+	var rs rules
+	for i, name := range fieldNames {
+		rs[i] = check.OutOfBounds(name, maxID)
 	}
+	rs[fieldWait.index()] = errWait
+	return &rs
 }
+
+func (rs *rules) of(f fields) *rl.FieldError { return rs[f.index()] }
 
 // errWait refuses a wait that is neither 0 nor 1.
 var errWait = &rl.FieldError{Field: "wait", Rule: "must be 0 or 1 (1: the answer is held for delay_ms, at most -max-wait)"}
 
 // errWaitInBatch refuses wait in a batch's item.
 var errWaitInBatch = &rl.FieldError{Field: "wait", Rule: "is for single checks: a batch's answers each say their delay_ms"}
-
-func (rs *rules) of(f fields) *rl.FieldError {
-	switch f {
-	case fieldID:
-		return rs.id
-	case fieldScale:
-		return rs.scale
-	case fieldLimit:
-		return rs.limit
-	case fieldHits:
-		return rs.hits
-	case fieldSlices:
-		return rs.slices
-	case fieldQueue:
-		return rs.queue
-	case fieldMaxDelay:
-		return rs.maxDelay
-	case fieldWait:
-		return rs.waitArg
-	}
-	return rs.algo
-}
 
 // checkOpts is what a check asks of its answer, beside the request.
 type checkOpts struct {
@@ -241,22 +202,6 @@ func parseUint(b []byte) (int64, bool) {
 	return n, true
 }
 
-func parseAlgo(b []byte) (rl.Algo, error) {
-	switch string(b) {
-	case "", "fixed":
-		return rl.Fixed, nil
-	case "sliding":
-		return rl.Sliding, nil
-	case "token":
-		return rl.Token, nil
-	case "slices":
-		return rl.Slices, nil
-	case "leaky":
-		return rl.Leaky, nil
-	}
-	return check.ParseAlgo(string(b))
-}
-
 // parseArgs reads a check from a query string or a form. An unknown name
 // is refused (a typo must not fall back to a default), and so is a known
 // name given twice.
@@ -281,13 +226,13 @@ func parseArgs(args *fasthttp.Args, r *rl.Request, shown *string, maxID int, rs 
 		switch f {
 		case fieldID:
 			if len(v) > maxID {
-				return nil, rs.id
+				return nil, rs.of(fieldID)
 			}
 			id = v
 		case fieldPolicy:
 			pname = v
 		case fieldAlgo:
-			a, err := parseAlgo(v)
+			a, err := check.ParseAlgo(string(v))
 			if err != nil {
 				return nil, err
 			}
@@ -295,7 +240,7 @@ func parseArgs(args *fasthttp.Args, r *rl.Request, shown *string, maxID int, rs 
 		case fieldWait:
 			w, ok := parseWait(v)
 			if !ok {
-				return nil, rs.waitArg
+				return nil, rs.of(fieldWait)
 			}
 			opts.wait, opts.waitGiven = w, true
 		default:
@@ -306,21 +251,23 @@ func parseArgs(args *fasthttp.Args, r *rl.Request, shown *string, maxID int, rs 
 			f.set(r, n)
 		}
 	}
-	if seen&fieldPolicy != 0 || pc.only {
-		p, err := pc.resolve(pname, seen, id)
-		if err != nil {
-			return nil, err
-		}
-		*shown = string(id)
-		pc.apply(r, p, seen)
-		applyWait(p, opts)
-		r.ID = counterID(p, id)
-		return p, check.ValidateWire(*r, maxID+policyOverhead)
-	}
-	if err := seen.missing(); err != nil {
+	p, err := pc.finish(r, pname, seen, id, opts)
+	if err != nil {
 		return nil, err
 	}
-	r.ID = string(id)
-	*shown = r.ID
-	return nil, check.ValidateWire(*r, maxID)
+	return p, setID(r, shown, id, p, maxID)
+}
+
+// setID sets r.ID from the id the check gave, which *shown then holds: the
+// id itself, or for a check by policy p the policy's counter id of it, up
+// to policy.IDOverhead bytes longer than maxID. It returns the error of r
+// on the wire, if any.
+func setID(r *rl.Request, shown *string, id []byte, p *policy.Policy, maxID int) error {
+	*shown = string(id)
+	if p == nil {
+		r.ID = *shown
+		return check.ValidateWire(*r, maxID)
+	}
+	r.ID = counterID(p, id)
+	return check.ValidateWire(*r, maxID+policy.IDOverhead)
 }

@@ -2,7 +2,6 @@ package api
 
 import (
 	"errors"
-	"net"
 	"net/netip"
 	"strconv"
 	"time"
@@ -13,19 +12,16 @@ import (
 	rl "github.com/raterlimiter/raterlimiter"
 	"github.com/raterlimiter/raterlimiter/internal/headers"
 	"github.com/raterlimiter/raterlimiter/internal/millis"
+	"github.com/raterlimiter/raterlimiter/internal/sidecar/checkmetric"
 	"github.com/raterlimiter/raterlimiter/internal/sidecar/policy"
 )
-
-// policyOverhead is what a policy's counter id adds to a key: the limiter
-// must accept ids of MaxIDBytes plus this.
-const policyOverhead = policy.IDOverhead
 
 // policyState is the policies file in force and its metric series, swapped
 // whole on a reload.
 type policyState struct {
 	file *policy.File
 	// counters are each policy's checks by result, resolved once.
-	counters map[*policy.Rule]*[numResults]prometheus.Counter
+	counters map[*policy.Rule]*[checkmetric.NumResults]prometheus.Counter
 }
 
 // policyCheck is how one request resolves policies: the file in force and
@@ -50,26 +46,38 @@ func (pc *policyCheck) resolve(name []byte, seen fields, id []byte) (*policy.Pol
 	if len(id) == 0 {
 		return nil, &rl.FieldError{Field: "id", Rule: "must not be empty"}
 	}
-	var p *policy.Policy
-	if pc.st != nil {
-		p = pc.st.file.Lookup(string(name))
+	if pc.st == nil {
+		return nil, &rl.FieldError{Field: "policy", Rule: "no policies are loaded (start the sidecar with -policies FILE)"}
 	}
+	p := pc.st.file.Lookup(string(name))
 	if p == nil {
-		if pc.st == nil {
-			return nil, &rl.FieldError{Field: "policy", Rule: "no policies are loaded (start the sidecar with -policies FILE)"}
-		}
 		return nil, &rl.FieldError{Field: "policy", Rule: "no policy named " + strconv.Quote(string(name))}
 	}
 	return p, nil
 }
 
-// apply takes r's scale, limit, algo and (unless given) hits from p. The
-// caller sets r.ID to the counter id.
-func (pc *policyCheck) apply(r *rl.Request, p *policy.Policy, seen fields) {
+// finish completes a check whose fields are seen and whose id is id. A
+// check by policy (one that names it, or any under -policies-only) takes
+// its scale, limit, algo and (unless given) hits from the policy named
+// name, and its wait (unless given, and unless opts is nil: a batch's
+// item); finish returns that policy. The caller sets r.ID to its counter
+// id. Any other check must give the fields an explicit check needs.
+func (pc *policyCheck) finish(r *rl.Request, name []byte, seen fields, id []byte, opts *checkOpts) (*policy.Policy, error) {
+	if seen&fieldPolicy == 0 && !pc.only {
+		return nil, seen.missing()
+	}
+	p, err := pc.resolve(name, seen, id)
+	if err != nil {
+		return nil, err
+	}
 	r.Scale, r.Limit, r.Algo, r.Slices, r.Queue = millis.Duration(p.Scale), p.Limit, p.Algo, p.Slices, p.Queue
 	if seen&fieldHits == 0 {
 		r.Hits = p.Hits
 	}
+	if opts != nil && !opts.waitGiven {
+		opts.wait = p.Wait
+	}
+	return p, nil
 }
 
 // counterID returns the id p counts key under.
@@ -133,13 +141,13 @@ func (s *Server) setPolicies(f *policy.File) {
 		s.pmetrics.policiesLoaded.Set(0)
 		return
 	}
-	st := &policyState{file: f, counters: make(map[*policy.Rule]*[numResults]prometheus.Counter, len(f.Policies))}
+	st := &policyState{file: f, counters: make(map[*policy.Rule]*[checkmetric.NumResults]prometheus.Counter, len(f.Policies))}
 	names := make(map[string]bool, len(f.Policies))
 	for i := range f.Policies {
 		p := &f.Policies[i]
-		var cs [numResults]prometheus.Counter
-		for r := range numResults {
-			cs[r] = s.pmetrics.checks.WithLabelValues(p.Name, resultNames[r])
+		var cs [checkmetric.NumResults]prometheus.Counter
+		for r := range checkmetric.NumResults {
+			cs[r] = s.pmetrics.checks.WithLabelValues(p.Name, checkmetric.ResultNames[r])
 		}
 		st.counters[&p.Rule] = &cs
 		names[p.Name] = true
@@ -186,7 +194,7 @@ func (s *Server) ReloadPolicies() error {
 	return nil
 }
 
-func (s *Server) countPolicy(st *policyState, r *policy.Rule, res result) {
+func (s *Server) countPolicy(st *policyState, r *policy.Rule, res checkmetric.Result) {
 	if st == nil {
 		return
 	}
@@ -238,13 +246,13 @@ func (s *Server) auth(ctx *fasthttp.RequestCtx) {
 		// Not loaded until the sidecar is restarted with a file: a long
 		// Retry-After, so no client spins on it.
 		ctx.Response.Header.Set("Retry-After", "60")
-		s.metrics.check(endpointAuth, rl.Fixed, resultUnavailable)
+		s.metrics.check(endpointAuth, rl.Fixed, checkmetric.Unavailable)
 		s.fail(ctx, fasthttp.StatusServiceUnavailable, "api: /auth needs policies: start the sidecar with -policies FILE")
 		return
 	}
 	if s.gateway == policy.GatewayUnset {
 		ctx.Response.Header.Set("Retry-After", "60")
-		s.metrics.check(endpointAuth, rl.Fixed, resultUnavailable)
+		s.metrics.check(endpointAuth, rl.Fixed, checkmetric.Unavailable)
 		s.fail(ctx, fasthttp.StatusServiceUnavailable, "api: /auth needs -auth-headers nginx, caddy or traefik: the proxy whose headers carry the original request (a client's copies of the others are not believed)")
 		return
 	}
@@ -254,7 +262,7 @@ func (s *Server) auth(ctx *fasthttp.RequestCtx) {
 	if s.gateway == policy.GatewayNginx {
 		var err error
 		if denyStatus, err = authArgs(ctx.QueryArgs(), denyStatus); err != nil {
-			s.metrics.check(endpointAuth, rl.Fixed, resultInvalid)
+			s.metrics.check(endpointAuth, rl.Fixed, checkmetric.Invalid)
 			s.invalid(ctx, err)
 			return
 		}
@@ -266,7 +274,7 @@ func (s *Server) auth(ctx *fasthttp.RequestCtx) {
 	var target []byte
 	var missing string
 	if in.Method, target, in.Host, missing = s.gateway.Original(h); missing != "" {
-		s.metrics.check(endpointAuth, rl.Fixed, resultInvalid)
+		s.metrics.check(endpointAuth, rl.Fixed, checkmetric.Invalid)
 		s.fail(ctx, fasthttp.StatusBadRequest, "api: /auth: the request has no "+missing+
 			": the proxy in front is not set up as docs/gateways.md shows for -auth-headers "+s.gateway.String())
 		return
@@ -278,7 +286,7 @@ func (s *Server) auth(ctx *fasthttp.RequestCtx) {
 	if sc.path, err = policy.CleanPath(&in.Path, target, sc.path[:0]); err != nil {
 		// A path no backend reads alike is refused, never matched
 		// against nothing. The client is denied, and counted so.
-		s.metrics.check(endpointAuth, rl.Fixed, resultDenied)
+		s.metrics.check(endpointAuth, rl.Fixed, checkmetric.Denied)
 		ctx.SetStatusCode(denyStatus)
 		if s.gateway != policy.GatewayNginx { // nginx reads no body (writeAuth)
 			ctx.SetContentType("application/json")
@@ -382,9 +390,9 @@ func (s *Server) writeAuth(ctx *fasthttp.RequestCtx, st *policyState, sc *authSc
 	b = b[:0]
 	for i := range sc.results {
 		r := &sc.results[i]
-		res := resultAllowed
+		res := checkmetric.Allowed
 		if r.Denies() {
-			res = resultDenied
+			res = checkmetric.Denied
 			if denied == nil {
 				denied = r
 			}
@@ -396,7 +404,7 @@ func (s *Server) writeAuth(ctx *fasthttp.RequestCtx, st *policyState, sc *authSc
 		}
 		s.countPolicy(st, r.Rule, res)
 		s.metrics.check(endpointAuth, r.Rule.Algo, res)
-		s.dash.observePolicy(r.Rule.Name, res == resultDenied)
+		s.dash.observe("", r.Rule.Name, res == checkmetric.Denied)
 		if r.Rule.Unlimited || r.KeyRefused() {
 			continue
 		}
@@ -447,10 +455,8 @@ func (s *Server) writeAuth(ctx *fasthttp.RequestCtx, st *policyState, sc *authSc
 
 // peerAddr is the TCP peer's address.
 func peerAddr(ctx *fasthttp.RequestCtx) netip.Addr {
-	if a, ok := ctx.RemoteAddr().(*net.TCPAddr); ok {
-		if ip, ok := netip.AddrFromSlice(a.IP); ok {
-			return ip.Unmap()
-		}
+	if ip, ok := tcpIP(ctx.RemoteAddr()); ok {
+		return ip
 	}
 	return netip.IPv6Loopback() // a unix socket or an in-memory listener: this host
 }

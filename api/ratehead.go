@@ -59,7 +59,7 @@ func (c *policyCache) get(name string, limit, scale int64) *policySlot {
 	return e
 }
 
-// setRateHeaders sets on h what headers.SetBytesNamed sets for (name, r,
+// setRateHeaders sets on h what headers.SetBytes sets for (name, r,
 // d), byte for byte, the values of RateLimit-Policy and X-RateLimit-Limit
 // from sc's cache. It returns buf, possibly grown, for the next answer.
 func setRateHeaders(h *fasthttp.ResponseHeader, c *policyCache, buf []byte, name string, r rl.Request, d rl.Decision) []byte {

@@ -12,7 +12,7 @@ import (
 	"github.com/raterlimiter/raterlimiter/internal/headers"
 )
 
-// setRateHeaders writes what headers.SetOnNamed writes, byte for byte,
+// setRateHeaders writes what headers.SetBytes writes, byte for byte,
 // whether its cache holds the (name, limit, window) or not: random names
 // (quotes, backslashes and bytes left out of the quoted form among them),
 // limits and windows drawn from small sets so that slots are hit, missed
@@ -42,7 +42,7 @@ func TestSetRateHeadersAsHeadersPackage(t *testing.T) {
 		var want, got fasthttp.ResponseHeader
 		want.DisableNormalizing()
 		got.DisableNormalizing()
-		headers.SetOnNamed(&want, nil, name, r, d)
+		headers.SetBytes(want.SetBytesV, nil, name, r, d)
 		buf = setRateHeaders(&got, &c, buf, name, r, d)
 		if w, g := withoutDate(&want), withoutDate(&got); w != g {
 			t.Fatalf("check %d: %q, %+v, %+v:\nheaders package:\n%s\nsetRateHeaders:\n%s", i, name, r, d, w, g)

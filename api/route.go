@@ -35,59 +35,28 @@ func (s *Server) Handler(ctx *fasthttp.RequestCtx) {
 
 // route answers every endpoint but the profiles.
 func (s *Server) route(ctx *fasthttp.RequestCtx) {
+	getOrHead := ctx.IsGet() || ctx.IsHead()
 	switch string(ctx.Path()) {
 	case "/check_rate":
-		if ctx.IsGet() || ctx.IsPost() {
-			s.checkRate(ctx)
-			return
-		}
-		s.methodNotAllowed(ctx, "GET, POST")
+		s.serveIf(ctx, ctx.IsGet() || ctx.IsPost(), "GET, POST", s.checkRate)
 	case "/check_rates":
-		if ctx.IsPost() {
-			s.checkRates(ctx)
-			return
-		}
-		s.methodNotAllowed(ctx, "POST")
+		s.serveIf(ctx, ctx.IsPost(), "POST", s.checkRates)
 	case "/auth":
 		s.auth(ctx)
 	case "/reload":
-		if ctx.IsPost() {
-			s.reload(ctx)
-			return
-		}
-		s.methodNotAllowed(ctx, "POST")
+		s.serveIf(ctx, ctx.IsPost(), "POST", s.reload)
 	case "/buckets":
-		if ctx.IsGet() || ctx.IsDelete() {
-			s.buckets(ctx)
-			return
-		}
-		s.methodNotAllowed(ctx, "GET, DELETE")
+		s.serveIf(ctx, ctx.IsGet() || ctx.IsDelete(), "GET, DELETE", s.buckets)
 	case "/healthz":
-		if ctx.IsGet() || ctx.IsHead() {
-			s.healthz(ctx)
-			return
-		}
-		s.methodNotAllowed(ctx, "GET, HEAD")
+		s.serveIf(ctx, getOrHead, "GET, HEAD", s.healthz)
 	case "/livez":
-		if ctx.IsGet() || ctx.IsHead() {
-			s.livez(ctx)
-			return
-		}
-		s.methodNotAllowed(ctx, "GET, HEAD")
+		s.serveIf(ctx, getOrHead, "GET, HEAD", s.livez)
 	case "/readyz":
-		if ctx.IsGet() || ctx.IsHead() {
-			s.readyz(ctx)
-			return
-		}
-		s.methodNotAllowed(ctx, "GET, HEAD")
+		s.serveIf(ctx, getOrHead, "GET, HEAD", s.readyz)
 	case "/healthcheck":
 		s.healthcheck(ctx)
 	case "/metrics":
-		if ctx.IsGet() || ctx.IsHead() {
-			s.serveMetrics(ctx)
-			return
-		}
-		s.methodNotAllowed(ctx, "GET, HEAD")
+		s.serveIf(ctx, getOrHead, "GET, HEAD", s.serveMetrics)
 	case "/dashboard", "/dashboard/data":
 		if s.dash.cfg.Off {
 			s.fail(ctx, fasthttp.StatusNotFound, "api: the dashboard is off")
@@ -105,6 +74,16 @@ func (s *Server) route(ctx *fasthttp.RequestCtx) {
 	default:
 		s.fail(ctx, fasthttp.StatusNotFound, "api: no such endpoint; see /check_rate, /check_rates, /auth, /buckets, /reload, /healthz, /livez, /readyz, /metrics, /dashboard")
 	}
+}
+
+// serveIf serves the request with serve when its method is one the
+// endpoint allows (ok), and answers 405 naming those (allow) otherwise.
+func (s *Server) serveIf(ctx *fasthttp.RequestCtx, ok bool, allow string, serve fasthttp.RequestHandler) {
+	if !ok {
+		s.methodNotAllowed(ctx, allow)
+		return
+	}
+	serve(ctx)
 }
 
 // ambiguousLength reports whether the request came with both a

@@ -28,44 +28,55 @@ const (
 	defaultMaxHeldPerClient = 32
 )
 
-// holdSlots bounds the answers held at once, over the server and per
-// client address (as an ip key reads it: behind a trusted proxy, the
-// address it forwards). Every held answer keeps a connection open, and
-// behind a proxy that is one of the proxy's connections: without a bound,
-// one client that asks to wait on many connections takes them all, and
-// every other client behind the proxy is refused. It is safe for
-// concurrent use.
+// holdSlots bounds the answers held at once, over the server (most) and
+// per client address (perClient; as an ip key reads it: behind a trusted
+// proxy, the address it forwards). Every held answer keeps a connection
+// open, and behind a proxy that is one of the proxy's connections: without
+// a bound, one client that asks to wait on many connections takes them
+// all, and every other client behind the proxy is refused.
 type holdSlots struct {
-	mu        sync.Mutex
-	total     int
-	most      int
-	perClient int
-	by        map[netip.Addr]int
+	addrCount
+	most, perClient int
 }
 
-// take reserves a place for an answer of client to be held, or reports
-// false when client or the server holds its bound.
+// take reserves a place for an answer of client to be held (give returns
+// it), or reports false when client or the server holds its bound.
 func (h *holdSlots) take(client netip.Addr) bool {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	n := h.by[client]
-	if n >= h.perClient || h.total >= h.most {
+	return h.addrCount.take(client, h.perClient, h.most)
+}
+
+// addrCount counts what each client address holds (connections, held
+// answers), and the total over every address. It is safe for concurrent
+// use.
+type addrCount struct {
+	mu    sync.Mutex
+	total int
+	by    map[netip.Addr]int
+}
+
+// take counts one more for a, unless a holds perAddr already (negative: no
+// bound) or the total is most, and reports whether it did.
+func (c *addrCount) take(a netip.Addr, perAddr, most int) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := c.by[a]
+	if (perAddr >= 0 && n >= perAddr) || c.total >= most {
 		return false
 	}
-	h.by[client] = n + 1
-	h.total++
+	c.by[a] = n + 1
+	c.total++
 	return true
 }
 
-// give returns a place take reserved.
-func (h *holdSlots) give(client netip.Addr) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.total--
-	if n := h.by[client]; n <= 1 {
-		delete(h.by, client)
+// give takes back one that take counted for a.
+func (c *addrCount) give(a netip.Addr) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.total--
+	if n := c.by[a]; n <= 1 {
+		delete(c.by, a)
 	} else {
-		h.by[client] = n - 1
+		c.by[a] = n - 1
 	}
 }
 
@@ -122,14 +133,6 @@ func waits(checks []policy.Check) bool {
 // decided: an admitted request is not turned into an error), and holds a
 // fasthttp worker and its connection meanwhile, nothing else.
 
-// applyWait makes a check by policy p wait when p says so and the check did
-// not say otherwise (wait=0 answers at once).
-func applyWait(p *policy.Policy, opts *checkOpts) {
-	if !opts.waitGiven {
-		opts.wait = p.Wait
-	}
-}
-
 // boundDelay returns the bound on the delay of a held check: the caller's
 // own (max_delay_ms), or the server's MaxWait when smaller or unset.
 func (s *Server) boundDelay(own int64) int64 {
@@ -141,12 +144,11 @@ func (s *Server) boundDelay(own int64) int64 {
 
 // hold waits d.Delay before the answer leaves, or less if the server
 // shuts down (Shutdown closes stopping before it waits for the requests in
-// flight). It reports how long it held.
-func (s *Server) hold(d rl.Decision) time.Duration {
+// flight).
+func (s *Server) hold(d rl.Decision) {
 	if !d.Allowed || d.Delay <= 0 {
-		return 0
+		return
 	}
-	start := time.Now()
 	t := time.NewTimer(d.Delay)
 	defer t.Stop()
 	s.metrics.held.Inc()
@@ -155,7 +157,6 @@ func (s *Server) hold(d rl.Decision) time.Duration {
 	case <-t.C:
 	case <-s.stopping:
 	}
-	return time.Since(start)
 }
 
 // holdAuth holds an allowed /auth answer until the turn of its policies

@@ -86,13 +86,13 @@ func TestPeerAddr(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.in, func(t *testing.T) {
-			a, ok := core.PeerAddr(tt.in)
+			a, ok := clientip.ParseAddr(tt.in)
 			require.True(t, ok)
 			assert.Equal(t, tt.want, a.String())
 		})
 	}
 	for _, bad := range []string{"", "@", "/tmp/sock", "host:80"} {
-		_, ok := core.PeerAddr(bad)
+		_, ok := clientip.ParseAddr(bad)
 		assert.False(t, ok, bad)
 	}
 }
@@ -282,7 +282,7 @@ func FuzzClientIP(f *testing.F) {
 	p, err := core.ParseProxies("10.0.0.0/8", "fd00::/8")
 	require.NoError(f, err)
 	f.Fuzz(func(t *testing.T, peer, xff, realIP string) {
-		pa, ok := core.PeerAddr(peer)
+		pa, ok := clientip.ParseAddr(peer)
 		if !ok {
 			return
 		}
@@ -298,7 +298,7 @@ func FuzzClientIP(f *testing.F) {
 		}
 		named := false
 		for _, s := range append(strings.Split(xff, ","), realIP) {
-			if a, ok := core.PeerAddr(strings.TrimSpace(s)); ok && a == got {
+			if a, ok := clientip.ParseAddr(strings.TrimSpace(s)); ok && a == got {
 				named = true
 			}
 		}

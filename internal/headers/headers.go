@@ -32,7 +32,8 @@ const PolicyName = "default"
 // Set calls set once for each header that the contract puts on the answer to
 // r: RateLimit-Policy, RateLimit, X-RateLimit-Limit, X-RateLimit-Remaining,
 // X-RateLimit-Reset and, when d denies a check that can pass later,
-// Retry-After (see Retryable). For example:
+// Retry-After (see Retryable). The RateLimit-Policy and RateLimit items are
+// named name: PolicyName, or a server-side policy's name. For example:
 //
 //	RateLimit-Policy: "default";q=10;w=60
 //	RateLimit: "default";r=7;t=42
@@ -40,15 +41,9 @@ const PolicyName = "default"
 //	X-RateLimit-Remaining: 7
 //	X-RateLimit-Reset: 1700000042
 //	Retry-After: 42
-func Set(set func(key, value string), r rl.Request, d rl.Decision) {
+func Set(set func(key, value string), name string, r rl.Request, d rl.Decision) {
 	var buf [64]byte
-	SetBytes(func(key string, value []byte) { set(key, string(value)) }, buf[:0], r, d)
-}
-
-// SetNamed is Set with the RateLimit-Policy and RateLimit items named name.
-func SetNamed(set func(key, value string), name string, r rl.Request, d rl.Decision) {
-	var buf [64]byte
-	SetBytesNamed(func(key string, value []byte) { set(key, string(value)) }, buf[:0], name, r, d)
+	SetBytes(func(key string, value []byte) { set(key, string(value)) }, buf[:0], name, r, d)
 }
 
 // SetBytes is Set for stacks that copy a header value from a byte slice, such
@@ -56,13 +51,7 @@ func SetNamed(set func(key, value string), name string, r rl.Request, d rl.Decis
 // (reusing its capacity; 64 bytes are always enough) and calls set with it.
 // The value is valid only during the call. SetBytes returns buf, possibly
 // grown, so a caller can keep it for the next response.
-func SetBytes(set func(key string, value []byte), buf []byte, r rl.Request, d rl.Decision) []byte {
-	return SetBytesNamed(set, buf, PolicyName, r, d)
-}
-
-// SetBytesNamed is SetBytes with the RateLimit-Policy and RateLimit items
-// named name (a server-side policy's name) instead of "default".
-func SetBytesNamed(set func(key string, value []byte), buf []byte, name string, r rl.Request, d rl.Decision) []byte {
+func SetBytes(set func(key string, value []byte), buf []byte, name string, r rl.Request, d rl.Decision) []byte {
 	buf = AppendPolicyItem(buf[:0], name, r.Limit, r.Scale.Milliseconds())
 	set(Policy, buf)
 	buf = AppendRateLimitItem(buf[:0], name, d)
@@ -78,29 +67,6 @@ func SetBytesNamed(set func(key string, value []byte), buf []byte, name string, 
 		set(RetryAfter, buf)
 	}
 	return buf
-}
-
-// Setter is a response header that copies a value given as bytes, as
-// fasthttp's *ResponseHeader does.
-type Setter interface {
-	SetBytesV(key string, value []byte)
-}
-
-// SetOn is SetBytes for a Setter; it saves the caller a closure on the hot
-// path.
-func SetOn(h Setter, buf []byte, r rl.Request, d rl.Decision) []byte {
-	return SetBytes(h.SetBytesV, buf, r, d)
-}
-
-// SetOnNamed is SetBytesNamed for a Setter.
-func SetOnNamed(h Setter, buf []byte, name string, r rl.Request, d rl.Decision) []byte {
-	return SetBytesNamed(h.SetBytesV, buf, name, r, d)
-}
-
-// AppendPolicy appends the value of RateLimit-Policy for r:
-// "default";q=LIMIT;w=WINDOW, the window in seconds rounded up, at least 1.
-func AppendPolicy(dst []byte, r rl.Request) []byte {
-	return AppendPolicyItem(dst, PolicyName, r.Limit, r.Scale.Milliseconds())
 }
 
 // AppendPolicyItem appends one item of RateLimit-Policy:
@@ -127,12 +93,6 @@ func appendQuoted(dst []byte, name string) []byte {
 		}
 	}
 	return append(dst, '"')
-}
-
-// AppendRateLimit appends the value of RateLimit for d:
-// "default";r=REMAINING;t=RESET, the reset in seconds rounded up.
-func AppendRateLimit(dst []byte, d rl.Decision) []byte {
-	return AppendRateLimitItem(dst, PolicyName, d)
 }
 
 // AppendRateLimitItem appends one item of RateLimit for d:

@@ -23,7 +23,7 @@ import (
 
 func collect(r rl.Request, d rl.Decision) map[string]string {
 	got := map[string]string{}
-	headers.Set(func(k, v string) { got[k] = v }, r, d)
+	headers.Set(func(k, v string) { got[k] = v }, headers.PolicyName, r, d)
 	return got
 }
 
@@ -149,7 +149,7 @@ func TestSetBytesMatchesSet(t *testing.T) {
 	r := rl.Request{ID: "x", Scale: 2500 * time.Millisecond, Limit: 7, Hits: 2}
 	d := rl.Decision{Allowed: false, Count: 8, Limit: 7, Reset: 1200 * time.Millisecond, RetryAfter: 2400 * time.Millisecond, Now: time.UnixMilli(1_700_000_000_100)}
 	viaBytes := map[string]string{}
-	buf := headers.SetBytes(func(k string, v []byte) { viaBytes[k] = string(v) }, nil, r, d)
+	buf := headers.SetBytes(func(k string, v []byte) { viaBytes[k] = string(v) }, nil, headers.PolicyName, r, d)
 	assert.Equal(t, collect(r, d), viaBytes)
 	assert.NotNil(t, buf, "SetBytes returns its buffer for reuse")
 }
@@ -160,14 +160,14 @@ func TestSetBytesDoesNotAllocate(t *testing.T) {
 	buf := make([]byte, 0, 64)
 	n := 0
 	set := func(string, []byte) { n++ }
-	allocs := testing.AllocsPerRun(100, func() { buf = headers.SetBytes(set, buf, r, d) })
+	allocs := testing.AllocsPerRun(100, func() { buf = headers.SetBytes(set, buf, headers.PolicyName, r, d) })
 	assert.Zero(t, allocs)
 	require.Positive(t, n)
 }
 
-func TestSetOnNetHTTPKeepsNames(t *testing.T) {
+func TestSetNetHTTPKeepsNames(t *testing.T) {
 	h := http.Header{}
-	headers.Set(h.Set, rl.Request{Scale: time.Second, Limit: 1}, rl.Decision{Limit: 1, Reset: 500 * time.Millisecond, RetryAfter: 500 * time.Millisecond, Now: time.UnixMilli(1000)})
+	headers.Set(h.Set, headers.PolicyName, rl.Request{Scale: time.Second, Limit: 1}, rl.Decision{Limit: 1, Reset: 500 * time.Millisecond, RetryAfter: 500 * time.Millisecond, Now: time.UnixMilli(1000)})
 	// net/http canonicalises names; lookups are case-insensitive either way.
 	assert.Equal(t, `"default";q=1;w=1`, h.Get("RateLimit-Policy"))
 	assert.Equal(t, "1", h.Get("Retry-After"))
@@ -177,7 +177,7 @@ func TestSetOnNetHTTPKeepsNames(t *testing.T) {
 func ExampleSet() {
 	r := rl.Request{ID: "u1", Scale: time.Minute, Limit: 10, Hits: 1}
 	d := rl.Decision{Allowed: false, Count: 11, Limit: 10, Remaining: 0, Reset: 41500 * time.Millisecond, RetryAfter: 41500 * time.Millisecond, Now: time.UnixMilli(1_700_000_000_000)}
-	headers.Set(func(k, v string) { fmt.Printf("%s: %s\n", k, v) }, r, d)
+	headers.Set(func(k, v string) { fmt.Printf("%s: %s\n", k, v) }, headers.PolicyName, r, d)
 	// Output:
 	// RateLimit-Policy: "default";q=10;w=60
 	// RateLimit: "default";r=0;t=42
@@ -185,18 +185,6 @@ func ExampleSet() {
 	// X-RateLimit-Remaining: 0
 	// X-RateLimit-Reset: 1700000042
 	// Retry-After: 42
-}
-
-type recorder map[string]string
-
-func (r recorder) SetBytesV(k string, v []byte) { r[k] = string(v) }
-
-func TestSetOnMatchesSet(t *testing.T) {
-	r := rl.Request{ID: "x", Scale: time.Second, Limit: 3, Hits: 1}
-	d := rl.Decision{Allowed: true, Count: 1, Limit: 3, Remaining: 2, Reset: 999 * time.Millisecond, Now: time.UnixMilli(1_700_000_000_001)}
-	got := recorder{}
-	headers.SetOn(got, nil, r, d)
-	assert.Equal(t, collect(r, d), map[string]string(got))
 }
 
 var seedFlag = flag.Uint64("headers.seed", 20261125, "seed of TestResetNeverBeforeRetryAfter")

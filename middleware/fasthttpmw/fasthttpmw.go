@@ -12,6 +12,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	rl "github.com/raterlimiter/raterlimiter"
+	"github.com/raterlimiter/raterlimiter/internal/clientip"
 	"github.com/raterlimiter/raterlimiter/internal/headers"
 	"github.com/raterlimiter/raterlimiter/middleware"
 	"github.com/raterlimiter/raterlimiter/middleware/internal/core"
@@ -61,7 +62,7 @@ func (m *limiter) clientIP(ctx *fasthttp.RequestCtx) string {
 	case *net.TCPAddr:
 		peer = a.AddrPort().Addr()
 	default:
-		p, ok := core.PeerAddr(a.String())
+		p, ok := clientip.ParseAddr(a.String())
 		if !ok {
 			return a.String()
 		}
@@ -71,11 +72,7 @@ func (m *limiter) clientIP(ctx *fasthttp.RequestCtx) string {
 	if !p.Trusted(peer) {
 		return peer.Unmap().String()
 	}
-	var xff []string
-	for _, v := range ctx.Request.Header.PeekAll("X-Forwarded-For") {
-		xff = append(xff, string(v))
-	}
-	return p.ClientIP(peer, xff, string(ctx.Request.Header.Peek("X-Real-IP"))).String()
+	return p.ClientIPBytes(peer, ctx.Request.Header.PeekAll("X-Forwarded-For"), ctx.Request.Header.Peek("X-Real-IP")).String()
 }
 
 // handler returns next behind the rate limit.
@@ -109,5 +106,5 @@ func (m *limiter) handler(next fasthttp.RequestHandler) fasthttp.RequestHandler 
 // writes names in its normal form: "Ratelimit-Policy").
 func setHeaders(ctx *fasthttp.RequestCtx, name string, r rl.Request, d rl.Decision) {
 	var buf [64]byte
-	headers.SetBytesNamed(ctx.Response.Header.SetBytesV, buf[:0], name, r, d)
+	headers.SetBytes(ctx.Response.Header.SetBytesV, buf[:0], name, r, d)
 }

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strconv"
 
+	"github.com/raterlimiter/raterlimiter/internal/clientip"
 	"github.com/raterlimiter/raterlimiter/internal/headers"
 	"github.com/raterlimiter/raterlimiter/middleware"
 	"github.com/raterlimiter/raterlimiter/middleware/internal/core"
@@ -50,7 +51,7 @@ type limiter struct {
 
 // clientIP is the default key (see New).
 func (m *limiter) clientIP(r *http.Request) string {
-	peer, ok := core.PeerAddr(r.RemoteAddr)
+	peer, ok := clientip.ParseAddr(r.RemoteAddr)
 	if !ok {
 		if r.RemoteAddr == "" {
 			return "unknown"
@@ -78,12 +79,12 @@ func (m *limiter) handler(next http.Handler) http.Handler {
 			if m.core.Hold(r.Context(), d) != nil {
 				return // the requester left while waiting its turn
 			}
-			headers.SetNamed(set, m.core.PolicyName(), req, d)
+			headers.Set(set, m.core.PolicyName(), req, d)
 			next.ServeHTTP(w, r)
 		case core.Unlimited:
 			next.ServeHTTP(w, r)
 		case core.Deny:
-			headers.SetNamed(set, m.core.PolicyName(), req, d)
+			headers.Set(set, m.core.PolicyName(), req, d)
 			writeText(w, http.StatusTooManyRequests, core.DenyBody(d))
 		case core.Unavailable:
 			h.Set("Retry-After", "1")

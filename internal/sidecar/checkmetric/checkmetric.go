@@ -111,13 +111,4 @@ func (v *Vec) Describe(ch chan<- *prometheus.Desc) { v.vec.Describe(ch) }
 // Collect implements prometheus.Collector.
 func (v *Vec) Collect(ch chan<- prometheus.Metric) { v.vec.Collect(ch) }
 
-// Totaler is what the dashboard sums: a Vec, or any collector that counts
-// checks of the family.
-type Totaler interface {
-	Totals() (checks, denied float64)
-}
-
-var (
-	_ prometheus.Collector = (*Vec)(nil)
-	_ Totaler              = (*Vec)(nil)
-)
+var _ prometheus.Collector = (*Vec)(nil)

@@ -7,7 +7,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/netip"
 	"strconv"
 	"strings"
 	"time"
@@ -238,7 +237,3 @@ func ParseProxies(list ...string) (clientip.Proxies, error) {
 	}
 	return p, nil
 }
-
-// PeerAddr parses a peer address as net/http's Request.RemoteAddr spells it
-// ("1.2.3.4:5678", "[::1]:5678"), or a bare address.
-func PeerAddr(remoteAddr string) (netip.Addr, bool) { return clientip.ParseAddr(remoteAddr) }
