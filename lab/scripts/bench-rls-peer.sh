@@ -33,7 +33,9 @@
 # envoyproxy/ratelimit is built from the Go module proxy (PEER_VERSION, its
 # module directory copied out of the module cache, go build
 # ./src/service_cmd) into CACHE (default ~/.cache/raterlimiter-bench),
-# once. Redis is pinned to the last CPU when taskset is there (PIN=0: not).
+# once. With taskset there (PIN=0: not), Redis and the load are pinned to
+# the last CPU and every server, all its threads, to the first: a server's
+# CPU a call is then measured on a core nobody else uses.
 #
 # PEER_ENV are the peer's settings, its best for this load by default:
 # REDIS_PIPELINE_WINDOW=150us (radix's write flush interval, which its
@@ -103,7 +105,7 @@ redis_pid=$last_pid
 last_cpu=$(($(nproc) - 1))
 if [ "$PIN" = 1 ] && command -v taskset >/dev/null && [ "$last_cpu" -gt 0 ]; then
   taskset -cp "$last_cpu" "$redis_pid" >/dev/null
-  echo "redis-server pinned to CPU $last_cpu; the servers and the load unpinned"
+  pinned=1
 fi
 
 # waitport NAME PORT: waits until something listens on 127.0.0.1:PORT.
@@ -141,6 +143,13 @@ start ours-redis "$tmp/raterlimiter" -listen "$red_http" -rls-listen "127.0.0.1:
   -backend redis -redis-url "redis://127.0.0.1:$rport/0"
 red_pid=$last_pid
 waitport ours-redis "$red_grpc"
+
+load=()
+if [ "${pinned:-0}" = 1 ]; then
+  for pid in "$floor_pid" "$peer_pid" "$mem_pid" "$red_pid"; do taskset -a -cp 0 "$pid" >/dev/null; done
+  load=(taskset -c "$last_cpu")
+  echo "servers pinned to CPU 0; redis-server and the load to CPU $last_cpu"
+fi
 
 subjects=(floor peer ours-redis ours-memory)
 [ "$HTTP" = 1 ] && subjects+=(http-redis http-memory)
@@ -186,7 +195,7 @@ measure() {
   redis-cli -p "$rport" config resetstat >/dev/null
   r0=$(rcpu) c0=$(cputicks "$pid")
   # shellcheck disable=SC2086 # args are words
-  out=$("$tmp/rlload" $args -c "$CALLERS" -ids "$IDS" -d "${2}s" -timeout 1s -progress 2>"$tmp/rlload.err") ||
+  out=$("${load[@]}" "$tmp/rlload" $args -c "$CALLERS" -ids "$IDS" -d "${2}s" -timeout 1s -progress 2>"$tmp/rlload.err") ||
     { echo "$me: $1: $out" >&2; cat "$tmp/rlload.err" >&2; exit 1; }
   c1=$(cputicks "$pid") r1=$(rcpu) cmd=$(rcmd)
   total=$(grep -o 'whole run: [0-9]*' "$tmp/rlload.err" | awk '{ print $3 }')
