@@ -20,6 +20,7 @@ package client
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -134,9 +135,7 @@ type Client struct {
 	maxID      int
 }
 
-var (
-	_ rl.Limiter = (*Client)(nil)
-)
+var _ rl.Limiter = (*Client)(nil)
 
 // New returns a client of the sidecar at cfg.URL. It fails only on a URL that
 // is not an absolute http or https URL or a unix: socket path.
@@ -160,15 +159,12 @@ func New(cfg Config) (*Client, error) {
 	}
 	c := &Client{
 		base:       strings.TrimRight(u.String(), "/"),
-		timeout:    cfg.Timeout,
+		timeout:    cmp.Or(cfg.Timeout, defaultTimeout),
 		failMode:   cfg.FailMode,
 		onDegraded: cfg.OnDegraded,
 		token:      cfg.AdminToken,
 		clock:      cfg.Clock,
 		maxID:      cfg.MaxIDBytes,
-	}
-	if c.timeout == 0 {
-		c.timeout = defaultTimeout
 	}
 	if c.clock == nil {
 		c.clock = time.Now
