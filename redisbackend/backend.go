@@ -81,12 +81,8 @@ func New(cfg Config) (*Backend, error) {
 
 // newBackend is New with the tests' options.
 func newBackend(cfg Config, o options) (*Backend, error) {
-	if cfg.URL == "" {
-		cfg.URL = defaultURL
-	}
-	if cfg.Prefix == "" {
-		cfg.Prefix = defaultPrefix
-	}
+	cfg.URL = cmp.Or(cfg.URL, defaultURL)
+	cfg.Prefix = cmp.Or(cfg.Prefix, defaultPrefix)
 	if strings.ContainsAny(cfg.Prefix, "{}") {
 		return nil, errors.New("redisbackend: prefix must not contain { or }")
 	}
@@ -109,9 +105,7 @@ func newBackend(cfg Config, o options) (*Backend, error) {
 	if cfg.Fail == rl.FailLocal && cfg.Fallback == nil {
 		return nil, errNoFallback
 	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
-	}
+	cfg.Logger = cmp.Or(cfg.Logger, slog.Default())
 	opt, err := rueidis.ParseURL(cfg.URL)
 	if err != nil {
 		return nil, fmt.Errorf("redisbackend: url: %w", err)
