@@ -205,7 +205,7 @@ func (b *batcher) flush(f *flight) {
 			}
 			return
 		}
-		now := b.c.clock()
+		now := b.c.cfg.Clock()
 		for i, w := range f.live {
 			d := f.ds[i]
 			d.Now = now
