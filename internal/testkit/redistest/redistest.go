@@ -94,7 +94,6 @@ func (s *Server) URL() string {
 // t.Cleanup.
 func Start(t testing.TB, extra ...string) *Server {
 	t.Helper()
-	Available(t)
 	s := &Server{dir: t.TempDir()}
 	s.startFresh(t, extra)
 	return s
@@ -115,8 +114,10 @@ func StartMain(dir string) (*Server, error) {
 	return s, nil
 }
 
+// startFresh starts s, skipping t (Available) when redis-server is missing.
 func (s *Server) startFresh(t testing.TB, extra []string) {
 	t.Helper()
+	Available(t)
 	if err := s.start(extra, t.Logf); err != nil {
 		t.Fatalf("redistest: could not start redis-server: %v", err)
 	}
@@ -309,7 +310,6 @@ func StartClusterNode(t testing.TB, dir string, extra ...string) (*Server, error
 // and registers its stop with t.Cleanup.
 func StartSentinel(t testing.TB, conf string) *Server {
 	t.Helper()
-	Available(t)
 	s := &Server{dir: t.TempDir(), sentinel: true}
 	if err := os.WriteFile(filepath.Join(s.dir, "sentinel.conf"), []byte(conf), 0o644); err != nil {
 		t.Fatal(err)
