@@ -281,10 +281,8 @@ var peerKeys = map[string]bool{
 	"replaces": true, "detailed_metric": true, "value_to_metric": true, "share_threshold": true,
 }
 
+// add loads one file's contents, which Load has bounded by MaxFileBytes.
 func (c *Config) add(path string, data []byte) error {
-	if len(data) > MaxFileBytes {
-		return &ConfigError{Path: path, Msg: fmt.Sprintf("is %d bytes; at most %d", len(data), MaxFileBytes)}
-	}
 	l := &loader{path: path, c: c, work: maxWork}
 	var doc yaml.Node
 	if err := yaml.Unmarshal(data, &doc); err != nil {
