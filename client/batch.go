@@ -12,18 +12,10 @@ import (
 	rl "github.com/raterlimiter/raterlimiter"
 )
 
-// Defaults of the batching mode.
-const (
-	// defaultBatchMaxSize is the most checks one batch carries when only
-	// BatchWindow turns batching on; it must not exceed the sidecar's
-	// -max-batch (1,000 by default).
-	defaultBatchMaxSize = 500
-	// batchesInFlight is how many batches may be on their way at once:
-	// one, since the checks that arrive while a batch travels make the
-	// next one, so batches grow with the load without a window to wait
-	// out.
-	batchesInFlight = 1
-)
+// defaultBatchMaxSize is the most checks one batch carries when only
+// BatchWindow turns batching on; it must not exceed the sidecar's
+// -max-batch (1,000 by default).
+const defaultBatchMaxSize = 500
 
 // waiting is one CheckRate call waiting in the batcher. A caller that got
 // its answer returns its waiting to the pool; one that left on its
@@ -44,10 +36,11 @@ type answerOf struct {
 // Callers append to a queue under a mutex (no channel operation or select
 // per check on the way in); a flight is a goroutine that takes the queue,
 // up to maxSize checks, sends it, answers its callers, and goes on while
-// checks are waiting, or ends. At most batchesInFlight flights run: a
-// check that finds fewer starts one. So under light load a check leaves at
-// once, alone, and under heavy load each batch holds what arrived while
-// the previous ones travelled.
+// checks are waiting, or ends. At most one flight runs, since the checks
+// that arrive while a batch travels make the next one: a check that finds
+// none starts one. So under light load a check leaves at once, alone, and
+// under heavy load each batch holds what arrived while the previous one
+// travelled, growing with the load without a window to wait out.
 type batcher struct {
 	c       *Client
 	closed  chan struct{} // closed by Client.Close
@@ -60,7 +53,7 @@ type batcher struct {
 	mu      sync.Mutex
 	queue   []*waiting
 	full    chan struct{}  // if not nil, closed when the queue holds maxSize
-	flying  int            // flights running
+	flying  bool           // a flight runs
 	shut    bool           // closed was seen: no new flights
 	flights sync.WaitGroup // the flights, for Close
 }
@@ -98,28 +91,21 @@ func (b *batcher) check(ctx context.Context, r rl.Request) (rl.Decision, error) 
 		close(b.full)
 		b.full = nil
 	}
-	start := b.flying < batchesInFlight
+	start := !b.flying
 	if start {
-		b.flying++
+		b.flying = true
 		b.flights.Add(1)
 	}
 	b.mu.Unlock()
 	if start {
 		go b.fly()
 	}
-	done := ctx.Done()
-	if done == nil {
-		a := <-w.reply
-		w.ctx = nil
-		b.pool.Put(w)
-		return a.d, a.err
-	}
 	select {
 	case a := <-w.reply:
 		w.ctx = nil
 		b.pool.Put(w)
 		return a.d, a.err
-	case <-done:
+	case <-ctx.Done(): // never, for a context that cannot end
 		return rl.Decision{}, &Error{Err: ctx.Err()}
 	}
 }
@@ -149,7 +135,7 @@ func (b *batcher) fly() {
 		b.mu.Lock()
 		n := min(len(b.queue), b.maxSize)
 		if n == 0 {
-			b.flying--
+			b.flying = false
 			b.mu.Unlock()
 			return
 		}
@@ -219,7 +205,7 @@ func (b *batcher) flush(f *flight) {
 			}
 			return
 		}
-		now := b.c.clock()
+		now := b.c.cfg.Clock()
 		for i, w := range f.live {
 			d := f.ds[i]
 			d.Now = now

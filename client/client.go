@@ -20,6 +20,7 @@ package client
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -121,22 +122,15 @@ type Config struct {
 // stops it. A Client must be made with New: the zero value's methods fail
 // with an error that says so.
 type Client struct {
-	hc         *fasthttp.HostClient
-	batch      *batcher // nil unless Config.BatchMaxSize or BatchWindow is positive
-	closed     atomic.Bool
-	once       sync.Once
-	base       string // URL without a trailing slash
-	timeout    time.Duration
-	failMode   rl.FailMode
-	onDegraded func(rl.DegradedEvent)
-	token      string
-	clock      func() time.Time
-	maxID      int
+	hc     *fasthttp.HostClient
+	batch  *batcher // nil unless Config.BatchMaxSize or BatchWindow is positive
+	closed atomic.Bool
+	once   sync.Once
+	base   string // URL without a trailing slash
+	cfg    Config // with the defaults of its zero fields
 }
 
-var (
-	_ rl.Limiter = (*Client)(nil)
-)
+var _ rl.Limiter = (*Client)(nil)
 
 // New returns a client of the sidecar at cfg.URL. It fails only on a URL that
 // is not an absolute http or https URL or a unix: socket path.
@@ -158,24 +152,14 @@ func New(cfg Config) (*Client, error) {
 	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
 		return nil, fmt.Errorf("client: bad URL %q: want http(s)://host[:port][/path]", cfg.URL)
 	}
-	c := &Client{
-		base:       strings.TrimRight(u.String(), "/"),
-		timeout:    cfg.Timeout,
-		failMode:   cfg.FailMode,
-		onDegraded: cfg.OnDegraded,
-		token:      cfg.AdminToken,
-		clock:      cfg.Clock,
-		maxID:      cfg.MaxIDBytes,
+	cfg.Timeout = cmp.Or(cfg.Timeout, defaultTimeout)
+	if cfg.Clock == nil {
+		cfg.Clock = time.Now
 	}
-	if c.timeout == 0 {
-		c.timeout = defaultTimeout
+	if cfg.MaxIDBytes <= 0 {
+		cfg.MaxIDBytes = check.DefaultMaxIDBytes
 	}
-	if c.clock == nil {
-		c.clock = time.Now
-	}
-	if c.maxID <= 0 {
-		c.maxID = check.DefaultMaxIDBytes
-	}
+	c := &Client{base: strings.TrimRight(u.String(), "/"), cfg: cfg}
 	conns := cfg.MaxConns
 	if conns <= 0 {
 		conns = defaultMaxConns
@@ -184,7 +168,7 @@ func New(cfg Config) (*Client, error) {
 	if u.Port() == "" {
 		addr = net.JoinHostPort(u.Hostname(), map[string]string{"http": "80", "https": "443"}[u.Scheme])
 	}
-	wait := c.timeout
+	wait := cfg.Timeout
 	if wait < 0 {
 		wait = time.Hour // no bound but the context's; HostClient needs one
 	}
@@ -239,7 +223,7 @@ func (c *Client) CheckRate(ctx context.Context, r rl.Request) (rl.Decision, erro
 	if c.hc == nil {
 		return rl.Decision{}, errNotNew
 	}
-	if err := check.Validate(r, c.maxID); err != nil {
+	if err := check.Validate(r, c.cfg.MaxIDBytes); err != nil {
 		return rl.Decision{}, err
 	}
 	r = check.Counted(r)
@@ -301,7 +285,7 @@ func (c *Client) checkRate(ctx context.Context, r rl.Request) (rl.Decision, erro
 	err := c.do(ctx, fasthttp.MethodGet, string(u), nil, false, func(status int, body []byte) error {
 		return decodeDecision(status, body, &d)
 	})
-	d.Now = c.clock()
+	d.Now = c.cfg.Clock()
 	return d, err
 }
 
@@ -322,7 +306,7 @@ func (c *Client) CheckRates(ctx context.Context, rs []rl.Request) ([]rl.Decision
 	if c.hc == nil {
 		return nil, errNotNew
 	}
-	if err := check.Batch(rs, c.maxID); err != nil {
+	if err := check.Batch(rs, c.cfg.MaxIDBytes); err != nil {
 		return nil, err
 	}
 	for i := range rs {
@@ -359,7 +343,7 @@ func (c *Client) checkRates(ctx context.Context, rs []rl.Request) ([]rl.Decision
 	if err != nil {
 		return nil, err
 	}
-	now := c.clock()
+	now := c.cfg.Clock()
 	for i := range ds {
 		ds[i].Now = now
 	}
@@ -393,7 +377,7 @@ func (c *Client) Buckets(ctx context.Context, id string) ([]rl.Bucket, error) {
 	if c.hc == nil {
 		return nil, errNotNew
 	}
-	if err := check.Validate(rl.Request{ID: id, Scale: time.Millisecond}, c.maxID); err != nil {
+	if err := check.Validate(rl.Request{ID: id, Scale: time.Millisecond}, c.cfg.MaxIDBytes); err != nil {
 		return nil, err
 	}
 	all := []rl.Bucket{}
@@ -446,7 +430,7 @@ func (c *Client) Reset(ctx context.Context, id string, scale time.Duration) (int
 	if c.hc == nil {
 		return 0, errNotNew
 	}
-	if err := check.Reset(id, scale, c.maxID); err != nil {
+	if err := check.Reset(id, scale, c.cfg.MaxIDBytes); err != nil {
 		return 0, err
 	}
 	u := c.base + "/buckets?id=" + url.QueryEscape(id)
@@ -502,8 +486,8 @@ func (c *Client) doHeaders(ctx context.Context, method, uri string, body []byte,
 		return &Error{Err: err}
 	}
 	var deadline time.Time
-	if c.timeout > 0 {
-		deadline = time.Now().Add(c.timeout)
+	if c.cfg.Timeout > 0 {
+		deadline = time.Now().Add(c.cfg.Timeout)
 	}
 	if d, ok := ctx.Deadline(); ok && (deadline.IsZero() || d.Before(deadline)) {
 		deadline = d
@@ -515,8 +499,8 @@ func (c *Client) doHeaders(ctx context.Context, method, uri string, body []byte,
 		req.Header.SetContentType("application/json")
 		req.SetBodyRaw(body)
 	}
-	if admin && c.token != "" {
-		req.Header.Set("Authorization", "Bearer "+c.token)
+	if admin && c.cfg.AdminToken != "" {
+		req.Header.Set("Authorization", "Bearer "+c.cfg.AdminToken)
 	}
 	var err error
 	if ctx.Done() == nil {
@@ -617,15 +601,15 @@ func errorMessage(b []byte) string {
 // failOpen reports whether err should be answered with an open decision,
 // telling OnDegraded about the n checks so answered.
 func (c *Client) failOpen(ctx context.Context, err error, n int) bool {
-	if c.failMode != rl.FailOpen || !errors.Is(err, rl.ErrUnavailable) || errors.Is(ctx.Err(), context.Canceled) {
+	if c.cfg.FailMode != rl.FailOpen || !errors.Is(err, rl.ErrUnavailable) || errors.Is(ctx.Err(), context.Canceled) {
 		return false
 	}
-	if c.onDegraded != nil {
-		c.onDegraded(rl.DegradedEvent{Mode: rl.FailOpen, Checks: n, Err: err})
+	if c.cfg.OnDegraded != nil {
+		c.cfg.OnDegraded(rl.DegradedEvent{Mode: rl.FailOpen, Checks: n, Err: err})
 	}
 	return true
 }
 
 func (c *Client) openDecision(r rl.Request) rl.Decision {
-	return rl.Decision{Allowed: true, Limit: r.Limit, Remaining: r.Limit, Now: c.clock(), FailMode: rl.FailOpen}
+	return rl.Decision{Allowed: true, Limit: r.Limit, Remaining: r.Limit, Now: c.cfg.Clock(), FailMode: rl.FailOpen}
 }

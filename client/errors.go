@@ -30,21 +30,18 @@ type Error struct {
 // answer's "error", or the start of its body) or the underlying error,
 // whichever are present.
 func (e *Error) Error() string {
-	s := "client: "
-	if e.Status != 0 {
-		s += strconv.Itoa(e.Status) + " " + http.StatusText(e.Status)
-		if e.msg != "" {
-			s += ": " + e.msg
-		}
-		if e.Err != nil && e.msg == "" {
-			s += ": " + e.Err.Error()
-		}
-		return s
+	detail := e.msg
+	if detail == "" && e.Err != nil {
+		detail = e.Err.Error()
 	}
-	if e.Err != nil {
-		return s + e.Err.Error()
+	if e.Status == 0 {
+		return "client: " + detail
 	}
-	return s + e.msg
+	s := "client: " + strconv.Itoa(e.Status) + " " + http.StatusText(e.Status)
+	if detail != "" {
+		s += ": " + detail
+	}
+	return s
 }
 
 // Unwrap returns the underlying error.

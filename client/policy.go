@@ -32,8 +32,8 @@ func (c *Client) CheckPolicy(ctx context.Context, policy, id string, hits int64)
 		return rl.Decision{}, r, &rl.FieldError{Field: "policy", Rule: "must not be empty"}
 	case id == "":
 		return rl.Decision{}, r, &rl.FieldError{Field: "id", Rule: "must not be empty"}
-	case len(id) > c.maxID:
-		return rl.Decision{}, r, &rl.FieldError{Field: "id", Rule: "must be at most " + strconv.Itoa(c.maxID) + " bytes"}
+	case len(id) > c.cfg.MaxIDBytes:
+		return rl.Decision{}, r, &rl.FieldError{Field: "id", Rule: "must be at most " + strconv.Itoa(c.cfg.MaxIDBytes) + " bytes"}
 	case hits < 0 || hits > check.MaxHits:
 		return rl.Decision{}, r, &rl.FieldError{Field: "hits", Rule: "must be an integer from 0 to " + strconv.FormatInt(check.MaxHits, 10)}
 	}
@@ -64,11 +64,11 @@ func (c *Client) CheckPolicy(ctx context.Context, policy, id string, hits int64)
 		r.Scale, r.Algo, r.Slices, r.Queue = millis.Duration(p.Scale), rl.Algo(p.Algo), p.Slices, p.Queue
 		return nil
 	})
-	d.Now = c.clock()
+	d.Now = c.cfg.Clock()
 	r.Limit = d.Limit
 	if err != nil {
 		if c.failOpen(ctx, err, 1) {
-			return rl.Decision{Allowed: true, Now: c.clock()}, r, nil
+			return rl.Decision{Allowed: true, Now: c.cfg.Clock()}, r, nil
 		}
 		return rl.Decision{}, r, err
 	}

@@ -32,7 +32,6 @@ const windowSlack = 2 * time.Second
 // Backend is a raterlimiter.Limiter on Redis. It is safe for concurrent use.
 type Backend struct {
 	cfg    Config
-	opt    options                        // the tests' (newBackend)
 	client atomic.Pointer[rueidis.Client] // nil until connected
 	done   chan struct{}                  // closed by Close
 	wg     sync.WaitGroup                 // the connecting goroutine
@@ -76,24 +75,18 @@ var _ rl.Limiter = (*Backend)(nil)
 // A Backend must be made with New: the zero value's methods fail with an
 // error that says so.
 func New(cfg Config) (*Backend, error) {
-	return newBackend(cfg, options{})
+	return newBackend(cfg, defaultProbeInterval)
 }
 
-// newBackend is New with the tests' options.
-func newBackend(cfg Config, o options) (*Backend, error) {
-	if cfg.URL == "" {
-		cfg.URL = defaultURL
-	}
-	if cfg.Prefix == "" {
-		cfg.Prefix = defaultPrefix
-	}
+// newBackend is New with the tests' probe interval (0: the default).
+func newBackend(cfg Config, probeInterval time.Duration) (*Backend, error) {
+	cfg.URL = cmp.Or(cfg.URL, defaultURL)
+	cfg.Prefix = cmp.Or(cfg.Prefix, defaultPrefix)
 	if strings.ContainsAny(cfg.Prefix, "{}") {
 		return nil, errors.New("redisbackend: prefix must not contain { or }")
 	}
 	cfg.Timeout = max(cfg.Timeout, 0) // negative: none, as zero
-	if o.probeInterval <= 0 {
-		o.probeInterval = defaultProbeInterval
-	}
+	probeInterval = cmp.Or(probeInterval, defaultProbeInterval)
 	if cfg.DownAfter <= 0 {
 		cfg.DownAfter = defaultDownAfter
 	}
@@ -109,9 +102,7 @@ func newBackend(cfg Config, o options) (*Backend, error) {
 	if cfg.Fail == rl.FailLocal && cfg.Fallback == nil {
 		return nil, errNoFallback
 	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
-	}
+	cfg.Logger = cmp.Or(cfg.Logger, slog.Default())
 	opt, err := rueidis.ParseURL(cfg.URL)
 	if err != nil {
 		return nil, fmt.Errorf("redisbackend: url: %w", err)
@@ -136,9 +127,8 @@ func newBackend(cfg Config, o options) (*Backend, error) {
 	opt.ClientName = "raterlimiter"
 	b := &Backend{
 		cfg:         cfg,
-		opt:         o,
 		log:         cfg.Logger,
-		br:          breaker{interval: o.probeInterval, now: time.Now},
+		br:          breaker{interval: probeInterval, now: time.Now},
 		slots:       make(chan struct{}, cfg.MaxInFlight),
 		scriptSlack: windowSlack.Milliseconds(),
 		windowSlack: windowSlack.Milliseconds(),
@@ -164,7 +154,7 @@ func newBackend(cfg Config, o options) (*Backend, error) {
 	default:
 		err = fmt.Errorf("connect: %w", err)
 		b.log.Warn("redisbackend: cannot connect to redis yet; answering by the fail mode and trying again",
-			"err", err, "fail", cfg.Fail.String(), "retry_in", o.probeInterval.String())
+			"err", err, "fail", cfg.Fail.String(), "retry_in", probeInterval.String())
 		b.fail(err)
 		b.wg.Add(1)
 		go b.connect(opt)
@@ -191,7 +181,7 @@ func unreachable(err error) bool {
 // backoff, then once a minute while it goes on.
 func (b *Backend) connect(opt rueidis.ClientOption) {
 	defer b.wg.Done()
-	pause := b.opt.probeInterval
+	pause := b.br.interval
 	var logged time.Time
 	for attempt := 2; ; attempt++ {
 		t := time.NewTimer(pause)
@@ -203,7 +193,7 @@ func (b *Backend) connect(opt rueidis.ClientOption) {
 		}
 		client, err := rueidis.NewClient(opt)
 		if err != nil {
-			next := min(2*pause, max(maxConnectBackoff, b.opt.probeInterval))
+			next := min(2*pause, max(maxConnectBackoff, b.br.interval))
 			if next != pause || time.Since(logged) >= time.Minute {
 				b.log.Warn("redisbackend: cannot connect to redis yet", "attempt", attempt, "err", err, "retry_in", next.String())
 				logged = time.Now()

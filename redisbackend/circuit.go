@@ -160,7 +160,7 @@ func (b *Backend) fail(err error) {
 	}
 	if b.br.failure() {
 		b.log.Warn("redisbackend: redis unavailable, circuit open", "reason", reason(err), "err", err, "fail", b.cfg.Fail.String(),
-			"probe_interval", b.opt.probeInterval)
+			"probe_interval", b.br.interval)
 		if b.cfg.OnCircuit != nil {
 			b.cfg.OnCircuit(true, reason(err))
 		}

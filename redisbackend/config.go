@@ -125,10 +125,3 @@ type Config struct {
 	// Logger receives state changes. Default slog.Default().
 	Logger *slog.Logger
 }
-
-// options are the knobs the tests turn beyond a Config.
-type options struct {
-	// probeInterval is how often an open circuit lets one call try Redis,
-	// and the first pause between two attempts to connect. Default 100 ms.
-	probeInterval time.Duration
-}

@@ -10,7 +10,7 @@ import (
 // probe (and the first pauses between attempts to connect that long): for
 // tests that wait for a recovery.
 func NewWithProbe(cfg Config, probe time.Duration) (*Backend, error) {
-	return newBackend(cfg, options{probeInterval: probe})
+	return newBackend(cfg, probe)
 }
 
 // codeOf returns the code of algorithm a in keys and index fields.

@@ -27,12 +27,9 @@ import (
 // fixedKey returns the counter of (id, scale)'s window w.
 func (b *Backend) fixedKey(id string, scale, w int64) string {
 	var stack [160]byte
-	buf := appendTag(stack[:0], b.cfg.Prefix, id)
-	buf = append(buf, fixedCode+":"...)
-	buf = strconv.AppendInt(buf, scale, 10)
+	buf := appendField(appendTag(stack[:0], b.cfg.Prefix, id), fixedCode, scale, 0)
 	buf = append(buf, ':')
-	buf = strconv.AppendInt(buf, w, 10)
-	return string(buf)
+	return string(strconv.AppendInt(buf, w, 10))
 }
 
 // fixedCalls appends the calls of a fixed-window check of r at now (the

@@ -40,7 +40,7 @@ func FuzzKeyTag(f *testing.F) {
 		if id == "" {
 			t.Skip("ids are not empty")
 		}
-		tag := keyTag(defaultPrefix, id)
+		tag := string(appendTag(nil, defaultPrefix, id))
 		for _, key := range []string{tag + "i", tag + field(codeOf(rl.Sliding), 1000, 0), tag + field(codeOf(rl.Slices), 1000, 60), tag + field(fixedCode, 1000, 0) + ":1"} {
 			h := hashTag(key)
 			require.NotEqual(t, key, h, "the key has a hash tag")

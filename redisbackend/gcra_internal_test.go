@@ -32,7 +32,7 @@ func TestGCRAScriptWritesWhatAlgoWrites(t *testing.T) {
 	rnd := rand.New(rand.NewPCG(uint64(seed), 2))
 	srv := redistest.Start(t)
 	clock := limitertest.NewClock(limitertest.T0)
-	b, err := newBackend(Config{URL: srv.URL(), Prefix: "gc", Clock: clock.Now, Timeout: 5 * time.Second, DenyCache: -1}, options{})
+	b, err := newBackend(Config{URL: srv.URL(), Prefix: "gc", Clock: clock.Now, Timeout: 5 * time.Second, DenyCache: -1}, 0)
 	require.NoError(t, err)
 	defer b.Close()
 	ctx := context.Background()

@@ -42,7 +42,7 @@ func runWithRedis(m *testing.M) int {
 		}
 		return m.Run()
 	}
-	defer srv.Stop()
+	defer srv.Kill()
 	redisURL = srv.URL()
 	return m.Run()
 }

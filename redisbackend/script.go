@@ -24,11 +24,9 @@ func newScript(body string) *script {
 // tag returns the prefix of every key of id: PREFIX:{base64url(id)}: — the
 // hash tag keeps an id's keys in one Cluster slot, and base64url has no
 // braces, so any bytes of id are safe.
-func (b *Backend) tag(id string) string { return keyTag(b.cfg.Prefix, id) }
+func (b *Backend) tag(id string) string { return string(appendTag(nil, b.cfg.Prefix, id)) }
 
-func keyTag(prefix, id string) string { return string(appendTag(nil, prefix, id)) }
-
-// appendTag appends id's tag (keyTag) to buf.
+// appendTag appends id's tag to buf.
 func appendTag(buf []byte, prefix, id string) []byte {
 	buf = append(buf, prefix...)
 	buf = append(buf, ":{"...)

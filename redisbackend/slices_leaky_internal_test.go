@@ -47,7 +47,7 @@ func TestSlicesRecord(t *testing.T) {
 	rnd := rand.New(rand.NewPCG(uint64(seed), 1))
 	srv := redistest.Start(t)
 	clock := limitertest.NewClock(limitertest.T0)
-	b, err := newBackend(Config{URL: srv.URL(), Prefix: "sr", Clock: clock.Now, Timeout: 5 * time.Second, DenyCache: -1}, options{})
+	b, err := newBackend(Config{URL: srv.URL(), Prefix: "sr", Clock: clock.Now, Timeout: 5 * time.Second, DenyCache: -1}, 0)
 	require.NoError(t, err)
 	defer b.Close()
 	ctx := context.Background()
@@ -169,7 +169,7 @@ func TestSlicesNeverRewind(t *testing.T) {
 func TestCheapScripts(t *testing.T) {
 	srv := redistest.Start(t)
 	clock := limitertest.NewClock(limitertest.T0)
-	b, err := newBackend(Config{URL: srv.URL(), Prefix: "cs", Clock: clock.Now, Timeout: 5 * time.Second, DenyCache: -1}, options{})
+	b, err := newBackend(Config{URL: srv.URL(), Prefix: "cs", Clock: clock.Now, Timeout: 5 * time.Second, DenyCache: -1}, 0)
 	require.NoError(t, err)
 	defer b.Close()
 	ctx := context.Background()

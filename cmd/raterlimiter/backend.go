@@ -12,7 +12,6 @@ import (
 	rl "github.com/raterlimiter/raterlimiter"
 	"github.com/raterlimiter/raterlimiter/api"
 	rlcheck "github.com/raterlimiter/raterlimiter/internal/check"
-	"github.com/raterlimiter/raterlimiter/internal/sidecar/cli"
 	"github.com/raterlimiter/raterlimiter/internal/sidecar/policy"
 	"github.com/raterlimiter/raterlimiter/memory"
 	"github.com/raterlimiter/raterlimiter/redisbackend"
@@ -67,10 +66,7 @@ func openBackend(cfg config, logger *slog.Logger, onSwept func(n int, took time.
 			Stale:      snaps.stale,
 		}, nil
 	case "redis":
-		fail, err := rlcheck.ParseFailMode("redis-fail", cfg.redisFail)
-		if err != nil {
-			return backend{}, cli.Usagef("-redis-fail must be closed, open or local, not %q", cfg.redisFail) // checked by parse
-		}
+		fail, _ := rlcheck.ParseFailMode("redis-fail", cfg.redisFail) // validated by parse
 		rc := redisbackend.Config{URL: cfg.redisURL, Timeout: cfg.redisTimeout, Fail: fail,
 			MaxIDBytes: limiterIDBytes(cfg), Logger: logger, Deadlines: cfg.redisDeadlines, DenyCache: cfg.redisDenyCache}
 		metrics := newRedisMetrics()

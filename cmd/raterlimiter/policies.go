@@ -43,25 +43,25 @@ func loadPolicyFile(l *fileLoads, path string) (*policy.File, error) {
 
 // checkPolicies is -check-policies: it loads the file and says so.
 func checkPolicies(path string, stdout io.Writer) error {
-	f, err := loadPolicyFile(&fileLoads{}, path)
+	f, err := loadPolicies(path)
 	if err != nil {
-		return cli.Filef("%s", err.Error())
+		return err
 	}
 	fmt.Fprintf(stdout, "%s: ok, %d policies\n", path, len(f.Policies))
 	return nil
 }
 
-// loadPolicies loads -policies at start: a file that does not load stops
-// the start (exit 2) with the file's own message.
-func loadPolicies(f policyFlags) (*policy.File, error) {
-	if f.path == "" {
+// loadPolicies loads the policies file at path ("": none) at start: a file
+// that does not load stops the start (exit 2) with the file's own message.
+func loadPolicies(path string) (*policy.File, error) {
+	if path == "" {
 		return nil, nil
 	}
-	pf, err := loadPolicyFile(&fileLoads{}, f.path)
+	f, err := loadPolicyFile(&fileLoads{}, path)
 	if err != nil {
 		return nil, cli.Filef("%s", err.Error())
 	}
-	return pf, nil
+	return f, nil
 }
 
 // reloadPolicies reloads the policies on every SIGHUP and, with watch,

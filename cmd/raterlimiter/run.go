@@ -58,7 +58,7 @@ func runLogged(ctx context.Context, args []string, lookupEnv func(string) (strin
 	if install != nil {
 		install(logger)
 	}
-	policies, err := loadPolicies(cfg.pol)
+	policies, err := loadPolicies(cfg.pol.path)
 	if err != nil {
 		return err
 	}

@@ -98,10 +98,7 @@ func removeStaleTemps(path string, logger *slog.Logger) {
 		paths = append(paths, dest)
 	}
 	for _, p := range paths {
-		dir, name := filepath.Split(p)
-		if dir == "" {
-			dir = "."
-		}
+		dir, name := filepath.Dir(p), filepath.Base(p)
 		for _, pattern := range []string{"." + name + ".tmp-*", "." + name + ".probe-*"} {
 			matches, _ := filepath.Glob(filepath.Join(dir, pattern))
 			for _, m := range matches {
@@ -296,11 +293,7 @@ func probeSnapshot(path string) error {
 		}
 		return nil
 	}
-	dir, name := filepath.Split(path)
-	if dir == "" {
-		dir = "."
-	}
-	dir = filepath.Clean(dir)
+	dir, name := filepath.Dir(path), filepath.Base(path)
 	// The errors name path and its directory, never the probe's own file:
 	// that is a name the user never gave.
 	st, err := os.Stat(dir)

@@ -66,16 +66,13 @@ func openListener(ctx context.Context, addr string, f listenFlags, watch bool, r
 }
 
 // sendBufferBytes is the kernel send buffer of each connection the main
-// listener accepts (SO_SNDBUF; Linux reserves twice it). Left to grow, the
-// kernel gives a connection up to net.ipv4.tcp_wmem's maximum (4 MiB by
-// default): a client that pipelines requests and never reads its answers
-// had the sidecar answer ahead until each of its connections held that
-// much, and 50 connections pinned 250 MB of the host's TCP memory until
-// the write timeout. Bounded, a connection that does not read holds
-// 128 KiB of answers, then its next answer waits (and nothing more of it
-// is read) until it reads or the write timeout closes it. A check's answer
-// is under 1 KiB; a larger one (a batch's, /metrics) takes more round
-// trips, which on the loopback or a LAN cost nothing.
+// listener accepts (SO_SNDBUF; Linux reserves twice it). Left to grow to
+// net.ipv4.tcp_wmem's maximum (4 MiB by default), a client that pipelines
+// requests and never reads the answers pins that much of the host's TCP
+// memory per connection until the write timeout; bounded, such a
+// connection holds 128 KiB of answers, and nothing more of it is read. A
+// check's answer is under 1 KiB; a larger one (a batch's, /metrics) takes
+// more round trips, which on the loopback or a LAN cost nothing.
 const sendBufferBytes = 64 << 10
 
 // listenTCP listens on addr with sendBufferBytes as the send buffer of the

@@ -34,6 +34,7 @@ import (
 	"time"
 
 	"github.com/raterlimiter/raterlimiter/internal/sidecar/cli"
+	"github.com/raterlimiter/raterlimiter/lab/internal/term"
 )
 
 func main() {
@@ -115,7 +116,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	for _, tr := range traces {
 		total += int64(len(tr.events)) * int64(len(variants)+3) // the rows replay adds up
 	}
-	bar := newProgress(stderr, total, o.progress || cli.IsTerminal(stderr))
+	bar := newProgress(stderr, total, o.progress || term.IsTerminal(stderr))
 	defer bar.done()
 
 	if o.limitsSVG != "" {

@@ -5,6 +5,8 @@ import (
 	"context"
 	"flag"
 	"net"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -288,7 +290,9 @@ func TestAgainstRLS(t *testing.T) {
 	clock := limitertest.NewClock(limitertest.T0) // one window for the whole run
 	lim := memory.New(memory.Config{Clock: clock.Now, SweepInterval: -1, MaxIDBytes: check.DefaultMaxIDBytes + policy.IDOverhead})
 	t.Cleanup(func() { lim.Close() })
-	cfg0, err := rls.Parse("bench.yaml", []byte("domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: hour, requests_per_unit: 5}\n"))
+	path := filepath.Join(t.TempDir(), "bench.yaml")
+	require.NoError(t, os.WriteFile(path, []byte("domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: hour, requests_per_unit: 5}\n"), 0o600))
+	cfg0, err := rls.LoadOptions{}.Load(path)
 	require.NoError(t, err)
 	srv := rls.New(rls.Options{Limiter: lim, Config: cfg0})
 	reg := prometheus.NewRegistry()

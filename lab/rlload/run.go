@@ -24,6 +24,7 @@ import (
 	"github.com/raterlimiter/raterlimiter/internal/check"
 	msform "github.com/raterlimiter/raterlimiter/internal/millis"
 	"github.com/raterlimiter/raterlimiter/internal/sidecar/cli"
+	"github.com/raterlimiter/raterlimiter/lab/internal/term"
 	"github.com/raterlimiter/raterlimiter/memory"
 )
 
@@ -364,7 +365,7 @@ func load(ctx context.Context, cfg *config, stderr io.Writer) (result, error) {
 	start := time.Now()
 	cpu0 := cpuTime()
 	checks0, errs0 := totals()
-	progress := cfg.progress || cli.IsTerminal(stderr)
+	progress := cfg.progress || term.IsTerminal(stderr)
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	end := time.NewTimer(cfg.duration)

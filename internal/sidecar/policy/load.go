@@ -67,13 +67,10 @@ func Load(path string) (*File, error) {
 	return Parse(path, data)
 }
 
-// Parse validates a policies file's contents; path is used in messages.
-// Every error is a *FileError naming the line. Unknown fields are refused,
-// so a typo never silently drops a limit.
+// Parse validates a policies file's contents (Load bounds their size);
+// path is used in messages. Every error is a *FileError naming the line.
+// Unknown fields are refused, so a typo never silently drops a limit.
 func Parse(path string, data []byte) (*File, error) {
-	if len(data) > MaxFileBytes {
-		return nil, &FileError{Path: path, Msg: fmt.Sprintf("is %d bytes; at most %d", len(data), MaxFileBytes)}
-	}
 	var doc yaml.Node
 	if err := yaml.Unmarshal(data, &doc); err != nil {
 		return nil, yamlError(path, err)

@@ -224,17 +224,6 @@ func skipWhy(full, name string) string {
 	return ""
 }
 
-// Parse loads one file's contents (path names it in messages): for a
-// configuration that does not live in a file (embedded in the program or
-// generated), as Options.Config or what Options.Load returns.
-func Parse(path string, data []byte) (*Config, error) {
-	c := newConfig([]string{path}, LoadOptions{})
-	if err := c.add(path, data); err != nil {
-		return nil, err
-	}
-	return c, nil
-}
-
 func newConfig(files []string, o LoadOptions) *Config {
 	return &Config{Files: files, domains: map[string]*node{}, domainFile: map[string]string{}, merge: o.MergeDomains}
 }
@@ -292,10 +281,8 @@ var peerKeys = map[string]bool{
 	"replaces": true, "detailed_metric": true, "value_to_metric": true, "share_threshold": true,
 }
 
+// add loads one file's contents, which Load has bounded by MaxFileBytes.
 func (c *Config) add(path string, data []byte) error {
-	if len(data) > MaxFileBytes {
-		return &ConfigError{Path: path, Msg: fmt.Sprintf("is %d bytes; at most %d", len(data), MaxFileBytes)}
-	}
 	l := &loader{path: path, c: c, work: maxWork}
 	var doc yaml.Node
 	if err := yaml.Unmarshal(data, &doc); err != nil {

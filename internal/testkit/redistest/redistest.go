@@ -38,15 +38,22 @@ const startTimeout = 10 * time.Second
 // are not, it skips t, or fails it when RATERLIMITER_REQUIRE_REDIS=1.
 func Available(t testing.TB) {
 	t.Helper()
+	if err := lookPath(); err != nil {
+		if os.Getenv(RequireEnv) == "1" {
+			t.Fatalf("%v (%s=1)", err, RequireEnv)
+		}
+		t.Skip(err)
+	}
+}
+
+// lookPath fails when redis-server or redis-cli is not on PATH.
+func lookPath() error {
 	for _, bin := range []string{"redis-server", "redis-cli"} {
 		if _, err := exec.LookPath(bin); err != nil {
-			msg := bin + " not found on PATH: apt-get install -y redis-server"
-			if os.Getenv(RequireEnv) == "1" {
-				t.Fatalf("redistest: %s (%s=1)", msg, RequireEnv)
-			}
-			t.Skip("redistest: " + msg)
+			return fmt.Errorf("redistest: %s not found on PATH: apt-get install -y redis-server", bin)
 		}
 	}
+	return nil
 }
 
 // Server is one redis-server process started by this package.
@@ -87,7 +94,6 @@ func (s *Server) URL() string {
 // t.Cleanup.
 func Start(t testing.TB, extra ...string) *Server {
 	t.Helper()
-	Available(t)
 	s := &Server{dir: t.TempDir()}
 	s.startFresh(t, extra)
 	return s
@@ -95,32 +101,27 @@ func Start(t testing.TB, extra ...string) *Server {
 
 // StartMain starts a single-node redis-server for a TestMain, which has
 // no testing.TB (go test's examples need a Redis started before they
-// run): its files go to dir, and the caller stops it with Stop. It
+// run): its files go to dir, and the caller stops it with Kill. It
 // returns an error when redis-server is not on PATH or does not start.
 func StartMain(dir string) (*Server, error) {
-	for _, bin := range []string{"redis-server", "redis-cli"} {
-		if _, err := exec.LookPath(bin); err != nil {
-			return nil, fmt.Errorf("redistest: %s not found on PATH: apt-get install -y redis-server", bin)
-		}
+	if err := lookPath(); err != nil {
+		return nil, err
 	}
 	s := &Server{dir: dir}
-	var last error
-	for attempt := 0; attempt < 8; attempt++ {
-		if s.Port, last = freePort(); last != nil {
-			continue
-		}
-		if last = s.launch(nil); last == nil {
-			return s, nil
-		}
+	if err := s.start(nil, func(string, ...any) {}); err != nil {
+		return nil, fmt.Errorf("redistest: could not start redis-server: %w", err)
 	}
-	return nil, fmt.Errorf("redistest: could not start redis-server: %w", last)
+	return s, nil
 }
 
+// startFresh starts s, skipping t (Available) when redis-server is missing.
 func (s *Server) startFresh(t testing.TB, extra []string) {
 	t.Helper()
-	if err := s.start(t, extra); err != nil {
+	Available(t)
+	if err := s.start(extra, t.Logf); err != nil {
 		t.Fatalf("redistest: could not start redis-server: %v", err)
 	}
+	t.Cleanup(s.Kill)
 }
 
 func (s *Server) args(extra []string) []string {
@@ -202,7 +203,9 @@ func (s *Server) Log() string {
 }
 
 // Kill stops the server at once with SIGKILL, as a crash would, and waits
-// for the process to be gone. Its data is lost (persistence is off).
+// for the process to be gone. Its data is lost (persistence is off). It is
+// idempotent, and the helpers that take a testing.TB register it with
+// t.Cleanup.
 func (s *Server) Kill() {
 	s.mu.Lock()
 	cmd, done := s.cmd, s.done
@@ -229,10 +232,6 @@ func (s *Server) signal(sig os.Signal) {
 		_ = s.cmd.Process.Signal(sig)
 	}
 }
-
-// Stop stops the server. It is idempotent and is registered with t.Cleanup
-// by Start.
-func (s *Server) Stop() { s.Kill() }
 
 // Restart starts a killed server again on the same port, empty.
 func (s *Server) Restart(t testing.TB) {
@@ -299,7 +298,11 @@ func StartClusterNode(t testing.TB, dir string, extra ...string) (*Server, error
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	return s, s.start(t, extra)
+	if err := s.start(extra, t.Logf); err != nil {
+		return nil, err
+	}
+	t.Cleanup(s.Kill)
+	return s, nil
 }
 
 // StartSentinel starts a Redis Sentinel configured by conf (the lines of
@@ -307,7 +310,6 @@ func StartClusterNode(t testing.TB, dir string, extra ...string) (*Server, error
 // and registers its stop with t.Cleanup.
 func StartSentinel(t testing.TB, conf string) *Server {
 	t.Helper()
-	Available(t)
 	s := &Server{dir: t.TempDir(), sentinel: true}
 	if err := os.WriteFile(filepath.Join(s.dir, "sentinel.conf"), []byte(conf), 0o644); err != nil {
 		t.Fatal(err)
@@ -317,9 +319,9 @@ func StartSentinel(t testing.TB, conf string) *Server {
 }
 
 // start starts a fresh server on a free port, retrying a port another
-// process took first, and registers its stop with t.Cleanup. It may run on
-// any goroutine.
-func (s *Server) start(t testing.TB, extra []string) error {
+// process took first, and logs each retry with logf. It may run on any
+// goroutine.
+func (s *Server) start(extra []string, logf func(format string, a ...any)) error {
 	var last error
 	for attempt := 0; attempt < 8; attempt++ {
 		if s.Port, last = freePort(); last != nil {
@@ -331,10 +333,9 @@ func (s *Server) start(t testing.TB, extra []string) error {
 			}
 		}
 		if last = s.launch(extra); last == nil {
-			t.Cleanup(s.Stop)
 			return nil
 		}
-		t.Logf("redistest: port %d: %v; retrying", s.Port, last)
+		logf("redistest: port %d: %v; retrying", s.Port, last)
 	}
 	return last
 }

@@ -22,7 +22,6 @@ import (
 // rediss:// URL. Extra arguments (e.g. --requirepass) are passed on.
 func StartTLS(t testing.TB, extra ...string) *Server {
 	t.Helper()
-	Available(t)
 	s := &Server{dir: t.TempDir()}
 	certFile, keyFile, pool := selfSigned(t, s.dir)
 	s.tls = &tls.Config{RootCAs: pool, ServerName: "127.0.0.1", MinVersion: tls.VersionTLS12}

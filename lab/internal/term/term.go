@@ -1,12 +1,13 @@
-package cli
+// Package term answers the one question the lab's commands ask of their
+// output.
+package term
 
 import (
 	"io"
 	"os"
 )
 
-// IsTerminal reports whether w is a character device, as a terminal is:
-// the one question the commands ask of their output.
+// IsTerminal reports whether w is a character device, as a terminal is.
 func IsTerminal(w io.Writer) bool {
 	f, ok := w.(*os.File)
 	if !ok {
