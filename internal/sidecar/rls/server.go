@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"math"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -97,7 +96,6 @@ type Server struct {
 	metadata       bool // Options.ResponseMetadata
 	headers        bool // Options.ResponseHeaders
 	m              *metrics
-	scratch        sync.Pool // of *scratch
 	shadow         bool
 	maxOverride    time.Duration // Options.MaxOverrideScale
 }
@@ -128,7 +126,6 @@ func New(opts Options) *Server {
 		maxKey: opts.MaxKeyBytes, maxDescriptors: opts.MaxDescriptors, maxEntries: opts.MaxEntries,
 		timeout: opts.Timeout, log: opts.Logger, m: newMetrics(), shadow: opts.Shadow, maxOverride: opts.MaxOverrideScale,
 		quota: opts.QuotaMode, metadata: opts.ResponseMetadata, headers: opts.ResponseHeaders}
-	s.scratch.New = func() any { return new(scratch) }
 	s.setConfig(opts.Config)
 	return s
 }
@@ -182,18 +179,6 @@ func LogSkipped(log *slog.Logger, c *Config) {
 	}
 }
 
-// scratch is the reusable state of one call.
-type scratch struct {
-	rules   []*Rule
-	checks  []policy.Check
-	at      []int // the descriptor of each check
-	results []policy.Result
-	keys    []byte
-	over    []int // the checks whose hits_addend passes check.MaxHits
-	buf     []byte
-	entries []entryView
-}
-
 // ShouldRateLimit decides every descriptor of the request: each finds its
 // rule as envoyproxy/ratelimit finds it, every rule found is counted in one
 // call to the limiter, and the answer holds one status per descriptor in
@@ -209,20 +194,20 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitReques
 		return nil, err
 	}
 	cfg := s.cfg.Load()
-	sc := s.scratch.Get().(*scratch)
-	defer s.scratch.Put(sc)
-	sc.rules = sc.rules[:0]
+	rules := make([]*Rule, 0, len(req.Descriptors))
+	var buf []byte
+	var entries []entryView
 	replaced := map[string]bool(nil)
 	for _, d := range req.Descriptors {
 		var r *Rule
-		sc.entries = sc.entries[:0]
+		entries = entries[:0]
 		for _, e := range d.Entries {
-			sc.entries = append(sc.entries, entryView{e.Key, e.Value})
+			entries = append(entries, entryView{e.Key, e.Value})
 		}
 		if d.Limit != nil {
 			r = overrideRule(req.Domain, d)
 		} else if cfg != nil {
-			r, sc.buf = cfg.lookup(req.Domain, sc.entries, sc.buf)
+			r, buf = cfg.lookup(req.Domain, entries, buf)
 		}
 		if r != nil && len(r.Replaces) > 0 {
 			if replaced == nil {
@@ -232,41 +217,46 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitReques
 				replaced[n] = true
 			}
 		}
-		sc.rules = append(sc.rules, r)
+		rules = append(rules, r)
 	}
-	sc.checks, sc.at, sc.keys, sc.over = sc.checks[:0], sc.at[:0], sc.keys[:0], sc.over[:0]
-	for i, r := range sc.rules {
+	var (
+		checks []policy.Check
+		at     []int // the descriptor of each check
+		keys   []byte
+		over   []int // the checks whose hits_addend passes check.MaxHits
+	)
+	for i, r := range rules {
 		if r == nil {
 			continue
 		}
 		if r.LimitName != "" && replaced[r.LimitName] {
-			sc.rules[i] = nil // replaced: neither counted nor reported
+			rules[i] = nil // replaced: neither counted nor reported
 			continue
 		}
 		if r.Unlimited {
 			continue
 		}
 		d := req.Descriptors[i]
-		start := len(sc.keys)
+		start := len(keys)
 		for j, e := range d.Entries {
 			v := e.Value
 			if r.shared != nil {
 				v = r.sharedValue(j, e.Key, v) // share_threshold: one counter for the wildcard
 			}
-			sc.keys = binary.AppendUvarint(sc.keys, uint64(len(e.Key)))
-			sc.keys = append(sc.keys, e.Key...)
-			sc.keys = binary.AppendUvarint(sc.keys, uint64(len(v)))
-			sc.keys = append(sc.keys, v...)
+			keys = binary.AppendUvarint(keys, uint64(len(e.Key)))
+			keys = append(keys, e.Key...)
+			keys = binary.AppendUvarint(keys, uint64(len(v)))
+			keys = append(keys, v...)
 		}
-		if len(sc.keys)-start > s.maxKey {
-			sc.keys = digestKey(sc.keys, start, s.maxKey)
+		if len(keys)-start > s.maxKey {
+			keys = digestKey(keys, start, s.maxKey)
 		}
-		hits, peek, over := hitsOf(req, d)
-		if over {
-			sc.over = append(sc.over, len(sc.checks))
+		hits, peek, isOver := hitsOf(req, d)
+		if isOver {
+			over = append(over, len(checks))
 		}
-		sc.checks = append(sc.checks, policy.Check{Rule: &r.Rule, Key: sc.keys[start:len(sc.keys):len(sc.keys)], Hits: hits, Peek: peek})
-		sc.at = append(sc.at, i)
+		checks = append(checks, policy.Check{Rule: &r.Rule, Key: keys[start:len(keys):len(keys)], Hits: hits, Peek: peek})
+		at = append(at, i)
 	}
 	cctx := ctx
 	if _, ok := ctx.Deadline(); !ok {
@@ -274,27 +264,26 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitReques
 		cctx, cancel = context.WithTimeout(ctx, s.timeout)
 		defer cancel()
 	}
-	var err error
-	sc.results, err = s.engine.Decide(cctx, sc.checks, sc.results[:0])
+	results, err := s.engine.Decide(cctx, checks, nil)
 	if err != nil {
 		code := codes.Unavailable
 		if errors.Is(err, rl.ErrInvalid) {
 			code = codes.InvalidArgument
 		}
 		s.m.requests.WithLabelValues(code.String()).Inc()
-		for j := range sc.checks {
-			s.m.family.Inc(sc.checks[j].Rule.Algo, failedResult(code))
+		for j := range checks {
+			s.m.family.Inc(checks[j].Rule.Algo, failedResult(code))
 		}
 		return nil, status.Error(code, "rls: "+err.Error())
 	}
-	for _, j := range sc.over {
+	for _, j := range over {
 		// More hits than any limit (2^32 - 1): over it, as the peer
 		// answers, whatever the counter held.
-		sc.results[j].Decision.Allowed, sc.results[j].Decision.Remaining = false, 0
+		results[j].Decision.Allowed, results[j].Decision.Remaining = false, 0
 	}
 	resp := &rlspb.RateLimitResponse{OverallCode: rlspb.RateLimitResponse_OK,
 		Statuses: make([]*rlspb.RateLimitResponse_DescriptorStatus, len(req.Descriptors))}
-	for i, r := range sc.rules {
+	for i, r := range rules {
 		switch {
 		case r == nil:
 			resp.Statuses[i] = &rlspb.RateLimitResponse_DescriptorStatus{Code: rlspb.RateLimitResponse_OK}
@@ -304,9 +293,9 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitReques
 		}
 	}
 	var violations []int // quota mode's, for the metadata
-	for j, res := range sc.results {
-		i := sc.at[j]
-		r := sc.rules[i]
+	for j, res := range results {
+		i := at[j]
+		r := rules[i]
 		st := &rlspb.RateLimitResponse_DescriptorStatus{
 			Code:               rlspb.RateLimitResponse_OK,
 			CurrentLimit:       r.Limit,
@@ -339,10 +328,10 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitReques
 		resp.Statuses[i] = st
 	}
 	if s.metadata {
-		resp.DynamicMetadata = responseMetadata(req, sc.rules, violations)
+		resp.DynamicMetadata = responseMetadata(req, rules, violations)
 	}
 	if s.headers {
-		resp.ResponseHeadersToAdd = limitHeaders(resp.Statuses, sc.results, sc.at)
+		resp.ResponseHeadersToAdd = limitHeaders(resp.Statuses, results, at)
 	}
 	s.m.requests.WithLabelValues(resp.OverallCode.String()).Inc()
 	return resp, nil
