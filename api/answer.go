@@ -102,7 +102,7 @@ func (s *Server) writeJSON(ctx *fasthttp.RequestCtx, code int, v any) {
 }
 
 // errorHandler answers requests fasthttp could not read, in JSON. An /auth
-// request it could not read (headers past ReadBufferSize, a header line
+// request it could not read (headers past readBufferSize, a header line
 // fasthttp refuses) is denied, as /auth denies: what a client sends
 // through the proxy must never make /auth answer an error, which nginx
 // turns into a 500 and a fail-open configuration into no limit at all.

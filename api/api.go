@@ -48,13 +48,14 @@ const (
 	// batch of ordinary ids, but not the 131 MB a batch of 1,000 ids of
 	// 64 KiB would claim; such a batch is refused with 413.
 	maxDefaultBodyBytes = 16 << 20
-	// defaultReadBufferSize bounds a request's line and headers: enough
-	// for what nginx passes to /auth, every header its default
+	// readBufferSize bounds a request's line and headers (larger ones get
+	// 431; an /auth request is denied instead): enough for what nginx
+	// passes to /auth, every header its default
 	// large_client_header_buffers (4 × 8 KiB) accepts from a client and
 	// those it sets itself, so that a client's big headers are read and
 	// decided, never an error nginx turns into a 500; and for an id of
-	// 1,024 bytes, each percent-encoded.
-	defaultReadBufferSize = 48 << 10
+	// 1,024 bytes, each percent-encoded. A larger MaxIDBytes raises it.
+	readBufferSize = 48 << 10
 	// concurrencySlack is how far above Concurrency fasthttp's own bound
 	// sits (see New).
 	concurrencySlack = 64
@@ -113,11 +114,6 @@ type Config struct {
 	// Default: room for a batch of MaxBatch checks with ids of MaxIDBytes
 	// bytes, at least 1 MiB and at most 16 MiB.
 	MaxBodyBytes int
-	// ReadBufferSize bounds the request line and headers together; larger
-	// ones get 431 (an /auth request is denied instead). Default 48 KiB
-	// (what nginx passes to /auth with every header it accepts), or more
-	// when MaxIDBytes needs it.
-	ReadBufferSize int
 	// Concurrency is the most connections served at once; beyond it a new
 	// connection gets 503 with Retry-After: 1 and is closed. Default
 	// 16,384.
@@ -270,9 +266,6 @@ func New(cfg Config) *Server {
 		// need escapes, so allow twice its length.
 		cfg.MaxBodyBytes = min(max(1<<20, cfg.MaxBatch*(2*cfg.MaxIDBytes+128)+1024), maxDefaultBodyBytes)
 	}
-	if cfg.ReadBufferSize <= 0 {
-		cfg.ReadBufferSize = max(defaultReadBufferSize, 3*cfg.MaxIDBytes+4096)
-	}
 	if cfg.Concurrency <= 0 {
 		cfg.Concurrency = defaultConcurrency
 	}
@@ -333,6 +326,7 @@ func New(cfg Config) *Server {
 	s.stopping = make(chan struct{})
 	s.engine.MaxWaitMS = s.maxWaitMS
 	s.dash, s.stats = newDashboard(cfg.Dashboard), cfg.Stats
+	readBuffer := max(readBufferSize, 3*cfg.MaxIDBytes+4096)
 	s.srv = &fasthttp.Server{
 		Handler:            s.Handler,
 		ErrorHandler:       s.errorHandler,
@@ -341,7 +335,7 @@ func New(cfg Config) *Server {
 		WriteTimeout:       cfg.WriteTimeout,
 		IdleTimeout:        cfg.IdleTimeout,
 		MaxRequestBodySize: cfg.MaxBodyBytes,
-		ReadBufferSize:     cfg.ReadBufferSize,
+		ReadBufferSize:     readBuffer,
 		// The listener refuses connections past cfg.Concurrency itself,
 		// with Retry-After; fasthttp's own bound, a little above it, only
 		// catches connections that arrive while closed ones are still
@@ -361,7 +355,7 @@ func New(cfg Config) *Server {
 		ReadTimeout:     cfg.ReadTimeout,
 		WriteTimeout:    max(cfg.WriteTimeout, time.Minute), // a CPU profile takes its seconds
 		IdleTimeout:     cfg.IdleTimeout,
-		ReadBufferSize:  cfg.ReadBufferSize,
+		ReadBufferSize:  readBuffer,
 		Concurrency:     256,
 		CloseOnShutdown: true,
 		Logger:          fasthttpLogger{cfg.Logger},
