@@ -24,15 +24,15 @@ import (
 	"github.com/raterlimiter/raterlimiter/internal/sidecar/policy"
 )
 
-// Defaults of Options' zero fields.
 const (
-	// DefaultMaxDescriptors bounds the descriptors of one request.
+	// DefaultMaxDescriptors bounds the descriptors of one request, unless
+	// Options.MaxDescriptors says otherwise.
 	DefaultMaxDescriptors = 64
 	// DefaultMaxEntries bounds the entries of one descriptor.
 	DefaultMaxEntries = 16
-	// DefaultTimeout bounds the wait for the limiter when the call has no
+	// callTimeout bounds the wait for the limiter when the call has no
 	// deadline of its own.
-	DefaultTimeout = time.Second
+	callTimeout = time.Second
 )
 
 // Options configures a Server. Limiter is required.
@@ -50,11 +50,9 @@ type Options struct {
 	// digest of them (digestKey), never refused nor cut. Default
 	// check.DefaultMaxIDBytes.
 	MaxKeyBytes int
-	// MaxDescriptors and MaxEntries bound a request. Defaults
-	// DefaultMaxDescriptors and DefaultMaxEntries.
-	MaxDescriptors, MaxEntries int
-	// Timeout bounds a call without a deadline. Default DefaultTimeout.
-	Timeout time.Duration
+	// MaxDescriptors bounds a request's descriptors. Default
+	// DefaultMaxDescriptors.
+	MaxDescriptors int
 	// Logger receives reloads. Default slog.Default().
 	Logger *slog.Logger
 	// MaxOverrideScale, when positive, is the longest window a request's
@@ -89,8 +87,6 @@ type Server struct {
 	engine         policy.Engine
 	maxKey         int
 	maxDescriptors int
-	maxEntries     int
-	timeout        time.Duration
 	log            *slog.Logger
 	quota          bool // Options.QuotaMode
 	metadata       bool // Options.ResponseMetadata
@@ -113,18 +109,12 @@ func New(opts Options) *Server {
 	if opts.MaxDescriptors <= 0 {
 		opts.MaxDescriptors = DefaultMaxDescriptors
 	}
-	if opts.MaxEntries <= 0 {
-		opts.MaxEntries = DefaultMaxEntries
-	}
-	if opts.Timeout <= 0 {
-		opts.Timeout = DefaultTimeout
-	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
 	s := &Server{load: opts.Load, engine: policy.Engine{Limiter: opts.Limiter, MaxKeyBytes: opts.MaxKeyBytes},
-		maxKey: opts.MaxKeyBytes, maxDescriptors: opts.MaxDescriptors, maxEntries: opts.MaxEntries,
-		timeout: opts.Timeout, log: opts.Logger, m: newMetrics(), shadow: opts.Shadow, maxOverride: opts.MaxOverrideScale,
+		maxKey: opts.MaxKeyBytes, maxDescriptors: opts.MaxDescriptors,
+		log: opts.Logger, m: newMetrics(), shadow: opts.Shadow, maxOverride: opts.MaxOverrideScale,
 		quota: opts.QuotaMode, metadata: opts.ResponseMetadata, headers: opts.ResponseHeaders}
 	s.setConfig(opts.Config)
 	return s
@@ -261,7 +251,7 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitReques
 	cctx := ctx
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
-		cctx, cancel = context.WithTimeout(ctx, s.timeout)
+		cctx, cancel = context.WithTimeout(ctx, callTimeout)
 		defer cancel()
 	}
 	results, err := s.engine.Decide(cctx, checks, nil)
@@ -387,8 +377,8 @@ func (s *Server) validate(req *rlspb.RateLimitRequest) error {
 		if d == nil || len(d.Entries) == 0 {
 			return status.Errorf(codes.InvalidArgument, "rls: descriptor %d has no entries", i)
 		}
-		if len(d.Entries) > s.maxEntries {
-			return status.Errorf(codes.InvalidArgument, "rls: descriptor %d has %d entries; at most %d", i, len(d.Entries), s.maxEntries)
+		if len(d.Entries) > DefaultMaxEntries {
+			return status.Errorf(codes.InvalidArgument, "rls: descriptor %d has %d entries; at most %d", i, len(d.Entries), DefaultMaxEntries)
 		}
 		for j, e := range d.Entries {
 			if e.Key == "" {
