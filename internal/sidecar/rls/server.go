@@ -82,18 +82,12 @@ type Options struct {
 // Server is the rate limit service. It is safe for concurrent use.
 type Server struct {
 	rlspb.UnimplementedRateLimitServiceServer
-	cfg            atomic.Pointer[Config]
-	load           func() (*Config, error)
-	engine         policy.Engine
-	maxKey         int
-	maxDescriptors int
-	log            *slog.Logger
-	quota          bool // Options.QuotaMode
-	metadata       bool // Options.ResponseMetadata
-	headers        bool // Options.ResponseHeaders
-	m              *metrics
-	shadow         bool
-	maxOverride    time.Duration // Options.MaxOverrideScale
+	// opts are New's, their defaults applied; their Config is nil, not to
+	// keep the first configuration alive: cfg is the one in force.
+	opts   Options
+	cfg    atomic.Pointer[Config]
+	engine policy.Engine
+	m      *metrics
 }
 
 var _ rlspb.RateLimitServiceServer = (*Server)(nil)
@@ -112,10 +106,8 @@ func New(opts Options) *Server {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	s := &Server{load: opts.Load, engine: policy.Engine{Limiter: opts.Limiter, MaxKeyBytes: opts.MaxKeyBytes},
-		maxKey: opts.MaxKeyBytes, maxDescriptors: opts.MaxDescriptors,
-		log: opts.Logger, m: newMetrics(), shadow: opts.Shadow, maxOverride: opts.MaxOverrideScale,
-		quota: opts.QuotaMode, metadata: opts.ResponseMetadata, headers: opts.ResponseHeaders}
+	s := &Server{opts: opts, engine: policy.Engine{Limiter: opts.Limiter, MaxKeyBytes: opts.MaxKeyBytes}, m: newMetrics()}
+	s.opts.Config = nil
 	s.setConfig(opts.Config)
 	return s
 }
@@ -140,23 +132,23 @@ var ErrNoConfig = errors.New("rls: no configuration to reload")
 // not load leaves the one in force; the error is logged, counted and
 // returned.
 func (s *Server) Reload() error {
-	if s.load == nil {
+	if s.opts.Load == nil {
 		return ErrNoConfig
 	}
-	c, err := s.load()
+	c, err := s.opts.Load()
 	if err != nil {
 		s.m.reloads.WithLabelValues("failed").Inc()
-		s.log.Error("rls: configuration not reloaded: the rules in force stay", "err", err)
+		s.opts.Logger.Error("rls: configuration not reloaded: the rules in force stay", "err", err)
 		return err
 	}
 	if gone := Removed(s.cfg.Load(), c); len(gone) > 0 {
 		s.m.removed.Add(float64(len(gone)))
-		s.log.Warn("rls: the reloaded configuration removes rules: their descriptors are no longer limited by them", "removed", gone)
+		s.opts.Logger.Warn("rls: the reloaded configuration removes rules: their descriptors are no longer limited by them", "removed", gone)
 	}
 	s.setConfig(c)
 	s.m.reloads.WithLabelValues("ok").Inc()
-	s.log.Info("rls: configuration reloaded", "files", len(c.Files), "rules", len(c.rules))
-	LogSkipped(s.log, c)
+	s.opts.Logger.Info("rls: configuration reloaded", "files", len(c.Files), "rules", len(c.rules))
+	LogSkipped(s.opts.Logger, c)
 	return nil
 }
 
@@ -238,8 +230,8 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitReques
 			keys = binary.AppendUvarint(keys, uint64(len(v)))
 			keys = append(keys, v...)
 		}
-		if len(keys)-start > s.maxKey {
-			keys = digestKey(keys, start, s.maxKey)
+		if len(keys)-start > s.opts.MaxKeyBytes {
+			keys = digestKey(keys, start, s.opts.MaxKeyBytes)
 		}
 		hits, peek, isOver := hitsOf(req, d)
 		if isOver {
@@ -298,13 +290,13 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitReques
 			switch {
 			case r.Shadow:
 				result = "shadow_denied" // reported, never enforced
-			case r.Quota || s.quota:
+			case r.Quota || s.opts.QuotaMode:
 				// quota_mode, as envoyproxy/ratelimit answers it: OK,
 				// the limit and nothing remaining, no reset.
 				result = "quota_denied"
 				st.DurationUntilReset = nil
 				violations = append(violations, i)
-			case s.shadow:
+			case s.opts.Shadow:
 				// Reported as the peer does (the descriptor's status says
 				// OVER_LIMIT), never enforced (the overall code stays OK).
 				result = "shadow_denied"
@@ -317,10 +309,10 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitReques
 		s.m.check(r, result)
 		resp.Statuses[i] = st
 	}
-	if s.metadata {
+	if s.opts.ResponseMetadata {
 		resp.DynamicMetadata = responseMetadata(req, rules, violations)
 	}
-	if s.headers {
+	if s.opts.ResponseHeaders {
 		resp.ResponseHeadersToAdd = limitHeaders(resp.Statuses, results, at)
 	}
 	s.m.requests.WithLabelValues(resp.OverallCode.String()).Inc()
@@ -370,8 +362,8 @@ func (s *Server) validate(req *rlspb.RateLimitRequest) error {
 		return status.Error(codes.InvalidArgument, "rls: domain must not be empty")
 	case len(req.Descriptors) == 0:
 		return status.Error(codes.InvalidArgument, "rls: the request has no descriptors")
-	case len(req.Descriptors) > s.maxDescriptors:
-		return status.Errorf(codes.InvalidArgument, "rls: %d descriptors; at most %d", len(req.Descriptors), s.maxDescriptors)
+	case len(req.Descriptors) > s.opts.MaxDescriptors:
+		return status.Errorf(codes.InvalidArgument, "rls: %d descriptors; at most %d", len(req.Descriptors), s.opts.MaxDescriptors)
 	}
 	for i, d := range req.Descriptors {
 		if d == nil || len(d.Entries) == 0 {
@@ -392,8 +384,8 @@ func (s *Server) validate(req *rlspb.RateLimitRequest) error {
 			}
 			// The caller, not the operator, chose this window: it is bound
 			// as a scale a caller names is (-redis-max-scale).
-			if s.maxOverride > 0 && ms > s.maxOverride.Milliseconds() {
-				return status.Errorf(codes.InvalidArgument, "rls: descriptor %d: a limit override's unit %v is longer than the longest window a caller may choose here (%v)", i, d.Limit.Unit, s.maxOverride)
+			if s.opts.MaxOverrideScale > 0 && ms > s.opts.MaxOverrideScale.Milliseconds() {
+				return status.Errorf(codes.InvalidArgument, "rls: descriptor %d: a limit override's unit %v is longer than the longest window a caller may choose here (%v)", i, d.Limit.Unit, s.opts.MaxOverrideScale)
 			}
 		}
 	}
