@@ -178,14 +178,8 @@ type Config struct {
 
 // Server serves the HTTP API. It is safe for concurrent use.
 type Server struct {
-	lim      rl.Limiter
-	timeout  time.Duration
-	maxBatch int
-	maxID    int
-	maxBody  int
 	token    [sha256.Size]byte // of the admin token
 	hasToken bool
-	log      *slog.Logger
 	rules    *rules
 	metrics  *metrics
 	srv      *fasthttp.Server
@@ -196,24 +190,14 @@ type Server struct {
 	deadlines *deadlines
 
 	// Gateway mode.
-	pols         atomic.Pointer[policyState]
-	policiesOnly bool
-	maxScale     *scaleBound // nil: none
-	denyStatus   int
-	gateway      policy.Gateway
-	loadPolicies func() (*policy.File, error)
-	engine       policy.Engine
-	pmetrics     *policyMetrics
-	authScratch  sync.Pool // of *authScratch
+	pols        atomic.Pointer[policyState]
+	maxScale    *scaleBound // nil: none
+	engine      policy.Engine
+	pmetrics    *policyMetrics
+	authScratch sync.Pool // of *authScratch
 
-	admin         AdminAccess
-	metricsPublic bool
-	adminSrv      *fasthttp.Server
-	connLimits    ConnLimits
-	bucketsPage   int
-	stale         func() string
-	dash          *dashboard
-	stats         func() BackendStats
+	adminSrv *fasthttp.Server
+	dash     *dashboard
 
 	mu   sync.Mutex
 	shut bool           // Shutdown was called
@@ -225,6 +209,10 @@ type Server struct {
 	stopping  chan struct{}
 	// holds bounds the answers held at once (wait.go).
 	holds holdSlots
+
+	// cfg is New's Config, its defaults applied, less the admin token (kept
+	// as token) and the first policies file (pols holds the one in force).
+	cfg Config
 }
 
 // scratch is a reusable buffer for one response.
@@ -276,33 +264,25 @@ func New(cfg Config) *Server {
 	default:
 		panic("api: Config.AuthDenyStatus must be 401, 403 or 429")
 	}
-	s := &Server{
-		lim:      cfg.Limiter,
-		timeout:  cfg.Timeout,
-		maxBatch: cfg.MaxBatch,
-		maxID:    cfg.MaxIDBytes,
-		maxBody:  cfg.MaxBodyBytes,
-		log:      cfg.Logger,
-		rules:    newRules(cfg.MaxIDBytes),
-		metrics:  newMetrics(cfg.Stats, cfg.Collectors),
+	cfg.BucketsPage = cmp.Or(min(max(cfg.BucketsPage, 0), MaxBucketsPage), defaultBucketsPage)
+	cl := &cfg.ConnLimits
+	cl.PerIP = cmp.Or(cl.PerIP, defaultMaxConnsPerIP)
+	cl.PerProxy = cmp.Or(cl.PerProxy, defaultMaxConnsPerProxy)
+	if cl.FirstByteTimeout <= 0 {
+		cl.FirstByteTimeout = defaultFirstByteTimeout
 	}
+	cl.BodyBudget = cmp.Or(cl.BodyBudget, defaultBodyBudget)
+	s := &Server{
+		cfg:     cfg,
+		rules:   newRules(cfg.MaxIDBytes),
+		metrics: newMetrics(cfg.Stats, cfg.Collectors),
+	}
+	s.cfg.AdminToken, s.cfg.Policies = "", nil
 	if cfg.AdminToken != "" {
 		s.hasToken = true
 		s.token = sha256.Sum256([]byte(cfg.AdminToken))
 	}
-	s.policiesOnly, s.denyStatus, s.loadPolicies = cfg.PoliciesOnly, cfg.AuthDenyStatus, cfg.LoadPolicies
-	s.gateway = cfg.AuthHeaders
 	s.maxScale = newScaleBound(cfg.MaxScale)
-	s.admin, s.metricsPublic = cfg.Admin, cfg.MetricsPublic
-	s.connLimits = cfg.ConnLimits
-	s.stale = cfg.Stale
-	s.bucketsPage = cmp.Or(min(max(cfg.BucketsPage, 0), MaxBucketsPage), defaultBucketsPage)
-	s.connLimits.PerIP = cmp.Or(s.connLimits.PerIP, defaultMaxConnsPerIP)
-	s.connLimits.PerProxy = cmp.Or(s.connLimits.PerProxy, defaultMaxConnsPerProxy)
-	if s.connLimits.FirstByteTimeout <= 0 {
-		s.connLimits.FirstByteTimeout = defaultFirstByteTimeout
-	}
-	s.connLimits.BodyBudget = cmp.Or(s.connLimits.BodyBudget, defaultBodyBudget)
 	s.engine = policy.Engine{Limiter: cfg.Limiter, MaxKeyBytes: cfg.MaxIDBytes}
 	s.pmetrics = newPolicyMetrics(s.metrics.reg)
 	s.setPolicies(cfg.Policies)
@@ -317,7 +297,7 @@ func New(cfg Config) *Server {
 	s.maxWaitMS = min(max(cfg.MaxWait.Milliseconds(), 1), millis.MaxScale)
 	s.holds = holdSlots{addrCount: addrCount{by: map[netip.Addr]int{}},
 		most: cmp.Or(max(cfg.MaxHeld, 0), defaultMaxHeld), perClient: cmp.Or(max(cfg.MaxHeldPerClient, 0), defaultMaxHeldPerClient)}
-	for _, conns := range []int{s.connLimits.PerIP, s.connLimits.PerProxy} {
+	for _, conns := range []int{cl.PerIP, cl.PerProxy} {
 		if conns > 0 {
 			s.holds.most = min(s.holds.most, max(conns/2, 1))
 		}
@@ -325,7 +305,7 @@ func New(cfg Config) *Server {
 	s.holds.perClient = min(s.holds.perClient, s.holds.most)
 	s.stopping = make(chan struct{})
 	s.engine.MaxWaitMS = s.maxWaitMS
-	s.dash, s.stats = newDashboard(cfg.Dashboard), cfg.Stats
+	s.dash = newDashboard(cfg.Dashboard)
 	readBuffer := max(readBufferSize, 3*cfg.MaxIDBytes+4096)
 	s.srv = &fasthttp.Server{
 		Handler:            s.Handler,
@@ -379,7 +359,7 @@ func (s *Server) Serve(ln net.Listener) error {
 		return nil
 	}
 	s.startDashboard()
-	return s.srv.Serve(newLimitListener(ln, s.connLimits, s.srv.Concurrency-concurrencySlack, &s.metrics.heldBytes, s.metrics.refusedConns, s.metrics.overBudget))
+	return s.srv.Serve(newLimitListener(ln, s.cfg.ConnLimits, s.srv.Concurrency-concurrencySlack, &s.metrics.heldBytes, s.metrics.refusedConns, s.metrics.overBudget))
 }
 
 // track records ln for Shutdown to close; after Shutdown it closes ln
