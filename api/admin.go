@@ -38,10 +38,10 @@ func adminPath(path []byte) bool {
 // and reports whether it did.
 func (s *Server) adminRefusal(ctx *fasthttp.RequestCtx) bool {
 	path := ctx.Path()
-	if s.admin == AdminOnMain || !adminPath(path) || (s.metricsPublic && string(path) == "/metrics") {
+	if s.cfg.Admin == AdminOnMain || !adminPath(path) || (s.cfg.MetricsPublic && string(path) == "/metrics") {
 		return false
 	}
-	if s.admin == AdminSeparate {
+	if s.cfg.Admin == AdminSeparate {
 		s.fail(ctx, fasthttp.StatusNotFound, "api: "+string(path)+" is served on the admin listener (-admin-listen), not here")
 		return true
 	}

@@ -45,7 +45,7 @@ func (s *Server) limiterFailed(ctx *fasthttp.RequestCtx, err error) checkmetric.
 		s.fail(ctx, fasthttp.StatusServiceUnavailable, "api: the limiter cannot answer now: "+err.Error())
 		return checkmetric.Unavailable
 	}
-	s.log.Error("api: the limiter failed", "err", err)
+	s.cfg.Logger.Error("api: the limiter failed", "err", err)
 	s.fail(ctx, fasthttp.StatusInternalServerError, "api: internal error")
 	return checkmetric.Unavailable
 }
@@ -92,7 +92,7 @@ func (s *Server) methodNotAllowed(ctx *fasthttp.RequestCtx, allow string) {
 func (s *Server) writeJSON(ctx *fasthttp.RequestCtx, code int, v any) {
 	b, err := json.Marshal(v)
 	if err != nil {
-		s.log.Error("api: encoding a response", "err", err)
+		s.cfg.Logger.Error("api: encoding a response", "err", err)
 		s.fail(ctx, fasthttp.StatusInternalServerError, "api: internal error")
 		return
 	}
@@ -102,7 +102,7 @@ func (s *Server) writeJSON(ctx *fasthttp.RequestCtx, code int, v any) {
 }
 
 // errorHandler answers requests fasthttp could not read, in JSON. An /auth
-// request it could not read (headers past ReadBufferSize, a header line
+// request it could not read (headers past readBufferSize, a header line
 // fasthttp refuses) is denied, as /auth denies: what a client sends
 // through the proxy must never make /auth answer an error, which nginx
 // turns into a 500 and a fail-open configuration into no limit at all.
@@ -127,7 +127,7 @@ func (s *Server) errorHandler(ctx *fasthttp.RequestCtx, err error) {
 // (limitConn keeps it); a server without policies or -auth-headers
 // answers the error as for any other path.
 func (s *Server) denyUnread(ctx *fasthttp.RequestCtx, err error) bool {
-	if s.pols.Load() == nil || s.gateway == policy.GatewayUnset {
+	if s.pols.Load() == nil || s.cfg.AuthHeaders == policy.GatewayUnset {
 		return false
 	}
 	lc, ok := ctx.Conn().(*limitConn)
@@ -138,8 +138,8 @@ func (s *Server) denyUnread(ctx *fasthttp.RequestCtx, err error) bool {
 	if !ok {
 		return false
 	}
-	status := s.denyStatus
-	if _, q, found := bytes.Cut(target, []byte("?")); found && s.gateway == policy.GatewayNginx {
+	status := s.cfg.AuthDenyStatus
+	if _, q, found := bytes.Cut(target, []byte("?")); found && s.cfg.AuthHeaders == policy.GatewayNginx {
 		var args fasthttp.Args
 		args.ParseBytes(q)
 		if st, ok := denyStatusOf(args.Peek("deny_status")); ok {
@@ -149,7 +149,7 @@ func (s *Server) denyUnread(ctx *fasthttp.RequestCtx, err error) bool {
 	if small := (*fasthttp.ErrSmallBuffer)(nil); errors.As(err, &small) {
 		lc.drainHead(unreadHeadBytes, unreadHeadTime)
 	}
-	s.log.Debug("api: /auth request not read: denied", "err", err)
+	s.cfg.Logger.Debug("api: /auth request not read: denied", "err", err)
 	s.metrics.check(endpointAuth, rl.Fixed, checkmetric.Denied)
 	ctx.SetConnectionClose()
 	ctx.SetStatusCode(status)

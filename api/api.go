@@ -48,13 +48,14 @@ const (
 	// batch of ordinary ids, but not the 131 MB a batch of 1,000 ids of
 	// 64 KiB would claim; such a batch is refused with 413.
 	maxDefaultBodyBytes = 16 << 20
-	// defaultReadBufferSize bounds a request's line and headers: enough
-	// for what nginx passes to /auth, every header its default
+	// readBufferSize bounds a request's line and headers (larger ones get
+	// 431; an /auth request is denied instead): enough for what nginx
+	// passes to /auth, every header its default
 	// large_client_header_buffers (4 × 8 KiB) accepts from a client and
 	// those it sets itself, so that a client's big headers are read and
 	// decided, never an error nginx turns into a 500; and for an id of
-	// 1,024 bytes, each percent-encoded.
-	defaultReadBufferSize = 48 << 10
+	// 1,024 bytes, each percent-encoded. A larger MaxIDBytes raises it.
+	readBufferSize = 48 << 10
 	// concurrencySlack is how far above Concurrency fasthttp's own bound
 	// sits (see New).
 	concurrencySlack = 64
@@ -113,11 +114,6 @@ type Config struct {
 	// Default: room for a batch of MaxBatch checks with ids of MaxIDBytes
 	// bytes, at least 1 MiB and at most 16 MiB.
 	MaxBodyBytes int
-	// ReadBufferSize bounds the request line and headers together; larger
-	// ones get 431 (an /auth request is denied instead). Default 48 KiB
-	// (what nginx passes to /auth with every header it accepts), or more
-	// when MaxIDBytes needs it.
-	ReadBufferSize int
 	// Concurrency is the most connections served at once; beyond it a new
 	// connection gets 503 with Retry-After: 1 and is closed. Default
 	// 16,384.
@@ -182,14 +178,8 @@ type Config struct {
 
 // Server serves the HTTP API. It is safe for concurrent use.
 type Server struct {
-	lim      rl.Limiter
-	timeout  time.Duration
-	maxBatch int
-	maxID    int
-	maxBody  int
 	token    [sha256.Size]byte // of the admin token
 	hasToken bool
-	log      *slog.Logger
 	rules    *rules
 	metrics  *metrics
 	srv      *fasthttp.Server
@@ -200,24 +190,14 @@ type Server struct {
 	deadlines *deadlines
 
 	// Gateway mode.
-	pols         atomic.Pointer[policyState]
-	policiesOnly bool
-	maxScale     *scaleBound // nil: none
-	denyStatus   int
-	gateway      policy.Gateway
-	loadPolicies func() (*policy.File, error)
-	engine       policy.Engine
-	pmetrics     *policyMetrics
-	authScratch  sync.Pool // of *authScratch
+	pols        atomic.Pointer[policyState]
+	maxScale    *scaleBound // nil: none
+	engine      policy.Engine
+	pmetrics    *policyMetrics
+	authScratch sync.Pool // of *authScratch
 
-	admin         AdminAccess
-	metricsPublic bool
-	adminSrv      *fasthttp.Server
-	connLimits    ConnLimits
-	bucketsPage   int
-	stale         func() string
-	dash          *dashboard
-	stats         func() BackendStats
+	adminSrv *fasthttp.Server
+	dash     *dashboard
 
 	mu   sync.Mutex
 	shut bool           // Shutdown was called
@@ -229,6 +209,10 @@ type Server struct {
 	stopping  chan struct{}
 	// holds bounds the answers held at once (wait.go).
 	holds holdSlots
+
+	// cfg is New's Config, its defaults applied, less the admin token (kept
+	// as token) and the first policies file (pols holds the one in force).
+	cfg Config
 }
 
 // scratch is a reusable buffer for one response.
@@ -270,9 +254,6 @@ func New(cfg Config) *Server {
 		// need escapes, so allow twice its length.
 		cfg.MaxBodyBytes = min(max(1<<20, cfg.MaxBatch*(2*cfg.MaxIDBytes+128)+1024), maxDefaultBodyBytes)
 	}
-	if cfg.ReadBufferSize <= 0 {
-		cfg.ReadBufferSize = max(defaultReadBufferSize, 3*cfg.MaxIDBytes+4096)
-	}
 	if cfg.Concurrency <= 0 {
 		cfg.Concurrency = defaultConcurrency
 	}
@@ -283,33 +264,25 @@ func New(cfg Config) *Server {
 	default:
 		panic("api: Config.AuthDenyStatus must be 401, 403 or 429")
 	}
-	s := &Server{
-		lim:      cfg.Limiter,
-		timeout:  cfg.Timeout,
-		maxBatch: cfg.MaxBatch,
-		maxID:    cfg.MaxIDBytes,
-		maxBody:  cfg.MaxBodyBytes,
-		log:      cfg.Logger,
-		rules:    newRules(cfg.MaxIDBytes),
-		metrics:  newMetrics(cfg.Stats, cfg.Collectors),
+	cfg.BucketsPage = cmp.Or(min(max(cfg.BucketsPage, 0), MaxBucketsPage), defaultBucketsPage)
+	cl := &cfg.ConnLimits
+	cl.PerIP = cmp.Or(cl.PerIP, defaultMaxConnsPerIP)
+	cl.PerProxy = cmp.Or(cl.PerProxy, defaultMaxConnsPerProxy)
+	if cl.FirstByteTimeout <= 0 {
+		cl.FirstByteTimeout = defaultFirstByteTimeout
 	}
+	cl.BodyBudget = cmp.Or(cl.BodyBudget, defaultBodyBudget)
+	s := &Server{
+		cfg:     cfg,
+		rules:   newRules(cfg.MaxIDBytes),
+		metrics: newMetrics(cfg.Stats, cfg.Collectors),
+	}
+	s.cfg.AdminToken, s.cfg.Policies = "", nil
 	if cfg.AdminToken != "" {
 		s.hasToken = true
 		s.token = sha256.Sum256([]byte(cfg.AdminToken))
 	}
-	s.policiesOnly, s.denyStatus, s.loadPolicies = cfg.PoliciesOnly, cfg.AuthDenyStatus, cfg.LoadPolicies
-	s.gateway = cfg.AuthHeaders
 	s.maxScale = newScaleBound(cfg.MaxScale)
-	s.admin, s.metricsPublic = cfg.Admin, cfg.MetricsPublic
-	s.connLimits = cfg.ConnLimits
-	s.stale = cfg.Stale
-	s.bucketsPage = cmp.Or(min(max(cfg.BucketsPage, 0), MaxBucketsPage), defaultBucketsPage)
-	s.connLimits.PerIP = cmp.Or(s.connLimits.PerIP, defaultMaxConnsPerIP)
-	s.connLimits.PerProxy = cmp.Or(s.connLimits.PerProxy, defaultMaxConnsPerProxy)
-	if s.connLimits.FirstByteTimeout <= 0 {
-		s.connLimits.FirstByteTimeout = defaultFirstByteTimeout
-	}
-	s.connLimits.BodyBudget = cmp.Or(s.connLimits.BodyBudget, defaultBodyBudget)
 	s.engine = policy.Engine{Limiter: cfg.Limiter, MaxKeyBytes: cfg.MaxIDBytes}
 	s.pmetrics = newPolicyMetrics(s.metrics.reg)
 	s.setPolicies(cfg.Policies)
@@ -324,7 +297,7 @@ func New(cfg Config) *Server {
 	s.maxWaitMS = min(max(cfg.MaxWait.Milliseconds(), 1), millis.MaxScale)
 	s.holds = holdSlots{addrCount: addrCount{by: map[netip.Addr]int{}},
 		most: cmp.Or(max(cfg.MaxHeld, 0), defaultMaxHeld), perClient: cmp.Or(max(cfg.MaxHeldPerClient, 0), defaultMaxHeldPerClient)}
-	for _, conns := range []int{s.connLimits.PerIP, s.connLimits.PerProxy} {
+	for _, conns := range []int{cl.PerIP, cl.PerProxy} {
 		if conns > 0 {
 			s.holds.most = min(s.holds.most, max(conns/2, 1))
 		}
@@ -332,7 +305,8 @@ func New(cfg Config) *Server {
 	s.holds.perClient = min(s.holds.perClient, s.holds.most)
 	s.stopping = make(chan struct{})
 	s.engine.MaxWaitMS = s.maxWaitMS
-	s.dash, s.stats = newDashboard(cfg.Dashboard), cfg.Stats
+	s.dash = newDashboard(cfg.Dashboard)
+	readBuffer := max(readBufferSize, 3*cfg.MaxIDBytes+4096)
 	s.srv = &fasthttp.Server{
 		Handler:            s.Handler,
 		ErrorHandler:       s.errorHandler,
@@ -341,7 +315,7 @@ func New(cfg Config) *Server {
 		WriteTimeout:       cfg.WriteTimeout,
 		IdleTimeout:        cfg.IdleTimeout,
 		MaxRequestBodySize: cfg.MaxBodyBytes,
-		ReadBufferSize:     cfg.ReadBufferSize,
+		ReadBufferSize:     readBuffer,
 		// The listener refuses connections past cfg.Concurrency itself,
 		// with Retry-After; fasthttp's own bound, a little above it, only
 		// catches connections that arrive while closed ones are still
@@ -361,7 +335,7 @@ func New(cfg Config) *Server {
 		ReadTimeout:     cfg.ReadTimeout,
 		WriteTimeout:    max(cfg.WriteTimeout, time.Minute), // a CPU profile takes its seconds
 		IdleTimeout:     cfg.IdleTimeout,
-		ReadBufferSize:  cfg.ReadBufferSize,
+		ReadBufferSize:  readBuffer,
 		Concurrency:     256,
 		CloseOnShutdown: true,
 		Logger:          fasthttpLogger{cfg.Logger},
@@ -385,7 +359,7 @@ func (s *Server) Serve(ln net.Listener) error {
 		return nil
 	}
 	s.startDashboard()
-	return s.srv.Serve(newLimitListener(ln, s.connLimits, s.srv.Concurrency-concurrencySlack, &s.metrics.heldBytes, s.metrics.refusedConns, s.metrics.overBudget))
+	return s.srv.Serve(newLimitListener(ln, s.cfg.ConnLimits, s.srv.Concurrency-concurrencySlack, &s.metrics.heldBytes, s.metrics.refusedConns, s.metrics.overBudget))
 }
 
 // track records ln for Shutdown to close; after Shutdown it closes ln

@@ -57,7 +57,7 @@ func (s *Server) readBody(ctx *fasthttp.RequestCtx) (done func(), ok bool) {
 	if stream == nil {
 		return func() {}, true // no body
 	}
-	if n > s.maxBody {
+	if n > s.cfg.MaxBodyBytes {
 		ctx.SetConnectionClose()
 		s.fail(ctx, fasthttp.StatusRequestEntityTooLarge, "api: request body too large")
 		return nil, false
@@ -77,7 +77,7 @@ func (s *Server) readBody(ctx *fasthttp.RequestCtx) (done func(), ok bool) {
 			bodies.Put(p)
 		}
 	}
-	b, err := readAll(stream, (*p)[:0], n, s.maxBody)
+	b, err := readAll(stream, (*p)[:0], n, s.cfg.MaxBodyBytes)
 	*p = b
 	if err != nil {
 		done()

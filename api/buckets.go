@@ -105,17 +105,17 @@ func (s *Server) buckets(ctx *fasthttp.RequestCtx) {
 	if !s.requireAdmin(ctx, "/buckets") {
 		return
 	}
-	a, err := parseBucketsArgs(ctx.QueryArgs(), ctx.IsGet(), s.bucketsPage, s.rules)
+	a, err := parseBucketsArgs(ctx.QueryArgs(), ctx.IsGet(), s.cfg.BucketsPage, s.rules)
 	if err != nil {
 		s.invalid(ctx, err)
 		return
 	}
-	adm, ok := s.lim.(admin)
+	adm, ok := s.cfg.Limiter.(admin)
 	if !ok {
 		s.fail(ctx, fasthttp.StatusNotImplemented, "this backend has no admin calls")
 		return
 	}
-	c, cancel := context.WithTimeout(context.Background(), s.timeout)
+	c, cancel := context.WithTimeout(context.Background(), s.cfg.Timeout)
 	defer cancel()
 	if ctx.IsGet() {
 		bs, err := adm.Buckets(c, a.id)

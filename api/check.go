@@ -24,7 +24,7 @@ func (s *Server) checkRate(ctx *fasthttp.RequestCtx) {
 	pc := s.policyCheck()
 	var pol *policy.Policy
 	if ctx.IsGet() {
-		pol, err = parseArgs(ctx.QueryArgs(), &r, &shown, s.maxID, s.rules, &pc, &opts)
+		pol, err = parseArgs(ctx.QueryArgs(), &r, &shown, s.cfg.MaxIDBytes, s.rules, &pc, &opts)
 	} else {
 		pol, err = s.parseBody(ctx, &r, &shown, &pc, &opts)
 	}
@@ -45,7 +45,7 @@ func (s *Server) checkRate(ctx *fasthttp.RequestCtx) {
 			r.MaxDelay, opts.wait = millis.Duration(noWaitMS), false
 		}
 	}
-	d, err := s.lim.CheckRate(s.deadlines.get(start), r)
+	d, err := s.cfg.Limiter.CheckRate(s.deadlines.get(start), r)
 	if err != nil {
 		res := s.limiterFailed(ctx, err)
 		s.metrics.check(endpointCheck, r.Algo, res)
@@ -110,7 +110,7 @@ func (s *Server) parseBody(ctx *fasthttp.RequestCtx, r *rl.Request, shown *strin
 		args := fasthttp.AcquireArgs()
 		defer fasthttp.ReleaseArgs(args)
 		args.ParseBytes(body)
-		return parseArgs(args, r, shown, s.maxID, s.rules, pc, opts)
+		return parseArgs(args, r, shown, s.cfg.MaxIDBytes, s.rules, pc, opts)
 	}
 	var idbuf [128]byte
 	jr := s.readers.Get().(*jsonReader)
@@ -122,7 +122,7 @@ func (s *Server) parseBody(ctx *fasthttp.RequestCtx, r *rl.Request, shown *strin
 	var ids []byte
 	var pol *policy.Policy
 	if err == nil {
-		ids, pol, err = jr.check(r, idbuf[:0], s.maxID, s.rules, pc, opts)
+		ids, pol, err = jr.check(r, idbuf[:0], s.cfg.MaxIDBytes, s.rules, pc, opts)
 	}
 	if err == nil {
 		err = jr.end()
@@ -130,7 +130,7 @@ func (s *Server) parseBody(ctx *fasthttp.RequestCtx, r *rl.Request, shown *strin
 	if err != nil {
 		return nil, err
 	}
-	return pol, setID(r, shown, ids, pol, s.maxID)
+	return pol, setID(r, shown, ids, pol, s.cfg.MaxIDBytes)
 }
 
 // noQuery refuses a query on a POST to path, whose check is its body: a
@@ -194,9 +194,9 @@ func (s *Server) checkRates(ctx *fasthttp.RequestCtx) {
 		}
 		from = b.ends[i]
 	}
-	maxID := s.maxID
+	maxID := s.cfg.MaxIDBytes
 	if anyPolicy {
-		maxID += policy.IDOverhead // explicit ids were held to s.maxID as they were read
+		maxID += policy.IDOverhead // explicit ids were held to s.cfg.MaxIDBytes as they were read
 	}
 	if err := check.BatchWire(b.reqs, maxID); err != nil {
 		s.metrics.check(endpointBatch, rl.Fixed, checkmetric.Invalid)
@@ -204,7 +204,7 @@ func (s *Server) checkRates(ctx *fasthttp.RequestCtx) {
 		return
 	}
 	s.metrics.batchSize.Observe(float64(len(b.reqs)))
-	ds, err := s.lim.CheckRates(s.deadlines.get(start), b.reqs)
+	ds, err := s.cfg.Limiter.CheckRates(s.deadlines.get(start), b.reqs)
 	if err != nil {
 		res := s.limiterFailed(ctx, err)
 		for i := range b.reqs {
@@ -219,7 +219,7 @@ func (s *Server) checkRates(ctx *fasthttp.RequestCtx) {
 		}
 	}
 	if len(ds) != len(b.reqs) {
-		s.log.Error("api: the limiter answered a batch with the wrong number of decisions", "want", len(b.reqs), "got", len(ds))
+		s.cfg.Logger.Error("api: the limiter answered a batch with the wrong number of decisions", "want", len(b.reqs), "got", len(ds))
 		s.fail(ctx, fasthttp.StatusInternalServerError, "api: internal error")
 		return
 	}
@@ -267,13 +267,13 @@ func (s *Server) parseBatch(body []byte, b *batch, pc *policyCheck) error {
 		return err
 	}
 	for r.dec.PeekKind() != ']' {
-		if len(b.reqs) == s.maxBatch {
-			return tooLarge{s.maxBatch}
+		if len(b.reqs) == s.cfg.MaxBatch {
+			return tooLarge{s.cfg.MaxBatch}
 		}
 		b.reqs = append(b.reqs, rl.Request{})
 		var err error
 		var p *policy.Policy
-		b.ids, p, err = r.check(&b.reqs[len(b.reqs)-1], b.ids, s.maxID, s.rules, pc, nil)
+		b.ids, p, err = r.check(&b.reqs[len(b.reqs)-1], b.ids, s.cfg.MaxIDBytes, s.rules, pc, nil)
 		if err == nil && p == nil {
 			err = s.maxScale.check(b.reqs[len(b.reqs)-1].Scale.Milliseconds())
 		}

@@ -305,8 +305,8 @@ func (s *Server) dashboardData() dashboardData {
 	if s.metrics.swept.Write(&m) == nil {
 		out.Sweep.SweptTotal = m.GetCounter().GetValue()
 	}
-	if s.stats != nil {
-		st := s.stats()
+	if s.cfg.Stats != nil {
+		st := s.cfg.Stats()
 		out.Sweep.LiveBuckets, out.Sweep.EvictedTotal = &st.Live, &st.Evicted
 	}
 	return out

@@ -10,14 +10,14 @@ import (
 )
 
 func (s *Server) healthz(ctx *fasthttp.RequestCtx) {
-	c, cancel := context.WithTimeout(context.Background(), min(s.timeout, time.Second))
+	c, cancel := context.WithTimeout(context.Background(), min(s.cfg.Timeout, time.Second))
 	defer cancel()
-	if p, ok := s.lim.(pinger); ok {
+	if p, ok := s.cfg.Limiter.(pinger); ok {
 		// What a peek cannot show (Redis refusing writes) reaches the
 		// backend's circuit, which the peek then answers by.
 		_ = p.Ping(c)
 	}
-	d, err := s.lim.CheckRate(c, rl.Request{ID: healthID, Scale: time.Second, Limit: 1, Peek: true})
+	d, err := s.cfg.Limiter.CheckRate(c, rl.Request{ID: healthID, Scale: time.Second, Limit: 1, Peek: true})
 	if err != nil {
 		s.limiterFailed(ctx, err)
 		return
@@ -29,8 +29,8 @@ func (s *Server) healthz(ctx *fasthttp.RequestCtx) {
 		plainText(ctx, "degraded: "+d.FailMode.String())
 		return
 	}
-	if s.stale != nil {
-		if msg := s.stale(); msg != "" {
+	if s.cfg.Stale != nil {
+		if msg := s.cfg.Stale(); msg != "" {
 			ctx.Response.Header.Set(StaleHeader, msg)
 			plainText(ctx, "ok; "+msg)
 			return
@@ -57,8 +57,8 @@ func (s *Server) livez(ctx *fasthttp.RequestCtx) { plainText(ctx, "ok") }
 // is ready once it serves; the Redis backend is ready while Redis accepts
 // a write, whatever its fail mode answers checks with meanwhile.
 func (s *Server) readyz(ctx *fasthttp.RequestCtx) {
-	if p, ok := s.lim.(pinger); ok {
-		c, cancel := context.WithTimeout(context.Background(), min(s.timeout, time.Second))
+	if p, ok := s.cfg.Limiter.(pinger); ok {
+		c, cancel := context.WithTimeout(context.Background(), min(s.cfg.Timeout, time.Second))
 		defer cancel()
 		if err := p.Ping(c); err != nil {
 			ctx.Response.Header.Set("Retry-After", "1")

@@ -149,14 +149,14 @@ func (m *metrics) latency(e endpoint, start time.Time) {
 func (s *Server) serveMetrics(ctx *fasthttp.RequestCtx) {
 	mfs, err := s.metrics.reg.Gather()
 	if err != nil {
-		s.log.Error("api: gathering metrics", "err", err)
+		s.cfg.Logger.Error("api: gathering metrics", "err", err)
 	}
 	var buf bytes.Buffer
 	format := expfmt.NewFormat(expfmt.TypeTextPlain)
 	enc := expfmt.NewEncoder(&buf, format)
 	for _, mf := range mfs {
 		if err := enc.Encode(mf); err != nil {
-			s.log.Error("api: encoding metrics", "err", err)
+			s.cfg.Logger.Error("api: encoding metrics", "err", err)
 			break
 		}
 	}

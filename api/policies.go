@@ -87,7 +87,7 @@ func counterID(p *policy.Policy, key []byte) string {
 }
 
 func (s *Server) policyCheck() policyCheck {
-	return policyCheck{st: s.pols.Load(), only: s.policiesOnly}
+	return policyCheck{st: s.pols.Load(), only: s.cfg.PoliciesOnly}
 }
 
 // policyMetrics are the series of gateway mode.
@@ -165,7 +165,7 @@ func (s *Server) setPolicies(f *policy.File) {
 		}
 		if len(gone) > 0 {
 			s.pmetrics.removed.Add(float64(len(gone)))
-			s.log.Warn("the reloaded policies file removes policies: the requests they matched are no longer limited by them", "removed", gone)
+			s.cfg.Logger.Warn("the reloaded policies file removes policies: the requests they matched are no longer limited by them", "removed", gone)
 		}
 	}
 }
@@ -179,18 +179,18 @@ var ErrNoPolicies = errors.New("api: no policies file to reload (start with -pol
 // they were; the error is logged, counted in
 // raterlimiter_policy_reloads_total{result="failed"} and returned.
 func (s *Server) ReloadPolicies() error {
-	if s.loadPolicies == nil {
+	if s.cfg.LoadPolicies == nil {
 		return ErrNoPolicies
 	}
-	f, err := s.loadPolicies()
+	f, err := s.cfg.LoadPolicies()
 	if err != nil {
 		s.pmetrics.reloads.WithLabelValues("failed").Inc()
-		s.log.Error("policies not reloaded: the rules in force stay", "err", err)
+		s.cfg.Logger.Error("policies not reloaded: the rules in force stay", "err", err)
 		return err
 	}
 	s.setPolicies(f)
 	s.pmetrics.reloads.WithLabelValues("ok").Inc()
-	s.log.Info("policies reloaded", "file", f.Path, "policies", len(f.Policies))
+	s.cfg.Logger.Info("policies reloaded", "file", f.Path, "policies", len(f.Policies))
 	return nil
 }
 
@@ -250,16 +250,16 @@ func (s *Server) auth(ctx *fasthttp.RequestCtx) {
 		s.fail(ctx, fasthttp.StatusServiceUnavailable, "api: /auth needs policies: start the sidecar with -policies FILE")
 		return
 	}
-	if s.gateway == policy.GatewayUnset {
+	if s.cfg.AuthHeaders == policy.GatewayUnset {
 		ctx.Response.Header.Set("Retry-After", "60")
 		s.metrics.check(endpointAuth, rl.Fixed, checkmetric.Unavailable)
 		s.fail(ctx, fasthttp.StatusServiceUnavailable, "api: /auth needs -auth-headers nginx, caddy or traefik: the proxy whose headers carry the original request (a client's copies of the others are not believed)")
 		return
 	}
-	denyStatus := s.denyStatus
+	denyStatus := s.cfg.AuthDenyStatus
 	// nginx asks the URI its configuration names; Caddy's forward_auth
 	// passes the client's own query on, so there the query is not read.
-	if s.gateway == policy.GatewayNginx {
+	if s.cfg.AuthHeaders == policy.GatewayNginx {
 		var err error
 		if denyStatus, err = authArgs(ctx.QueryArgs(), denyStatus); err != nil {
 			s.metrics.check(endpointAuth, rl.Fixed, checkmetric.Invalid)
@@ -270,13 +270,13 @@ func (s *Server) auth(ctx *fasthttp.RequestCtx) {
 	h := &ctx.Request.Header
 	// A key longer than an id may be is the client's own doing: a denial
 	// (policy.KeyTooLong), not an error the proxy would turn into a 500.
-	in := policy.Input{Header: h, Peer: peerAddr(ctx), MaxKeyBytes: s.maxID}
+	in := policy.Input{Header: h, Peer: peerAddr(ctx), MaxKeyBytes: s.cfg.MaxIDBytes}
 	var target []byte
 	var missing string
-	if in.Method, target, in.Host, missing = s.gateway.Original(h); missing != "" {
+	if in.Method, target, in.Host, missing = s.cfg.AuthHeaders.Original(h); missing != "" {
 		s.metrics.check(endpointAuth, rl.Fixed, checkmetric.Invalid)
 		s.fail(ctx, fasthttp.StatusBadRequest, "api: /auth: the request has no "+missing+
-			": the proxy in front is not set up as docs/gateways.md shows for -auth-headers "+s.gateway.String())
+			": the proxy in front is not set up as docs/gateways.md shows for -auth-headers "+s.cfg.AuthHeaders.String())
 		return
 	}
 
@@ -288,7 +288,7 @@ func (s *Server) auth(ctx *fasthttp.RequestCtx) {
 		// against nothing. The client is denied, and counted so.
 		s.metrics.check(endpointAuth, rl.Fixed, checkmetric.Denied)
 		ctx.SetStatusCode(denyStatus)
-		if s.gateway != policy.GatewayNginx { // nginx reads no body (writeAuth)
+		if s.cfg.AuthHeaders != policy.GatewayNginx { // nginx reads no body (writeAuth)
 			ctx.SetContentType("application/json")
 			ctx.SetBodyString(`{"allowed":false,"error":"api: /auth: the original request's path cannot be decoded (a percent sign without two hex digits, a raw '#', or no path)"}`)
 		}
@@ -314,7 +314,7 @@ func (s *Server) auth(ctx *fasthttp.RequestCtx) {
 	sc.results, err = engine.Decide(s.deadlines.get(start), sc.checks, sc.results[:0])
 	if err != nil {
 		res := s.limiterFailed(ctx, err)
-		if s.gateway == policy.GatewayNginx {
+		if s.cfg.AuthHeaders == policy.GatewayNginx {
 			// A client can bring these about (a flood, a backend down):
 			// they must not cost nginx its connections either (writeAuth).
 			ctx.Response.ResetBody()
@@ -426,7 +426,7 @@ func (s *Server) writeAuth(ctx *fasthttp.RequestCtx, st *policyState, sc *authSc
 		b = strconv.AppendInt(b, max(1, (retry+999)/1000), 10)
 		rh.SetBytesV(headers.RetryAfter, b)
 	}
-	if s.gateway == policy.GatewayNginx {
+	if s.cfg.AuthHeaders == policy.GatewayNginx {
 		sc.body = b
 		return
 	}

@@ -27,7 +27,7 @@ func (s *Server) Handler(ctx *fasthttp.RequestCtx) {
 	if s.adminRefusal(ctx) {
 		return
 	}
-	if s.admin == AdminOnMain && s.profiles(ctx) {
+	if s.cfg.Admin == AdminOnMain && s.profiles(ctx) {
 		return
 	}
 	s.route(ctx)

@@ -387,7 +387,7 @@ func TestHostileClientsDoNotStopHealthyOnes(t *testing.T) {
 		}
 	}
 
-	big := strings.Repeat("x", 3*48<<10) // three times api.Config.ReadBufferSize's default
+	big := strings.Repeat("x", 3*48<<10) // three times api's readBufferSize
 	json := func(body string) string {
 		return fmt.Sprintf("POST /check_rate HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
 	}

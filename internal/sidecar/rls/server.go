@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"math"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -25,15 +24,15 @@ import (
 	"github.com/raterlimiter/raterlimiter/internal/sidecar/policy"
 )
 
-// Defaults of Options' zero fields.
 const (
-	// DefaultMaxDescriptors bounds the descriptors of one request.
+	// DefaultMaxDescriptors bounds the descriptors of one request, unless
+	// Options.MaxDescriptors says otherwise.
 	DefaultMaxDescriptors = 64
 	// DefaultMaxEntries bounds the entries of one descriptor.
 	DefaultMaxEntries = 16
-	// DefaultTimeout bounds the wait for the limiter when the call has no
+	// callTimeout bounds the wait for the limiter when the call has no
 	// deadline of its own.
-	DefaultTimeout = time.Second
+	callTimeout = time.Second
 )
 
 // Options configures a Server. Limiter is required.
@@ -51,11 +50,9 @@ type Options struct {
 	// digest of them (digestKey), never refused nor cut. Default
 	// check.DefaultMaxIDBytes.
 	MaxKeyBytes int
-	// MaxDescriptors and MaxEntries bound a request. Defaults
-	// DefaultMaxDescriptors and DefaultMaxEntries.
-	MaxDescriptors, MaxEntries int
-	// Timeout bounds a call without a deadline. Default DefaultTimeout.
-	Timeout time.Duration
+	// MaxDescriptors bounds a request's descriptors. Default
+	// DefaultMaxDescriptors.
+	MaxDescriptors int
 	// Logger receives reloads. Default slog.Default().
 	Logger *slog.Logger
 	// MaxOverrideScale, when positive, is the longest window a request's
@@ -85,21 +82,12 @@ type Options struct {
 // Server is the rate limit service. It is safe for concurrent use.
 type Server struct {
 	rlspb.UnimplementedRateLimitServiceServer
-	cfg            atomic.Pointer[Config]
-	load           func() (*Config, error)
-	engine         policy.Engine
-	maxKey         int
-	maxDescriptors int
-	maxEntries     int
-	timeout        time.Duration
-	log            *slog.Logger
-	quota          bool // Options.QuotaMode
-	metadata       bool // Options.ResponseMetadata
-	headers        bool // Options.ResponseHeaders
-	m              *metrics
-	scratch        sync.Pool // of *scratch
-	shadow         bool
-	maxOverride    time.Duration // Options.MaxOverrideScale
+	// opts are New's, their defaults applied; their Config is nil, not to
+	// keep the first configuration alive: cfg is the one in force.
+	opts   Options
+	cfg    atomic.Pointer[Config]
+	engine policy.Engine
+	m      *metrics
 }
 
 var _ rlspb.RateLimitServiceServer = (*Server)(nil)
@@ -115,20 +103,11 @@ func New(opts Options) *Server {
 	if opts.MaxDescriptors <= 0 {
 		opts.MaxDescriptors = DefaultMaxDescriptors
 	}
-	if opts.MaxEntries <= 0 {
-		opts.MaxEntries = DefaultMaxEntries
-	}
-	if opts.Timeout <= 0 {
-		opts.Timeout = DefaultTimeout
-	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	s := &Server{load: opts.Load, engine: policy.Engine{Limiter: opts.Limiter, MaxKeyBytes: opts.MaxKeyBytes},
-		maxKey: opts.MaxKeyBytes, maxDescriptors: opts.MaxDescriptors, maxEntries: opts.MaxEntries,
-		timeout: opts.Timeout, log: opts.Logger, m: newMetrics(), shadow: opts.Shadow, maxOverride: opts.MaxOverrideScale,
-		quota: opts.QuotaMode, metadata: opts.ResponseMetadata, headers: opts.ResponseHeaders}
-	s.scratch.New = func() any { return new(scratch) }
+	s := &Server{opts: opts, engine: policy.Engine{Limiter: opts.Limiter, MaxKeyBytes: opts.MaxKeyBytes}, m: newMetrics()}
+	s.opts.Config = nil
 	s.setConfig(opts.Config)
 	return s
 }
@@ -153,23 +132,23 @@ var ErrNoConfig = errors.New("rls: no configuration to reload")
 // not load leaves the one in force; the error is logged, counted and
 // returned.
 func (s *Server) Reload() error {
-	if s.load == nil {
+	if s.opts.Load == nil {
 		return ErrNoConfig
 	}
-	c, err := s.load()
+	c, err := s.opts.Load()
 	if err != nil {
 		s.m.reloads.WithLabelValues("failed").Inc()
-		s.log.Error("rls: configuration not reloaded: the rules in force stay", "err", err)
+		s.opts.Logger.Error("rls: configuration not reloaded: the rules in force stay", "err", err)
 		return err
 	}
 	if gone := Removed(s.cfg.Load(), c); len(gone) > 0 {
 		s.m.removed.Add(float64(len(gone)))
-		s.log.Warn("rls: the reloaded configuration removes rules: their descriptors are no longer limited by them", "removed", gone)
+		s.opts.Logger.Warn("rls: the reloaded configuration removes rules: their descriptors are no longer limited by them", "removed", gone)
 	}
 	s.setConfig(c)
 	s.m.reloads.WithLabelValues("ok").Inc()
-	s.log.Info("rls: configuration reloaded", "files", len(c.Files), "rules", len(c.rules))
-	LogSkipped(s.log, c)
+	s.opts.Logger.Info("rls: configuration reloaded", "files", len(c.Files), "rules", len(c.rules))
+	LogSkipped(s.opts.Logger, c)
 	return nil
 }
 
@@ -180,18 +159,6 @@ func LogSkipped(log *slog.Logger, c *Config) {
 	if len(c.Skipped) > 0 {
 		log.Warn("rls: entries of the configuration directory not read", "skipped", strings.Join(c.Skipped, "; "))
 	}
-}
-
-// scratch is the reusable state of one call.
-type scratch struct {
-	rules   []*Rule
-	checks  []policy.Check
-	at      []int // the descriptor of each check
-	results []policy.Result
-	keys    []byte
-	over    []int // the checks whose hits_addend passes check.MaxHits
-	buf     []byte
-	entries []entryView
 }
 
 // ShouldRateLimit decides every descriptor of the request: each finds its
@@ -209,20 +176,20 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitReques
 		return nil, err
 	}
 	cfg := s.cfg.Load()
-	sc := s.scratch.Get().(*scratch)
-	defer s.scratch.Put(sc)
-	sc.rules = sc.rules[:0]
+	rules := make([]*Rule, 0, len(req.Descriptors))
+	var buf []byte
+	var entries []entryView
 	replaced := map[string]bool(nil)
 	for _, d := range req.Descriptors {
 		var r *Rule
-		sc.entries = sc.entries[:0]
+		entries = entries[:0]
 		for _, e := range d.Entries {
-			sc.entries = append(sc.entries, entryView{e.Key, e.Value})
+			entries = append(entries, entryView{e.Key, e.Value})
 		}
 		if d.Limit != nil {
 			r = overrideRule(req.Domain, d)
 		} else if cfg != nil {
-			r, sc.buf = cfg.lookup(req.Domain, sc.entries, sc.buf)
+			r, buf = cfg.lookup(req.Domain, entries, buf)
 		}
 		if r != nil && len(r.Replaces) > 0 {
 			if replaced == nil {
@@ -232,69 +199,73 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitReques
 				replaced[n] = true
 			}
 		}
-		sc.rules = append(sc.rules, r)
+		rules = append(rules, r)
 	}
-	sc.checks, sc.at, sc.keys, sc.over = sc.checks[:0], sc.at[:0], sc.keys[:0], sc.over[:0]
-	for i, r := range sc.rules {
+	var (
+		checks []policy.Check
+		at     []int // the descriptor of each check
+		keys   []byte
+		over   []int // the checks whose hits_addend passes check.MaxHits
+	)
+	for i, r := range rules {
 		if r == nil {
 			continue
 		}
 		if r.LimitName != "" && replaced[r.LimitName] {
-			sc.rules[i] = nil // replaced: neither counted nor reported
+			rules[i] = nil // replaced: neither counted nor reported
 			continue
 		}
 		if r.Unlimited {
 			continue
 		}
 		d := req.Descriptors[i]
-		start := len(sc.keys)
+		start := len(keys)
 		for j, e := range d.Entries {
 			v := e.Value
 			if r.shared != nil {
 				v = r.sharedValue(j, e.Key, v) // share_threshold: one counter for the wildcard
 			}
-			sc.keys = binary.AppendUvarint(sc.keys, uint64(len(e.Key)))
-			sc.keys = append(sc.keys, e.Key...)
-			sc.keys = binary.AppendUvarint(sc.keys, uint64(len(v)))
-			sc.keys = append(sc.keys, v...)
+			keys = binary.AppendUvarint(keys, uint64(len(e.Key)))
+			keys = append(keys, e.Key...)
+			keys = binary.AppendUvarint(keys, uint64(len(v)))
+			keys = append(keys, v...)
 		}
-		if len(sc.keys)-start > s.maxKey {
-			sc.keys = digestKey(sc.keys, start, s.maxKey)
+		if len(keys)-start > s.opts.MaxKeyBytes {
+			keys = digestKey(keys, start, s.opts.MaxKeyBytes)
 		}
-		hits, peek, over := hitsOf(req, d)
-		if over {
-			sc.over = append(sc.over, len(sc.checks))
+		hits, peek, isOver := hitsOf(req, d)
+		if isOver {
+			over = append(over, len(checks))
 		}
-		sc.checks = append(sc.checks, policy.Check{Rule: &r.Rule, Key: sc.keys[start:len(sc.keys):len(sc.keys)], Hits: hits, Peek: peek})
-		sc.at = append(sc.at, i)
+		checks = append(checks, policy.Check{Rule: &r.Rule, Key: keys[start:len(keys):len(keys)], Hits: hits, Peek: peek})
+		at = append(at, i)
 	}
 	cctx := ctx
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
-		cctx, cancel = context.WithTimeout(ctx, s.timeout)
+		cctx, cancel = context.WithTimeout(ctx, callTimeout)
 		defer cancel()
 	}
-	var err error
-	sc.results, err = s.engine.Decide(cctx, sc.checks, sc.results[:0])
+	results, err := s.engine.Decide(cctx, checks, nil)
 	if err != nil {
 		code := codes.Unavailable
 		if errors.Is(err, rl.ErrInvalid) {
 			code = codes.InvalidArgument
 		}
 		s.m.requests.WithLabelValues(code.String()).Inc()
-		for j := range sc.checks {
-			s.m.family.Inc(sc.checks[j].Rule.Algo, failedResult(code))
+		for j := range checks {
+			s.m.family.Inc(checks[j].Rule.Algo, failedResult(code))
 		}
 		return nil, status.Error(code, "rls: "+err.Error())
 	}
-	for _, j := range sc.over {
+	for _, j := range over {
 		// More hits than any limit (2^32 - 1): over it, as the peer
 		// answers, whatever the counter held.
-		sc.results[j].Decision.Allowed, sc.results[j].Decision.Remaining = false, 0
+		results[j].Decision.Allowed, results[j].Decision.Remaining = false, 0
 	}
 	resp := &rlspb.RateLimitResponse{OverallCode: rlspb.RateLimitResponse_OK,
 		Statuses: make([]*rlspb.RateLimitResponse_DescriptorStatus, len(req.Descriptors))}
-	for i, r := range sc.rules {
+	for i, r := range rules {
 		switch {
 		case r == nil:
 			resp.Statuses[i] = &rlspb.RateLimitResponse_DescriptorStatus{Code: rlspb.RateLimitResponse_OK}
@@ -304,9 +275,9 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitReques
 		}
 	}
 	var violations []int // quota mode's, for the metadata
-	for j, res := range sc.results {
-		i := sc.at[j]
-		r := sc.rules[i]
+	for j, res := range results {
+		i := at[j]
+		r := rules[i]
 		st := &rlspb.RateLimitResponse_DescriptorStatus{
 			Code:               rlspb.RateLimitResponse_OK,
 			CurrentLimit:       r.Limit,
@@ -319,13 +290,13 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitReques
 			switch {
 			case r.Shadow:
 				result = "shadow_denied" // reported, never enforced
-			case r.Quota || s.quota:
+			case r.Quota || s.opts.QuotaMode:
 				// quota_mode, as envoyproxy/ratelimit answers it: OK,
 				// the limit and nothing remaining, no reset.
 				result = "quota_denied"
 				st.DurationUntilReset = nil
 				violations = append(violations, i)
-			case s.shadow:
+			case s.opts.Shadow:
 				// Reported as the peer does (the descriptor's status says
 				// OVER_LIMIT), never enforced (the overall code stays OK).
 				result = "shadow_denied"
@@ -338,11 +309,11 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitReques
 		s.m.check(r, result)
 		resp.Statuses[i] = st
 	}
-	if s.metadata {
-		resp.DynamicMetadata = responseMetadata(req, sc.rules, violations)
+	if s.opts.ResponseMetadata {
+		resp.DynamicMetadata = responseMetadata(req, rules, violations)
 	}
-	if s.headers {
-		resp.ResponseHeadersToAdd = limitHeaders(resp.Statuses, sc.results, sc.at)
+	if s.opts.ResponseHeaders {
+		resp.ResponseHeadersToAdd = limitHeaders(resp.Statuses, results, at)
 	}
 	s.m.requests.WithLabelValues(resp.OverallCode.String()).Inc()
 	return resp, nil
@@ -391,15 +362,15 @@ func (s *Server) validate(req *rlspb.RateLimitRequest) error {
 		return status.Error(codes.InvalidArgument, "rls: domain must not be empty")
 	case len(req.Descriptors) == 0:
 		return status.Error(codes.InvalidArgument, "rls: the request has no descriptors")
-	case len(req.Descriptors) > s.maxDescriptors:
-		return status.Errorf(codes.InvalidArgument, "rls: %d descriptors; at most %d", len(req.Descriptors), s.maxDescriptors)
+	case len(req.Descriptors) > s.opts.MaxDescriptors:
+		return status.Errorf(codes.InvalidArgument, "rls: %d descriptors; at most %d", len(req.Descriptors), s.opts.MaxDescriptors)
 	}
 	for i, d := range req.Descriptors {
 		if d == nil || len(d.Entries) == 0 {
 			return status.Errorf(codes.InvalidArgument, "rls: descriptor %d has no entries", i)
 		}
-		if len(d.Entries) > s.maxEntries {
-			return status.Errorf(codes.InvalidArgument, "rls: descriptor %d has %d entries; at most %d", i, len(d.Entries), s.maxEntries)
+		if len(d.Entries) > DefaultMaxEntries {
+			return status.Errorf(codes.InvalidArgument, "rls: descriptor %d has %d entries; at most %d", i, len(d.Entries), DefaultMaxEntries)
 		}
 		for j, e := range d.Entries {
 			if e.Key == "" {
@@ -413,8 +384,8 @@ func (s *Server) validate(req *rlspb.RateLimitRequest) error {
 			}
 			// The caller, not the operator, chose this window: it is bound
 			// as a scale a caller names is (-redis-max-scale).
-			if s.maxOverride > 0 && ms > s.maxOverride.Milliseconds() {
-				return status.Errorf(codes.InvalidArgument, "rls: descriptor %d: a limit override's unit %v is longer than the longest window a caller may choose here (%v)", i, d.Limit.Unit, s.maxOverride)
+			if s.opts.MaxOverrideScale > 0 && ms > s.opts.MaxOverrideScale.Milliseconds() {
+				return status.Errorf(codes.InvalidArgument, "rls: descriptor %d: a limit override's unit %v is longer than the longest window a caller may choose here (%v)", i, d.Limit.Unit, s.opts.MaxOverrideScale)
 			}
 		}
 	}
