@@ -191,7 +191,6 @@ type Server struct {
 
 	// Gateway mode.
 	pols        atomic.Pointer[policyState]
-	maxScale    *scaleBound // nil: none
 	engine      policy.Engine
 	pmetrics    *policyMetrics
 	authScratch sync.Pool // of *authScratch
@@ -282,7 +281,6 @@ func New(cfg Config) *Server {
 		s.hasToken = true
 		s.token = sha256.Sum256([]byte(cfg.AdminToken))
 	}
-	s.maxScale = newScaleBound(cfg.MaxScale)
 	s.engine = policy.Engine{Limiter: cfg.Limiter, MaxKeyBytes: cfg.MaxIDBytes}
 	s.pmetrics = newPolicyMetrics(s.metrics.reg)
 	s.setPolicies(cfg.Policies)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"strconv"
+	"time"
 
 	"github.com/valyala/fasthttp"
 
@@ -29,7 +30,7 @@ func (s *Server) checkRate(ctx *fasthttp.RequestCtx) {
 		pol, err = s.parseBody(ctx, &r, &shown, &pc, &opts)
 	}
 	if err == nil && pol == nil {
-		err = s.maxScale.check(r.Scale.Milliseconds())
+		err = s.checkScale(r.Scale)
 	}
 	if err != nil {
 		s.metrics.check(endpointCheck, r.Algo, checkmetric.Invalid)
@@ -251,6 +252,17 @@ func (s *Server) checkRates(ctx *fasthttp.RequestCtx) {
 	s.metrics.latency(endpointBatch, start)
 }
 
+// checkScale returns the error of a scale longer than Config.MaxScale, for
+// a check that names its own (none when MaxScale is unset).
+func (s *Server) checkScale(scale time.Duration) error {
+	most := s.cfg.MaxScale
+	if most <= 0 || scale <= most {
+		return nil
+	}
+	return &rl.FieldError{Field: "scale", Rule: "must be at most " + strconv.FormatInt(most.Milliseconds(), 10) +
+		" (" + most.String() + "): the longest scale this sidecar lets a caller choose (-redis-max-scale)"}
+}
+
 // tooLarge is the error of a batch with more than MaxBatch items.
 type tooLarge struct{ max int }
 
@@ -275,7 +287,7 @@ func (s *Server) parseBatch(body []byte, b *batch, pc *policyCheck) error {
 		var p *policy.Policy
 		b.ids, p, err = r.check(&b.reqs[len(b.reqs)-1], b.ids, s.cfg.MaxIDBytes, s.rules, pc, nil)
 		if err == nil && p == nil {
-			err = s.maxScale.check(b.reqs[len(b.reqs)-1].Scale.Milliseconds())
+			err = s.checkScale(b.reqs[len(b.reqs)-1].Scale)
 		}
 		if err != nil {
 			return &rl.ItemError{Index: len(b.reqs) - 1, Err: err}
