@@ -202,12 +202,17 @@ type Server struct {
 	shut bool           // Shutdown was called
 	lns  []net.Listener // given to Serve
 
-	// maxWaitMS is Config.MaxWait; stopping is closed when Shutdown
-	// begins, releasing held answers (wait.go).
-	maxWaitMS int64
-	stopping  chan struct{}
-	// holds bounds the answers held at once (wait.go).
-	holds holdSlots
+	// stopping is closed when Shutdown begins, releasing held answers
+	// (wait.go).
+	stopping chan struct{}
+	// holds counts the answers held at once, over the server and per
+	// client address (as an ip key reads it: behind a trusted proxy, the
+	// address it forwards), for the bounds MaxHeld and MaxHeldPerClient.
+	// Every held answer keeps a connection open, and behind a proxy that is
+	// one of the proxy's connections: without a bound, one client that asks
+	// to wait on many connections takes them all, and every other client
+	// behind the proxy is refused.
+	holds addrCount
 
 	// cfg is New's Config, its defaults applied, less the admin token (kept
 	// as token) and the first policies file (pols holds the one in force).
@@ -271,6 +276,16 @@ func New(cfg Config) *Server {
 		cl.FirstByteTimeout = defaultFirstByteTimeout
 	}
 	cl.BodyBudget = cmp.Or(cl.BodyBudget, defaultBodyBudget)
+	if cfg.MaxWait <= 0 {
+		cfg.MaxWait = defaultMaxWait
+	}
+	cfg.MaxHeld = cmp.Or(max(cfg.MaxHeld, 0), defaultMaxHeld)
+	for _, conns := range []int{cl.PerIP, cl.PerProxy} {
+		if conns > 0 {
+			cfg.MaxHeld = min(cfg.MaxHeld, max(conns/2, 1))
+		}
+	}
+	cfg.MaxHeldPerClient = min(cmp.Or(max(cfg.MaxHeldPerClient, 0), defaultMaxHeldPerClient), cfg.MaxHeld)
 	s := &Server{
 		cfg:     cfg,
 		rules:   newRules(cfg.MaxIDBytes),
@@ -289,20 +304,9 @@ func New(cfg Config) *Server {
 	s.readers.New = func() any { return new(jsonReader) }
 	s.scratch.New = func() any { return &scratch{b: make([]byte, 0, 256)} }
 	s.deadlines = newDeadlines(cfg.Timeout)
-	if cfg.MaxWait <= 0 {
-		cfg.MaxWait = defaultMaxWait
-	}
-	s.maxWaitMS = min(max(cfg.MaxWait.Milliseconds(), 1), millis.MaxScale)
-	s.holds = holdSlots{addrCount: addrCount{by: map[netip.Addr]int{}},
-		most: cmp.Or(max(cfg.MaxHeld, 0), defaultMaxHeld), perClient: cmp.Or(max(cfg.MaxHeldPerClient, 0), defaultMaxHeldPerClient)}
-	for _, conns := range []int{cl.PerIP, cl.PerProxy} {
-		if conns > 0 {
-			s.holds.most = min(s.holds.most, max(conns/2, 1))
-		}
-	}
-	s.holds.perClient = min(s.holds.perClient, s.holds.most)
+	s.holds.by = map[netip.Addr]int{}
 	s.stopping = make(chan struct{})
-	s.engine.MaxWaitMS = s.maxWaitMS
+	s.engine.MaxWaitMS = min(max(cfg.MaxWait.Milliseconds(), 1), millis.MaxScale)
 	s.dash = newDashboard(cfg.Dashboard)
 	readBuffer := max(readBufferSize, 3*cfg.MaxIDBytes+4096)
 	s.srv = &fasthttp.Server{

@@ -28,23 +28,6 @@ const (
 	defaultMaxHeldPerClient = 32
 )
 
-// holdSlots bounds the answers held at once, over the server (most) and
-// per client address (perClient; as an ip key reads it: behind a trusted
-// proxy, the address it forwards). Every held answer keeps a connection
-// open, and behind a proxy that is one of the proxy's connections: without
-// a bound, one client that asks to wait on many connections takes them
-// all, and every other client behind the proxy is refused.
-type holdSlots struct {
-	addrCount
-	most, perClient int
-}
-
-// take reserves a place for an answer of client to be held (give returns
-// it), or reports false when client or the server holds its bound.
-func (h *holdSlots) take(client netip.Addr) bool {
-	return h.addrCount.take(client, h.perClient, h.most)
-}
-
 // addrCount counts what each client address holds (connections, held
 // answers), and the total over every address. It is safe for concurrent
 // use.
@@ -100,7 +83,7 @@ func (s *Server) clientAddr(ctx *fasthttp.RequestCtx, st *policyState) netip.Add
 // none it counts the refusal, and the check must then be bounded by
 // noWaitMS.
 func (s *Server) takeHold(client netip.Addr) bool {
-	if s.holds.take(client) {
+	if s.holds.take(client, s.cfg.MaxHeldPerClient, s.cfg.MaxHeld) {
 		return true
 	}
 	s.metrics.heldRefused.Inc()
@@ -136,10 +119,10 @@ func waits(checks []policy.Check) bool {
 // boundDelay returns the bound on the delay of a held check: the caller's
 // own (max_delay_ms), or the server's MaxWait when smaller or unset.
 func (s *Server) boundDelay(own int64) int64 {
-	if own > 0 && own < s.maxWaitMS {
+	if own > 0 && own < s.engine.MaxWaitMS {
 		return own
 	}
-	return s.maxWaitMS
+	return s.engine.MaxWaitMS
 }
 
 // hold waits d.Delay before the answer leaves, or less if the server
