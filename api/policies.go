@@ -1,6 +1,7 @@
 package api
 
 import (
+	"cmp"
 	"errors"
 	"net/netip"
 	"strconv"
@@ -10,6 +11,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	rl "github.com/raterlimiter/raterlimiter"
+	"github.com/raterlimiter/raterlimiter/internal/check"
 	"github.com/raterlimiter/raterlimiter/internal/headers"
 	"github.com/raterlimiter/raterlimiter/internal/millis"
 	"github.com/raterlimiter/raterlimiter/internal/sidecar/checkmetric"
@@ -463,7 +465,8 @@ func peerAddr(ctx *fasthttp.RequestCtx) netip.Addr {
 
 // appendPolicyFields adds to a decision's JSON object (dst ends with its
 // closing brace) the policy that decided it: "policy", "scale" and "algo",
-// so a caller that checks by name learns the window its headers describe.
+// and its slices (algo slices) or queue (algo leaky), so a caller that
+// checks by name learns the whole limit its headers describe.
 func appendPolicyFields(dst []byte, p *policy.Policy) []byte {
 	dst = dst[:len(dst)-1]
 	dst = append(dst, `,"policy":`...)
@@ -473,5 +476,13 @@ func appendPolicyFields(dst []byte, p *policy.Policy) []byte {
 	dst = append(dst, `,"algo":"`...)
 	dst = append(dst, p.Algo.String()...)
 	dst = append(dst, '"')
-	return appendShapingFields(dst, p)
+	switch p.Algo {
+	case rl.Slices:
+		dst = append(dst, `,"slices":`...)
+		dst = strconv.AppendInt(dst, cmp.Or(p.Slices, check.DefaultSlices), 10)
+	case rl.Leaky:
+		dst = append(dst, `,"queue":`...)
+		dst = strconv.AppendInt(dst, p.Queue, 10)
+	}
+	return append(dst, '}')
 }

@@ -1,16 +1,13 @@
 package api
 
 import (
-	"cmp"
 	"net/netip"
-	"strconv"
 	"sync"
 	"time"
 
 	"github.com/valyala/fasthttp"
 
 	rl "github.com/raterlimiter/raterlimiter"
-	"github.com/raterlimiter/raterlimiter/internal/check"
 	"github.com/raterlimiter/raterlimiter/internal/sidecar/policy"
 )
 
@@ -156,19 +153,4 @@ func (s *Server) holdAuth(rs []policy.Result) {
 		}
 	}
 	s.hold(longest)
-}
-
-// appendShapingFields closes a decision's JSON object by policy with the
-// policy's slices (algo slices) or queue (algo leaky), so a caller that
-// checks by name learns the whole limit.
-func appendShapingFields(dst []byte, p *policy.Policy) []byte {
-	switch p.Algo {
-	case rl.Slices:
-		dst = append(dst, `,"slices":`...)
-		dst = strconv.AppendInt(dst, cmp.Or(p.Slices, check.DefaultSlices), 10)
-	case rl.Leaky:
-		dst = append(dst, `,"queue":`...)
-		dst = strconv.AppendInt(dst, p.Queue, 10)
-	}
-	return append(dst, '}')
 }
