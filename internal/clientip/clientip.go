@@ -74,9 +74,6 @@ func (p Proxies) Trusted(a netip.Addr) bool {
 // port; IPv4-mapped IPv6 addresses are returned as IPv4.
 func (p Proxies) ClientIP(peer netip.Addr, forwardedFor []string, realIP string) netip.Addr {
 	w := p.walker(peer)
-	if w.done {
-		return w.addr
-	}
 	for i := len(forwardedFor) - 1; i >= 0 && !w.done; i-- {
 		w.line(forwardedFor[i])
 	}
@@ -87,9 +84,6 @@ func (p Proxies) ClientIP(peer netip.Addr, forwardedFor []string, realIP string)
 // PeekAll); it allocates nothing.
 func (p Proxies) ClientIPBytes(peer netip.Addr, forwardedFor [][]byte, realIP []byte) netip.Addr {
 	w := p.walker(peer)
-	if w.done {
-		return w.addr
-	}
 	for i := len(forwardedFor) - 1; i >= 0 && !w.done; i-- {
 		w.line(bytesString(forwardedFor[i]))
 	}
