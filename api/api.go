@@ -203,7 +203,7 @@ type Server struct {
 	lns  []net.Listener // given to Serve
 
 	// stopping is closed when Shutdown begins, releasing held answers
-	// (wait.go).
+	// (wait.go) and stopping the dashboard's sampler.
 	stopping chan struct{}
 	// holds counts the answers held at once, over the server and per
 	// client address (as an ip key reads it: behind a trusted proxy, the
@@ -388,7 +388,6 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.shut = true
 	lns := s.lns
 	s.mu.Unlock()
-	s.stopDashboard()
 	err := s.srv.ShutdownWithContext(ctx)
 	if aerr := s.adminSrv.ShutdownWithContext(ctx); err == nil {
 		err = aerr

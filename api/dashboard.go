@@ -85,12 +85,10 @@ type BackendState struct {
 // dashboard is the state behind /dashboard/data: rate samples and four
 // heavy-hitter sketches, two generations of each.
 type dashboard struct {
-	cfg      DashboardConfig
-	key      [32]byte  // of the id hash
-	mask     uint32    // a check feeds the sketches when rand&mask == 0
-	once     sync.Once // starts the sampler
-	stop     chan struct{}
-	stopOnce sync.Once
+	cfg  DashboardConfig
+	key  [32]byte  // of the id hash
+	mask uint32    // a check feeds the sketches when rand&mask == 0
+	once sync.Once // starts the sampler
 
 	// cur is fed on the hot path: an atomic load, then topk.Sketch.Add,
 	// which never waits for a lock. tick swaps it for a fresh
@@ -126,7 +124,7 @@ func newDashboard(cfg DashboardConfig) *dashboard {
 	if cfg.Interval == 0 {
 		cfg.Interval = defaultDashboardInterval
 	}
-	d := &dashboard{cfg: cfg, stop: make(chan struct{}), old: newSketches()}
+	d := &dashboard{cfg: cfg, old: newSketches()}
 	d.cur.Store(newSketches())
 	if cfg.Sample <= 0 {
 		cfg.Sample = defaultDashboardSample
@@ -189,8 +187,9 @@ func (d *dashboard) sweep(now time.Time, took time.Duration) {
 	d.mu.Unlock()
 }
 
-// startDashboard begins sampling every Interval until Shutdown; the first
-// Serve calls it, so the rates cover the minutes before anyone looks.
+// startDashboard begins sampling every Interval until Shutdown closes
+// stopping; the first Serve calls it, so the rates cover the minutes before
+// anyone looks.
 func (s *Server) startDashboard() {
 	d := s.dash
 	if d.cfg.Off || d.cfg.Interval < 0 {
@@ -203,7 +202,7 @@ func (s *Server) startDashboard() {
 			defer t.Stop()
 			for {
 				select {
-				case <-d.stop:
+				case <-s.stopping:
 					return
 				case <-t.C:
 					s.sampleDashboard()
@@ -217,12 +216,6 @@ func (s *Server) startDashboard() {
 func (s *Server) sampleDashboard() {
 	c, dn := s.checkTotals()
 	s.dash.tick(s.dash.cfg.Now(), c, dn)
-}
-
-// stopDashboard ends the sampling; Shutdown calls it.
-func (s *Server) stopDashboard() {
-	s.dash.once.Do(func() {}) // no sampler starts after this
-	s.dash.stopOnce.Do(func() { close(s.dash.stop) })
 }
 
 // checkTotals sums raterlimiter_checks_total's allowed and denied series,
