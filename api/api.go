@@ -361,7 +361,9 @@ func (s *Server) Serve(ln net.Listener) error {
 		return nil
 	}
 	s.startDashboard()
-	return s.srv.Serve(newLimitListener(ln, s.cfg.ConnLimits, s.srv.Concurrency-concurrencySlack, &s.metrics.heldBytes, s.metrics.refusedConns, s.metrics.overBudget))
+	m := s.metrics
+	return s.srv.Serve(&limitListener{Listener: ln, lim: s.cfg.ConnLimits, open: addrCount{by: map[netip.Addr]int{}},
+		most: s.cfg.Concurrency, pending: &m.heldBytes, refused: m.refusedConns, overBudget: m.overBudget})
 }
 
 // track records ln for Shutdown to close; after Shutdown it closes ln

@@ -123,11 +123,6 @@ func (l *limitListener) reclaimLater() {
 	}()
 }
 
-func newLimitListener(ln net.Listener, lim ConnLimits, most int, pending *byteCount, refused, overBudget prometheus.Counter) *limitListener {
-	return &limitListener{Listener: ln, lim: lim, open: addrCount{by: map[netip.Addr]int{}}, most: most,
-		pending: pending, refused: refused, overBudget: overBudget}
-}
-
 // Accept returns the next connection within the bounds; the others are
 // answered 503 and closed here.
 func (l *limitListener) Accept() (net.Conn, error) {
