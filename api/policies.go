@@ -33,44 +33,31 @@ type policyCheck struct {
 	only bool
 }
 
-// resolve finds the policy named name for a check whose fields are seen and
-// whose id is id: a check by policy takes id and hits only.
-func (pc *policyCheck) resolve(name []byte, seen fields, id []byte) (*policy.Policy, error) {
-	if seen&fieldPolicy == 0 {
+// finish completes a check whose fields are seen and whose id is id. A
+// check by policy (one that names it, or any under -policies-only) takes
+// id and hits only: its scale, limit, algo and (unless given) hits come
+// from the policy named name, and its wait (unless given, and unless opts
+// is nil: a batch's item); finish returns that policy. The caller sets r.ID
+// to its counter id. Any other check must give the fields an explicit
+// check needs.
+func (pc *policyCheck) finish(r *rl.Request, name []byte, seen fields, id []byte, opts *checkOpts) (*policy.Policy, error) {
+	switch {
+	case seen&fieldPolicy == 0 && !pc.only:
+		return nil, seen.missing()
+	case seen&fieldPolicy == 0:
 		return nil, &rl.FieldError{Field: "policy", Rule: "is required: this sidecar runs with -policies-only, so limits come from its policies"}
-	}
-	if seen&fieldsOfPolicy != 0 {
+	case seen&fieldsOfPolicy != 0:
 		return nil, &rl.FieldError{Field: "policy", Rule: "takes id and hits only: scale, limit, algo, slices and queue are the policy's"}
-	}
-	if seen&fieldID == 0 {
+	case seen&fieldID == 0:
 		return nil, &rl.FieldError{Field: "id", Rule: "is required"}
-	}
-	if len(id) == 0 {
+	case len(id) == 0:
 		return nil, &rl.FieldError{Field: "id", Rule: "must not be empty"}
-	}
-	if pc.st == nil {
+	case pc.st == nil:
 		return nil, &rl.FieldError{Field: "policy", Rule: "no policies are loaded (start the sidecar with -policies FILE)"}
 	}
 	p := pc.st.file.Lookup(string(name))
 	if p == nil {
 		return nil, &rl.FieldError{Field: "policy", Rule: "no policy named " + strconv.Quote(string(name))}
-	}
-	return p, nil
-}
-
-// finish completes a check whose fields are seen and whose id is id. A
-// check by policy (one that names it, or any under -policies-only) takes
-// its scale, limit, algo and (unless given) hits from the policy named
-// name, and its wait (unless given, and unless opts is nil: a batch's
-// item); finish returns that policy. The caller sets r.ID to its counter
-// id. Any other check must give the fields an explicit check needs.
-func (pc *policyCheck) finish(r *rl.Request, name []byte, seen fields, id []byte, opts *checkOpts) (*policy.Policy, error) {
-	if seen&fieldPolicy == 0 && !pc.only {
-		return nil, seen.missing()
-	}
-	p, err := pc.resolve(name, seen, id)
-	if err != nil {
-		return nil, err
 	}
 	r.Scale, r.Limit, r.Algo, r.Slices, r.Queue = millis.Duration(p.Scale), p.Limit, p.Algo, p.Slices, p.Queue
 	if seen&fieldHits == 0 {
