@@ -43,9 +43,6 @@ func headLen(ctx *fasthttp.RequestCtx) int64 {
 // bodies holds the buffers big bodies are read into.
 var bodies = sync.Pool{New: func() any { return new([]byte) }}
 
-// errBodyTooLarge is a chunked body past the cap.
-var errBodyTooLarge = errors.New("api: request body too large")
-
 // readBody reads the rest of a request body fasthttp left unread, within
 // the cap on bodies and the server's body budget: a body over the cap gets
 // 413, one the budget cannot hold now gets 503 with Retry-After, and both
@@ -84,7 +81,7 @@ func (s *Server) readBody(ctx *fasthttp.RequestCtx) (done func(), ok bool) {
 		ctx.SetConnectionClose()
 		var timeout interface{ Timeout() bool }
 		switch {
-		case errors.Is(err, errBodyTooLarge):
+		case errors.Is(err, fasthttp.ErrBodyTooLarge):
 			s.fail(ctx, fasthttp.StatusRequestEntityTooLarge, "api: request body too large")
 		case errors.As(err, &timeout) && timeout.Timeout():
 			s.fail(ctx, fasthttp.StatusRequestTimeout, "api: request not read in time")
@@ -115,7 +112,7 @@ func readAll(r io.Reader, b []byte, n, limit int) ([]byte, error) {
 		m, err := r.Read(b[len(b):cap(b)])
 		b = b[:len(b)+m]
 		if len(b) > limit {
-			return b, errBodyTooLarge
+			return b, fasthttp.ErrBodyTooLarge
 		}
 		if errors.Is(err, io.EOF) {
 			return b, nil
