@@ -231,18 +231,16 @@ type authScratch struct {
 func (s *Server) auth(ctx *fasthttp.RequestCtx) {
 	start := startTime(ctx)
 	st := s.pols.Load()
-	if st == nil {
-		// Not loaded until the sidecar is restarted with a file: a long
-		// Retry-After, so no client spins on it.
+	if st == nil || s.cfg.AuthHeaders == policy.GatewayUnset {
+		// Not served until the sidecar is restarted with a file and the
+		// proxy named: a long Retry-After, so no client spins on it.
+		msg := "api: /auth needs policies: start the sidecar with -policies FILE"
+		if st != nil {
+			msg = "api: /auth needs -auth-headers nginx, caddy or traefik: the proxy whose headers carry the original request (a client's copies of the others are not believed)"
+		}
 		ctx.Response.Header.Set("Retry-After", "60")
 		s.metrics.check(endpointAuth, rl.Fixed, checkmetric.Unavailable)
-		s.fail(ctx, fasthttp.StatusServiceUnavailable, "api: /auth needs policies: start the sidecar with -policies FILE")
-		return
-	}
-	if s.cfg.AuthHeaders == policy.GatewayUnset {
-		ctx.Response.Header.Set("Retry-After", "60")
-		s.metrics.check(endpointAuth, rl.Fixed, checkmetric.Unavailable)
-		s.fail(ctx, fasthttp.StatusServiceUnavailable, "api: /auth needs -auth-headers nginx, caddy or traefik: the proxy whose headers carry the original request (a client's copies of the others are not believed)")
+		s.fail(ctx, fasthttp.StatusServiceUnavailable, msg)
 		return
 	}
 	denyStatus := s.cfg.AuthDenyStatus
