@@ -183,10 +183,9 @@ func (s *Server) ReloadPolicies() error {
 	return nil
 }
 
+// countPolicy counts res for the rule r of st, the policies a check by
+// policy was resolved in.
 func (s *Server) countPolicy(st *policyState, r *policy.Rule, res checkmetric.Result) {
-	if st == nil {
-		return
-	}
 	if cs := st.counters[r]; cs != nil {
 		cs[res].Inc()
 	}
