@@ -212,20 +212,16 @@ func (s *Server) startDashboard() {
 	})
 }
 
-// sampleDashboard records the counters now.
+// sampleDashboard records the counters now: raterlimiter_checks_total's
+// allowed and denied series, and its denied ones alone, summed over every
+// way in (the RLS's too).
 func (s *Server) sampleDashboard() {
-	c, dn := s.checkTotals()
-	s.dash.tick(s.dash.cfg.Now(), c, dn)
-}
-
-// checkTotals sums raterlimiter_checks_total's allowed and denied series,
-// and its denied ones alone, over every way in (the RLS's too).
-func (s *Server) checkTotals() (checks, denied float64) {
+	var checks, denied float64
 	for _, v := range slices.Concat(s.metrics.checks[:], s.metrics.otherChecks) {
 		c, d := v.Totals()
 		checks, denied = checks+c, denied+d
 	}
-	return checks, denied
+	s.dash.tick(s.dash.cfg.Now(), checks, denied)
 }
 
 // dashboardData is the body of GET /dashboard/data.
