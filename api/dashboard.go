@@ -179,14 +179,6 @@ func (d *dashboard) tick(now time.Time, checks, denied float64) {
 	}
 }
 
-// sweep records one sweep's duration.
-func (d *dashboard) sweep(now time.Time, took time.Duration) {
-	d.mu.Lock()
-	d.sweeps++
-	d.lastSw, d.tookSw = now, took
-	d.mu.Unlock()
-}
-
 // startDashboard begins sampling every Interval until Shutdown closes
 // stopping; the first Serve calls it, so the rates cover the minutes before
 // anyone looks.
@@ -355,5 +347,9 @@ func (s *Server) serveDashboardData(ctx *fasthttp.RequestCtx) {
 // dashboard shows the last one and /metrics their histogram.
 func (s *Server) ObserveSweep(took time.Duration) {
 	s.metrics.sweepSeconds.Observe(took.Seconds())
-	s.dash.sweep(s.dash.cfg.Now(), took)
+	d := s.dash
+	d.mu.Lock()
+	d.sweeps++
+	d.lastSw, d.tookSw = d.cfg.Now(), took
+	d.mu.Unlock()
 }
