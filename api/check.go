@@ -38,7 +38,11 @@ func (s *Server) checkRate(ctx *fasthttp.RequestCtx) {
 		return
 	}
 	if opts.wait {
-		r.MaxDelay = millis.Duration(s.boundDelay(r.MaxDelay.Milliseconds()))
+		// The delay is bounded by MaxWait, or by the caller's own
+		// max_delay_ms when smaller.
+		if most := millis.Duration(s.engine.MaxWaitMS); r.MaxDelay <= 0 || r.MaxDelay > most {
+			r.MaxDelay = most
+		}
 		if client := s.clientAddr(ctx, pc.st); s.takeHold(client) {
 			defer s.holds.give(client) // after hold
 		} else {

@@ -103,7 +103,7 @@ func waits(checks []policy.Check) bool {
 // wait: true): then the answer leaves when the request's turn comes, so a
 // proxy's /auth delays the request itself, as nginx's limit_req without
 // nodelay. The wait is bounded by MaxWait: the check carries it as its
-// bound on the delay (raterlimiter.Request.MaxDelayMS), so a longer one is
+// bound on the delay (raterlimiter.Request.MaxDelay), so a longer one is
 // a 429 at once that took no place in the queue, never a hang. The answers
 // held at once are bounded too, over the server (MaxHeld) and per client
 // address (MaxHeldPerClient): a check that asks to wait when its client
@@ -112,15 +112,6 @@ func waits(checks []policy.Check) bool {
 // is released when the server shuts down (it is answered at once, as
 // decided: an admitted request is not turned into an error), and holds a
 // fasthttp worker and its connection meanwhile, nothing else.
-
-// boundDelay returns the bound on the delay of a held check: the caller's
-// own (max_delay_ms), or the server's MaxWait when smaller or unset.
-func (s *Server) boundDelay(own int64) int64 {
-	if own > 0 && own < s.engine.MaxWaitMS {
-		return own
-	}
-	return s.engine.MaxWaitMS
-}
 
 // hold waits d.Delay before the answer leaves, or less if the server
 // shuts down (Shutdown closes stopping before it waits for the requests in
