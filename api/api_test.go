@@ -11,7 +11,6 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -404,7 +403,6 @@ func TestRoutes(t *testing.T) {
 // stuck is a limiter that never answers before its context ends.
 type stuck struct {
 	rl.Limiter
-	calls sync.WaitGroup
 }
 
 func (s *stuck) CheckRate(ctx context.Context, _ rl.Request) (rl.Decision, error) {
