@@ -193,22 +193,6 @@ func algoOfCode(code string) (rl.Algo, bool) {
 
 var errParse = fmt.Errorf("redisbackend: unexpected reply")
 
-// ints reads n integers from ms.
-func ints(ms []rueidis.RedisMessage, n int) ([]int64, error) {
-	if len(ms) < n {
-		return nil, fmt.Errorf("%w: %d elements, want %d", errParse, len(ms), n)
-	}
-	out := make([]int64, n)
-	for i := range out {
-		v, err := ms[i].AsInt64()
-		if err != nil {
-			return nil, fmt.Errorf("%w: element %d: %v", errParse, i, err)
-		}
-		out[i] = v
-	}
-	return out, nil
-}
-
 // slidingDecide reads the record "c m cr pc pm pcr" (sliding.lua) and
 // decides as the script did.
 func slidingDecide(r millis.Request, a answer) (millis.Decision, state, int64, error) {
@@ -280,13 +264,12 @@ func gcraDecide(r millis.Request, a answer, f func(algo.Record, bool, int64, mil
 // logDecide: the script decided and answered {now, index, allowed, count,
 // reset, retry}.
 func logDecide(r millis.Request, a answer) (millis.Decision, state, int64, error) {
-	vs, err := a.msg.ToArray()
-	if err != nil {
-		return millis.Decision{}, state{}, 0, err
+	v, err := a.msg.AsIntSlice()
+	if err == nil && len(v) < 6 {
+		err = fmt.Errorf("%d elements, want 6", len(v))
 	}
-	v, err := ints(vs, 6)
 	if err != nil {
-		return millis.Decision{}, state{}, 0, err
+		return millis.Decision{}, state{}, 0, fmt.Errorf("%w: %v", errParse, err)
 	}
 	d := millis.Decision{Allowed: v[2] == 1, Count: v[3], Limit: r.Limit, ResetMS: v[4], RetryAfterMS: v[5], Now: v[0]}
 	d.Remaining = max(0, r.Limit-d.Count)
