@@ -166,11 +166,11 @@ var (
 // engines are the algorithms decided by a script of their own.
 var engines = map[rl.Algo]*engine{
 	rl.Sliding: {code: "w", script: slidingScript, decide: slidingDecide, read: getRecord, view: slidingView},
-	rl.Token:   {code: "g", script: gcraScript, decide: tokenDecide, read: getRecord, view: tokenView, extra: tokenExtra},
+	rl.Token:   {code: "g", script: gcraScript, decide: gcraDecide, read: getRecord, view: tokenView, extra: tokenExtra},
 	rl.Log:     {code: "l", script: logScript, decide: logDecide, read: logRead, view: logView},
 	rl.Slices: {code: "n", script: slicesScript, decide: slicesDecide, read: getRecord, view: slicesView,
 		extra: slicesExtra},
-	rl.Leaky: {code: "k", script: gcraScript, decide: leakyDecide, read: getRecord, view: tokenView,
+	rl.Leaky: {code: "k", script: gcraScript, decide: gcraDecide, read: getRecord, view: tokenView,
 		extra: leakyExtra},
 }
 
@@ -228,15 +228,14 @@ func slidingDecide(r millis.Request, a answer) (millis.Decision, state, int64, e
 // tokenExtra is gcra.lua's own arguments for a token bucket: no queue.
 func tokenExtra(millis.Request) ([2]int64, int) { return [2]int64{-1, 0}, 2 }
 
-// tokenDecide reads the record "m n d cr", the TAT m + n/d (gcra.lua), and
-// decides as the script did.
-func tokenDecide(r millis.Request, a answer) (millis.Decision, state, int64, error) {
-	return gcraDecide(r, a, algo.Token)
-}
-
-// gcraDecide reads a token bucket's or a leaky bucket's record (gcra.lua) and
-// decides with f (algo.Token, algo.Leaky) as the script did.
-func gcraDecide(r millis.Request, a answer, f func(algo.Record, bool, int64, millis.Request) (millis.Decision, algo.Record, bool)) (millis.Decision, state, int64, error) {
+// gcraDecide reads a token bucket's or a leaky bucket's record "m n d cr",
+// the TAT m + n/d (gcra.lua), and decides as the script did, with
+// algo.Token or algo.Leaky.
+func gcraDecide(r millis.Request, a answer) (millis.Decision, state, int64, error) {
+	f := algo.Token
+	if r.Algo == rl.Leaky {
+		f = algo.Leaky
+	}
 	now, v, ok, err := a.record(4)
 	if err != nil {
 		return millis.Decision{}, state{}, 0, err

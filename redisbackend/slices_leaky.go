@@ -112,12 +112,6 @@ func slicesView(msg rueidis.RedisMessage, scale, n int64) ([]algo.Record, error)
 	return out, nil
 }
 
-// leakyDecide reads the record gcra.lua answered (a token bucket's) and decides
-// as the script did, with algo.Leaky.
-func leakyDecide(r millis.Request, a answer) (millis.Decision, state, int64, error) {
-	return gcraDecide(r, a, algo.Leaky)
-}
-
 // Wait waits for capacity: it returns once r is allowed (after its delay,
 // with algo Leaky), checking again after each denial's RetryAfter, or with
 // an error once ctx ends. It is raterlimiter.Wait(ctx, b, r); see there.
