@@ -248,13 +248,13 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitReques
 	}
 	results, err := s.engine.Decide(cctx, checks, nil)
 	if err != nil {
-		code := codes.Unavailable
+		code, result := codes.Unavailable, checkmetric.Unavailable
 		if errors.Is(err, rl.ErrInvalid) {
-			code = codes.InvalidArgument
+			code, result = codes.InvalidArgument, checkmetric.Invalid
 		}
 		s.m.requests.WithLabelValues(code.String()).Inc()
 		for j := range checks {
-			s.m.family.Inc(checks[j].Rule.Algo, failedResult(code))
+			s.m.family.Inc(checks[j].Rule.Algo, result)
 		}
 		return nil, status.Error(code, "rls: "+err.Error())
 	}
@@ -474,13 +474,4 @@ func (m *metrics) check(r *Rule, result string) {
 	} else {
 		m.family.Inc(r.Rule.Algo, checkmetric.Allowed)
 	}
-}
-
-// failedResult is the family's result of a check the limiter failed with
-// code.
-func failedResult(code codes.Code) checkmetric.Result {
-	if code == codes.InvalidArgument {
-		return checkmetric.Invalid
-	}
-	return checkmetric.Unavailable
 }
