@@ -113,7 +113,10 @@ func New(opts Options) *Server {
 }
 
 // Collectors are the server's series for /metrics.
-func (s *Server) Collectors() []prometheus.Collector { return s.m.collectors() }
+func (s *Server) Collectors() []prometheus.Collector {
+	m := s.m
+	return []prometheus.Collector{m.family, m.checks, m.requests, m.reloads, m.removed, m.rules, m.lastReload}
+}
 
 // setConfig puts c in force. Counters are kept by rule (domain and
 // descriptor path), so the rules c keeps keep their counts.
@@ -461,10 +464,6 @@ func newMetrics() *metrics {
 	m.reloads.WithLabelValues("ok")
 	m.reloads.WithLabelValues("failed")
 	return m
-}
-
-func (m *metrics) collectors() []prometheus.Collector {
-	return []prometheus.Collector{m.family, m.checks, m.requests, m.reloads, m.removed, m.rules, m.lastReload}
 }
 
 func (m *metrics) check(r *Rule, result string) {
