@@ -395,12 +395,10 @@ func (b *Backend) scriptNow(now int64) int64 {
 	return now
 }
 
-// decide decides rs (valid, non-empty): the denials the local cache knows
-// here, the rest on Redis, and by the fail mode those Redis did not answer.
+// decide decides rs (valid, non-empty; b usable): the denials the local
+// cache knows here, the rest on Redis, and by the fail mode those Redis did
+// not answer.
 func (b *Backend) decide(ctx context.Context, op string, rs []millis.Request) ([]millis.Decision, error) {
-	if b.closed.Load() {
-		return nil, errClosed
-	}
 	now := b.clock()
 	ds := make([]millis.Decision, len(rs))
 	todo, pending := b.denials.answer(rs, now, ds)
