@@ -21,6 +21,7 @@ import (
 	"strconv"
 	"strings"
 
+	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"go.yaml.in/yaml/v3"
 
@@ -478,14 +479,14 @@ func ruleName(domain, path string) string {
 // first wildcard ("key_value*", or "key*") whose prefix "key_value" starts
 // with, then "key" for any value; the rule counts only when the
 // descriptor's last entry reaches it. buf is scratch for the level keys.
-func (c *Config) lookup(domain string, entries []entryView, buf []byte) (*Rule, []byte) {
+func (c *Config) lookup(domain string, entries []*ratelimitv3.RateLimitDescriptor_Entry, buf []byte) (*Rule, []byte) {
 	n := c.domains[domain]
 	if n == nil {
 		return nil, buf
 	}
 	var found *Rule
 	for i, e := range entries {
-		buf = append(append(append(buf[:0], e.key...), '_'), e.value...)
+		buf = append(append(append(buf[:0], e.Key...), '_'), e.Value...)
 		next := n.children[string(buf)]
 		if next == nil {
 			for _, w := range n.wildcards {
@@ -496,7 +497,7 @@ func (c *Config) lookup(domain string, entries []entryView, buf []byte) (*Rule, 
 			}
 		}
 		if next == nil {
-			next = n.children[e.key]
+			next = n.children[e.Key]
 		}
 		if next != nil && next.rule != nil && i == len(entries)-1 {
 			found = next.rule
@@ -518,9 +519,6 @@ func (r *Rule) sharedValue(i int, key, value string) string {
 	}
 	return value
 }
-
-// entryView is a request descriptor's entry.
-type entryView struct{ key, value string }
 
 // Removed returns the rules of old that new no longer has, each named by
 // its domain and descriptor path ("domain.key_value.key"), in old's

@@ -181,18 +181,13 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitReques
 	cfg := s.cfg.Load()
 	rules := make([]*Rule, 0, len(req.Descriptors))
 	var buf []byte
-	var entries []entryView
 	replaced := map[string]bool(nil)
 	for _, d := range req.Descriptors {
 		var r *Rule
-		entries = entries[:0]
-		for _, e := range d.Entries {
-			entries = append(entries, entryView{e.Key, e.Value})
-		}
 		if d.Limit != nil {
 			r = overrideRule(req.Domain, d)
 		} else if cfg != nil {
-			r, buf = cfg.lookup(req.Domain, entries, buf)
+			r, buf = cfg.lookup(req.Domain, d.Entries, buf)
 		}
 		if r != nil && len(r.Replaces) > 0 {
 			if replaced == nil {
