@@ -377,6 +377,13 @@ func (b *Backend) CheckRates(ctx context.Context, rs []rl.Request) ([]rl.Decisio
 	return pub, nil
 }
 
+// Wait waits for capacity: it returns once r is allowed (after its delay,
+// with algo Leaky), checking again after each denial's RetryAfter, or with
+// an error once ctx ends. It is raterlimiter.Wait(ctx, b, r); see there.
+func (b *Backend) Wait(ctx context.Context, r rl.Request) (rl.Decision, error) {
+	return rl.Wait(ctx, b, r)
+}
+
 // clock is the client's time in Unix ms: Config.Clock, or the wall clock.
 func (b *Backend) clock() int64 {
 	if b.cfg.Clock != nil {
