@@ -36,7 +36,6 @@ type Backend struct {
 	done   chan struct{}                  // closed by Close
 	wg     sync.WaitGroup                 // the connecting goroutine
 	br     breaker
-	log    *slog.Logger
 	// scriptSlack and windowSlack are added to the TTLs of the scripts'
 	// records and of fixed windows' counters: when the client's clock
 	// decides, a sidecar whose clock is behind still reads a record a
@@ -127,7 +126,6 @@ func newBackend(cfg Config, probeInterval time.Duration) (*Backend, error) {
 	opt.ClientName = "raterlimiter"
 	b := &Backend{
 		cfg:         cfg,
-		log:         cfg.Logger,
 		br:          breaker{interval: probeInterval, now: time.Now},
 		slots:       make(chan struct{}, cfg.MaxInFlight),
 		scriptSlack: windowSlack.Milliseconds(),
@@ -153,7 +151,7 @@ func newBackend(cfg Config, probeInterval time.Duration) (*Backend, error) {
 		return nil, fmt.Errorf("redisbackend: connect: %w", err)
 	default:
 		err = fmt.Errorf("connect: %w", err)
-		b.log.Warn("redisbackend: cannot connect to redis yet; answering by the fail mode and trying again",
+		b.cfg.Logger.Warn("redisbackend: cannot connect to redis yet; answering by the fail mode and trying again",
 			"err", err, "fail", cfg.Fail.String(), "retry_in", probeInterval.String())
 		b.fail(err)
 		b.wg.Add(1)
@@ -195,14 +193,14 @@ func (b *Backend) connect(opt rueidis.ClientOption) {
 		if err != nil {
 			next := min(2*pause, max(maxConnectBackoff, b.br.interval))
 			if next != pause || time.Since(logged) >= time.Minute {
-				b.log.Warn("redisbackend: cannot connect to redis yet", "attempt", attempt, "err", err, "retry_in", next.String())
+				b.cfg.Logger.Warn("redisbackend: cannot connect to redis yet", "attempt", attempt, "err", err, "retry_in", next.String())
 				logged = time.Now()
 			}
 			pause = next
 			continue
 		}
 		b.client.Store(&client)
-		b.log.Info("redisbackend: connected", "attempt", attempt)
+		b.cfg.Logger.Info("redisbackend: connected", "attempt", attempt)
 		return
 	}
 }
