@@ -239,13 +239,9 @@ func (b *Backend) Close() error {
 var errClosed = fmt.Errorf("redisbackend: %w", rl.ErrClosed)
 
 // Up reports whether the circuit is closed: Redis answered the last call
-// that asked it (and a Backend still connecting is not up).
-func (b *Backend) Up() bool {
-	if b.done == nil {
-		return false
-	}
-	return b.br.up()
-}
+// that asked it (and a Backend still connecting, or not made by New, is not
+// up).
+func (b *Backend) Up() bool { return b.done != nil && b.br.up() }
 
 // Ping asks Redis for PING and for a write that changes nothing, within the
 // timeout, whatever the circuit's state: a Redis that answers reads but
