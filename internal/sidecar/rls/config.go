@@ -192,8 +192,7 @@ func (o LoadOptions) Load(path string) (*Config, error) {
 	} else {
 		files = []string{path}
 	}
-	c := newConfig(files, o)
-	c.Skipped = skipped
+	c := &Config{Files: files, Skipped: skipped, domains: map[string]*node{}, domainFile: map[string]string{}, merge: o.MergeDomains}
 	var total int64
 	for _, f := range files {
 		data, err := readfile.Read(f, MaxFileBytes)
@@ -223,10 +222,6 @@ func skipWhy(full, name string) string {
 		return "not *.yaml or *.yml"
 	}
 	return ""
-}
-
-func newConfig(files []string, o LoadOptions) *Config {
-	return &Config{Files: files, domains: map[string]*node{}, domainFile: map[string]string{}, merge: o.MergeDomains}
 }
 
 type loader struct {

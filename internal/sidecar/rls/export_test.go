@@ -9,7 +9,7 @@ func Load(path string) (*Config, error) { return LoadOptions{}.Load(path) }
 // Parse loads one file's contents, path naming it in messages, with the
 // zero LoadOptions.
 func Parse(path string, data []byte) (*Config, error) {
-	c := newConfig([]string{path}, LoadOptions{})
+	c := &Config{Files: []string{path}, domains: map[string]*node{}, domainFile: map[string]string{}}
 	if err := c.add(path, data); err != nil {
 		return nil, err
 	}
