@@ -36,7 +36,6 @@ type Backend struct {
 	done   chan struct{}                  // closed by Close
 	wg     sync.WaitGroup                 // the connecting goroutine
 	br     breaker
-	log    *slog.Logger
 	// scriptSlack and windowSlack are added to the TTLs of the scripts'
 	// records and of fixed windows' counters: when the client's clock
 	// decides, a sidecar whose clock is behind still reads a record a
@@ -127,7 +126,6 @@ func newBackend(cfg Config, probeInterval time.Duration) (*Backend, error) {
 	opt.ClientName = "raterlimiter"
 	b := &Backend{
 		cfg:         cfg,
-		log:         cfg.Logger,
 		br:          breaker{interval: probeInterval, now: time.Now},
 		slots:       make(chan struct{}, cfg.MaxInFlight),
 		scriptSlack: windowSlack.Milliseconds(),
@@ -153,7 +151,7 @@ func newBackend(cfg Config, probeInterval time.Duration) (*Backend, error) {
 		return nil, fmt.Errorf("redisbackend: connect: %w", err)
 	default:
 		err = fmt.Errorf("connect: %w", err)
-		b.log.Warn("redisbackend: cannot connect to redis yet; answering by the fail mode and trying again",
+		b.cfg.Logger.Warn("redisbackend: cannot connect to redis yet; answering by the fail mode and trying again",
 			"err", err, "fail", cfg.Fail.String(), "retry_in", probeInterval.String())
 		b.fail(err)
 		b.wg.Add(1)
@@ -195,14 +193,14 @@ func (b *Backend) connect(opt rueidis.ClientOption) {
 		if err != nil {
 			next := min(2*pause, max(maxConnectBackoff, b.br.interval))
 			if next != pause || time.Since(logged) >= time.Minute {
-				b.log.Warn("redisbackend: cannot connect to redis yet", "attempt", attempt, "err", err, "retry_in", next.String())
+				b.cfg.Logger.Warn("redisbackend: cannot connect to redis yet", "attempt", attempt, "err", err, "retry_in", next.String())
 				logged = time.Now()
 			}
 			pause = next
 			continue
 		}
 		b.client.Store(&client)
-		b.log.Info("redisbackend: connected", "attempt", attempt)
+		b.cfg.Logger.Info("redisbackend: connected", "attempt", attempt)
 		return
 	}
 }
@@ -241,13 +239,9 @@ func (b *Backend) Close() error {
 var errClosed = fmt.Errorf("redisbackend: %w", rl.ErrClosed)
 
 // Up reports whether the circuit is closed: Redis answered the last call
-// that asked it (and a Backend still connecting is not up).
-func (b *Backend) Up() bool {
-	if b.done == nil {
-		return false
-	}
-	return b.br.up()
-}
+// that asked it (and a Backend still connecting, or not made by New, is not
+// up).
+func (b *Backend) Up() bool { return b.done != nil && b.br.up() }
 
 // Ping asks Redis for PING and for a write that changes nothing, within the
 // timeout, whatever the circuit's state: a Redis that answers reads but
@@ -377,6 +371,13 @@ func (b *Backend) CheckRates(ctx context.Context, rs []rl.Request) ([]rl.Decisio
 	return pub, nil
 }
 
+// Wait waits for capacity: it returns once r is allowed (after its delay,
+// with algo Leaky), checking again after each denial's RetryAfter, or with
+// an error once ctx ends. It is raterlimiter.Wait(ctx, b, r); see there.
+func (b *Backend) Wait(ctx context.Context, r rl.Request) (rl.Decision, error) {
+	return rl.Wait(ctx, b, r)
+}
+
 // clock is the client's time in Unix ms: Config.Clock, or the wall clock.
 func (b *Backend) clock() int64 {
 	if b.cfg.Clock != nil {
@@ -395,12 +396,10 @@ func (b *Backend) scriptNow(now int64) int64 {
 	return now
 }
 
-// decide decides rs (valid, non-empty): the denials the local cache knows
-// here, the rest on Redis, and by the fail mode those Redis did not answer.
+// decide decides rs (valid, non-empty; b usable): the denials the local
+// cache knows here, the rest on Redis, and by the fail mode those Redis did
+// not answer.
 func (b *Backend) decide(ctx context.Context, op string, rs []millis.Request) ([]millis.Decision, error) {
-	if b.closed.Load() {
-		return nil, errClosed
-	}
 	now := b.clock()
 	ds := make([]millis.Decision, len(rs))
 	todo, pending := b.denials.answer(rs, now, ds)

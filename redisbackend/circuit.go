@@ -159,7 +159,7 @@ func (b *Backend) fail(err error) {
 		b.refusing.Store(true)
 	}
 	if b.br.failure() {
-		b.log.Warn("redisbackend: redis unavailable, circuit open", "reason", reason(err), "err", err, "fail", b.cfg.Fail.String(),
+		b.cfg.Logger.Warn("redisbackend: redis unavailable, circuit open", "reason", reason(err), "err", err, "fail", b.cfg.Fail.String(),
 			"probe_interval", b.br.interval)
 		if b.cfg.OnCircuit != nil {
 			b.cfg.OnCircuit(true, reason(err))
@@ -182,7 +182,7 @@ func (b *Backend) succeed(ctx context.Context) {
 	}
 	if b.br.success() {
 		b.refusing.Store(false)
-		b.log.Info("redisbackend: redis answers again, circuit closed")
+		b.cfg.Logger.Info("redisbackend: redis answers again, circuit closed")
 		if b.cfg.OnCircuit != nil {
 			b.cfg.OnCircuit(false, "answered")
 		}

@@ -2,6 +2,7 @@ package redisbackend
 
 import (
 	_ "embed"
+	"encoding/binary"
 	"fmt"
 	"strconv"
 
@@ -166,11 +167,11 @@ var (
 // engines are the algorithms decided by a script of their own.
 var engines = map[rl.Algo]*engine{
 	rl.Sliding: {code: "w", script: slidingScript, decide: slidingDecide, read: getRecord, view: slidingView},
-	rl.Token:   {code: "g", script: gcraScript, decide: tokenDecide, read: getRecord, view: tokenView, extra: tokenExtra},
+	rl.Token:   {code: "g", script: gcraScript, decide: gcraDecide, read: getRecord, view: tokenView, extra: tokenExtra},
 	rl.Log:     {code: "l", script: logScript, decide: logDecide, read: logRead, view: logView},
 	rl.Slices: {code: "n", script: slicesScript, decide: slicesDecide, read: getRecord, view: slicesView,
 		extra: slicesExtra},
-	rl.Leaky: {code: "k", script: gcraScript, decide: leakyDecide, read: getRecord, view: tokenView,
+	rl.Leaky: {code: "k", script: gcraScript, decide: gcraDecide, read: getRecord, view: tokenView,
 		extra: leakyExtra},
 }
 
@@ -192,22 +193,6 @@ func algoOfCode(code string) (rl.Algo, bool) {
 }
 
 var errParse = fmt.Errorf("redisbackend: unexpected reply")
-
-// ints reads n integers from ms.
-func ints(ms []rueidis.RedisMessage, n int) ([]int64, error) {
-	if len(ms) < n {
-		return nil, fmt.Errorf("%w: %d elements, want %d", errParse, len(ms), n)
-	}
-	out := make([]int64, n)
-	for i := range out {
-		v, err := ms[i].AsInt64()
-		if err != nil {
-			return nil, fmt.Errorf("%w: element %d: %v", errParse, i, err)
-		}
-		out[i] = v
-	}
-	return out, nil
-}
 
 // slidingDecide reads the record "c m cr pc pm pcr" (sliding.lua) and
 // decides as the script did.
@@ -244,15 +229,14 @@ func slidingDecide(r millis.Request, a answer) (millis.Decision, state, int64, e
 // tokenExtra is gcra.lua's own arguments for a token bucket: no queue.
 func tokenExtra(millis.Request) ([2]int64, int) { return [2]int64{-1, 0}, 2 }
 
-// tokenDecide reads the record "m n d cr", the TAT m + n/d (gcra.lua), and
-// decides as the script did.
-func tokenDecide(r millis.Request, a answer) (millis.Decision, state, int64, error) {
-	return gcraDecide(r, a, algo.Token)
-}
-
-// gcraDecide reads a token bucket's or a leaky bucket's record (gcra.lua) and
-// decides with f (algo.Token, algo.Leaky) as the script did.
-func gcraDecide(r millis.Request, a answer, f func(algo.Record, bool, int64, millis.Request) (millis.Decision, algo.Record, bool)) (millis.Decision, state, int64, error) {
+// gcraDecide reads a token bucket's or a leaky bucket's record "m n d cr",
+// the TAT m + n/d (gcra.lua; a leaky bucket's queue drains at its TAT), and
+// decides as the script did, with algo.Token or algo.Leaky.
+func gcraDecide(r millis.Request, a answer) (millis.Decision, state, int64, error) {
+	f := algo.Token
+	if r.Algo == rl.Leaky {
+		f = algo.Leaky
+	}
 	now, v, ok, err := a.record(4)
 	if err != nil {
 		return millis.Decision{}, state{}, 0, err
@@ -280,13 +264,12 @@ func gcraDecide(r millis.Request, a answer, f func(algo.Record, bool, int64, mil
 // logDecide: the script decided and answered {now, index, allowed, count,
 // reset, retry}.
 func logDecide(r millis.Request, a answer) (millis.Decision, state, int64, error) {
-	vs, err := a.msg.ToArray()
-	if err != nil {
-		return millis.Decision{}, state{}, 0, err
+	v, err := a.msg.AsIntSlice()
+	if err == nil && len(v) < 6 {
+		err = fmt.Errorf("%d elements, want 6", len(v))
 	}
-	v, err := ints(vs, 6)
 	if err != nil {
-		return millis.Decision{}, state{}, 0, err
+		return millis.Decision{}, state{}, 0, fmt.Errorf("%w: %v", errParse, err)
 	}
 	d := millis.Decision{Allowed: v[2] == 1, Count: v[3], Limit: r.Limit, ResetMS: v[4], RetryAfterMS: v[5], Now: v[0]}
 	d.Remaining = max(0, r.Limit-d.Count)
@@ -343,4 +326,94 @@ func logView(m rueidis.RedisMessage, _, _ int64) ([]algo.Record, error) {
 		}
 	}
 	return []algo.Record{{Count: v[0], Created: v[1], Modified: v[2]}}, nil
+}
+
+// slicesHeader is the bytes before a slices record's older slices: base, m
+// and cur as doubles. A slices record is one string (slices.lua): the
+// window's running sum, the last change, the newest slice's hits, then the
+// N-1 slices before it, N the slice count.
+const slicesHeader = 24
+
+// slicesExtra is slices.lua's own argument: the slice count.
+func slicesExtra(r millis.Request) ([2]int64, int) { return [2]int64{r.SlicesOrDefault()}, 1 }
+
+// leakyExtra is gcra.lua's own arguments for a queue: its length and the
+// bound on the delay.
+func leakyExtra(r millis.Request) ([2]int64, int) { return [2]int64{r.Queue, r.MaxDelayMS}, 2 }
+
+// slicesRecord reads a slices record s of n slices: the time of its last
+// change and the window's slices as of then, oldest first, those holding
+// hits only.
+func slicesRecord(s string, n, w int64) (m int64, list []algo.Slice, err error) {
+	if int64(len(s)) != slicesHeader+4*(n-1) {
+		return 0, nil, fmt.Errorf("%w: a record of %d slices of %d bytes", errParse, n, len(s))
+	}
+	v, _ := unpack(s[:slicesHeader], 3)
+	m, cur := v[1], v[2]
+	k := algo.Bucket(m, w)
+	list = make([]algo.Slice, 0, 8)
+	for i := range n - 1 {
+		off := slicesHeader + 4*i
+		if h := int64(binary.LittleEndian.Uint32([]byte(s[off : off+4]))); h > 0 {
+			list = append(list, algo.Slice{Num: k - (n - 1) + i, Hits: h})
+		}
+	}
+	if cur > 0 {
+		list = append(list, algo.Slice{Num: k, Hits: cur})
+	}
+	return m, list, nil
+}
+
+// slicesDecide reads the record slices.lua answered and decides as the
+// script did, with algo.SlicesCheck.
+func slicesDecide(r millis.Request, a answer) (millis.Decision, state, int64, error) {
+	now, s, ok, err := a.raw()
+	if err != nil {
+		return millis.Decision{}, state{}, 0, err
+	}
+	n, w, _ := algo.SliceOf(now, r)
+	var list []algo.Slice
+	var m int64
+	if ok {
+		if m, list, err = slicesRecord(s, n, w); err != nil {
+			return millis.Decision{}, state{}, 0, err
+		}
+		now = max(now, m) // never rewind
+	}
+	d := algo.SlicesCheck(list, now, r)
+	var st state
+	if !d.Allowed {
+		// For the cache of denials; nil, and not cached, when too long.
+		st.w, st.slices = packSlices(list)
+	}
+	k := algo.Bucket(now, w)
+	if !d.Allowed || r.Hits == 0 || (ok && algo.Bucket(m, w) == k) {
+		return d, st, 0, nil // nothing written, or within the slice: the same expiry
+	}
+	// The record lives until its newest slice leaves the window.
+	return d, st, indexTTL(r.Scale, now, (algo.Bucket(m, w)+n)*w, (k+n)*w, a.slack, !ok), nil
+}
+
+// slicesView reads a slices record of scale and slice count n as the
+// records of its slices. On Redis a slice keeps no times of its own:
+// Created and Modified are its start, and the newest slice's Modified is
+// the record's last change.
+func slicesView(msg rueidis.RedisMessage, scale, n int64) ([]algo.Record, error) {
+	_, s, ok, err := answer{msg: msg}.raw()
+	if err != nil || !ok {
+		return nil, err
+	}
+	w := algo.SliceWidth(scale, n)
+	m, list, err := slicesRecord(s, n, w)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]algo.Record, len(list))
+	for i, x := range list {
+		out[i] = algo.SlicesRecord(n, x.Hits, x.Num*w, x.Num*w)
+	}
+	if len(out) > 0 && list[len(list)-1].Num == algo.Bucket(m, w) {
+		out[len(out)-1].Modified = m
+	}
+	return out, nil
 }

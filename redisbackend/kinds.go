@@ -69,7 +69,8 @@ func (b *Backend) appendIndex(calls []call, id, field string, now, ttl int64) []
 	if ok && u >= need {
 		return calls // listed
 	}
-	idx := b.indexCall(id, field, now, ttl)
+	idx := call{op: opScript, s: indexScript, key: b.tag(id) + "i", // the id's index
+		args: []string{field, strconv.FormatInt(now, 10), strconv.FormatInt(ttl, 10)}}
 	if full {
 		return append(calls, idx) // the registry was full not long ago
 	}
@@ -134,11 +135,4 @@ func (b *Backend) sendAfter(ctx context.Context, calls []call) {
 	if len(more) > 0 {
 		b.run(ctx, more, false)
 	}
-}
-
-// indexCall lists the record of id that field names in the id's index,
-// which must then live at least ttl ms more.
-func (b *Backend) indexCall(id, field string, now, ttl int64) call {
-	return call{op: opScript, s: indexScript, key: b.tag(id) + "i",
-		args: []string{field, strconv.FormatInt(now, 10), strconv.FormatInt(ttl, 10)}}
 }

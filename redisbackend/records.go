@@ -36,12 +36,9 @@ type listed struct {
 	recs       []algo.Record // as package algo keeps them
 }
 
-// records reads the records of id, and with reset deletes those of scale (0:
-// every scale). It returns the client's time it read them at.
+// records reads the records of id (b usable), and with reset deletes those
+// of scale (0: every scale). It returns the client's time it read them at.
 func (b *Backend) records(ctx context.Context, op, id string, scale int64, reset bool) (int64, []listed, error) {
-	if b.closed.Load() {
-		return 0, nil, errClosed
-	}
 	if !b.br.allow() {
 		return 0, nil, &unavailableError{cause: errCircuitOpen}
 	}

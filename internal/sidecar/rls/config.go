@@ -21,6 +21,7 @@ import (
 	"strconv"
 	"strings"
 
+	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"go.yaml.in/yaml/v3"
 
@@ -191,8 +192,7 @@ func (o LoadOptions) Load(path string) (*Config, error) {
 	} else {
 		files = []string{path}
 	}
-	c := newConfig(files, o)
-	c.Skipped = skipped
+	c := &Config{Files: files, Skipped: skipped, domains: map[string]*node{}, domainFile: map[string]string{}, merge: o.MergeDomains}
 	var total int64
 	for _, f := range files {
 		data, err := readfile.Read(f, MaxFileBytes)
@@ -222,10 +222,6 @@ func skipWhy(full, name string) string {
 		return "not *.yaml or *.yml"
 	}
 	return ""
-}
-
-func newConfig(files []string, o LoadOptions) *Config {
-	return &Config{Files: files, domains: map[string]*node{}, domainFile: map[string]string{}, merge: o.MergeDomains}
 }
 
 type loader struct {
@@ -478,14 +474,14 @@ func ruleName(domain, path string) string {
 // first wildcard ("key_value*", or "key*") whose prefix "key_value" starts
 // with, then "key" for any value; the rule counts only when the
 // descriptor's last entry reaches it. buf is scratch for the level keys.
-func (c *Config) lookup(domain string, entries []entryView, buf []byte) (*Rule, []byte) {
+func (c *Config) lookup(domain string, entries []*ratelimitv3.RateLimitDescriptor_Entry, buf []byte) (*Rule, []byte) {
 	n := c.domains[domain]
 	if n == nil {
 		return nil, buf
 	}
 	var found *Rule
 	for i, e := range entries {
-		buf = append(append(append(buf[:0], e.key...), '_'), e.value...)
+		buf = append(append(append(buf[:0], e.Key...), '_'), e.Value...)
 		next := n.children[string(buf)]
 		if next == nil {
 			for _, w := range n.wildcards {
@@ -496,7 +492,7 @@ func (c *Config) lookup(domain string, entries []entryView, buf []byte) (*Rule, 
 			}
 		}
 		if next == nil {
-			next = n.children[e.key]
+			next = n.children[e.Key]
 		}
 		if next != nil && next.rule != nil && i == len(entries)-1 {
 			found = next.rule
@@ -518,9 +514,6 @@ func (r *Rule) sharedValue(i int, key, value string) string {
 	}
 	return value
 }
-
-// entryView is a request descriptor's entry.
-type entryView struct{ key, value string }
 
 // Removed returns the rules of old that new no longer has, each named by
 // its domain and descriptor path ("domain.key_value.key"), in old's

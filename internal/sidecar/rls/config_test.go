@@ -18,7 +18,7 @@ func TestLoadTheCompatibilityDirectory(t *testing.T) {
 	require.NoError(t, err)
 	assert.Len(t, c.Files, 8)
 	assert.Len(t, c.domains, 8)
-	r, _ := c.lookup("messaging", []entryView{{"message_type", "marketing"}, {"to_number", "1"}}, nil)
+	r, _ := lookupView(c, "messaging", []entryView{{"message_type", "marketing"}, {"to_number", "1"}}, nil)
 	require.NotNil(t, r)
 	assert.Equal(t, "message_type_marketing.to_number", r.Path)
 	assert.Equal(t, int64(86_400_000), r.Scale)
@@ -47,7 +47,7 @@ func TestLookupAsEnvoyproxyRatelimit(t *testing.T) {
 		{"messaging", []entryView{{"to_number", "1"}, {"message_type", "marketing"}}, ""},
 		{"nope", []entryView{{"a", "b"}}, ""},
 	} {
-		r, _ := c.lookup(tc.domain, tc.entries, nil)
+		r, _ := lookupView(c, tc.domain, tc.entries, nil)
 		got := ""
 		if r != nil {
 			got = r.Path
@@ -148,7 +148,7 @@ func TestUnits(t *testing.T) {
 		"week": 604_800_000, "month": 2_592_000_000, "year": 31_536_000_000} {
 		c, err := Parse("u.yaml", []byte("domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: "+unit+", requests_per_unit: 7}\n"))
 		require.NoError(t, err, unit)
-		r, _ := c.lookup("d", []entryView{{"k", "v"}}, nil)
+		r, _ := lookupView(c, "d", []entryView{{"k", "v"}}, nil)
 		require.NotNil(t, r)
 		assert.Equal(t, ms, r.Scale, unit)
 		assert.NotEqual(t, rlspb.RateLimitResponse_RateLimit_UNKNOWN, r.Limit.Unit)
@@ -174,7 +174,7 @@ func FuzzLoad(f *testing.F) {
 			return
 		}
 		for domain := range c.domains {
-			r, _ := c.lookup(domain, []entryView{{key, value}, {value, key}}, nil)
+			r, _ := lookupView(c, domain, []entryView{{key, value}, {value, key}}, nil)
 			if r != nil && !r.Unlimited && (r.Scale <= 0 || r.Rule.Limit < 0) {
 				t.Fatalf("rule %+v out of bounds", r)
 			}
@@ -196,7 +196,7 @@ func TestTheDocumentedFormatLoads(t *testing.T) {
 	block = block[:strings.Index(block, "```")]
 	c, err := Parse("envoy.md", []byte(block))
 	require.NoError(t, err)
-	r, _ := c.lookup("files", []entryView{{"path", "/downloads/a.zip"}}, nil)
+	r, _ := lookupView(c, "files", []entryView{{"path", "/downloads/a.zip"}}, nil)
 	require.NotNil(t, r)
 	assert.Equal(t, "/downloads/*", r.sharedValue(0, "path", "/downloads/a.zip"))
 }

@@ -182,7 +182,7 @@ func TestPeerDomainMerge(t *testing.T) {
 		{[]entryView{{"key1", "value1"}}, 10},
 		{[]entryView{{"key2", "value2"}}, 20},
 	} {
-		r, _ := c.lookup("test-domain", tc.entries, nil)
+		r, _ := lookupView(c, "test-domain", tc.entries, nil)
 		require.NotNil(t, r, "%v", tc.entries)
 		assert.Equal(t, tc.limit, r.Limit.RequestsPerUnit)
 	}
@@ -250,7 +250,7 @@ func TestPeerLookups(t *testing.T) {
 		t.Run(tc.file+"/"+tc.entries, func(t *testing.T) {
 			c, err := Load(filepath.Join(fixtures, tc.file))
 			require.NoError(t, err)
-			r, _ := c.lookup("test-domain", parseEntries(tc.entries), nil)
+			r, _ := lookupView(c, "test-domain", parseEntries(tc.entries), nil)
 			assert.Equal(t, tc.want, describeRule(r))
 		})
 	}

@@ -113,7 +113,10 @@ func New(opts Options) *Server {
 }
 
 // Collectors are the server's series for /metrics.
-func (s *Server) Collectors() []prometheus.Collector { return s.m.collectors() }
+func (s *Server) Collectors() []prometheus.Collector {
+	m := s.m
+	return []prometheus.Collector{m.family, m.checks, m.requests, m.reloads, m.removed, m.rules, m.lastReload}
+}
 
 // setConfig puts c in force. Counters are kept by rule (domain and
 // descriptor path), so the rules c keeps keep their counts.
@@ -178,18 +181,13 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitReques
 	cfg := s.cfg.Load()
 	rules := make([]*Rule, 0, len(req.Descriptors))
 	var buf []byte
-	var entries []entryView
 	replaced := map[string]bool(nil)
 	for _, d := range req.Descriptors {
 		var r *Rule
-		entries = entries[:0]
-		for _, e := range d.Entries {
-			entries = append(entries, entryView{e.Key, e.Value})
-		}
 		if d.Limit != nil {
 			r = overrideRule(req.Domain, d)
 		} else if cfg != nil {
-			r, buf = cfg.lookup(req.Domain, entries, buf)
+			r, buf = cfg.lookup(req.Domain, d.Entries, buf)
 		}
 		if r != nil && len(r.Replaces) > 0 {
 			if replaced == nil {
@@ -248,13 +246,13 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitReques
 	}
 	results, err := s.engine.Decide(cctx, checks, nil)
 	if err != nil {
-		code := codes.Unavailable
+		code, result := codes.Unavailable, checkmetric.Unavailable
 		if errors.Is(err, rl.ErrInvalid) {
-			code = codes.InvalidArgument
+			code, result = codes.InvalidArgument, checkmetric.Invalid
 		}
 		s.m.requests.WithLabelValues(code.String()).Inc()
 		for j := range checks {
-			s.m.family.Inc(checks[j].Rule.Algo, failedResult(code))
+			s.m.family.Inc(checks[j].Rule.Algo, result)
 		}
 		return nil, status.Error(code, "rls: "+err.Error())
 	}
@@ -463,10 +461,6 @@ func newMetrics() *metrics {
 	return m
 }
 
-func (m *metrics) collectors() []prometheus.Collector {
-	return []prometheus.Collector{m.family, m.checks, m.requests, m.reloads, m.removed, m.rules, m.lastReload}
-}
-
 func (m *metrics) check(r *Rule, result string) {
 	m.checks.WithLabelValues(r.Domain, r.Path, result).Inc()
 	if result == "denied" {
@@ -474,13 +468,4 @@ func (m *metrics) check(r *Rule, result string) {
 	} else {
 		m.family.Inc(r.Rule.Algo, checkmetric.Allowed)
 	}
-}
-
-// failedResult is the family's result of a check the limiter failed with
-// code.
-func failedResult(code codes.Code) checkmetric.Result {
-	if code == codes.InvalidArgument {
-		return checkmetric.Invalid
-	}
-	return checkmetric.Unavailable
 }

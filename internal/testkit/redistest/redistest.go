@@ -11,7 +11,6 @@ package redistest
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"crypto/tls"
 	"fmt"
@@ -72,7 +71,6 @@ type Server struct {
 	mu   sync.Mutex
 	cmd  *exec.Cmd
 	done chan struct{}
-	log  *lockedWriter
 }
 
 // Addr returns host:port.
@@ -157,10 +155,18 @@ func (s *Server) args(extra []string) []string {
 	return append(a, extra...)
 }
 
+// logName is the file in the server's directory that holds what its latest
+// process wrote.
+const logName = "redis.log"
+
 // launch starts the process and waits until it answers PING.
 func (s *Server) launch(extra []string) error {
+	log, err := os.Create(filepath.Join(s.dir, logName))
+	if err != nil {
+		return err
+	}
+	defer log.Close() // the process writes to its own copy
 	cmd := exec.Command("redis-server", s.args(extra)...)
-	log := &lockedWriter{}
 	cmd.Stdout = log
 	cmd.Stderr = log
 	if err := cmd.Start(); err != nil {
@@ -169,13 +175,13 @@ func (s *Server) launch(extra []string) error {
 	done := make(chan struct{})
 	go func() { _ = cmd.Wait(); close(done) }()
 	s.mu.Lock()
-	s.cmd, s.done, s.log = cmd, done, log
+	s.cmd, s.done = cmd, done
 	s.mu.Unlock()
 	deadline := time.Now().Add(startTimeout)
 	for time.Now().Before(deadline) {
 		select {
 		case <-done:
-			return fmt.Errorf("redis-server exited: %s", lastLines(s.Log(), 5))
+			return fmt.Errorf("redis-server exited: %s", s.logTail(5))
 		default:
 		}
 		// With --requirepass an unauthenticated PING is refused: up all the same.
@@ -186,20 +192,7 @@ func (s *Server) launch(extra []string) error {
 	}
 	_ = cmd.Process.Kill()
 	<-done
-	return fmt.Errorf("redis-server did not answer PING within %v: %s", startTimeout, lastLines(s.Log(), 5))
-}
-
-// Log returns what the server wrote so far.
-func (s *Server) Log() string {
-	s.mu.Lock()
-	log := s.log
-	s.mu.Unlock()
-	if log == nil {
-		return ""
-	}
-	log.mu.Lock()
-	defer log.mu.Unlock()
-	return log.w.String()
+	return fmt.Errorf("redis-server did not answer PING within %v: %s", startTimeout, s.logTail(5))
 }
 
 // Kill stops the server at once with SIGKILL, as a crash would, and waits
@@ -351,21 +344,12 @@ func freePort() (int, error) {
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
-func lastLines(s string, n int) string {
-	lines := strings.Split(strings.TrimSpace(s), "\n")
+// logTail returns the last n lines the server wrote, joined by " | ".
+func (s *Server) logTail(n int) string {
+	log, _ := os.ReadFile(filepath.Join(s.dir, logName))
+	lines := strings.Split(strings.TrimSpace(string(log)), "\n")
 	if len(lines) > n {
 		lines = lines[len(lines)-n:]
 	}
 	return strings.Join(lines, " | ")
-}
-
-type lockedWriter struct {
-	mu sync.Mutex
-	w  bytes.Buffer
-}
-
-func (l *lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
 }
