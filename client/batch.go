@@ -220,7 +220,7 @@ func (b *batcher) flush(f *flight) {
 // it, so the body is not read after send returns.
 func (b *batcher) send(f *flight) error {
 	f.body = appendBatchJSON(f.body[:0], f.reqs)
-	return b.c.do(context.Background(), fasthttp.MethodPost, b.uri, f.body, false, func(status int, body []byte) error {
+	return b.c.do(context.Background(), fasthttp.MethodPost, b.uri, f.body, false, func(status int, body []byte, _ *fasthttp.ResponseHeader) error {
 		ds, err := decodeDecisions(status, body, f.ds, len(f.reqs))
 		if err == nil {
 			f.ds = ds

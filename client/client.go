@@ -282,7 +282,7 @@ func (c *Client) checkRate(ctx context.Context, r rl.Request) (rl.Decision, erro
 		u = strconv.AppendInt(u, r.MaxDelay.Milliseconds(), 10)
 	}
 	var d rl.Decision
-	err := c.do(ctx, fasthttp.MethodGet, string(u), nil, false, func(status int, body []byte) error {
+	err := c.do(ctx, fasthttp.MethodGet, string(u), nil, false, func(status int, body []byte, _ *fasthttp.ResponseHeader) error {
 		return decodeDecision(status, body, &d)
 	})
 	d.Now = c.cfg.Clock()
@@ -335,7 +335,7 @@ func (c *Client) CheckRates(ctx context.Context, rs []rl.Request) ([]rl.Decision
 func (c *Client) checkRates(ctx context.Context, rs []rl.Request) ([]rl.Decision, error) {
 	body := appendBatchJSON(make([]byte, 0, 80*len(rs)), rs)
 	var ds []rl.Decision
-	err := c.do(ctx, fasthttp.MethodPost, c.base+"/check_rates", body, false, func(status int, b []byte) error {
+	err := c.do(ctx, fasthttp.MethodPost, c.base+"/check_rates", body, false, func(status int, b []byte, _ *fasthttp.ResponseHeader) error {
 		var err error
 		ds, err = decodeDecisions(status, b, make([]rl.Decision, 0, len(rs)), len(rs))
 		return err
@@ -389,7 +389,7 @@ func (c *Client) Buckets(ctx context.Context, id string) ([]rl.Bucket, error) {
 		}
 		var bs []millis.Bucket
 		var next string
-		err := c.doHeaders(ctx, fasthttp.MethodGet, uri, nil, true, func(status int, b []byte, h *fasthttp.ResponseHeader) error {
+		err := c.do(ctx, fasthttp.MethodGet, uri, nil, true, func(status int, b []byte, h *fasthttp.ResponseHeader) error {
 			next = string(h.Peek("X-Next-Cursor"))
 			return decodeBuckets(status, b, &bs)
 		})
@@ -438,7 +438,7 @@ func (c *Client) Reset(ctx context.Context, id string, scale time.Duration) (int
 		u += "&scale=" + strconv.FormatInt(scale.Milliseconds(), 10)
 	}
 	var n int
-	err := c.do(ctx, fasthttp.MethodDelete, u, nil, true, func(status int, b []byte) error {
+	err := c.do(ctx, fasthttp.MethodDelete, u, nil, true, func(status int, b []byte, _ *fasthttp.ResponseHeader) error {
 		return decodeDeleted(status, b, &n)
 	})
 	if err != nil {
@@ -469,16 +469,10 @@ func decodeDeleted(status int, b []byte, n *int) error {
 var errUnexpected = errors.New("client: unexpected status")
 
 // do sends one request bounded by the client's timeout and ctx, and hands
-// 200 and 429 answers to decode. Every error it returns is a *Error, an
-// error rebuilt from the API's 400 body, or raterlimiter.ErrClosed.
-func (c *Client) do(ctx context.Context, method, uri string, body []byte, admin bool, decode func(status int, body []byte) error) error {
-	return c.doHeaders(ctx, method, uri, body, admin, func(status int, b []byte, _ *fasthttp.ResponseHeader) error {
-		return decode(status, b)
-	})
-}
-
-// doHeaders is do for answers whose headers matter too.
-func (c *Client) doHeaders(ctx context.Context, method, uri string, body []byte, admin bool, decode func(status int, body []byte, h *fasthttp.ResponseHeader) error) error {
+// 200 and 429 answers, with their headers, to decode. Every error it
+// returns is a *Error, an error rebuilt from the API's 400 body, or
+// raterlimiter.ErrClosed.
+func (c *Client) do(ctx context.Context, method, uri string, body []byte, admin bool, decode func(status int, body []byte, h *fasthttp.ResponseHeader) error) error {
 	if c.closed.Load() {
 		return rl.ErrClosed
 	}

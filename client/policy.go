@@ -48,7 +48,7 @@ func (c *Client) CheckPolicy(ctx context.Context, policy, id string, hits int64)
 		u = strconv.AppendInt(u, hits, 10)
 	}
 	var d rl.Decision
-	err := c.do(ctx, fasthttp.MethodGet, string(u), nil, false, func(status int, body []byte) error {
+	err := c.do(ctx, fasthttp.MethodGet, string(u), nil, false, func(status int, body []byte, _ *fasthttp.ResponseHeader) error {
 		if err := decodeDecision(status, body, &d); err != nil {
 			return err
 		}
