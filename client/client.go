@@ -19,7 +19,6 @@
 package client
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"crypto/tls"
@@ -405,20 +404,11 @@ func (c *Client) Buckets(ctx context.Context, id string) ([]rl.Bucket, error) {
 	return all, nil
 }
 
-// decodeBuckets accepts a JSON array of records or an object holding one
-// under "buckets".
+// decodeBuckets decodes the body of a 200 from GET /buckets: a JSON array
+// of records.
 func decodeBuckets(status int, b []byte, bs *[]millis.Bucket) error {
 	if status != fasthttp.StatusOK {
 		return errUnexpected
-	}
-	b = bytes.TrimSpace(b)
-	if len(b) > 0 && b[0] == '{' {
-		var w struct {
-			Buckets []millis.Bucket `json:"buckets"`
-		}
-		err := json.Unmarshal(b, &w)
-		*bs = w.Buckets
-		return err
 	}
 	return json.Unmarshal(b, bs)
 }
