@@ -144,7 +144,7 @@ type Limiter struct {
 	sweeper *sweeper.Sweeper
 	seed    maphash.Seed
 	maxID   int
-	logger  *slog.Logger // Config.Logger: nil means slog.Default()
+	logger  *slog.Logger // Config.Logger, or slog.Default()
 	once    sync.Once
 }
 
@@ -178,6 +178,9 @@ func New(cfg Config) *Limiter {
 	perShardBytes := 0
 	if cfg.MaxBucketBytes > 0 {
 		perShardBytes = int(min((cfg.MaxBucketBytes+int64(cfg.Shards)-1)/int64(cfg.Shards), math.MaxInt))
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
 	}
 	var clock func() int64 // nil: each actor's steady clock
 	if cfg.Clock != nil {
