@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/go-json-experiment/json/jsontext"
+	"github.com/valyala/fasthttp"
 
 	rl "github.com/raterlimiter/raterlimiter"
 	"github.com/raterlimiter/raterlimiter/internal/check"
@@ -119,9 +120,12 @@ func readError(err error) error {
 	return err
 }
 
-// decodeDecisionAnswer decodes the decision of a 200 or 429 from
-// /check_rate into d, as decodeBatchAnswer decodes each of a batch's.
-func decodeDecisionAnswer(body []byte, d *rl.Decision) error {
+// decodeDecision decodes the body of a 200 or 429 from /check_rate into
+// d, as decodeBatchAnswer decodes each of a batch's.
+func decodeDecision(status int, body []byte, d *rl.Decision) error {
+	if status != fasthttp.StatusOK && status != fasthttp.StatusTooManyRequests {
+		return errUnexpected
+	}
 	return readAnswer(body, func(r *answerReader) error {
 		if r.dec.PeekKind() != '{' {
 			return r.refuse()

@@ -288,14 +288,6 @@ func (c *Client) checkRate(ctx context.Context, r rl.Request) (rl.Decision, erro
 	return d, err
 }
 
-// decodeDecision decodes the body of a 200 or 429 from /check_rate.
-func decodeDecision(status int, body []byte, d *rl.Decision) error {
-	if status != fasthttp.StatusOK && status != fasthttp.StatusTooManyRequests {
-		return errUnexpected
-	}
-	return decodeDecisionAnswer(body, d)
-}
-
 // CheckRates asks the sidecar to decide rs in order (POST /check_rates). If a
 // request is invalid nothing is sent and the error is a
 // *raterlimiter.ItemError naming the first bad index. The batch travels as
