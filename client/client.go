@@ -155,9 +155,6 @@ func New(cfg Config) (*Client, error) {
 	if cfg.Clock == nil {
 		cfg.Clock = time.Now
 	}
-	if cfg.MaxIDBytes <= 0 {
-		cfg.MaxIDBytes = check.DefaultMaxIDBytes
-	}
 	c := &Client{base: strings.TrimRight(u.String(), "/"), cfg: cfg}
 	conns := cfg.MaxConns
 	if conns <= 0 {
