@@ -7,8 +7,6 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/valyala/fasthttp"
-
 	rl "github.com/raterlimiter/raterlimiter"
 )
 
@@ -47,7 +45,6 @@ type batcher struct {
 	done    chan struct{} // closed when every flight has ended after closed
 	window  time.Duration
 	maxSize int
-	uri     string
 	pool    sync.Pool // of *waiting
 
 	mu      sync.Mutex
@@ -63,7 +60,7 @@ func newBatcher(c *Client, window time.Duration, maxSize int) *batcher {
 		maxSize = defaultBatchMaxSize
 	}
 	b := &batcher{c: c, closed: make(chan struct{}), done: make(chan struct{}),
-		window: max(window, 0), maxSize: maxSize, uri: c.base + "/check_rates"}
+		window: max(window, 0), maxSize: maxSize}
 	b.pool.New = func() any { return &waiting{reply: make(chan answerOf, 1)} }
 	go func() {
 		<-b.closed
@@ -191,7 +188,11 @@ func (b *batcher) flush(f *flight) {
 		for _, w := range f.live {
 			f.reqs = append(f.reqs, w.r)
 		}
-		err := b.send(f)
+		// The flight's buffers are reused: the exchange runs under no
+		// context that could abandon it, so the body is not read after post
+		// returns.
+		var err error
+		f.body, f.ds, err = b.c.post(context.Background(), f.reqs, f.body, f.ds)
 		clear(f.reqs) // drop the ids
 		var ie *rl.ItemError
 		if errors.As(err, &ie) && ie.Index >= 0 && ie.Index < len(f.live) {
@@ -213,20 +214,6 @@ func (b *batcher) flush(f *flight) {
 		}
 		return
 	}
-}
-
-// send posts f.reqs and decodes the answer into f.ds. It reuses the
-// flight's buffers: the exchange runs under no context that could abandon
-// it, so the body is not read after send returns.
-func (b *batcher) send(f *flight) error {
-	f.body = appendBatchJSON(f.body[:0], f.reqs)
-	return b.c.do(context.Background(), fasthttp.MethodPost, b.uri, f.body, false, func(status int, body []byte, _ *fasthttp.ResponseHeader) error {
-		ds, err := decodeDecisions(status, body, f.ds, len(f.reqs))
-		if err == nil {
-			f.ds = ds
-		}
-		return err
-	})
 }
 
 // batchable reports whether r can travel in a batch (JSON carries text).

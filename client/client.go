@@ -126,7 +126,9 @@ type Client struct {
 	closed atomic.Bool
 	once   sync.Once
 	base   string // URL without a trailing slash
-	cfg    Config // with the defaults of its zero fields
+	// ratesURI is base's POST /check_rates, made once for every batch.
+	ratesURI string
+	cfg      Config // with the defaults of its zero fields
 }
 
 var _ rl.Limiter = (*Client)(nil)
@@ -156,6 +158,7 @@ func New(cfg Config) (*Client, error) {
 		cfg.Clock = time.Now
 	}
 	c := &Client{base: strings.TrimRight(u.String(), "/"), cfg: cfg}
+	c.ratesURI = c.base + "/check_rates"
 	conns := cfg.MaxConns
 	if conns <= 0 {
 		conns = defaultMaxConns
@@ -305,7 +308,7 @@ func (c *Client) CheckRates(ctx context.Context, rs []rl.Request) ([]rl.Decision
 	if len(rs) == 0 {
 		return []rl.Decision{}, nil
 	}
-	ds, err := c.checkRates(ctx, rs)
+	_, ds, err := c.post(ctx, rs, make([]byte, 0, 80*len(rs)), make([]rl.Decision, 0, len(rs)))
 	if err != nil {
 		if c.failOpen(ctx, err, len(rs)) {
 			ds = make([]rl.Decision, len(rs))
@@ -316,26 +319,26 @@ func (c *Client) CheckRates(ctx context.Context, rs []rl.Request) ([]rl.Decision
 		}
 		return nil, err
 	}
-	return ds, nil
-}
-
-// checkRates sends one valid, non-empty batch; a batching mode reuses it.
-func (c *Client) checkRates(ctx context.Context, rs []rl.Request) ([]rl.Decision, error) {
-	body := appendBatchJSON(make([]byte, 0, 80*len(rs)), rs)
-	var ds []rl.Decision
-	err := c.do(ctx, fasthttp.MethodPost, c.base+"/check_rates", body, false, func(status int, b []byte, _ *fasthttp.ResponseHeader) error {
-		var err error
-		ds, err = decodeDecisions(status, b, make([]rl.Decision, 0, len(rs)), len(rs))
-		return err
-	})
-	if err != nil {
-		return nil, err
-	}
 	now := c.cfg.Clock()
 	for i := range ds {
 		ds[i].Now = now
 	}
 	return ds, nil
+}
+
+// post sends the valid, non-empty batch rs (POST /check_rates), its JSON
+// written over body, and decodes the decisions over ds; it returns both
+// buffers, for the batcher to reuse.
+func (c *Client) post(ctx context.Context, rs []rl.Request, body []byte, ds []rl.Decision) ([]byte, []rl.Decision, error) {
+	body = appendBatchJSON(body[:0], rs)
+	err := c.do(ctx, fasthttp.MethodPost, c.ratesURI, body, false, func(status int, b []byte, _ *fasthttp.ResponseHeader) error {
+		got, err := decodeDecisions(status, b, ds, len(rs))
+		if err == nil {
+			ds = got
+		}
+		return err
+	})
+	return body, ds, err
 }
 
 // decodeDecisions decodes the body of a 200 from /check_rates, which must
