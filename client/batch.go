@@ -41,8 +41,7 @@ type answerOf struct {
 // travelled, growing with the load without a window to wait out.
 type batcher struct {
 	c       *Client
-	closed  chan struct{} // closed by Client.Close
-	done    chan struct{} // closed when every flight has ended after closed
+	closed  chan struct{} // closed by close
 	window  time.Duration
 	maxSize int
 	pool    sync.Pool // of *waiting
@@ -51,7 +50,7 @@ type batcher struct {
 	queue   []*waiting
 	full    chan struct{}  // if not nil, closed when the queue holds maxSize
 	flying  bool           // a flight runs
-	shut    bool           // closed was seen: no new flights
+	shut    bool           // set by close: no new flights
 	flights sync.WaitGroup // the flights, for Close
 }
 
@@ -59,18 +58,19 @@ func newBatcher(c *Client, window time.Duration, maxSize int) *batcher {
 	if maxSize <= 0 {
 		maxSize = defaultBatchMaxSize
 	}
-	b := &batcher{c: c, closed: make(chan struct{}), done: make(chan struct{}),
-		window: max(window, 0), maxSize: maxSize}
+	b := &batcher{c: c, closed: make(chan struct{}), window: max(window, 0), maxSize: maxSize}
 	b.pool.New = func() any { return &waiting{reply: make(chan answerOf, 1)} }
-	go func() {
-		<-b.closed
-		b.mu.Lock()
-		b.shut = true
-		b.mu.Unlock()
-		b.flights.Wait() // they answer what is queued (ErrClosed, as the client is closed)
-		close(b.done)
-	}()
 	return b
+}
+
+// close starts no more flights and waits for those flying, which answer
+// what is queued (ErrClosed, as the client is closed).
+func (b *batcher) close() {
+	b.mu.Lock()
+	b.shut = true
+	b.mu.Unlock()
+	close(b.closed)
+	b.flights.Wait()
 }
 
 // check sends r through the batcher and waits for its answer or ctx.

@@ -206,8 +206,7 @@ func (c *Client) Close() error {
 	c.once.Do(func() {
 		c.closed.Store(true)
 		if c.batch != nil {
-			close(c.batch.closed)
-			<-c.batch.done
+			c.batch.close()
 		}
 		c.hc.CloseIdleConnections()
 	})
