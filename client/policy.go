@@ -67,7 +67,7 @@ func (c *Client) CheckPolicy(ctx context.Context, policy, id string, hits int64)
 	r.Limit = d.Limit
 	if err != nil {
 		if c.failOpen(ctx, err, 1) {
-			return rl.Decision{Allowed: true, Now: c.cfg.Clock()}, r, nil
+			return c.openDecision(r), r, nil
 		}
 		return rl.Decision{}, r, err
 	}
