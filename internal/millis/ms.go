@@ -156,6 +156,3 @@ func Ceil(d time.Duration) int64 {
 
 // MaxScale is check.MaxScale in milliseconds: ten years.
 const MaxScale = int64(check.MaxScale / time.Millisecond)
-
-// Now reads the system's clock in Unix milliseconds.
-func Now() int64 { return time.Now().UnixMilli() }
