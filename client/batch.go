@@ -5,7 +5,6 @@ import (
 	"errors"
 	"sync"
 	"time"
-	"unicode/utf8"
 
 	rl "github.com/raterlimiter/raterlimiter"
 )
@@ -215,6 +214,3 @@ func (b *batcher) flush(f *flight) {
 		return
 	}
 }
-
-// batchable reports whether r can travel in a batch (JSON carries text).
-func batchable(r rl.Request) bool { return utf8.ValidString(r.ID) }

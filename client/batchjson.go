@@ -22,7 +22,7 @@ import (
 // client's batching (lab/notes/perf-notes.md, "The Go client and batching").
 
 // appendBatchJSON appends rs as the JSON array POST /check_rates takes.
-// Ids must be valid UTF-8 (batchable).
+// Ids must be valid UTF-8.
 func appendBatchJSON(b []byte, rs []rl.Request) []byte {
 	b = append(b, '[')
 	for i := range rs {

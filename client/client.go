@@ -227,7 +227,7 @@ func (c *Client) CheckRate(ctx context.Context, r rl.Request) (rl.Decision, erro
 	r = check.Counted(r)
 	var d rl.Decision
 	var err error
-	if c.batch != nil && batchable(r) {
+	if c.batch != nil && utf8.ValidString(r.ID) { // a batch is JSON, which carries text
 		d, err = c.batch.check(ctx, r)
 	} else {
 		d, err = c.checkRate(ctx, r)
