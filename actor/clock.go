@@ -3,8 +3,6 @@ package actor
 import (
 	"sync"
 	"time"
-
-	"github.com/raterlimiter/raterlimiter/internal/millis"
 )
 
 // SteadyClock's tolerance and settle period.
@@ -59,7 +57,7 @@ func NewSteadyClock(wall func() int64, mono func() time.Duration) *SteadyClock {
 	sys := wall == nil && mono == nil
 	start := time.Now()
 	if wall == nil {
-		wall = millis.Now
+		wall = func() int64 { return time.Now().UnixMilli() }
 	}
 	if mono == nil {
 		mono = func() time.Duration { return time.Since(start) }

@@ -85,14 +85,6 @@ func (s *Store) checkLog(now int64, r millis.Request) (millis.Decision, error) {
 	return d, nil
 }
 
-// logView shows a log record as the admin API does: Count is the hits the
-// log held at its last check (some may have left the window since),
-// Modified the newest hit's time.
-func (s *Store) logView(p *rec) millis.Bucket {
-	l := &s.logs.logs[p.count]
-	return millis.Bucket{Scale: p.scale(), Algo: rl.Log, Count: int64(l.Hits()), Created: p.created, Modified: p.modified}
-}
-
 // AppendLog appends the marshalled log (algo.Log.AppendBinary) of id's Log
 // record of scale to dst, and reports whether there is one. It is for
 // saving a snapshot; Scan shows a Log record's count only.

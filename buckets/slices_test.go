@@ -12,6 +12,7 @@ import (
 
 	rl "github.com/raterlimiter/raterlimiter"
 	"github.com/raterlimiter/raterlimiter/internal/algo"
+	"github.com/raterlimiter/raterlimiter/internal/check"
 	"github.com/raterlimiter/raterlimiter/internal/millis"
 )
 
@@ -104,7 +105,7 @@ func TestSlicesKeysAndListing(t *testing.T) {
 	assert.Equal(t, int64(1), d.Count)
 	bs := s.Buckets("u")
 	require.Len(t, bs, 4)
-	assert.Equal(t, millis.Bucket{Scale: 60_000, Algo: rl.Slices, Bucket: t0 / 10_000, Slices: 6, Count: 2, Created: t0, Modified: t0 + 1}, bs[0])
+	assert.Equal(t, millis.Bucket{Scale: 60_000, Algo: check.AlgoName(rl.Slices), Bucket: t0 / 10_000, Slices: 6, Count: 2, Created: t0, Modified: t0 + 1}, bs[0])
 	assert.Equal(t, int64(t0/10_000+1), bs[1].Bucket)
 	assert.Equal(t, int64(t0/10_000+2), bs[2].Bucket)
 	assert.Equal(t, int64(60), bs[3].Slices, "slice counts sort after the slices of the fewer")

@@ -423,11 +423,7 @@ func (s *Store) Buckets(id string) []millis.Bucket {
 		if p.id() != id {
 			return false
 		}
-		if p.algo() == rl.Log {
-			out = append(out, s.logView(p))
-			return true
-		}
-		out = append(out, algo.View(p.algo(), p.scale(), p.record()))
+		out = append(out, algo.View(p.algo(), p.scale(), s.recordOf(p)))
 		return true
 	})
 	// The tree's order but for the slices, which it keeps by their slot in

@@ -33,8 +33,8 @@ func TestCheckCountsPerKey(t *testing.T) {
 	assert.Equal(t, 4, s.Len())
 	bs := s.Buckets("a")
 	require.Len(t, bs, 3)
-	assert.Equal(t, millis.Bucket{Scale: 1000, Algo: rl.Fixed, Bucket: t0 / 1000, Count: 2, Created: t0, Modified: t0}, bs[0])
-	assert.Equal(t, rl.Sliding, bs[1].Algo, "algo sorts after scale")
+	assert.Equal(t, millis.Bucket{Scale: 1000, Algo: check.AlgoName(rl.Fixed), Bucket: t0 / 1000, Count: 2, Created: t0, Modified: t0}, bs[0])
+	assert.Equal(t, check.AlgoName(rl.Sliding), bs[1].Algo, "algo sorts after scale")
 	assert.Equal(t, int64(60_000), bs[2].Scale)
 }
 

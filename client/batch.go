@@ -5,9 +5,6 @@ import (
 	"errors"
 	"sync"
 	"time"
-	"unicode/utf8"
-
-	"github.com/valyala/fasthttp"
 
 	rl "github.com/raterlimiter/raterlimiter"
 )
@@ -43,18 +40,16 @@ type answerOf struct {
 // travelled, growing with the load without a window to wait out.
 type batcher struct {
 	c       *Client
-	closed  chan struct{} // closed by Client.Close
-	done    chan struct{} // closed when every flight has ended after closed
+	closed  chan struct{} // closed by close
 	window  time.Duration
 	maxSize int
-	uri     string
 	pool    sync.Pool // of *waiting
 
 	mu      sync.Mutex
 	queue   []*waiting
 	full    chan struct{}  // if not nil, closed when the queue holds maxSize
 	flying  bool           // a flight runs
-	shut    bool           // closed was seen: no new flights
+	shut    bool           // set by close: no new flights
 	flights sync.WaitGroup // the flights, for Close
 }
 
@@ -62,18 +57,19 @@ func newBatcher(c *Client, window time.Duration, maxSize int) *batcher {
 	if maxSize <= 0 {
 		maxSize = defaultBatchMaxSize
 	}
-	b := &batcher{c: c, closed: make(chan struct{}), done: make(chan struct{}),
-		window: max(window, 0), maxSize: maxSize, uri: c.base + "/check_rates"}
+	b := &batcher{c: c, closed: make(chan struct{}), window: max(window, 0), maxSize: maxSize}
 	b.pool.New = func() any { return &waiting{reply: make(chan answerOf, 1)} }
-	go func() {
-		<-b.closed
-		b.mu.Lock()
-		b.shut = true
-		b.mu.Unlock()
-		b.flights.Wait() // they answer what is queued (ErrClosed, as the client is closed)
-		close(b.done)
-	}()
 	return b
+}
+
+// close starts no more flights and waits for those flying, which answer
+// what is queued (ErrClosed, as the client is closed).
+func (b *batcher) close() {
+	b.mu.Lock()
+	b.shut = true
+	b.mu.Unlock()
+	close(b.closed)
+	b.flights.Wait()
 }
 
 // check sends r through the batcher and waits for its answer or ctx.
@@ -191,7 +187,11 @@ func (b *batcher) flush(f *flight) {
 		for _, w := range f.live {
 			f.reqs = append(f.reqs, w.r)
 		}
-		err := b.send(f)
+		// The flight's buffers are reused: the exchange runs under no
+		// context that could abandon it, so the body is not read after post
+		// returns.
+		var err error
+		f.body, f.ds, err = b.c.post(context.Background(), f.reqs, f.body, f.ds)
 		clear(f.reqs) // drop the ids
 		var ie *rl.ItemError
 		if errors.As(err, &ie) && ie.Index >= 0 && ie.Index < len(f.live) {
@@ -214,20 +214,3 @@ func (b *batcher) flush(f *flight) {
 		return
 	}
 }
-
-// send posts f.reqs and decodes the answer into f.ds. It reuses the
-// flight's buffers: the exchange runs under no context that could abandon
-// it, so the body is not read after send returns.
-func (b *batcher) send(f *flight) error {
-	f.body = appendBatchJSON(f.body[:0], f.reqs)
-	return b.c.do(context.Background(), fasthttp.MethodPost, b.uri, f.body, false, func(status int, body []byte) error {
-		ds, err := decodeDecisions(status, body, f.ds, len(f.reqs))
-		if err == nil {
-			f.ds = ds
-		}
-		return err
-	})
-}
-
-// batchable reports whether r can travel in a batch (JSON carries text).
-func batchable(r rl.Request) bool { return utf8.ValidString(r.ID) }

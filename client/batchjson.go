@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/go-json-experiment/json/jsontext"
+	"github.com/valyala/fasthttp"
 
 	rl "github.com/raterlimiter/raterlimiter"
 	"github.com/raterlimiter/raterlimiter/internal/check"
@@ -21,7 +22,7 @@ import (
 // client's batching (lab/notes/perf-notes.md, "The Go client and batching").
 
 // appendBatchJSON appends rs as the JSON array POST /check_rates takes.
-// Ids must be valid UTF-8 (batchable).
+// Ids must be valid UTF-8.
 func appendBatchJSON(b []byte, rs []rl.Request) []byte {
 	b = append(b, '[')
 	for i := range rs {
@@ -119,9 +120,12 @@ func readError(err error) error {
 	return err
 }
 
-// decodeDecisionAnswer decodes the decision of a 200 or 429 from
-// /check_rate into d, as decodeBatchAnswer decodes each of a batch's.
-func decodeDecisionAnswer(body []byte, d *rl.Decision) error {
+// decodeDecision decodes the body of a 200 or 429 from /check_rate into
+// d, as decodeBatchAnswer decodes each of a batch's.
+func decodeDecision(status int, body []byte, d *rl.Decision) error {
+	if status != fasthttp.StatusOK && status != fasthttp.StatusTooManyRequests {
+		return errUnexpected
+	}
 	return readAnswer(body, func(r *answerReader) error {
 		if r.dec.PeekKind() != '{' {
 			return r.refuse()

@@ -19,7 +19,6 @@
 package client
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"crypto/tls"
@@ -127,7 +126,9 @@ type Client struct {
 	closed atomic.Bool
 	once   sync.Once
 	base   string // URL without a trailing slash
-	cfg    Config // with the defaults of its zero fields
+	// ratesURI is base's POST /check_rates, made once for every batch.
+	ratesURI string
+	cfg      Config // with the defaults of its zero fields
 }
 
 var _ rl.Limiter = (*Client)(nil)
@@ -156,10 +157,8 @@ func New(cfg Config) (*Client, error) {
 	if cfg.Clock == nil {
 		cfg.Clock = time.Now
 	}
-	if cfg.MaxIDBytes <= 0 {
-		cfg.MaxIDBytes = check.DefaultMaxIDBytes
-	}
 	c := &Client{base: strings.TrimRight(u.String(), "/"), cfg: cfg}
+	c.ratesURI = c.base + "/check_rates"
 	conns := cfg.MaxConns
 	if conns <= 0 {
 		conns = defaultMaxConns
@@ -207,8 +206,7 @@ func (c *Client) Close() error {
 	c.once.Do(func() {
 		c.closed.Store(true)
 		if c.batch != nil {
-			close(c.batch.closed)
-			<-c.batch.done
+			c.batch.close()
 		}
 		c.hc.CloseIdleConnections()
 	})
@@ -229,7 +227,7 @@ func (c *Client) CheckRate(ctx context.Context, r rl.Request) (rl.Decision, erro
 	r = check.Counted(r)
 	var d rl.Decision
 	var err error
-	if c.batch != nil && batchable(r) {
+	if c.batch != nil && utf8.ValidString(r.ID) { // a batch is JSON, which carries text
 		d, err = c.batch.check(ctx, r)
 	} else {
 		d, err = c.checkRate(ctx, r)
@@ -282,19 +280,11 @@ func (c *Client) checkRate(ctx context.Context, r rl.Request) (rl.Decision, erro
 		u = strconv.AppendInt(u, r.MaxDelay.Milliseconds(), 10)
 	}
 	var d rl.Decision
-	err := c.do(ctx, fasthttp.MethodGet, string(u), nil, false, func(status int, body []byte) error {
+	err := c.do(ctx, fasthttp.MethodGet, string(u), nil, false, func(status int, body []byte, _ *fasthttp.ResponseHeader) error {
 		return decodeDecision(status, body, &d)
 	})
 	d.Now = c.cfg.Clock()
 	return d, err
-}
-
-// decodeDecision decodes the body of a 200 or 429 from /check_rate.
-func decodeDecision(status int, body []byte, d *rl.Decision) error {
-	if status != fasthttp.StatusOK && status != fasthttp.StatusTooManyRequests {
-		return errUnexpected
-	}
-	return decodeDecisionAnswer(body, d)
 }
 
 // CheckRates asks the sidecar to decide rs in order (POST /check_rates). If a
@@ -317,7 +307,7 @@ func (c *Client) CheckRates(ctx context.Context, rs []rl.Request) ([]rl.Decision
 	if len(rs) == 0 {
 		return []rl.Decision{}, nil
 	}
-	ds, err := c.checkRates(ctx, rs)
+	_, ds, err := c.post(ctx, rs, make([]byte, 0, 80*len(rs)), make([]rl.Decision, 0, len(rs)))
 	if err != nil {
 		if c.failOpen(ctx, err, len(rs)) {
 			ds = make([]rl.Decision, len(rs))
@@ -328,26 +318,26 @@ func (c *Client) CheckRates(ctx context.Context, rs []rl.Request) ([]rl.Decision
 		}
 		return nil, err
 	}
-	return ds, nil
-}
-
-// checkRates sends one valid, non-empty batch; a batching mode reuses it.
-func (c *Client) checkRates(ctx context.Context, rs []rl.Request) ([]rl.Decision, error) {
-	body := appendBatchJSON(make([]byte, 0, 80*len(rs)), rs)
-	var ds []rl.Decision
-	err := c.do(ctx, fasthttp.MethodPost, c.base+"/check_rates", body, false, func(status int, b []byte) error {
-		var err error
-		ds, err = decodeDecisions(status, b, make([]rl.Decision, 0, len(rs)), len(rs))
-		return err
-	})
-	if err != nil {
-		return nil, err
-	}
 	now := c.cfg.Clock()
 	for i := range ds {
 		ds[i].Now = now
 	}
 	return ds, nil
+}
+
+// post sends the valid, non-empty batch rs (POST /check_rates), its JSON
+// written over body, and decodes the decisions over ds; it returns both
+// buffers, for the batcher to reuse.
+func (c *Client) post(ctx context.Context, rs []rl.Request, body []byte, ds []rl.Decision) ([]byte, []rl.Decision, error) {
+	body = appendBatchJSON(body[:0], rs)
+	err := c.do(ctx, fasthttp.MethodPost, c.ratesURI, body, false, func(status int, b []byte, _ *fasthttp.ResponseHeader) error {
+		got, err := decodeDecisions(status, b, ds, len(rs))
+		if err == nil {
+			ds = got
+		}
+		return err
+	})
+	return body, ds, err
 }
 
 // decodeDecisions decodes the body of a 200 from /check_rates, which must
@@ -389,7 +379,7 @@ func (c *Client) Buckets(ctx context.Context, id string) ([]rl.Bucket, error) {
 		}
 		var bs []millis.Bucket
 		var next string
-		err := c.doHeaders(ctx, fasthttp.MethodGet, uri, nil, true, func(status int, b []byte, h *fasthttp.ResponseHeader) error {
+		err := c.do(ctx, fasthttp.MethodGet, uri, nil, true, func(status int, b []byte, h *fasthttp.ResponseHeader) error {
 			next = string(h.Peek("X-Next-Cursor"))
 			return decodeBuckets(status, b, &bs)
 		})
@@ -405,20 +395,11 @@ func (c *Client) Buckets(ctx context.Context, id string) ([]rl.Bucket, error) {
 	return all, nil
 }
 
-// decodeBuckets accepts a JSON array of records or an object holding one
-// under "buckets".
+// decodeBuckets decodes the body of a 200 from GET /buckets: a JSON array
+// of records.
 func decodeBuckets(status int, b []byte, bs *[]millis.Bucket) error {
 	if status != fasthttp.StatusOK {
 		return errUnexpected
-	}
-	b = bytes.TrimSpace(b)
-	if len(b) > 0 && b[0] == '{' {
-		var w struct {
-			Buckets []millis.Bucket `json:"buckets"`
-		}
-		err := json.Unmarshal(b, &w)
-		*bs = w.Buckets
-		return err
 	}
 	return json.Unmarshal(b, bs)
 }
@@ -438,7 +419,7 @@ func (c *Client) Reset(ctx context.Context, id string, scale time.Duration) (int
 		u += "&scale=" + strconv.FormatInt(scale.Milliseconds(), 10)
 	}
 	var n int
-	err := c.do(ctx, fasthttp.MethodDelete, u, nil, true, func(status int, b []byte) error {
+	err := c.do(ctx, fasthttp.MethodDelete, u, nil, true, func(status int, b []byte, _ *fasthttp.ResponseHeader) error {
 		return decodeDeleted(status, b, &n)
 	})
 	if err != nil {
@@ -469,16 +450,10 @@ func decodeDeleted(status int, b []byte, n *int) error {
 var errUnexpected = errors.New("client: unexpected status")
 
 // do sends one request bounded by the client's timeout and ctx, and hands
-// 200 and 429 answers to decode. Every error it returns is a *Error, an
-// error rebuilt from the API's 400 body, or raterlimiter.ErrClosed.
-func (c *Client) do(ctx context.Context, method, uri string, body []byte, admin bool, decode func(status int, body []byte) error) error {
-	return c.doHeaders(ctx, method, uri, body, admin, func(status int, b []byte, _ *fasthttp.ResponseHeader) error {
-		return decode(status, b)
-	})
-}
-
-// doHeaders is do for answers whose headers matter too.
-func (c *Client) doHeaders(ctx context.Context, method, uri string, body []byte, admin bool, decode func(status int, body []byte, h *fasthttp.ResponseHeader) error) error {
+// 200 and 429 answers, with their headers, to decode. Every error it
+// returns is a *Error, an error rebuilt from the API's 400 body, or
+// raterlimiter.ErrClosed.
+func (c *Client) do(ctx context.Context, method, uri string, body []byte, admin bool, decode func(status int, body []byte, h *fasthttp.ResponseHeader) error) error {
 	if c.closed.Load() {
 		return rl.ErrClosed
 	}

@@ -209,8 +209,8 @@ func TestAdminCalls(t *testing.T) {
 		assert.Equal(t, "a&b", r.URL.Query().Get("id"))
 		assert.Equal(t, "Bearer T", r.Header.Get("Authorization"))
 	})
-	t.Run("buckets in an object", func(t *testing.T) {
-		srv := newCanned(t, http.StatusOK, `{"id":"u","buckets":[{"scale":7,"algo":"fixed","bucket":1,"count":1,"created":1,"modified":1}]}`)
+	t.Run("buckets without a token", func(t *testing.T) {
+		srv := newCanned(t, http.StatusOK, `[{"scale":7,"algo":"fixed","bucket":1,"count":1,"created":1,"modified":1}]`)
 		c := newClient(t, client.Config{URL: srv.srv.URL})
 		bs, err := c.Buckets(context.Background(), "u")
 		require.NoError(t, err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/url"
 	"strconv"
+	"time"
 
 	json "github.com/go-json-experiment/json/v1"
 	"github.com/valyala/fasthttp"
@@ -30,12 +31,10 @@ func (c *Client) CheckPolicy(ctx context.Context, policy, id string, hits int64)
 		return rl.Decision{}, r, errNotNew
 	case policy == "":
 		return rl.Decision{}, r, &rl.FieldError{Field: "policy", Rule: "must not be empty"}
-	case id == "":
-		return rl.Decision{}, r, &rl.FieldError{Field: "id", Rule: "must not be empty"}
-	case len(id) > c.cfg.MaxIDBytes:
-		return rl.Decision{}, r, &rl.FieldError{Field: "id", Rule: "must be at most " + strconv.Itoa(c.cfg.MaxIDBytes) + " bytes"}
-	case hits < 0 || hits > check.MaxHits:
-		return rl.Decision{}, r, &rl.FieldError{Field: "hits", Rule: "must be an integer from 0 to " + strconv.FormatInt(check.MaxHits, 10)}
+	}
+	// The id and hits keep a check's bounds, refused in the HTTP API's words.
+	if err := check.ValidateWire(rl.Request{ID: id, Scale: time.Millisecond, Hits: hits}, c.cfg.MaxIDBytes); err != nil {
+		return rl.Decision{}, r, err
 	}
 	u := make([]byte, 0, len(c.base)+len("/check_rate?policy=&id=&hits=")+len(policy)+3*len(id)+20)
 	u = append(u, c.base...)
@@ -48,7 +47,7 @@ func (c *Client) CheckPolicy(ctx context.Context, policy, id string, hits int64)
 		u = strconv.AppendInt(u, hits, 10)
 	}
 	var d rl.Decision
-	err := c.do(ctx, fasthttp.MethodGet, string(u), nil, false, func(status int, body []byte) error {
+	err := c.do(ctx, fasthttp.MethodGet, string(u), nil, false, func(status int, body []byte, _ *fasthttp.ResponseHeader) error {
 		if err := decodeDecision(status, body, &d); err != nil {
 			return err
 		}
@@ -68,7 +67,7 @@ func (c *Client) CheckPolicy(ctx context.Context, policy, id string, hits int64)
 	r.Limit = d.Limit
 	if err != nil {
 		if c.failOpen(ctx, err, 1) {
-			return rl.Decision{Allowed: true, Now: c.cfg.Clock()}, r, nil
+			return c.openDecision(r), r, nil
 		}
 		return rl.Decision{}, r, err
 	}

@@ -144,7 +144,7 @@ type Limiter struct {
 	sweeper *sweeper.Sweeper
 	seed    maphash.Seed
 	maxID   int
-	logger  *slog.Logger // Config.Logger: nil means slog.Default()
+	logger  *slog.Logger // Config.Logger, or slog.Default()
 	once    sync.Once
 }
 
@@ -159,25 +159,21 @@ func New(cfg Config) *Limiter {
 		cfg.MaxIDBytes = check.DefaultMaxIDBytes
 	}
 	cfg.MaxIDBytes = min(cfg.MaxIDBytes, buckets.MaxIDBytes)
-	switch {
-	case cfg.MaxScalesPerID == 0:
+	// A negative bound (none) reaches the store, which reads every bound
+	// of 0 or less as none; so does its share of the shards, rounded up.
+	if cfg.MaxScalesPerID == 0 {
 		cfg.MaxScalesPerID = defaultMaxScalesPerID
-	case cfg.MaxScalesPerID < 0:
-		cfg.MaxScalesPerID = 0
 	}
 	if cfg.MaxBuckets == 0 {
 		cfg.MaxBuckets = defaultMaxBuckets
 	}
-	perShard := 0
-	if cfg.MaxBuckets > 0 {
-		perShard = (cfg.MaxBuckets + cfg.Shards - 1) / cfg.Shards
-	}
 	if cfg.MaxBucketBytes == 0 {
 		cfg.MaxBucketBytes = defaultMaxBucketBytes
 	}
-	perShardBytes := 0
-	if cfg.MaxBucketBytes > 0 {
-		perShardBytes = int(min((cfg.MaxBucketBytes+int64(cfg.Shards)-1)/int64(cfg.Shards), math.MaxInt))
+	perShard := (cfg.MaxBuckets + cfg.Shards - 1) / cfg.Shards
+	perShardBytes := int(min((cfg.MaxBucketBytes+int64(cfg.Shards)-1)/int64(cfg.Shards), math.MaxInt))
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
 	}
 	var clock func() int64 // nil: each actor's steady clock
 	if cfg.Clock != nil {

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
-	"log/slog"
 	"time"
 
 	rl "github.com/raterlimiter/raterlimiter"
@@ -205,11 +204,7 @@ func (l *Limiter) Load(ctx context.Context, r io.ReaderAt, size int64) (n int, e
 		}
 	}
 	if long > 0 {
-		logger := l.logger
-		if logger == nil {
-			logger = slog.Default()
-		}
-		logger.Warn("memory: snapshot records whose ids are longer than MaxIDBytes were not loaded", "records", long, "max_id_bytes", l.maxID)
+		l.logger.Warn("memory: snapshot records whose ids are longer than MaxIDBytes were not loaded", "records", long, "max_id_bytes", l.maxID)
 	}
 	if err != nil {
 		return n, fmt.Errorf("memory: loading a snapshot: %w", err)

@@ -8,6 +8,7 @@ package algo
 
 import (
 	rl "github.com/raterlimiter/raterlimiter"
+	"github.com/raterlimiter/raterlimiter/internal/check"
 	"github.com/raterlimiter/raterlimiter/internal/millis"
 )
 
@@ -108,21 +109,21 @@ func satAdd(a, b int64) int64 {
 	return 1<<63 - 1
 }
 
-// View presents a stored record as the admin API shows it.
+// View presents a stored record as the admin API shows it: Count is the
+// record's counter (Log: the hits in the log; Slices: the slice's hits),
+// but for Token and Leaky, whose Count is the TAT rounded up to whole ms
+// (Modified being its integer part, as stored).
 func View(a rl.Algo, scale int64, rec Record) millis.Bucket {
+	b := millis.Bucket{Scale: scale, Algo: check.AlgoName(a), Bucket: BucketOf(a, scale, rec),
+		Count: rec.Count, Created: rec.Created, Modified: rec.Modified}
 	switch a {
 	case rl.Token, rl.Leaky:
-		return tokenView(a, scale, rec)
+		b.Count = rec.Modified
+		if uint32(rec.Count) != 0 {
+			b.Count++
+		}
 	case rl.Slices:
-		n, hits := SlicesOfRecord(rec)
-		return millis.Bucket{Scale: scale, Algo: a, Bucket: BucketOf(a, scale, rec), Slices: n,
-			Count: hits, Created: rec.Created, Modified: rec.Modified}
-	case rl.Log:
-		// Count is the hits in the log; one record per id and scale.
-		return millis.Bucket{Scale: scale, Algo: a, Count: rec.Count, Created: rec.Created, Modified: rec.Modified}
+		b.Slices, b.Count = SlicesOfRecord(rec)
 	}
-	return millis.Bucket{
-		Scale: scale, Algo: a, Bucket: Bucket(rec.Created, scale),
-		Count: rec.Count, Created: rec.Created, Modified: rec.Modified,
-	}
+	return b
 }

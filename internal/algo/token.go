@@ -1,7 +1,6 @@
 package algo
 
 import (
-	rl "github.com/raterlimiter/raterlimiter"
 	"github.com/raterlimiter/raterlimiter/internal/millis"
 )
 
@@ -149,14 +148,4 @@ func advanceTAT(st *Record, m int64, n uint64, k u128, h, s, lim uint64) (int64,
 // fresh one: Modified < now, or Modified == now with no fraction.
 func tokenExpired(rec Record, now int64) bool {
 	return rec.Modified < now || rec.Modified == now && uint32(rec.Count) == 0
-}
-
-// tokenView shows a record of Token or Leaky (a): Count is the TAT rounded
-// up to whole ms, Modified its integer part, as stored.
-func tokenView(a rl.Algo, scale int64, rec Record) millis.Bucket {
-	tat := rec.Modified
-	if uint32(rec.Count) != 0 {
-		tat++
-	}
-	return millis.Bucket{Scale: scale, Algo: a, Count: tat, Created: rec.Created, Modified: rec.Modified}
 }

@@ -143,7 +143,7 @@ func TestTokenExpired(t *testing.T) {
 
 func TestTokenView(t *testing.T) {
 	b := algo.View(rl.Token, 1000, *tat(t0+333, 1, 3))
-	assert.Equal(t, millis.Bucket{Scale: 1000, Algo: rl.Token, Count: t0 + 334, Created: t0 - 5000, Modified: t0 + 333}, b)
+	assert.Equal(t, millis.Bucket{Scale: 1000, Algo: check.AlgoName(rl.Token), Count: t0 + 334, Created: t0 - 5000, Modified: t0 + 333}, b)
 	b = algo.View(rl.Token, 1000, *tat(t0+300, 0, 10))
 	assert.Equal(t, int64(t0+300), b.Count)
 }

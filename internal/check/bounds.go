@@ -1,6 +1,3 @@
-// Package bounds holds the contract's bounds on a request (docs/http-api.md),
-// which check.Validate enforces and every wire format,
-// engine and backend of the module shares.
 package check
 
 import "time"

@@ -1,8 +1,8 @@
 // Package check holds what every Limiter implementation shares beyond the
-// root package's public vocabulary: applying the default hit, validating a
-// request, a batch or a reset, the bound errors a wire parser reuses, the
-// algorithms' names as the wire spells them, and the one implementation
-// of waiting for a shaped request.
+// root package's public vocabulary: the contract's bounds on a request
+// (docs/http-api.md), applying the default hit, validating a request, a
+// batch or a reset, the bound errors a wire parser reuses, and the
+// algorithms' names as the wire spells them.
 package check
 
 import (

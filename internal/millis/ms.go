@@ -11,8 +11,6 @@ package millis
 import (
 	"time"
 
-	json "github.com/go-json-experiment/json/v1"
-
 	rl "github.com/raterlimiter/raterlimiter"
 	"github.com/raterlimiter/raterlimiter/internal/check"
 )
@@ -94,20 +92,10 @@ func OfDecision(d rl.Decision) Decision {
 	}
 }
 
-// Bucket is rl.Bucket in milliseconds, as the admin API's JSON spells it
-// (MarshalJSON, UnmarshalJSON).
+// Bucket is rl.Bucket in milliseconds, as the admin API's JSON spells it:
+// {"scale":…,"algo":"fixed","bucket":…,"slices":… (when not 0),"count":…,
+// "created":…,"modified":…}.
 type Bucket struct {
-	Scale    int64
-	Algo     rl.Algo
-	Bucket   int64
-	Slices   int64
-	Count    int64
-	Created  int64
-	Modified int64
-}
-
-// bucketJSON is a Bucket in the admin API's JSON: its algorithm by name.
-type bucketJSON struct {
 	Scale    int64          `json:"scale"`
 	Algo     check.AlgoName `json:"algo"`
 	Bucket   int64          `json:"bucket"`
@@ -117,26 +105,10 @@ type bucketJSON struct {
 	Modified int64          `json:"modified"`
 }
 
-// MarshalJSON writes b as the admin API does: {"scale":…,"algo":"fixed",
-// "bucket":…,"slices":… (when not 0),"count":…,"created":…,"modified":…}.
-func (b Bucket) MarshalJSON() ([]byte, error) {
-	return json.Marshal(bucketJSON{b.Scale, check.AlgoName(b.Algo), b.Bucket, b.Slices, b.Count, b.Created, b.Modified})
-}
-
-// UnmarshalJSON reads the form MarshalJSON writes.
-func (b *Bucket) UnmarshalJSON(data []byte) error {
-	var j bucketJSON
-	if err := json.Unmarshal(data, &j); err != nil {
-		return err
-	}
-	*b = Bucket{j.Scale, rl.Algo(j.Algo), j.Bucket, j.Slices, j.Count, j.Created, j.Modified}
-	return nil
-}
-
 // Public returns b as a Go caller holds it.
 func (b Bucket) Public() rl.Bucket {
 	return rl.Bucket{
-		Scale: Duration(b.Scale), Algo: b.Algo, Bucket: b.Bucket, Slices: b.Slices, Count: b.Count,
+		Scale: Duration(b.Scale), Algo: rl.Algo(b.Algo), Bucket: b.Bucket, Slices: b.Slices, Count: b.Count,
 		Created: time.UnixMilli(b.Created), Modified: time.UnixMilli(b.Modified),
 	}
 }
@@ -144,7 +116,7 @@ func (b Bucket) Public() rl.Bucket {
 // OfBucket returns b in milliseconds.
 func OfBucket(b rl.Bucket) Bucket {
 	return Bucket{
-		Scale: b.Scale.Milliseconds(), Algo: b.Algo, Bucket: b.Bucket, Slices: b.Slices, Count: b.Count,
+		Scale: b.Scale.Milliseconds(), Algo: check.AlgoName(b.Algo), Bucket: b.Bucket, Slices: b.Slices, Count: b.Count,
 		Created: b.Created.UnixMilli(), Modified: b.Modified.UnixMilli(),
 	}
 }
@@ -184,6 +156,3 @@ func Ceil(d time.Duration) int64 {
 
 // MaxScale is check.MaxScale in milliseconds: ten years.
 const MaxScale = int64(check.MaxScale / time.Millisecond)
-
-// Now reads the system's clock in Unix milliseconds.
-func Now() int64 { return time.Now().UnixMilli() }

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	rl "github.com/raterlimiter/raterlimiter"
+	"github.com/raterlimiter/raterlimiter/internal/check"
 	"github.com/raterlimiter/raterlimiter/internal/millis"
 )
 
@@ -19,9 +20,9 @@ func TestBucketJSON(t *testing.T) {
 		b    millis.Bucket
 		want string
 	}{
-		{millis.Bucket{Scale: 1000, Algo: rl.Sliding, Bucket: 5, Count: 2, Created: 10, Modified: 20},
+		{millis.Bucket{Scale: 1000, Algo: check.AlgoName(rl.Sliding), Bucket: 5, Count: 2, Created: 10, Modified: 20},
 			`{"scale":1000,"algo":"sliding","bucket":5,"count":2,"created":10,"modified":20}`},
-		{millis.Bucket{Scale: 60000, Algo: rl.Slices, Bucket: 7, Slices: 6, Count: 1, Created: 10, Modified: 10},
+		{millis.Bucket{Scale: 60000, Algo: check.AlgoName(rl.Slices), Bucket: 7, Slices: 6, Count: 1, Created: 10, Modified: 10},
 			`{"scale":60000,"algo":"slices","bucket":7,"slices":6,"count":1,"created":10,"modified":10}`},
 	} {
 		b, err := json.Marshal([]millis.Bucket{tt.b})

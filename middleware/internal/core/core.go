@@ -86,11 +86,8 @@ type Core struct {
 	onError   func(error)
 }
 
-// New validates cfg and returns its Core. It fails on a missing limiter, a
-// policy without a limit or outside the contract's bounds, a Policy beside
-// PolicyName, a PolicyName with a limiter that cannot check by policy, an
-// unknown MissingKey, or a trusted proxy that is neither an address nor a
-// network.
+// New validates cfg, failing as the adapters' New says, and returns its
+// Core.
 func New(cfg middleware.Config) (*Core, error) {
 	if cfg.Limiter == nil {
 		return nil, errors.New("middleware: Config.Limiter is nil")

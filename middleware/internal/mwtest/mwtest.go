@@ -109,10 +109,7 @@ func limitsAndHeaders(t *testing.T, a Adapter) {
 			ans := serve("[2001:db8::7]:40000", nil)
 			assert.Equal(t, 200, ans.Status, "another peer has its own count")
 			assert.True(t, ans.Reached)
-			bs, err := lim.(interface {
-				Buckets(context.Context, string) ([]rl.Bucket, error)
-			}).Buckets(context.Background(), "2001:db8::7")
-			require.NoError(t, err)
+			bs := buckets(t, lim, "2001:db8::7")
 			require.Len(t, bs, 1, "the key is the bare IP")
 			assert.EqualValues(t, 1, bs[0].Count)
 		})
@@ -144,10 +141,7 @@ func keys(t *testing.T, a Adapter) {
 			for _, tt := range tests {
 				t.Run(tt.name, func(t *testing.T) {
 					require.Equal(t, 200, tt.serve(tt.peer, tt.hdr).Status)
-					bs, err := lim.(interface {
-						Buckets(context.Context, string) ([]rl.Bucket, error)
-					}).Buckets(context.Background(), tt.key)
-					require.NoError(t, err)
+					bs := buckets(t, lim, tt.key)
 					assert.Len(t, bs, 1, "the request was counted under %q", tt.key)
 				})
 			}
@@ -161,6 +155,16 @@ func keys(t *testing.T, a Adapter) {
 			})
 		})
 	}
+}
+
+// buckets lists the records of id on lim, which has the admin calls.
+func buckets(t *testing.T, lim rl.Limiter, id string) []rl.Bucket {
+	t.Helper()
+	bs, err := lim.(interface {
+		Buckets(context.Context, string) ([]rl.Bucket, error)
+	}).Buckets(context.Background(), id)
+	require.NoError(t, err)
+	return bs
 }
 
 // down is a Limiter whose backend is unreachable.
@@ -215,10 +219,7 @@ func missingKey(t *testing.T, a Adapter) {
 				assert.Zero(t, errs, "a missing key is not the limiter's error")
 				ans := named("198.51.100.7:1", map[string]string{"X-Api-Key": " k1 "})
 				assert.Equal(t, 200, ans.Status, "a key with spaces around it is a key")
-				bs, err := lim.(interface {
-					Buckets(context.Context, string) ([]rl.Bucket, error)
-				}).Buckets(context.Background(), " k1 ")
-				require.NoError(t, err)
+				bs := buckets(t, lim, " k1 ")
 				assert.Len(t, bs, 1, "counted under the key as it is")
 			})
 			t.Run("skipped", func(t *testing.T) {
@@ -247,10 +248,7 @@ func missingKey(t *testing.T, a Adapter) {
 					assert.Equal(t, want == 200, ans.Reached)
 					assert.Equal(t, `"default";q=2;w=30`, ans.Header.Get("RateLimit-Policy"), "checked")
 				}
-				bs, err := lim.(interface {
-					Buckets(context.Context, string) ([]rl.Bucket, error)
-				}).Buckets(context.Background(), "\x00missing_key\x00198.51.100.9")
-				require.NoError(t, err)
+				bs := buckets(t, lim, "\x00missing_key\x00198.51.100.9")
 				assert.Len(t, bs, 1, "counted under the forwarded address, apart")
 				ans := serve("10.0.0.1:1", map[string]string{"X-Forwarded-For": "198.51.100.9", "X-Api-Key": "198.51.100.9"})
 				assert.Equal(t, 200, ans.Status, "a key that spells the address does not spend the keyless budget")
