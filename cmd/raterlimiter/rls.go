@@ -11,7 +11,6 @@ import (
 	"runtime"
 	"slices"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
@@ -57,27 +56,29 @@ func (f rlsFlags) limits(maxKey int, handshake time.Duration) rls.Limits {
 }
 
 // rlsTLS is the listener's TLS configuration, nil without -rls-tls-cert.
-// The serving pair is reread as -tls-cert's is; the client CA is read
-// once, at start.
+// The serving pair and the client CA are reread as -tls-cert's pair is
+// (reloaded).
 func rlsTLS(ctx context.Context, f rlsFlags, watch bool, reloads *prometheus.CounterVec, logger *slog.Logger) (*tls.Config, error) {
 	if f.cert == "" {
 		return nil, nil
 	}
-	certs, err := newCertReloader(f.cert, f.key)
+	cert, err := reloaded(ctx, []string{f.cert, f.key}, watch, "rls-tls-cert", "RLS certificate", reloads, logger,
+		func() (tls.Certificate, error) { return loadKeyPair(f.cert, f.key) })
 	if err != nil {
-		return nil, fmt.Errorf("-rls-tls-cert: %w", err)
+		return nil, fmt.Errorf("loading -rls-tls-cert %s and -rls-tls-key %s: %w", f.cert, f.key, err)
 	}
-	certs.reloadOnChange(ctx, watch, reloads.WithLabelValues("rls-tls-cert", "ok"), reloads.WithLabelValues("rls-tls-cert", "failed"), logger)
-	tc := &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: certs.get, NextProtos: []string{"h2"}} // gRPC clients require ALPN h2
+	tc := &tls.Config{MinVersion: tls.VersionTLS12, NextProtos: []string{"h2"}, // gRPC clients require ALPN h2
+		GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return cert.Load(), nil }}
 	if f.clientCA == "" {
 		return tc, nil
 	}
-	var loads fileLoads
-	pool, err := loadCAPool(&loads, f.clientCA)
+	// The CA bundle is reread as the pair is: each handshake takes the
+	// bundle in force, so a rotated CA Secret needs no restart.
+	ca, err := reloaded(ctx, []string{f.clientCA}, watch, "rls-tls-client-ca", "RLS client CA", reloads, logger,
+		func() (*x509.CertPool, error) { return loadCAPool(f.clientCA) })
 	if err != nil {
 		return nil, err
 	}
-	tc.ClientCAs = pool
 	tc.ClientAuth = tls.RequireAndVerifyClientCert
 	if san := f.clientSAN; san != "" {
 		tc.VerifyPeerCertificate = func(_ [][]byte, chains [][]*x509.Certificate) error {
@@ -87,41 +88,25 @@ func rlsTLS(ctx context.Context, f rlsFlags, watch bool, reloads *prometheus.Cou
 			return fmt.Errorf("client certificate does not name %q", san)
 		}
 	}
-	// The CA bundle is reread as the pair is: each handshake takes the
-	// bundle in force, so a rotated CA Secret needs no restart.
-	var cur atomic.Pointer[x509.CertPool]
-	cur.Store(pool)
-	onReload(ctx, logger, watch, []string{f.clientCA}, func(why string) {
-		if p, err := loadCAPool(&loads, f.clientCA); err != nil {
-			reloads.WithLabelValues("rls-tls-client-ca", "failed").Inc()
-			logger.Warn(why+": RLS client CA not reloaded; the previous one stays", "err", err)
-		} else {
-			cur.Store(p)
-			reloads.WithLabelValues("rls-tls-client-ca", "ok").Inc()
-			logger.Info(why+": RLS client CA reloaded", "ca", f.clientCA)
-		}
-	})
 	return &tls.Config{MinVersion: tls.VersionTLS12, NextProtos: tc.NextProtos,
 		GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) {
 			c := tc.Clone()
-			c.ClientCAs = cur.Load()
+			c.ClientCAs = *ca.Load()
 			return c, nil
 		}}, nil
 }
 
-// loadCAPool reads a PEM CA bundle (loadFile, readfile.Read).
-func loadCAPool(l *fileLoads, path string) (*x509.CertPool, error) {
-	return loadFile(l, path, func() (*x509.CertPool, error) {
-		pem, err := readfile.Read(path, maxPEMBytes)
-		if err != nil {
-			return nil, fmt.Errorf("-rls-tls-client-ca: %w", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("-rls-tls-client-ca %s: no PEM certificate in it", path)
-		}
-		return pool, nil
-	})
+// loadCAPool reads a PEM CA bundle.
+func loadCAPool(path string) (*x509.CertPool, error) {
+	pem, err := readfile.Read(path, maxPEMBytes)
+	if err != nil {
+		return nil, fmt.Errorf("-rls-tls-client-ca: %w", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("-rls-tls-client-ca %s: no PEM certificate in it", path)
+	}
+	return pool, nil
 }
 
 // certNames reports whether c carries name as a DNS name or a URI among its
