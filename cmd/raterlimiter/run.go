@@ -58,7 +58,8 @@ func runLogged(ctx context.Context, args []string, lookupEnv func(string) (strin
 	if install != nil {
 		install(logger)
 	}
-	policies, err := loadPolicies(cfg.pol.path)
+	loadPolicyFile := policyLoader(cfg.pol.path)
+	policies, err := loadPolicies(loadPolicyFile)
 	if err != nil {
 		return err
 	}
@@ -127,7 +128,7 @@ func runLogged(ctx context.Context, args []string, lookupEnv func(string) (strin
 		Logger:     logger,
 
 		Policies:       policies,
-		LoadPolicies:   reloader(cfg.pol),
+		LoadPolicies:   loadPolicyFile,
 		PoliciesOnly:   cfg.pol.only,
 		MaxScale:       apiMaxScale(cfg),
 		AuthDenyStatus: cfg.pol.denyStatus,
@@ -143,9 +144,7 @@ func runLogged(ctx context.Context, args []string, lookupEnv func(string) (strin
 	})
 	srv.Store(s)
 	if policies != nil {
-		logger.Info("policies loaded", "file", cfg.pol.path, "policies", len(policies.Policies), "policies_only", cfg.pol.only, "auth_headers", cfg.pol.authHeaders)
-		warnWithoutGateway(cfg.pol, logger)
-		reloadPolicies(ctx, s, cfg.pol, cfg.watchFiles, logger)
+		watchPolicies(ctx, s, cfg.pol, len(policies.Policies), cfg.watchFiles, logger)
 	}
 
 	addr := ln.Addr()
