@@ -68,7 +68,7 @@ type config struct {
 
 	snap snapshotFlags // snapshot.go
 	pol  policyFlags   // policies.go
-	rls  rlsFlags      // rls.go, rlsconfig.go
+	rls  rlsFlags      // rls.go
 	lis  listenFlags   // tls.go
 	exp  exposureFlags // exposure.go
 
@@ -282,7 +282,6 @@ func (c *config) flagTable() []flagDef {
 // left unset, and checks the values. -h gives flag.ErrHelp.
 func (c *config) parse(args []string, lookupEnv func(string) (string, bool)) error {
 	table := c.flagTable()
-	c.rls.loads = &fileLoads{}
 	fs := flag.NewFlagSet("raterlimiter", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	fs.Usage = func() {}

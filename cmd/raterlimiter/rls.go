@@ -38,12 +38,19 @@ type rlsFlags struct {
 	receiveTimeout time.Duration
 	idleTimeout    time.Duration
 	keepalive      time.Duration
-	shadow         bool
+	// How the configuration is read and answered, as envoyproxy/ratelimit's
+	// settings of the same names (rlsconfig.go).
+	merge    bool
+	shadow   bool
+	quota    bool
+	metadata bool
+	headers  bool
+	// check is -check-rls-config.
+	check string
 	// TLS of the listener: the serving pair, and for mutual TLS the CA
 	// client certificates must chain to and a name one must carry.
 	cert, key           string
 	clientCA, clientSAN string
-	rlsLoadFlags        // -rls-merge-domains, -check-rls-config (rlsconfig.go)
 }
 
 // limits are the listener's bounds: the largest request is fitted to
@@ -161,11 +168,12 @@ func openRLS(ctx context.Context, f rlsFlags, lis listenFlags, watch bool, lim r
 	if f.listen == "" {
 		return nil, nil
 	}
-	cfg, err := f.load(f.config)
+	loads := &fileLoads{}
+	cfg, err := f.load(loads, f.config)
 	if err != nil {
-		return nil, f.rlsConfigError(err)
+		return nil, rlsConfigError(err)
 	}
-	srv := rls.New(rls.Options{Limiter: lim, Config: cfg, Load: func() (*rls.Config, error) { return f.load(f.config) },
+	srv := rls.New(rls.Options{Limiter: lim, Config: cfg, Load: func() (*rls.Config, error) { return f.load(loads, f.config) },
 		MaxKeyBytes: maxKey, MaxDescriptors: f.maxDescriptors, Logger: logger, Shadow: f.shadow, MaxOverrideScale: maxOverride,
 		QuotaMode: f.quota, ResponseMetadata: f.metadata, ResponseHeaders: f.headers})
 	tc, err := rlsTLS(ctx, f, watch, tlsReloads, logger)
