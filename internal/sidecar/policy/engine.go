@@ -30,8 +30,10 @@ const IDOverhead = MaxRuleNameBytes + 2
 // against. A Rule is read-only once loaded; share it by pointer.
 type Rule struct {
 	// Name identifies the rule in headers, metrics and counter ids:
-	// 1 to MaxRuleNameBytes bytes, no NUL. Counters are keyed by (Name,
-	// key), so a rule that keeps its name keeps its counters across reloads.
+	// 1 to MaxRuleNameBytes bytes, no NUL, as the loaders make it (a
+	// policy's name, 64 bytes at most with "#missing_key" after it; the
+	// RLS's, hashed when longer). Counters are keyed by (Name, key), so a
+	// rule that keeps its name keeps its counters across reloads.
 	Name string
 	// Algo, Limit and Scale are those of raterlimiter.Request.
 	Algo  rl.Algo
@@ -186,14 +188,6 @@ func (e *Engine) Decide(ctx context.Context, checks []Check, out []Result) ([]Re
 		if len(c.Key) > maxKey {
 			return out[:base], &rl.ItemError{Index: i, Err: &rl.FieldError{Field: "key",
 				Rule: "must be at most " + strconv.Itoa(maxKey) + " bytes"}}
-		}
-		name := len(c.Rule.Name)
-		if c.Fallback {
-			name += len(fallbackSuffix)
-		}
-		if len(c.Rule.Name) == 0 || name > MaxRuleNameBytes {
-			return out[:base], &rl.ItemError{Index: i, Err: &rl.FieldError{Field: "policy",
-				Rule: "name must be 1 to " + strconv.Itoa(MaxRuleNameBytes) + " bytes"}}
 		}
 		hits := c.Hits
 		if hits <= 0 {
