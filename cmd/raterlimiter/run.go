@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -80,12 +81,8 @@ func runLogged(ctx context.Context, args []string, lookupEnv func(string) (strin
 	if err != nil {
 		return err
 	}
-	closed := false
-	defer func() {
-		if !closed {
-			be.Close()
-		}
-	}()
+	closeBackend := sync.OnceValue(be.Close)
+	defer closeBackend()
 
 	tlsReloads := newTLSReloads()
 	rlsSvc, err := openRLS(ctx, cfg.rls, cfg.lis, cfg.watchFiles, be.Limiter, cfg.backend, cfg.maxIDBytes, cfg.exp.firstByte, apiMaxScale(cfg), tlsReloads, logger)
@@ -198,8 +195,7 @@ func runLogged(ctx context.Context, args []string, lookupEnv func(string) (strin
 	// The final snapshot is written as the backend closes: a failure is
 	// the run's failure (exit status 1), and "stopped" is logged only
 	// after it.
-	closed = true
-	if err := be.Close(); err != nil {
+	if err := closeBackend(); err != nil {
 		logger.Error("raterlimiter stopped with an error", "err", err)
 		return fmt.Errorf("closing the backend: %w", err)
 	}
