@@ -76,12 +76,7 @@ func Parse(path string, data []byte) (*File, error) {
 		return nil, yamlError(path, err)
 	}
 	p := parser{path: path}
-	f, err := p.file(&doc)
-	if err != nil {
-		return nil, err
-	}
-	f.Path = path
-	return f, nil
+	return p.file(&doc)
 }
 
 // yamlError turns the YAML library's "yaml: line N: msg" into a FileError.
@@ -126,7 +121,7 @@ func (p *parser) file(doc *yaml.Node) (*File, error) {
 	if err != nil {
 		return nil, err
 	}
-	f := &File{byName: map[string]*Policy{}}
+	f := &File{Path: p.path, byName: map[string]*Policy{}}
 	if n := root["trusted_proxies"]; n != nil {
 		if n.Kind != yaml.SequenceNode {
 			return nil, p.errf(n, "trusted_proxies must be a list of addresses or networks")
