@@ -402,7 +402,7 @@ func (c *config) validate() error {
 	}
 	var err error
 	if c.proxies, err = clientip.ParseProxies(proxies...); err != nil {
-		return bad("-trusted-proxies: %s", strings.TrimPrefix(err.Error(), "policy: "))
+		return bad("-trusted-proxies: %s", strings.TrimPrefix(err.Error(), "clientip: "))
 	}
 	return nil
 }
