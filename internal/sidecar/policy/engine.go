@@ -48,30 +48,21 @@ type Rule struct {
 	// answer to /auth is held for the decision's delay, at most
 	// Engine.MaxWaitMS, and a longer delay is a denial.
 	Wait bool
-	// Plans, if set, gives the limit per plan.
-	Plans *Plans
+	// Plans, if set, maps a plan's name to its limit: the plan is a value
+	// read from the request (a header the application's authenticator
+	// sets, Policy.PlanFrom); an unknown or absent plan gets Limit.
+	Plans map[string]int64
 	// Shadow rules are counted and reported but never deny.
 	Shadow bool
 	// Unlimited rules are never counted and always allow.
 	Unlimited bool
 }
 
-// Plans gives a rule a limit per plan: the plan is a value read from the
-// request (a header the application's authenticator sets); an unknown or
-// absent plan gets the rule's own Limit.
-type Plans struct {
-	// From names where the plan is read, as a policies file spells it
-	// ("header:X-Plan").
-	From string
-	// Limits maps a plan's name to its limit.
-	Limits map[string]int64
-}
-
 // LimitFor returns the limit of plan: the plan's own, or the rule's Limit
 // when plan is empty, unknown or the rule has no plans.
 func (r *Rule) LimitFor(plan []byte) int64 {
-	if r.Plans != nil && len(plan) > 0 {
-		if l, ok := r.Plans.Limits[string(plan)]; ok {
+	if len(plan) > 0 {
+		if l, ok := r.Plans[string(plan)]; ok {
 			return l
 		}
 	}

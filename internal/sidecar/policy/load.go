@@ -361,22 +361,22 @@ func (p *parser) plans(n *yaml.Node, in string, pol *Policy, maxLimit int64) err
 	if lim == nil || lim.Kind != yaml.MappingNode || len(lim.Content) == 0 {
 		return p.errf(n, "%s: plans.limits must map plan names to limits, such as {free: 2, pro: 50}", in)
 	}
-	pl := &Plans{From: src.String(), Limits: map[string]int64{}}
+	plans := map[string]int64{}
 	for i := 0; i+1 < len(lim.Content); i += 2 {
 		k, v := lim.Content[i], Deref(lim.Content[i+1])
 		if k.Kind != yaml.ScalarNode || k.Value == "" {
 			return p.errf(k, "%s: plans.limits: a plan's name must be a non-empty string", in)
 		}
-		if _, dup := pl.Limits[k.Value]; dup {
+		if _, dup := plans[k.Value]; dup {
 			return p.errf(k, "%s: plans.limits: plan %q given twice", in, k.Value)
 		}
 		l, err := p.integer(v, in+": plans.limits."+k.Value, 0, maxLimit)
 		if err != nil {
 			return err
 		}
-		pl.Limits[k.Value] = l
+		plans[k.Value] = l
 	}
-	pol.Plans, pol.PlanFrom = pl, src
+	pol.Plans, pol.PlanFrom = plans, src
 	return nil
 }
 
