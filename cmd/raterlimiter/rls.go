@@ -53,15 +53,6 @@ type rlsFlags struct {
 	clientCA, clientSAN string
 }
 
-// limits are the listener's bounds: the largest request is fitted to
-// -rls-max-descriptors descriptors of 16 entries whose keys and values
-// take at most maxKey bytes (-max-id-bytes) together.
-func (f rlsFlags) limits(maxKey int, handshake time.Duration) rls.Limits {
-	return rls.Limits{MaxConnsPerIP: f.maxConnsPerIP, MaxConns: f.maxConns, MaxStreams: f.maxStreams,
-		ArrivingBudget: f.arrivingBudget, MaxRequestBytes: rls.MaxRequestBytes(f.maxDescriptors, maxKey),
-		ReceiveTimeout: f.receiveTimeout, HandshakeTimeout: handshake, IdleTimeout: f.idleTimeout, Keepalive: f.keepalive}
-}
-
 // rlsTLS is the listener's TLS configuration, nil without -rls-tls-cert.
 // The serving pair and the client CA are reread as -tls-cert's pair is
 // (reloaded).
@@ -159,12 +150,12 @@ func (r *rlsService) collectors() []prometheus.Collector {
 }
 
 // openRLS loads -rls-config (a bad one stops the start with exit status 2,
-// naming the file and the field) and listens on -rls-listen. It returns
-// nil without -rls-listen. backend is -backend: on memory it warns that
-// replicas count apart.
-// maxOverride bounds the window of a request's own limit override
-// (-redis-max-scale on the Redis backend, 0: none).
-func openRLS(ctx context.Context, f rlsFlags, lis listenFlags, watch bool, lim rl.Limiter, backend string, maxKey int, handshake, maxOverride time.Duration, tlsReloads *prometheus.CounterVec, logger *slog.Logger) (*rlsService, error) {
+// naming the file and the field) and listens on -rls-listen, as c says;
+// it returns nil without -rls-listen. Keys are bounded by -max-id-bytes,
+// a request's own limit override by the longest scale a check may name
+// (apiMaxScale). On -backend memory it warns that replicas count apart.
+func openRLS(ctx context.Context, c config, lim rl.Limiter, tlsReloads *prometheus.CounterVec, logger *slog.Logger) (*rlsService, error) {
+	f := c.rls
 	if f.listen == "" {
 		return nil, nil
 	}
@@ -174,13 +165,13 @@ func openRLS(ctx context.Context, f rlsFlags, lis listenFlags, watch bool, lim r
 		return nil, rlsConfigError(err)
 	}
 	srv := rls.New(rls.Options{Limiter: lim, Config: cfg, Load: func() (*rls.Config, error) { return f.load(loads, f.config) },
-		MaxKeyBytes: maxKey, MaxDescriptors: f.maxDescriptors, Logger: logger, Shadow: f.shadow, MaxOverrideScale: maxOverride,
+		MaxKeyBytes: c.maxIDBytes, MaxDescriptors: f.maxDescriptors, Logger: logger, Shadow: f.shadow, MaxOverrideScale: apiMaxScale(c),
 		QuotaMode: f.quota, ResponseMetadata: f.metadata, ResponseHeaders: f.headers})
-	tc, err := rlsTLS(ctx, f, watch, tlsReloads, logger)
+	tc, err := rlsTLS(ctx, f, c.watchFiles, tlsReloads, logger)
 	if err != nil {
 		return nil, err
 	}
-	ln, err := listenRLS(f.listen, lis, logger)
+	ln, err := listenRLS(f.listen, c.lis, logger)
 	if err != nil {
 		return nil, fmt.Errorf("-rls-listen: %w", err)
 	}
@@ -194,7 +185,12 @@ func openRLS(ctx context.Context, f rlsFlags, lis listenFlags, watch bool, lim r
 	// 13 % of the CPU at 200 callers with one worker a core
 	// (BENCHMARKS.md, "Envoy RLS beside envoyproxy/ratelimit"). The guard
 	// bounds what one client can make the server hold (docs/security.md).
-	guard := rls.NewGuard(f.limits(maxKey, handshake))
+	// The largest request is fitted to -rls-max-descriptors descriptors
+	// whose keys and values take at most -max-id-bytes together; a
+	// handshake has as long as an HTTP connection's first byte.
+	guard := rls.NewGuard(rls.Limits{MaxConnsPerIP: f.maxConnsPerIP, MaxConns: f.maxConns, MaxStreams: f.maxStreams,
+		ArrivingBudget: f.arrivingBudget, MaxRequestBytes: rls.MaxRequestBytes(f.maxDescriptors, c.maxIDBytes),
+		ReceiveTimeout: f.receiveTimeout, HandshakeTimeout: c.exp.firstByte, IdleTimeout: f.idleTimeout, Keepalive: f.keepalive})
 	opts := append([]grpc.ServerOption{grpc.NumStreamWorkers(uint32(max(rlsStreamWorkers, runtime.GOMAXPROCS(0)))), grpc.SharedWriteBuffer(true)}, guard.ServerOptions()...)
 	g := grpc.NewServer(opts...)
 	rlspb.RegisterRateLimitServiceServer(g, srv)
@@ -207,7 +203,7 @@ func openRLS(ctx context.Context, f rlsFlags, lis listenFlags, watch bool, lim r
 	logger.Info("rls loaded", "config", f.config, "files", len(cfg.Files), "rules", len(cfg.Rules()),
 		"max_request_bytes", guard.Limits().MaxRequestBytes, "tls", f.cert != "", "mtls", f.clientCA != "", "shadow_mode", f.shadow)
 	rls.LogSkipped(logger, cfg)
-	if backend == "memory" {
+	if c.backend == "memory" {
 		// envoyproxy/ratelimit counts on Redis by default: replicas
 		// moved over from it would each count alone, without a word.
 		logger.Warn("rls: counting in this process's memory (-backend memory): each replica counts on its own, so N replicas allow N times every limit; -backend redis shares the counts")

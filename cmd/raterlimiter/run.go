@@ -85,7 +85,7 @@ func runLogged(ctx context.Context, args []string, lookupEnv func(string) (strin
 	defer closeBackend()
 
 	tlsReloads := newTLSReloads()
-	rlsSvc, err := openRLS(ctx, cfg.rls, cfg.lis, cfg.watchFiles, be.Limiter, cfg.backend, cfg.maxIDBytes, cfg.exp.firstByte, apiMaxScale(cfg), tlsReloads, logger)
+	rlsSvc, err := openRLS(ctx, cfg, be.Limiter, tlsReloads, logger)
 	if err != nil {
 		return err
 	}
