@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
 
 	rl "github.com/raterlimiter/raterlimiter"
 	"github.com/raterlimiter/raterlimiter/api"
@@ -87,9 +86,7 @@ func openBackend(cfg config, logger *slog.Logger, onSwept func(n int, took time.
 			Limiter:    rb,
 			Collectors: metrics.collectors(),
 			State: func() api.BackendState {
-				var m dto.Metric
-				_ = metrics.up.Write(&m)
-				return api.BackendState{Up: m.GetGauge().GetValue() == 1, FailMode: fail.String()}
+				return api.BackendState{Up: rb.Up(), FailMode: fail.String()}
 			},
 			Close: func() error {
 				err := rb.Close()

@@ -68,7 +68,7 @@ type config struct {
 
 	snap snapshotFlags // snapshot.go
 	pol  policyFlags   // policies.go
-	rls  rlsFlags      // rls.go, rlsconfig.go
+	rls  rlsFlags      // rls.go
 	lis  listenFlags   // tls.go
 	exp  exposureFlags // exposure.go
 
@@ -282,7 +282,6 @@ func (c *config) flagTable() []flagDef {
 // left unset, and checks the values. -h gives flag.ErrHelp.
 func (c *config) parse(args []string, lookupEnv func(string) (string, bool)) error {
 	table := c.flagTable()
-	c.rls.loads = &fileLoads{}
 	fs := flag.NewFlagSet("raterlimiter", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	fs.Usage = func() {}
@@ -403,7 +402,7 @@ func (c *config) validate() error {
 	}
 	var err error
 	if c.proxies, err = clientip.ParseProxies(proxies...); err != nil {
-		return bad("-trusted-proxies: %s", strings.TrimPrefix(err.Error(), "policy: "))
+		return bad("-trusted-proxies: %s", strings.TrimPrefix(err.Error(), "clientip: "))
 	}
 	return nil
 }

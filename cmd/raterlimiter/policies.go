@@ -27,23 +27,36 @@ func (f *policyFlags) gateway() policy.Gateway {
 	return g
 }
 
-// warnWithoutGateway says at start that /auth will refuse to answer: a
-// policies file without -auth-headers serves checks by policy name only.
-func warnWithoutGateway(f policyFlags, logger *slog.Logger) {
-	if f.path != "" && f.gateway() == policy.GatewayUnset {
-		logger.Warn("no -auth-headers: /auth answers 503 until it names the proxy in front (nginx, caddy or traefik); checks by policy name are served")
+// policyLoader loads the policies file at path (nil when path is ""),
+// abandoning a read that hangs (loadFile). The start, SIGHUP, POST /reload
+// and a change of the file all load through it (api.Config.LoadPolicies),
+// so none of them waits on another for longer than fileTimeout.
+func policyLoader(path string) func() (*policy.File, error) {
+	if path == "" {
+		return nil
+	}
+	loads := &fileLoads{}
+	return func() (*policy.File, error) {
+		return loadFile(loads, path, func() (*policy.File, error) { return policy.Load(path) })
 	}
 }
 
-// loadPolicyFile loads the policies file at path, abandoning a read that
-// hangs (loadFile).
-func loadPolicyFile(l *fileLoads, path string) (*policy.File, error) {
-	return loadFile(l, path, func() (*policy.File, error) { return policy.Load(path) })
+// loadPolicies loads the policies at start (none when load is nil): a file
+// that does not load stops the start (exit 2) with the file's own message.
+func loadPolicies(load func() (*policy.File, error)) (*policy.File, error) {
+	if load == nil {
+		return nil, nil
+	}
+	f, err := load()
+	if err != nil {
+		return nil, cli.Filef("%s", err.Error())
+	}
+	return f, nil
 }
 
 // checkPolicies is -check-policies: it loads the file and says so.
 func checkPolicies(path string, stdout io.Writer) error {
-	f, err := loadPolicies(path)
+	f, err := loadPolicies(policyLoader(path))
 	if err != nil {
 		return err
 	}
@@ -51,38 +64,19 @@ func checkPolicies(path string, stdout io.Writer) error {
 	return nil
 }
 
-// loadPolicies loads the policies file at path ("": none) at start: a file
-// that does not load stops the start (exit 2) with the file's own message.
-func loadPolicies(path string) (*policy.File, error) {
-	if path == "" {
-		return nil, nil
+// watchPolicies logs the policies loaded at start, warns when /auth will
+// refuse to answer (without -auth-headers only checks by policy name are
+// served), and reloads the policies on every SIGHUP and, with watch, when
+// the file changes, until ctx ends. A file that does not load keeps the
+// rules in force (the server logs and counts it).
+func watchPolicies(ctx context.Context, s *api.Server, f policyFlags, n int, watch bool, logger *slog.Logger) {
+	logger.Info("policies loaded", "file", f.path, "policies", n, "policies_only", f.only, "auth_headers", f.authHeaders)
+	if f.gateway() == policy.GatewayUnset {
+		logger.Warn("no -auth-headers: /auth answers 503 until it names the proxy in front (nginx, caddy or traefik); checks by policy name are served")
 	}
-	f, err := loadPolicyFile(&fileLoads{}, path)
-	if err != nil {
-		return nil, cli.Filef("%s", err.Error())
-	}
-	return f, nil
-}
-
-// reloadPolicies reloads the policies on every SIGHUP and, with watch,
-// when the file changes, until ctx ends. A file that does not load keeps
-// the rules in force (the server logs and counts it).
-func reloadPolicies(ctx context.Context, s *api.Server, f policyFlags, watch bool, logger *slog.Logger) {
 	onReload(ctx, logger, watch, []string{f.path}, func(why string) {
 		if err := s.ReloadPolicies(); err != nil && !errors.Is(err, api.ErrNoPolicies) {
 			logger.Warn(why+": policies not reloaded", "err", err)
 		}
 	})
-}
-
-// reloader is api.Config.LoadPolicies for -policies: nil without a file.
-// SIGHUP, POST /reload and a change of the file all load through it, and
-// a read that hangs is abandoned (loadFile), so none of them waits on
-// another for longer than fileTimeout.
-func reloader(f policyFlags) func() (*policy.File, error) {
-	if f.path == "" {
-		return nil
-	}
-	loads := &fileLoads{}
-	return func() (*policy.File, error) { return loadPolicyFile(loads, f.path) }
 }

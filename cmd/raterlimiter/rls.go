@@ -11,7 +11,6 @@ import (
 	"runtime"
 	"slices"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
@@ -39,45 +38,45 @@ type rlsFlags struct {
 	receiveTimeout time.Duration
 	idleTimeout    time.Duration
 	keepalive      time.Duration
-	shadow         bool
+	// How the configuration is read and answered, as envoyproxy/ratelimit's
+	// settings of the same names (rlsconfig.go).
+	merge    bool
+	shadow   bool
+	quota    bool
+	metadata bool
+	headers  bool
+	// check is -check-rls-config.
+	check string
 	// TLS of the listener: the serving pair, and for mutual TLS the CA
 	// client certificates must chain to and a name one must carry.
 	cert, key           string
 	clientCA, clientSAN string
-	rlsLoadFlags        // -rls-merge-domains, -check-rls-config (rlsconfig.go)
-}
-
-// limits are the listener's bounds: the largest request is fitted to
-// -rls-max-descriptors descriptors of 16 entries whose keys and values
-// take at most maxKey bytes (-max-id-bytes) together.
-func (f rlsFlags) limits(maxKey int, handshake time.Duration) rls.Limits {
-	return rls.Limits{MaxConnsPerIP: f.maxConnsPerIP, MaxConns: f.maxConns, MaxStreams: f.maxStreams,
-		ArrivingBudget: f.arrivingBudget, MaxRequestBytes: rls.MaxRequestBytes(f.maxDescriptors, maxKey),
-		ReceiveTimeout: f.receiveTimeout, HandshakeTimeout: handshake, IdleTimeout: f.idleTimeout, Keepalive: f.keepalive}
 }
 
 // rlsTLS is the listener's TLS configuration, nil without -rls-tls-cert.
-// The serving pair is reread as -tls-cert's is; the client CA is read
-// once, at start.
+// The serving pair and the client CA are reread as -tls-cert's pair is
+// (reloaded).
 func rlsTLS(ctx context.Context, f rlsFlags, watch bool, reloads *prometheus.CounterVec, logger *slog.Logger) (*tls.Config, error) {
 	if f.cert == "" {
 		return nil, nil
 	}
-	certs, err := newCertReloader(f.cert, f.key)
+	cert, err := reloaded(ctx, []string{f.cert, f.key}, watch, "rls-tls-cert", "RLS certificate", reloads, logger,
+		func() (tls.Certificate, error) { return loadKeyPair(f.cert, f.key) })
 	if err != nil {
-		return nil, fmt.Errorf("-rls-tls-cert: %w", err)
+		return nil, fmt.Errorf("loading -rls-tls-cert %s and -rls-tls-key %s: %w", f.cert, f.key, err)
 	}
-	certs.reloadOnChange(ctx, watch, reloads.WithLabelValues("rls-tls-cert", "ok"), reloads.WithLabelValues("rls-tls-cert", "failed"), logger)
-	tc := &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: certs.get, NextProtos: []string{"h2"}} // gRPC clients require ALPN h2
+	tc := &tls.Config{MinVersion: tls.VersionTLS12, NextProtos: []string{"h2"}, // gRPC clients require ALPN h2
+		GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return cert.Load(), nil }}
 	if f.clientCA == "" {
 		return tc, nil
 	}
-	var loads fileLoads
-	pool, err := loadCAPool(&loads, f.clientCA)
+	// The CA bundle is reread as the pair is: each handshake takes the
+	// bundle in force, so a rotated CA Secret needs no restart.
+	ca, err := reloaded(ctx, []string{f.clientCA}, watch, "rls-tls-client-ca", "RLS client CA", reloads, logger,
+		func() (*x509.CertPool, error) { return loadCAPool(f.clientCA) })
 	if err != nil {
 		return nil, err
 	}
-	tc.ClientCAs = pool
 	tc.ClientAuth = tls.RequireAndVerifyClientCert
 	if san := f.clientSAN; san != "" {
 		tc.VerifyPeerCertificate = func(_ [][]byte, chains [][]*x509.Certificate) error {
@@ -87,41 +86,25 @@ func rlsTLS(ctx context.Context, f rlsFlags, watch bool, reloads *prometheus.Cou
 			return fmt.Errorf("client certificate does not name %q", san)
 		}
 	}
-	// The CA bundle is reread as the pair is: each handshake takes the
-	// bundle in force, so a rotated CA Secret needs no restart.
-	var cur atomic.Pointer[x509.CertPool]
-	cur.Store(pool)
-	onReload(ctx, logger, watch, []string{f.clientCA}, func(why string) {
-		if p, err := loadCAPool(&loads, f.clientCA); err != nil {
-			reloads.WithLabelValues("rls-tls-client-ca", "failed").Inc()
-			logger.Warn(why+": RLS client CA not reloaded; the previous one stays", "err", err)
-		} else {
-			cur.Store(p)
-			reloads.WithLabelValues("rls-tls-client-ca", "ok").Inc()
-			logger.Info(why+": RLS client CA reloaded", "ca", f.clientCA)
-		}
-	})
 	return &tls.Config{MinVersion: tls.VersionTLS12, NextProtos: tc.NextProtos,
 		GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) {
 			c := tc.Clone()
-			c.ClientCAs = cur.Load()
+			c.ClientCAs = *ca.Load()
 			return c, nil
 		}}, nil
 }
 
-// loadCAPool reads a PEM CA bundle (loadFile, readfile.Read).
-func loadCAPool(l *fileLoads, path string) (*x509.CertPool, error) {
-	return loadFile(l, path, func() (*x509.CertPool, error) {
-		pem, err := readfile.Read(path, maxPEMBytes)
-		if err != nil {
-			return nil, fmt.Errorf("-rls-tls-client-ca: %w", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("-rls-tls-client-ca %s: no PEM certificate in it", path)
-		}
-		return pool, nil
-	})
+// loadCAPool reads a PEM CA bundle.
+func loadCAPool(path string) (*x509.CertPool, error) {
+	pem, err := readfile.Read(path, maxPEMBytes)
+	if err != nil {
+		return nil, fmt.Errorf("-rls-tls-client-ca: %w", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("-rls-tls-client-ca %s: no PEM certificate in it", path)
+	}
+	return pool, nil
 }
 
 // certNames reports whether c carries name as a DNS name or a URI among its
@@ -167,27 +150,28 @@ func (r *rlsService) collectors() []prometheus.Collector {
 }
 
 // openRLS loads -rls-config (a bad one stops the start with exit status 2,
-// naming the file and the field) and listens on -rls-listen. It returns
-// nil without -rls-listen. backend is -backend: on memory it warns that
-// replicas count apart.
-// maxOverride bounds the window of a request's own limit override
-// (-redis-max-scale on the Redis backend, 0: none).
-func openRLS(ctx context.Context, f rlsFlags, lis listenFlags, watch bool, lim rl.Limiter, backend string, maxKey int, handshake, maxOverride time.Duration, tlsReloads *prometheus.CounterVec, logger *slog.Logger) (*rlsService, error) {
+// naming the file and the field) and listens on -rls-listen, as c says;
+// it returns nil without -rls-listen. Keys are bounded by -max-id-bytes,
+// a request's own limit override by the longest scale a check may name
+// (apiMaxScale). On -backend memory it warns that replicas count apart.
+func openRLS(ctx context.Context, c config, lim rl.Limiter, tlsReloads *prometheus.CounterVec, logger *slog.Logger) (*rlsService, error) {
+	f := c.rls
 	if f.listen == "" {
 		return nil, nil
 	}
-	cfg, err := f.load(f.config)
+	loads := &fileLoads{}
+	cfg, err := f.load(loads, f.config)
 	if err != nil {
-		return nil, f.rlsConfigError(err)
+		return nil, rlsConfigError(err)
 	}
-	srv := rls.New(rls.Options{Limiter: lim, Config: cfg, Load: func() (*rls.Config, error) { return f.load(f.config) },
-		MaxKeyBytes: maxKey, MaxDescriptors: f.maxDescriptors, Logger: logger, Shadow: f.shadow, MaxOverrideScale: maxOverride,
+	srv := rls.New(rls.Options{Limiter: lim, Config: cfg, Load: func() (*rls.Config, error) { return f.load(loads, f.config) },
+		MaxKeyBytes: c.maxIDBytes, MaxDescriptors: f.maxDescriptors, Logger: logger, Shadow: f.shadow, MaxOverrideScale: apiMaxScale(c),
 		QuotaMode: f.quota, ResponseMetadata: f.metadata, ResponseHeaders: f.headers})
-	tc, err := rlsTLS(ctx, f, watch, tlsReloads, logger)
+	tc, err := rlsTLS(ctx, f, c.watchFiles, tlsReloads, logger)
 	if err != nil {
 		return nil, err
 	}
-	ln, err := listenRLS(f.listen, lis, logger)
+	ln, err := listenRLS(f.listen, c.lis, logger)
 	if err != nil {
 		return nil, fmt.Errorf("-rls-listen: %w", err)
 	}
@@ -201,7 +185,12 @@ func openRLS(ctx context.Context, f rlsFlags, lis listenFlags, watch bool, lim r
 	// 13 % of the CPU at 200 callers with one worker a core
 	// (BENCHMARKS.md, "Envoy RLS beside envoyproxy/ratelimit"). The guard
 	// bounds what one client can make the server hold (docs/security.md).
-	guard := rls.NewGuard(f.limits(maxKey, handshake))
+	// The largest request is fitted to -rls-max-descriptors descriptors
+	// whose keys and values take at most -max-id-bytes together; a
+	// handshake has as long as an HTTP connection's first byte.
+	guard := rls.NewGuard(rls.Limits{MaxConnsPerIP: f.maxConnsPerIP, MaxConns: f.maxConns, MaxStreams: f.maxStreams,
+		ArrivingBudget: f.arrivingBudget, MaxRequestBytes: rls.MaxRequestBytes(f.maxDescriptors, c.maxIDBytes),
+		ReceiveTimeout: f.receiveTimeout, HandshakeTimeout: c.exp.firstByte, IdleTimeout: f.idleTimeout, Keepalive: f.keepalive})
 	opts := append([]grpc.ServerOption{grpc.NumStreamWorkers(uint32(max(rlsStreamWorkers, runtime.GOMAXPROCS(0)))), grpc.SharedWriteBuffer(true)}, guard.ServerOptions()...)
 	g := grpc.NewServer(opts...)
 	rlspb.RegisterRateLimitServiceServer(g, srv)
@@ -214,7 +203,7 @@ func openRLS(ctx context.Context, f rlsFlags, lis listenFlags, watch bool, lim r
 	logger.Info("rls loaded", "config", f.config, "files", len(cfg.Files), "rules", len(cfg.Rules()),
 		"max_request_bytes", guard.Limits().MaxRequestBytes, "tls", f.cert != "", "mtls", f.clientCA != "", "shadow_mode", f.shadow)
 	rls.LogSkipped(logger, cfg)
-	if backend == "memory" {
+	if c.backend == "memory" {
 		// envoyproxy/ratelimit counts on Redis by default: replicas
 		// moved over from it would each count alone, without a word.
 		logger.Warn("rls: counting in this process's memory (-backend memory): each replica counts on its own, so N replicas allow N times every limit; -backend redis shares the counts")

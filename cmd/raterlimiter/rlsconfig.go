@@ -9,30 +9,17 @@ import (
 	"github.com/raterlimiter/raterlimiter/internal/sidecar/rls"
 )
 
-// rlsLoadFlags are the flags of how the Envoy rate limit service's
-// configuration is read and answered, as envoyproxy/ratelimit's settings
-// of the same names, and the check of one without serving.
-type rlsLoadFlags struct {
-	merge    bool
-	check    string
-	quota    bool
-	metadata bool
-	headers  bool
-	// loads abandons a read that hangs, at start and on every reload.
-	loads *fileLoads
-}
-
 // load reads the configuration at path as the flags say, abandoning a
-// read that hangs (loadFile): a reload on SIGHUP or a change never waits
-// on another for longer than fileTimeout.
-func (f rlsLoadFlags) load(path string) (*rls.Config, error) {
-	return loadFile(f.loads, path, func() (*rls.Config, error) { return rls.LoadOptions{MergeDomains: f.merge}.Load(path) })
+// read that hangs (loadFile): with the same loads, a reload on SIGHUP or
+// a change never waits on another for longer than fileTimeout.
+func (f rlsFlags) load(loads *fileLoads, path string) (*rls.Config, error) {
+	return loadFile(loads, path, func() (*rls.Config, error) { return rls.LoadOptions{MergeDomains: f.merge}.Load(path) })
 }
 
 // rlsConfigError is a configuration that does not load, as the command
 // line reports it: exit status 2, the file's own message, and the flag
 // that merges a domain given twice.
-func (f rlsLoadFlags) rlsConfigError(err error) error {
+func rlsConfigError(err error) error {
 	if errors.Is(err, rls.ErrDuplicateDomain) {
 		return cli.Filef("%s (-rls-merge-domains merges them)", err.Error())
 	}
@@ -41,10 +28,10 @@ func (f rlsLoadFlags) rlsConfigError(err error) error {
 
 // checkRLSConfig is -check-rls-config: it loads the configuration and
 // says what it holds.
-func (f rlsLoadFlags) checkRLSConfig(stdout io.Writer) error {
-	c, err := f.load(f.check)
+func (f rlsFlags) checkRLSConfig(stdout io.Writer) error {
+	c, err := f.load(&fileLoads{}, f.check)
 	if err != nil {
-		return f.rlsConfigError(err)
+		return rlsConfigError(err)
 	}
 	fmt.Fprintf(stdout, "%s: ok, %d files, %d domains, %d rate limits\n", f.check, len(c.Files), len(c.Domains()), len(c.Rules()))
 	for _, s := range c.Skipped {

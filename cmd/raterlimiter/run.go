@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -58,7 +59,8 @@ func runLogged(ctx context.Context, args []string, lookupEnv func(string) (strin
 	if install != nil {
 		install(logger)
 	}
-	policies, err := loadPolicies(cfg.pol.path)
+	loadPolicyFile := policyLoader(cfg.pol.path)
+	policies, err := loadPolicies(loadPolicyFile)
 	if err != nil {
 		return err
 	}
@@ -79,15 +81,11 @@ func runLogged(ctx context.Context, args []string, lookupEnv func(string) (strin
 	if err != nil {
 		return err
 	}
-	closed := false
-	defer func() {
-		if !closed {
-			be.Close()
-		}
-	}()
+	closeBackend := sync.OnceValue(be.Close)
+	defer closeBackend()
 
 	tlsReloads := newTLSReloads()
-	rlsSvc, err := openRLS(ctx, cfg.rls, cfg.lis, cfg.watchFiles, be.Limiter, cfg.backend, cfg.maxIDBytes, cfg.exp.firstByte, apiMaxScale(cfg), tlsReloads, logger)
+	rlsSvc, err := openRLS(ctx, cfg, be.Limiter, tlsReloads, logger)
 	if err != nil {
 		return err
 	}
@@ -127,7 +125,7 @@ func runLogged(ctx context.Context, args []string, lookupEnv func(string) (strin
 		Logger:     logger,
 
 		Policies:       policies,
-		LoadPolicies:   reloader(cfg.pol),
+		LoadPolicies:   loadPolicyFile,
 		PoliciesOnly:   cfg.pol.only,
 		MaxScale:       apiMaxScale(cfg),
 		AuthDenyStatus: cfg.pol.denyStatus,
@@ -143,9 +141,7 @@ func runLogged(ctx context.Context, args []string, lookupEnv func(string) (strin
 	})
 	srv.Store(s)
 	if policies != nil {
-		logger.Info("policies loaded", "file", cfg.pol.path, "policies", len(policies.Policies), "policies_only", cfg.pol.only, "auth_headers", cfg.pol.authHeaders)
-		warnWithoutGateway(cfg.pol, logger)
-		reloadPolicies(ctx, s, cfg.pol, cfg.watchFiles, logger)
+		watchPolicies(ctx, s, cfg.pol, len(policies.Policies), cfg.watchFiles, logger)
 	}
 
 	addr := ln.Addr()
@@ -199,8 +195,7 @@ func runLogged(ctx context.Context, args []string, lookupEnv func(string) (strin
 	// The final snapshot is written as the backend closes: a failure is
 	// the run's failure (exit status 1), and "stopped" is logged only
 	// after it.
-	closed = true
-	if err := be.Close(); err != nil {
+	if err := closeBackend(); err != nil {
 		logger.Error("raterlimiter stopped with an error", "err", err)
 		return fmt.Errorf("closing the backend: %w", err)
 	}

@@ -37,16 +37,14 @@ const finalSnapshotTimeout = time.Minute
 // /metrics and /healthz.
 type snapshotState struct {
 	interval    time.Duration
-	lastSuccess atomic.Int64 // Unix ms of the last write that succeeded, 0 before any
-	started     time.Time
+	lastSuccess atomic.Int64 // Unix ms of the last write that succeeded, or of the start before any
 	failures    prometheus.Counter
 	successTime prometheus.Gauge
 }
 
 func newSnapshotState(interval time.Duration) *snapshotState {
-	return &snapshotState{
+	st := &snapshotState{
 		interval: interval,
-		started:  time.Now(),
 		failures: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "raterlimiter_snapshot_failures_total",
 			Help: "Snapshot writes that failed (the previous snapshot is kept).",
@@ -56,6 +54,8 @@ func newSnapshotState(interval time.Duration) *snapshotState {
 			Help: "When the last snapshot write succeeded, Unix seconds; 0 before the first.",
 		}),
 	}
+	st.lastSuccess.Store(time.Now().UnixMilli())
+	return st
 }
 
 func (st *snapshotState) collectors() []prometheus.Collector {
@@ -76,14 +76,10 @@ func (st *snapshotState) observe(err error) {
 // three intervals (a crash would then lose more than the interval promises);
 // "" otherwise, and always without periodic snapshots.
 func (st *snapshotState) stale() string {
-	if st == nil || st.interval <= 0 {
+	if st.interval <= 0 {
 		return ""
 	}
-	last := time.UnixMilli(st.lastSuccess.Load())
-	if st.lastSuccess.Load() == 0 {
-		last = st.started
-	}
-	if age := time.Since(last); age > 3*st.interval {
+	if age := time.Since(time.UnixMilli(st.lastSuccess.Load())); age > 3*st.interval {
 		return "snapshot stale: no successful write for " + age.Round(time.Second).String()
 	}
 	return ""

@@ -56,13 +56,14 @@ func openListener(ctx context.Context, addr string, f listenFlags, watch bool, r
 	if f.cert == "" {
 		return ln, nil
 	}
-	certs, err := newCertReloader(f.cert, f.key)
+	cert, err := reloaded(ctx, []string{f.cert, f.key}, watch, "tls-cert", "certificate", reloads, logger,
+		func() (tls.Certificate, error) { return loadKeyPair(f.cert, f.key) })
 	if err != nil {
 		ln.Close()
-		return nil, err
+		return nil, fmt.Errorf("loading -tls-cert %s and -tls-key %s: %w", f.cert, f.key, err)
 	}
-	certs.reloadOnChange(ctx, watch, reloads.WithLabelValues("tls-cert", "ok"), reloads.WithLabelValues("tls-cert", "failed"), logger)
-	return tls.NewListener(ln, &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: certs.get}), nil
+	get := func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return cert.Load(), nil }
+	return tls.NewListener(ln, &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: get}), nil
 }
 
 // sendBufferBytes is the kernel send buffer of each connection the main
@@ -121,32 +122,8 @@ func listenUnix(path string, f listenFlags, logger *slog.Logger) (net.Listener, 
 	return ln, nil
 }
 
-// certReloader holds the serving certificate and reads it again on demand.
-type certReloader struct {
-	certFile, keyFile string
-	cur               atomic.Pointer[tls.Certificate]
-	loads             fileLoads
-}
-
-func newCertReloader(certFile, keyFile string) (*certReloader, error) {
-	r := &certReloader{certFile: certFile, keyFile: keyFile}
-	if err := r.reload(); err != nil {
-		return nil, err
-	}
-	return r, nil
-}
-
-// reload reads the pair; on error the previous certificate stays.
-func (r *certReloader) reload() error {
-	c, err := loadFile(&r.loads, r.certFile, func() (tls.Certificate, error) { return loadKeyPair(r.certFile, r.keyFile) })
-	if err != nil {
-		return fmt.Errorf("loading -tls-cert %s and -tls-key %s: %w", r.certFile, r.keyFile, err)
-	}
-	r.cur.Store(&c)
-	return nil
-}
-
-// loadKeyPair is tls.LoadX509KeyPair, each file read as readPEM reads it.
+// loadKeyPair is tls.LoadX509KeyPair, each file read as readfile.Read
+// reads it.
 func loadKeyPair(certFile, keyFile string) (tls.Certificate, error) {
 	cert, err := readfile.Read(certFile, maxPEMBytes)
 	if err != nil {
@@ -159,8 +136,6 @@ func loadKeyPair(certFile, keyFile string) (tls.Certificate, error) {
 	return tls.X509KeyPair(cert, key)
 }
 
-func (r *certReloader) get(*tls.ClientHelloInfo) (*tls.Certificate, error) { return r.cur.Load(), nil }
-
 // newTLSReloads is the series of reloads of the TLS files, by flag and
 // result.
 func newTLSReloads() *prometheus.CounterVec {
@@ -170,19 +145,34 @@ func newTLSReloads() *prometheus.CounterVec {
 	}, []string{"file", "result"})
 }
 
-// reloadOnChange rereads the certificate on every SIGHUP and, with watch,
-// when its files change, until ctx ends, counting each reload in ok or
-// failed. A certificate and its key are rarely replaced in one step: a
-// pair that does not match yet keeps the previous one until the second
-// file arrives.
-func (r *certReloader) reloadOnChange(ctx context.Context, watch bool, ok, failed prometheus.Counter, logger *slog.Logger) {
-	onReload(ctx, logger, watch, []string{r.certFile, r.keyFile}, func(why string) {
-		if err := r.reload(); err != nil {
+// reloaded is what load makes of files, made anew on every SIGHUP and,
+// with watch, when one of them changes, until ctx ends. A load that fails
+// keeps what is in force: a certificate and its key are rarely replaced in
+// one step, and a pair that does not match yet waits for the second file.
+// Each reload is counted in reloads under label (ok, failed) and logged
+// naming what; a read that hangs is abandoned (loadFile).
+func reloaded[T any](ctx context.Context, files []string, watch bool, label, what string, reloads *prometheus.CounterVec, logger *slog.Logger, load func() (T, error)) (*atomic.Pointer[T], error) {
+	var cur atomic.Pointer[T]
+	var loads fileLoads
+	read := func() error {
+		v, err := loadFile(&loads, files[0], load)
+		if err == nil {
+			cur.Store(&v)
+		}
+		return err
+	}
+	if err := read(); err != nil {
+		return nil, err
+	}
+	ok, failed := reloads.WithLabelValues(label, "ok"), reloads.WithLabelValues(label, "failed")
+	onReload(ctx, logger, watch, files, func(why string) {
+		if err := read(); err != nil {
 			failed.Inc()
-			logger.Warn(why+": certificate not reloaded; serving the previous one", "err", err)
+			logger.Warn(why+": "+what+" not reloaded; the previous one stays", "file", files[0], "err", err)
 		} else {
 			ok.Inc()
-			logger.Info(why+": certificate reloaded", "cert", r.certFile)
+			logger.Info(why+": "+what+" reloaded", "file", files[0])
 		}
 	})
+	return &cur, nil
 }

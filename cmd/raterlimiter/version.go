@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"runtime/debug"
 	"strings"
 )
@@ -22,35 +23,24 @@ func version() string {
 
 // buildVersion is version for the build information bi.
 func buildVersion(bi *debug.BuildInfo) string {
-	v := bi.Main.Version
-	if v == "" {
-		v = "(devel)"
-	}
-	var rev, at string
-	modified := false
+	vcs := map[string]string{}
 	for _, s := range bi.Settings {
-		switch s.Key {
-		case "vcs.revision":
-			rev = s.Value
-		case "vcs.time":
-			at = s.Value
-		case "vcs.modified":
-			modified = s.Value == "true"
-		}
+		vcs[s.Key] = s.Value
 	}
 	var extra []string
-	if rev != "" {
-		if modified {
+	if rev := vcs["vcs.revision"]; rev != "" {
+		if vcs["vcs.modified"] == "true" {
 			rev += "+modified"
 		}
 		extra = append(extra, "revision "+rev)
 	}
-	if at != "" {
+	if at := vcs["vcs.time"]; at != "" {
 		extra = append(extra, at)
 	}
 	if bi.GoVersion != "" {
 		extra = append(extra, bi.GoVersion)
 	}
+	v := cmp.Or(bi.Main.Version, "(devel)")
 	if len(extra) == 0 {
 		return v
 	}

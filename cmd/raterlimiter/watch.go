@@ -6,7 +6,6 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -189,8 +188,8 @@ func relevant(want watchSet, ev fsnotify.Event) bool {
 }
 
 // onReload calls reload(why) on every SIGHUP and, with watch, whenever one
-// of paths changes, until ctx ends. A signal and a change never reload at
-// the same time.
+// of paths (each a file a flag names, never empty) changes, until ctx
+// ends. A signal and a change never reload at the same time.
 func onReload(ctx context.Context, logger *slog.Logger, watch bool, paths []string, reload func(why string)) {
 	var mu sync.Mutex
 	once := func(why string) {
@@ -214,8 +213,7 @@ func onReload(ctx context.Context, logger *slog.Logger, watch bool, paths []stri
 			}
 		}
 	}()
-	paths = slices.DeleteFunc(slices.Clone(paths), func(p string) bool { return p == "" })
-	if !watch || len(paths) == 0 {
+	if !watch {
 		return
 	}
 	if err := watchFiles(ctx, paths, logger, func() { once("file changed") }); err != nil {

@@ -48,23 +48,17 @@ const (
 // ResultNames are the label values of the results, by Result.
 var ResultNames = [NumResults]string{"allowed", "denied", "invalid", "unavailable"}
 
-// maxAlgos is room for every algorithm (check.Algos).
-const maxAlgos = 8
-
 // Vec is one via's share of the family, with every (algo, result) child
 // resolved at creation, so counting touches no map. It is a
 // prometheus.Collector, and safe for concurrent use.
 type Vec struct {
 	vec *prometheus.CounterVec
-	c   [maxAlgos][NumResults]prometheus.Counter
+	c   [rl.Leaky + 1][NumResults]prometheus.Counter // by algorithm, as check.ValidAlgo bounds them
 }
 
 // New returns via's Vec. Its series exist, at zero, from the start, so a
 // rate over them is defined before the first check.
 func New(via string) *Vec {
-	if len(check.Algos) > maxAlgos {
-		panic("checkmetric: no room for every algorithm")
-	}
 	v := &Vec{vec: prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: Name, Help: Help, ConstLabels: prometheus.Labels{"via": via},
 	}, []string{"algo", "result"})}

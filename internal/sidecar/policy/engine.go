@@ -30,8 +30,10 @@ const IDOverhead = MaxRuleNameBytes + 2
 // against. A Rule is read-only once loaded; share it by pointer.
 type Rule struct {
 	// Name identifies the rule in headers, metrics and counter ids:
-	// 1 to MaxRuleNameBytes bytes, no NUL. Counters are keyed by (Name,
-	// key), so a rule that keeps its name keeps its counters across reloads.
+	// 1 to MaxRuleNameBytes bytes, no NUL, as the loaders make it (a
+	// policy's name, 64 bytes at most with "#missing_key" after it; the
+	// RLS's, hashed when longer). Counters are keyed by (Name, key), so a
+	// rule that keeps its name keeps its counters across reloads.
 	Name string
 	// Algo, Limit and Scale are those of raterlimiter.Request.
 	Algo  rl.Algo
@@ -46,30 +48,21 @@ type Rule struct {
 	// answer to /auth is held for the decision's delay, at most
 	// Engine.MaxWaitMS, and a longer delay is a denial.
 	Wait bool
-	// Plans, if set, gives the limit per plan.
-	Plans *Plans
+	// Plans, if set, maps a plan's name to its limit: the plan is a value
+	// read from the request (a header the application's authenticator
+	// sets, Policy.PlanFrom); an unknown or absent plan gets Limit.
+	Plans map[string]int64
 	// Shadow rules are counted and reported but never deny.
 	Shadow bool
 	// Unlimited rules are never counted and always allow.
 	Unlimited bool
 }
 
-// Plans gives a rule a limit per plan: the plan is a value read from the
-// request (a header the application's authenticator sets); an unknown or
-// absent plan gets the rule's own Limit.
-type Plans struct {
-	// From names where the plan is read, as a policies file spells it
-	// ("header:X-Plan").
-	From string
-	// Limits maps a plan's name to its limit.
-	Limits map[string]int64
-}
-
 // LimitFor returns the limit of plan: the plan's own, or the rule's Limit
 // when plan is empty, unknown or the rule has no plans.
 func (r *Rule) LimitFor(plan []byte) int64 {
-	if r.Plans != nil && len(plan) > 0 {
-		if l, ok := r.Plans.Limits[string(plan)]; ok {
+	if len(plan) > 0 {
+		if l, ok := r.Plans[string(plan)]; ok {
 			return l
 		}
 	}
@@ -186,14 +179,6 @@ func (e *Engine) Decide(ctx context.Context, checks []Check, out []Result) ([]Re
 		if len(c.Key) > maxKey {
 			return out[:base], &rl.ItemError{Index: i, Err: &rl.FieldError{Field: "key",
 				Rule: "must be at most " + strconv.Itoa(maxKey) + " bytes"}}
-		}
-		name := len(c.Rule.Name)
-		if c.Fallback {
-			name += len(fallbackSuffix)
-		}
-		if len(c.Rule.Name) == 0 || name > MaxRuleNameBytes {
-			return out[:base], &rl.ItemError{Index: i, Err: &rl.FieldError{Field: "policy",
-				Rule: "name must be 1 to " + strconv.Itoa(MaxRuleNameBytes) + " bytes"}}
 		}
 		hits := c.Hits
 		if hits <= 0 {

@@ -124,14 +124,6 @@ type KeySource struct {
 	Header string
 }
 
-// String spells the source as a policies file does: "ip" or "header:NAME".
-func (k KeySource) String() string {
-	if k.Kind == KeyHeader {
-		return "header:" + k.Header
-	}
-	return "ip"
-}
-
 // Headers gives a request's header values; *fasthttp.RequestHeader has
 // both methods.
 type Headers interface {

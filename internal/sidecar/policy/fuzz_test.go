@@ -41,7 +41,7 @@ func FuzzParse(f *testing.F) {
 				}
 			}
 			if p.Plans != nil {
-				for _, l := range p.Plans.Limits {
+				for _, l := range p.Plans {
 					r.Limit = l
 					if check.Validate(r, 0) != nil {
 						t.Fatalf("plan limit %d out of bounds", l)

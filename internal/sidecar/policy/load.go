@@ -76,12 +76,7 @@ func Parse(path string, data []byte) (*File, error) {
 		return nil, yamlError(path, err)
 	}
 	p := parser{path: path}
-	f, err := p.file(&doc)
-	if err != nil {
-		return nil, err
-	}
-	f.Path = path
-	return f, nil
+	return p.file(&doc)
 }
 
 // yamlError turns the YAML library's "yaml: line N: msg" into a FileError.
@@ -126,7 +121,7 @@ func (p *parser) file(doc *yaml.Node) (*File, error) {
 	if err != nil {
 		return nil, err
 	}
-	f := &File{byName: map[string]*Policy{}}
+	f := &File{Path: p.path, byName: map[string]*Policy{}}
 	if n := root["trusted_proxies"]; n != nil {
 		if n.Kind != yaml.SequenceNode {
 			return nil, p.errf(n, "trusted_proxies must be a list of addresses or networks")
@@ -366,22 +361,22 @@ func (p *parser) plans(n *yaml.Node, in string, pol *Policy, maxLimit int64) err
 	if lim == nil || lim.Kind != yaml.MappingNode || len(lim.Content) == 0 {
 		return p.errf(n, "%s: plans.limits must map plan names to limits, such as {free: 2, pro: 50}", in)
 	}
-	pl := &Plans{From: src.String(), Limits: map[string]int64{}}
+	plans := map[string]int64{}
 	for i := 0; i+1 < len(lim.Content); i += 2 {
 		k, v := lim.Content[i], Deref(lim.Content[i+1])
 		if k.Kind != yaml.ScalarNode || k.Value == "" {
 			return p.errf(k, "%s: plans.limits: a plan's name must be a non-empty string", in)
 		}
-		if _, dup := pl.Limits[k.Value]; dup {
+		if _, dup := plans[k.Value]; dup {
 			return p.errf(k, "%s: plans.limits: plan %q given twice", in, k.Value)
 		}
 		l, err := p.integer(v, in+": plans.limits."+k.Value, 0, maxLimit)
 		if err != nil {
 			return err
 		}
-		pl.Limits[k.Value] = l
+		plans[k.Value] = l
 	}
-	pol.Plans, pol.PlanFrom = pl, src
+	pol.Plans, pol.PlanFrom = plans, src
 	return nil
 }
 

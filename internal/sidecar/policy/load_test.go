@@ -73,7 +73,7 @@ func TestParseEveryField(t *testing.T) {
 	assert.Equal(t, int64(2), api.Hits)
 	assert.Equal(t, []policy.KeySource{{Kind: policy.KeyHeader, Header: "X-Api-Key"}}, api.Key)
 	require.NotNil(t, api.Plans)
-	assert.Equal(t, map[string]int64{"free": 2, "pro": 50}, api.Plans.Limits)
+	assert.Equal(t, map[string]int64{"free": 2, "pro": 50}, api.Plans)
 	assert.Equal(t, "X-Plan", api.PlanFrom.Header)
 	assert.Equal(t, policy.MissingKey{Action: policy.MissingDeny}, api.MissingKey, "missing_key defaults to deny")
 

@@ -45,10 +45,8 @@ func (p *parser) shaping(fs map[string]*yaml.Node, in string, pol *Policy) error
 		// The queue must drain within ten years at every limit the policy
 		// gives, the plans' too (check.Validate).
 		limits := []int64{pol.Limit}
-		if pol.Plans != nil {
-			for _, l := range pol.Plans.Limits {
-				limits = append(limits, l)
-			}
+		for _, l := range pol.Plans {
+			limits = append(limits, l)
 		}
 		for _, l := range limits {
 			r := rl.Request{ID: "x", Scale: millis.Duration(pol.Scale), Limit: l, Algo: rl.Leaky, Queue: pol.Queue}
