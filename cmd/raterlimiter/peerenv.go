@@ -318,7 +318,7 @@ func peerRedisURL(get peerGet) (string, error) {
 		q["addr"] = addrs[1:]
 	case "sentinel":
 		if len(addrs) < 2 {
-			return "", fmt.Errorf("REDIS_URL %q: a sentinel set is MASTER,HOST:PORT,...", raw)
+			return "", fmt.Errorf("REDIS_URL %q: a sentinel set is MASTER,HOST:PORT[,HOST:PORT]", raw)
 		}
 		u.Host = addrs[1]
 		q["addr"] = addrs[2:]

@@ -176,8 +176,8 @@ func openRLS(ctx context.Context, c config, lim rl.Limiter, tlsReloads *promethe
 		return nil, fmt.Errorf("-rls-listen: %w", err)
 	}
 	// Stream workers serve calls on a fixed set of goroutines instead of
-	// one new goroutine a call, and a shared write buffer saves a buffer
-	// per connection: what many connections and calls hold stays bounded,
+	// one new goroutine a call (grpc-go shares its write buffers by
+	// default): what many connections and calls hold stays bounded,
 	// at no cost in throughput (lab/notes/perf-notes.md, "The sidecar's HTTP
 	// path"). A call waits on the limiter, so the workers are as many as
 	// the calls a loaded server has in hand: when all are busy grpc-go
@@ -191,7 +191,7 @@ func openRLS(ctx context.Context, c config, lim rl.Limiter, tlsReloads *promethe
 	guard := rls.NewGuard(rls.Limits{MaxConnsPerIP: f.maxConnsPerIP, MaxConns: f.maxConns, MaxStreams: f.maxStreams,
 		ArrivingBudget: f.arrivingBudget, MaxRequestBytes: rls.MaxRequestBytes(f.maxDescriptors, c.maxIDBytes),
 		ReceiveTimeout: f.receiveTimeout, HandshakeTimeout: c.exp.firstByte, IdleTimeout: f.idleTimeout, Keepalive: f.keepalive})
-	opts := append([]grpc.ServerOption{grpc.NumStreamWorkers(uint32(max(rlsStreamWorkers, runtime.GOMAXPROCS(0)))), grpc.SharedWriteBuffer(true)}, guard.ServerOptions()...)
+	opts := append([]grpc.ServerOption{grpc.NumStreamWorkers(uint32(max(rlsStreamWorkers, runtime.GOMAXPROCS(0))))}, guard.ServerOptions()...)
 	g := grpc.NewServer(opts...)
 	rlspb.RegisterRateLimitServiceServer(g, srv)
 	hs := health.NewServer()

@@ -1,6 +1,6 @@
 // Command rlsfloor is a gRPC server of the Envoy rate limit service that
 // answers every ShouldRateLimit with one constant OK, with the stream
-// workers and shared write buffer of the sidecar's -rls-listen: what an RLS
+// workers of the sidecar's -rls-listen: what an RLS
 // call costs in grpc-go alone, the floor of any RLS server built on it
 // (lab/scripts/bench-rls-peer.sh).
 //
@@ -38,7 +38,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "rlsfloor:", err)
 		os.Exit(1)
 	}
-	g := grpc.NewServer(grpc.NumStreamWorkers(256), grpc.SharedWriteBuffer(true))
+	g := grpc.NewServer(grpc.NumStreamWorkers(256))
 	rlspb.RegisterRateLimitServiceServer(g, floor{})
 	fmt.Fprintln(os.Stderr, "rlsfloor:", g.Serve(ln))
 	os.Exit(1)
