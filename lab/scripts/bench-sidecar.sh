@@ -99,22 +99,22 @@ if has sidecar && has sidecar-base; then
     awk '{ printf "median per-round sidecar / sidecar-base CPU: %.3f\n", $1 }'
 fi
 if ! has bare || ! has bare-same; then exit 0; fi
-b=$(median_of "$tmp/results" bare 2)
-bc=$(median_of "$tmp/results" bare 6)
-for s in "${servers[@]:1}"; do
-  m=$(median_of "$tmp/results" $s 2)
-  c=$(median_of "$tmp/results" $s 6)
-  awk -v b="$b" -v m="$m" -v bc="$bc" -v c="$c" -v s=$s \
-    'BEGIN { printf "ratio %s / bare: %.3f of the req/s, %.2fx the CPU per request (bare / %s CPU %.3f)\n", s, m / b, c / bc, s, bc / c }'
-done
-sb=$(median_of "$tmp/results" bare-same 2)
-sc=$(median_of "$tmp/results" bare-same 6)
-for s in "${servers[@]:2}"; do
-  m=$(median_of "$tmp/results" $s 2)
-  c=$(median_of "$tmp/results" $s 6)
-  awk -v b="$sb" -v m="$m" -v bc="$sc" -v c="$c" -v s=$s \
-    'BEGIN { printf "ratio %s / bare-same: %.3f of the req/s, %.2fx the CPU per request (bare-same / %s CPU %.3f)\n", s, m / b, c / bc, s, bc / c }'
-done
+# ratios BASE SERVER...: each server's req/s and CPU a request over BASE's
+# (medians of the rounds).
+ratios() {
+  local base=$1 b bc s m c
+  shift
+  b=$(median_of "$tmp/results" "$base" 2)
+  bc=$(median_of "$tmp/results" "$base" 6)
+  for s in "$@"; do
+    m=$(median_of "$tmp/results" "$s" 2)
+    c=$(median_of "$tmp/results" "$s" 6)
+    awk -v b="$b" -v m="$m" -v bc="$bc" -v c="$c" -v s="$s" -v base="$base" \
+      'BEGIN { printf "ratio %s / %s: %.3f of the req/s, %.2fx the CPU per request (%s / %s CPU %.3f)\n", s, base, m / b, c / bc, base, s, bc / c }'
+  done
+}
+ratios bare "${servers[@]:1}"
+ratios bare-same "${servers[@]:2}"
 # Per round, each baseline's CPU over each server's (the servers ran back
 # to back), and the median of those ratios: steadier than the ratio of
 # medians when the machine's load moves between rounds.
